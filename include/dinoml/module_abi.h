@@ -1,0 +1,53 @@
+/* The contract between libdinoml_runtime and a generated module.so.
+ *
+ * The runtime verifies the artifact, dlopens module.so, checks dinoml_module_abi_version() and
+ * then only calls these entry points. Ordering conventions (all fixed by metadata.json):
+ *   dims    : metadata.json "dims" order     (int64 values, already validated by the runtime)
+ *   inputs  : metadata.json "inputs" order
+ *   outputs : metadata.json "outputs" order
+ *   states  : metadata.json "states" order
+ * Every function returns 0 on success; on failure it writes a NUL-terminated message to `err`
+ * (capacity `errlen`) and returns non-zero. Modules never throw across this boundary.
+ */
+#ifndef DINOML_MODULE_ABI_H
+#define DINOML_MODULE_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DINOML_MODULE_ABI_VERSION 1u
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint32_t (*dinoml_module_abi_version_fn)(void);
+typedef const char* (*dinoml_module_graph_hash_fn)(void);
+/* Called once per loaded module. `constants` is constants.bin mapped read-only (64-byte aligned
+ * offsets). A module may build derived data (prepacked weights) into *module_state. */
+typedef int (*dinoml_module_init_fn)(const uint8_t* constants, size_t constants_size,
+                                     void** module_state, char* err, size_t errlen);
+typedef void (*dinoml_module_release_fn)(void* module_state);
+/* Selects the bucket for `dims` and reports the arena size it needs and the output shapes
+ * (out_shapes[i * 8 + axis] for output i). */
+typedef int (*dinoml_module_plan_fn)(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes,
+                                     char* err, size_t errlen);
+/* Runs the graph. `arena` has at least the planned bytes and is 64-byte aligned. Outputs have
+ * room for the planned shapes. States point at session-owned buffers updated in place. */
+typedef int (*dinoml_module_run_fn)(void* module_state, const int64_t* dims,
+                                    const void* const* inputs, void* const* outputs,
+                                    void* const* states, void* arena, char* err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Exported symbol names. */
+#define DINOML_MODULE_SYM_ABI_VERSION "dinoml_module_abi_version"
+#define DINOML_MODULE_SYM_GRAPH_HASH "dinoml_module_graph_hash"
+#define DINOML_MODULE_SYM_INIT "dinoml_module_init"
+#define DINOML_MODULE_SYM_RELEASE "dinoml_module_release"
+#define DINOML_MODULE_SYM_PLAN "dinoml_module_plan"
+#define DINOML_MODULE_SYM_RUN "dinoml_module_run"
+
+#endif /* DINOML_MODULE_ABI_H */

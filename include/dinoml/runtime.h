@@ -1,0 +1,131 @@
+/* DinoML runtime C ABI.
+ *
+ * A flat C interface to load a compiled artifact directory and run it. Every function returns a
+ * dinoml_status; on failure dinoml_last_error() (thread-local) says what went wrong and what to
+ * do. No C++ exception ever crosses this boundary.
+ *
+ * Threading: a module is immutable after load and may be shared by many threads. A session owns
+ * its arena and states; one session must be used by one thread at a time (calls on the same
+ * session are serialised by an internal mutex). Many sessions of one module run concurrently.
+ */
+#ifndef DINOML_RUNTIME_H
+#define DINOML_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DINOML_API __attribute__((visibility("default")))
+#else
+#define DINOML_API
+#endif
+
+/* Bumped on any incompatible change of this header or of the artifact layout the runtime reads. */
+#define DINOML_RUNTIME_ABI_VERSION 1u
+#define DINOML_MAX_RANK 8
+
+typedef enum dinoml_status {
+  DINOML_OK = 0,
+  DINOML_ERR_INVALID_ARGUMENT = 1, /* bad input name / dtype / rank / dim, null pointer, ... */
+  DINOML_ERR_NOT_FOUND = 2,        /* artifact directory or file missing, unknown name */
+  DINOML_ERR_ARTIFACT = 3,         /* malformed or tampered artifact (hash mismatch, bad json) */
+  DINOML_ERR_ABI_MISMATCH = 4,     /* artifact built for another runtime / module ABI */
+  DINOML_ERR_ISA_MISMATCH = 5,     /* this CPU lacks an instruction set the artifact needs */
+  DINOML_ERR_RUNTIME = 6,          /* failure while running a kernel */
+  DINOML_ERR_OUT_OF_MEMORY = 7,
+  DINOML_ERR_BUFFER_TOO_SMALL = 8  /* caller-provided output buffer smaller than the output */
+} dinoml_status;
+
+/* Numbering is part of the ABI and matches the IR's dtype order. */
+typedef enum dinoml_dtype {
+  DINOML_FLOAT32 = 0,
+  DINOML_FLOAT16 = 1,
+  DINOML_BFLOAT16 = 2,
+  DINOML_INT8 = 3,
+  DINOML_UINT8 = 4,
+  DINOML_INT32 = 5,
+  DINOML_INT64 = 6,
+  DINOML_BOOL = 7
+} dinoml_dtype;
+
+/* A tensor crossing the ABI. Row-major, contiguous.
+ * Inputs: every field is read.
+ * Outputs: `name` selects the output (NULL = positional order). If `data` is NULL the runtime
+ * allocates the output in session-owned memory that stays valid until the next run or until the
+ * session is freed, and stores the pointer in `data`. If `data` is set, `nbytes` is its capacity
+ * and DINOML_ERR_BUFFER_TOO_SMALL is returned when the output does not fit. On success `dtype`,
+ * `ndim`, `shape` and `nbytes` describe the produced output. */
+typedef struct dinoml_tensor {
+  const char* name;
+  void* data;
+  size_t nbytes;
+  dinoml_dtype dtype;
+  int32_t ndim;
+  int64_t shape[DINOML_MAX_RANK];
+} dinoml_tensor;
+
+typedef struct dinoml_module dinoml_module;
+typedef struct dinoml_session dinoml_session;
+
+/* Description of one input/output/state axis: a fixed size (dim_name NULL, min == max) or a
+ * symbolic Dim with its bounds. Output axes may be expressions: dim_name is then its text. */
+typedef struct dinoml_axis_info {
+  const char* dim_name;
+  int64_t min;
+  int64_t max;
+} dinoml_axis_info;
+
+typedef struct dinoml_tensor_info {
+  const char* name;
+  dinoml_dtype dtype;
+  int32_t ndim;
+  dinoml_axis_info axes[DINOML_MAX_RANK];
+} dinoml_tensor_info;
+
+DINOML_API uint32_t dinoml_runtime_abi_version(void);
+DINOML_API const char* dinoml_last_error(void);
+DINOML_API const char* dinoml_status_name(dinoml_status status);
+DINOML_API const char* dinoml_dtype_name(dinoml_dtype dtype);
+DINOML_API size_t dinoml_dtype_size(dinoml_dtype dtype);
+
+/* Verifies manifest (schema + ABI versions), SHA-256 of every listed file, and the CPU's ISA
+ * before loading any code; then loads module.so and maps constants.bin read-only. */
+DINOML_API dinoml_status dinoml_module_load(const char* artifact_dir, dinoml_module** out);
+DINOML_API void dinoml_module_free(dinoml_module* module);
+
+DINOML_API const char* dinoml_module_name(const dinoml_module* module);
+DINOML_API const char* dinoml_module_graph_hash(const dinoml_module* module);
+DINOML_API size_t dinoml_module_num_inputs(const dinoml_module* module);
+DINOML_API size_t dinoml_module_num_outputs(const dinoml_module* module);
+DINOML_API size_t dinoml_module_num_states(const dinoml_module* module);
+DINOML_API dinoml_status dinoml_module_input_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
+DINOML_API dinoml_status dinoml_module_output_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
+DINOML_API dinoml_status dinoml_module_state_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
+
+DINOML_API dinoml_status dinoml_session_create(dinoml_module* module, dinoml_session** out);
+DINOML_API void dinoml_session_free(dinoml_session* session);
+
+/* Runs the model. Inputs are matched by name (all names set) or by position (all NULL).
+ * Validation: every input present exactly once, dtype, rank, static sizes, and every symbolic
+ * dim consistent across inputs, within [min, max] and a multiple of divisible_by. */
+DINOML_API dinoml_status dinoml_session_run(dinoml_session* session, const dinoml_tensor* inputs,
+                                            size_t num_inputs, dinoml_tensor* outputs,
+                                            size_t num_outputs);
+
+/* Session states (e.g. a KV cache): zero-initialised at creation; updated at the end of each run
+ * by the graph's state_assign nodes. */
+DINOML_API dinoml_status dinoml_session_get_state(dinoml_session* session, const char* name, void* dst, size_t nbytes);
+DINOML_API dinoml_status dinoml_session_set_state(dinoml_session* session, const char* name, const void* src, size_t nbytes);
+DINOML_API dinoml_status dinoml_session_reset_states(dinoml_session* session);
+
+/* Bytes of the arena the session holds now (grows to the largest bucket used so far). */
+DINOML_API size_t dinoml_session_arena_bytes(const dinoml_session* session);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DINOML_RUNTIME_H */
