@@ -1,0 +1,111 @@
+#include "ops/interpreter.h"
+
+#include "ir/error.h"
+#include "ops/registry.h"
+
+namespace dinoml::ops {
+namespace {
+
+std::map<std::string, int64_t> derive_dims(const ir::Graph& g, const std::map<std::string, HostTensor>& inputs) {
+  std::map<std::string, int64_t> dims;
+  for (const auto& name : g.inputs) {
+    const auto& t = g.tensor(name);
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw IrError("reference interpreter: missing input '" + name + "'");
+    const HostTensor& h = it->second;
+    if (h.dtype != t.dtype)
+      throw IrError("reference interpreter: input '" + name + "' has dtype " + std::string(ir::dtype_name(h.dtype)) +
+                    ", expected " + std::string(ir::dtype_name(t.dtype)));
+    if (h.shape.size() != t.shape.size())
+      throw IrError("reference interpreter: input '" + name + "' has rank " + std::to_string(h.shape.size()) +
+                    ", expected " + std::to_string(t.shape.size()));
+    for (size_t a = 0; a < t.shape.size(); ++a) {
+      const auto& e = t.shape[a];
+      if (e.is_const()) {
+        if (e.const_value() != h.shape[a])
+          throw IrError("reference interpreter: input '" + name + "' axis " + std::to_string(a) + " is " +
+                        std::to_string(h.shape[a]) + ", expected " + std::to_string(e.const_value()));
+      } else if (e.is_dim()) {
+        auto [pos, inserted] = dims.emplace(e.dim_name(), h.shape[a]);
+        if (!inserted && pos->second != h.shape[a])
+          throw IrError("reference interpreter: dim '" + e.dim_name() + "' is " + std::to_string(pos->second) +
+                        " elsewhere but " + std::to_string(h.shape[a]) + " in input '" + name + "'");
+      }
+    }
+  }
+  for (const auto& d : g.dims) {
+    auto it = dims.find(d.name);
+    if (it == dims.end()) continue;
+    if (it->second < d.min || it->second > d.max)
+      throw IrError("reference interpreter: dim '" + d.name + "' = " + std::to_string(it->second) + " is outside [" +
+                    std::to_string(d.min) + ", " + std::to_string(d.max) + "]");
+  }
+  return dims;
+}
+
+}  // namespace
+
+HostTensor constant_tensor(const ir::Graph& g, const std::string& name) {
+  const auto& t = g.tensor(name);
+  std::vector<int64_t> shape;
+  for (const auto& e : t.shape) shape.push_back(e.const_value());
+  auto it = g.constant_data.find(name);
+  if (it == g.constant_data.end() || !it->second) throw IrError("constant '" + name + "' has no data");
+  return HostTensor::from_bytes(t.dtype, shape, it->second->data(), it->second->size());
+}
+
+std::vector<HostTensor> run_node(const ir::Node& node, const std::vector<const HostTensor*>& inputs,
+                                 const ir::Graph& g, const std::map<std::string, int64_t>& dims) {
+  const OpDef& def = Registry::global().get(node.op);
+  RefContext ctx(node, inputs, dims);
+  for (const auto& o : node.outputs) {
+    const auto& t = g.tensor(o);
+    ctx.out_dtypes.push_back(t.dtype);
+    ctx.out_shapes.push_back(ir::eval_shape(t.shape, dims));
+  }
+  auto out = def.reference(ctx);
+  if (out.size() != node.outputs.size())
+    throw OpError("node '" + node.name + "' (" + node.op + "): reference produced " + std::to_string(out.size()) +
+                  " outputs, expected " + std::to_string(node.outputs.size()));
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].shape != ctx.out_shapes[i] || out[i].dtype != ctx.out_dtypes[i])
+      throw OpError("node '" + node.name + "' (" + node.op + "): reference output " + std::to_string(i) + " is " +
+                    out[i].shape_string() + " " + std::string(ir::dtype_name(out[i].dtype)) +
+                    " but shape inference says " + ir::shape_to_string(g.tensor(node.outputs[i]).shape) + " " +
+                    std::string(ir::dtype_name(ctx.out_dtypes[i])));
+  return out;
+}
+
+InterpretResult interpret(const ir::Graph& g, const std::map<std::string, HostTensor>& inputs,
+                          const std::map<std::string, HostTensor>& states) {
+  auto dims = derive_dims(g, inputs);
+  std::map<std::string, HostTensor> env;
+  for (const auto& n : g.inputs) env[n] = inputs.at(n);
+  for (const auto& [name, t] : g.tensors)
+    if (t.kind == ir::TensorKind::constant) env[name] = constant_tensor(g, name);
+  for (const auto& s : g.states) {
+    auto it = states.find(s);
+    if (it != states.end()) env[s] = it->second;
+    else {
+      const auto& t = g.tensor(s);
+      env[s] = HostTensor(t.dtype, ir::eval_shape(t.shape, dims));
+    }
+  }
+  InterpretResult res;
+  std::map<std::string, HostTensor> state_updates;
+  for (const auto& node : g.nodes) {
+    std::vector<const HostTensor*> ins;
+    for (const auto& i : node.inputs) ins.push_back(&env.at(i));
+    if (node.op == "state_assign") {
+      // Writes happen at the end of the run so that every read in this run sees the old value.
+      state_updates[node.inputs.at(0)] = env.at(node.inputs.at(1)).cast(g.tensor(node.inputs.at(0)).dtype);
+    }
+    auto outs = run_node(node, ins, g, dims);
+    for (size_t i = 0; i < outs.size(); ++i) env[node.outputs[i]] = std::move(outs[i]);
+  }
+  for (const auto& o : g.outputs) res.outputs[o] = env.at(o);
+  for (const auto& s : g.states) res.states[s] = state_updates.count(s) ? state_updates[s] : env.at(s);
+  return res;
+}
+
+}  // namespace dinoml::ops
