@@ -1,5 +1,6 @@
 #include "builder/graph_builder.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ir/error.h"

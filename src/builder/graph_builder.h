@@ -25,8 +25,8 @@ class GraphBuilder {
   // Adds a node; returns its output tensor names. `output_names` optionally names the outputs.
   std::vector<std::string> op(const std::string& op, const std::vector<std::string>& inputs,
                               const ir::Attrs& attrs = {}, const std::vector<std::string>& output_names = {});
-  std::string op1(const std::string& op, const std::vector<std::string>& inputs, const ir::Attrs& attrs = {}) {
-    return op(op, inputs, attrs).at(0);
+  std::string op1(const std::string& op_name, const std::vector<std::string>& inputs, const ir::Attrs& attrs = {}) {
+    return op(op_name, inputs, attrs).at(0);
   }
   // Marks `tensor` as graph output `name` (adds an `output` node).
   std::string output(const std::string& tensor, const std::string& name);

@@ -1,0 +1,169 @@
+#include "manifest.h"
+
+#include "errors.h"
+#include "isa.h"
+#include "json_util.h"
+
+#include <dinoml/module_abi.h>
+#include <dinoml/runtime.h>
+
+#include <algorithm>
+#include <cctype>
+#include <system_error>
+
+namespace dinoml::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+// Artifacts must be relocatable and self-contained: only plain relative paths inside the
+// directory are acceptable, so a manifest can never point the loader at a file elsewhere.
+bool safe_relative_path(const std::string& path) {
+  if (path.empty() || path.front() == '/' || path.find('\\') != std::string::npos ||
+      path.find('\0') != std::string::npos) {
+    return false;
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string_view part(path.data() + start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+bool is_sha256_hex(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isxdigit(c); });
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void check_version(const JsonReader& r, const json& doc, const char* key, int64_t expected, const char* what,
+                   const std::string& dir) {
+  int64_t got = r.int_field(doc, key, "manifest");
+  if (got != expected) {
+    fail(DINOML_ERR_ABI_MISMATCH, "artifact '", dir, "' was built for ", what, " version ", got,
+         " but this DinoML runtime supports version ", expected, " (manifest.json \"", key,
+         "\"); recompile the model with the DinoML release that matches this runtime, or load it with the "
+         "runtime shipped in the artifact's lib/");
+  }
+}
+
+}  // namespace
+
+Manifest read_manifest(const fs::path& dir) {
+  const std::string shown = dir.string();
+  json doc = read_json_file(dir / kManifestFile, kManifestFile);
+  JsonReader r(kManifestFile);
+  r.object(doc, "manifest");
+
+  check_version(r, doc, "artifact_schema_version", kArtifactSchemaVersion, "artifact schema", shown);
+  check_version(r, doc, "runtime_abi_version", DINOML_RUNTIME_ABI_VERSION, "runtime ABI", shown);
+  check_version(r, doc, "module_abi_version", DINOML_MODULE_ABI_VERSION, "module ABI", shown);
+
+  Manifest m;
+  m.target = r.string_field(doc, "target", "manifest");
+  if (m.target != "cpu") {
+    fail(DINOML_ERR_ABI_MISMATCH, "artifact '", shown, "' targets '", m.target,
+         "' but this DinoML runtime runs only 'cpu' artifacts; recompile the model with --target cpu or "
+         "use the runtime for that target");
+  }
+  if (const json* name = r.optional_field(doc, "name", "manifest")) {
+    m.name = r.string(*name, "manifest.name");
+  } else {
+    m.name = dir.filename().string();
+  }
+  m.graph_hash = r.string_field(doc, "graph_hash", "manifest");
+
+  if (const json* isa = r.optional_field(doc, "required_isa", "manifest")) {
+    r.array(*isa, "manifest.required_isa");
+    for (size_t i = 0; i < isa->size(); ++i) {
+      m.required_isa.push_back(r.string((*isa)[i], cat("manifest.required_isa[", i, "]")));
+    }
+  }
+  check_required_isa(m.required_isa, shown);
+
+  const json& files = r.object(r.field(doc, "files", "manifest"), "manifest.files");
+  for (auto it = files.begin(); it != files.end(); ++it) {
+    const std::string& path = it.key();
+    const std::string where = cat("manifest.files[\"", path, "\"]");
+    if (!safe_relative_path(path)) {
+      fail(DINOML_ERR_ARTIFACT, "manifest.json lists file '", path, "' of artifact '", shown,
+           "' with an absolute path or a '..'/'.' component; artifacts may only reference files inside their "
+           "own directory. The manifest was tampered with or written by a broken tool: recompile the model");
+    }
+    if (path == kManifestFile) r.bad(where, "the manifest cannot list itself");
+    std::string digest = lower(r.string(it.value(), where));
+    if (!is_sha256_hex(digest)) r.bad(where, "expected a 64-digit SHA-256 hex digest");
+    m.files.emplace(path, std::move(digest));
+  }
+  for (const char* required : {kModuleFile, kMetadataFile}) {
+    if (!m.lists(required)) {
+      fail(DINOML_ERR_ARTIFACT, "manifest.json of artifact '", shown, "' does not list ", required,
+           "; every file the runtime loads must be covered by a SHA-256. Recompile the model");
+    }
+  }
+  return m;
+}
+
+void check_artifact_files(const fs::path& dir, const Manifest& manifest) {
+  const std::string shown = dir.string();
+  std::error_code ec;
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) fail(DINOML_ERR_NOT_FOUND, "cannot resolve artifact directory '", shown, "': ", ec.message());
+
+  for (const auto& [path, digest] : manifest.files) {
+    const fs::path full = dir / path;
+    if (!fs::exists(full, ec)) {
+      fail(DINOML_ERR_ARTIFACT, "file '", path, "' listed in manifest.json is missing from artifact '", shown,
+           "'; the artifact is incomplete: copy the whole directory again or recompile the model");
+    }
+    // A symlink inside the directory could still point outside it; resolve and compare.
+    const fs::path real = fs::canonical(full, ec);
+    if (ec) fail(DINOML_ERR_ARTIFACT, "cannot resolve '", path, "' in artifact '", shown, "': ", ec.message());
+    auto [root_end, real_it] = std::mismatch(root.begin(), root.end(), real.begin(), real.end());
+    if (root_end != root.end()) {
+      fail(DINOML_ERR_ARTIFACT, "file '", path, "' of artifact '", shown, "' resolves to '", real.string(),
+           "', outside the artifact directory; artifacts must be self-contained: recompile or recopy it");
+    }
+    if (!fs::is_regular_file(real, ec)) {
+      fail(DINOML_ERR_ARTIFACT, "'", path, "' in artifact '", shown, "' is not a regular file");
+    }
+  }
+
+  // Unlisted code would be loaded unverified (module.so resolves lib/ through its rpath).
+  if (fs::exists(dir / kConstantsFile, ec) && !manifest.lists(kConstantsFile)) {
+    fail(DINOML_ERR_ARTIFACT, "constants.bin of artifact '", shown,
+         "' is not listed in manifest.json, so it cannot be verified; recompile the model");
+  }
+  const fs::path lib = dir / "lib";
+  if (fs::is_directory(lib, ec)) {
+    for (auto it = fs::recursive_directory_iterator(lib, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->is_directory(ec)) continue;
+      std::string rel = fs::relative(it->path(), dir, ec).generic_string();
+      if (!manifest.lists(rel)) {
+        fail(DINOML_ERR_ARTIFACT, "'", rel, "' in artifact '", shown,
+             "' is not listed in manifest.json; libraries in lib/ are loaded by module.so and must be verified. "
+             "Remove the file or recompile the model");
+      }
+    }
+    if (ec) fail(DINOML_ERR_ARTIFACT, "cannot list lib/ of artifact '", shown, "': ", ec.message());
+  }
+}
+
+void check_digest(const fs::path& dir, const Manifest& manifest, const std::string& path, const std::string& actual) {
+  const std::string& expected = manifest.files.at(path);
+  if (actual != expected) {
+    fail(DINOML_ERR_ARTIFACT, "file '", path, "' of artifact '", dir.string(),
+         "' does not match the SHA-256 recorded in manifest.json (expected ", expected, ", found ", actual,
+         "): the artifact was modified or corrupted after compilation; recompile the model or copy the "
+         "artifact again");
+  }
+}
+
+}  // namespace dinoml::runtime

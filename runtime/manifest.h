@@ -1,0 +1,41 @@
+// manifest.json: the artifact's identity and integrity record. Everything here is checked
+// before any code from the artifact is loaded.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dinoml::runtime {
+
+inline constexpr int kArtifactSchemaVersion = 1;
+inline constexpr const char* kManifestFile = "manifest.json";
+inline constexpr const char* kModuleFile = "module.so";
+inline constexpr const char* kMetadataFile = "metadata.json";
+inline constexpr const char* kConstantsFile = "constants.bin";
+
+struct Manifest {
+  std::string name;
+  std::string target;
+  std::string graph_hash;
+  std::vector<std::string> required_isa;
+  std::map<std::string, std::string> files;  // artifact-relative path -> lowercase sha256 hex
+
+  bool lists(const std::string& path) const { return files.count(path) != 0; }
+};
+
+// Parses manifest.json and checks schema + ABI versions, target, required ISA and the shape of
+// the files list (relative paths without "..", well-formed digests). Does not hash anything.
+Manifest read_manifest(const std::filesystem::path& dir);
+
+// Throws DINOML_ERR_ARTIFACT if a listed path escapes the artifact directory (also through
+// symlinks), is not a regular file, or if a file the runtime loads (module.so, metadata.json,
+// constants.bin, anything under lib/) is present but unlisted.
+void check_artifact_files(const std::filesystem::path& dir, const Manifest& manifest);
+
+// Throws DINOML_ERR_ARTIFACT naming `path` when `actual` differs from the manifest's digest.
+void check_digest(const std::filesystem::path& dir, const Manifest& manifest, const std::string& path,
+                  const std::string& actual);
+
+}  // namespace dinoml::runtime

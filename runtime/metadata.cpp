@@ -1,0 +1,185 @@
+#include "metadata.h"
+
+#include "dtype.h"
+#include "errors.h"
+#include "json_util.h"
+
+#include <set>
+
+namespace dinoml::runtime {
+namespace {
+
+const char* const kFile = "metadata.json";
+
+dinoml_dtype parse_dtype(const JsonReader& r, const json& obj, const std::string& where) {
+  std::string name = r.string_field(obj, "dtype", where);
+  auto dtype = dtype_from_name(name);
+  if (!dtype) r.bad(where + ".dtype", cat("unknown dtype '", name, "'"));
+  return *dtype;
+}
+
+const json& parse_shape(const JsonReader& r, const json& obj, const std::string& where) {
+  const json& shape = r.array(r.field(obj, "shape", where), where + ".shape");
+  if (shape.size() > DINOML_MAX_RANK) {
+    r.bad(where + ".shape", cat("rank ", shape.size(), " exceeds DINOML_MAX_RANK (", DINOML_MAX_RANK, ")"));
+  }
+  return shape;
+}
+
+template <class T>
+std::string join_names(const std::vector<T>& items) {
+  std::string s;
+  for (const T& item : items) s += cat(s.empty() ? "" : ", ", "'", item.name, "'");
+  return s.empty() ? "(none)" : s;
+}
+
+template <class T>
+void check_unique(const JsonReader& r, const std::vector<T>& items, const char* section) {
+  std::set<std::string> seen;
+  for (const T& item : items) {
+    if (item.name.empty()) r.bad(section, "empty name");
+    if (!seen.insert(item.name).second) r.bad(section, cat("duplicate name '", item.name, "'"));
+  }
+}
+
+void parse_dims(const JsonReader& r, const json& doc, Metadata& m) {
+  const json& dims = r.array(r.field(doc, "dims", "metadata"), "dims");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const std::string where = cat("dims[", i, "]");
+    DimDesc d;
+    d.name = r.string_field(dims[i], "name", where);
+    d.min = r.int_field(dims[i], "min", where);
+    d.max = r.int_field(dims[i], "max", where);
+    if (const json* div = r.optional_field(dims[i], "divisible_by", where)) d.divisible_by = r.integer(*div, where + ".divisible_by");
+    if (const json* buckets = r.optional_field(dims[i], "buckets", where)) {
+      r.array(*buckets, where + ".buckets");
+      for (size_t k = 0; k < buckets->size(); ++k) d.buckets.push_back(r.integer((*buckets)[k], cat(where, ".buckets[", k, "]")));
+    }
+    if (d.min < 1 || d.min > d.max) r.bad(where, cat("dim '", d.name, "' needs 1 <= min <= max, got [", d.min, ", ", d.max, "]"));
+    if (d.divisible_by < 1) r.bad(where, cat("dim '", d.name, "' has divisible_by ", d.divisible_by));
+    m.dims.push_back(std::move(d));
+  }
+  check_unique(r, m.dims, "dims");
+}
+
+void parse_inputs(const JsonReader& r, const json& doc, Metadata& m) {
+  const json& inputs = r.array(r.field(doc, "inputs", "metadata"), "inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string where = cat("inputs[", i, "]");
+    InputDesc in;
+    in.name = r.string_field(inputs[i], "name", where);
+    in.dtype = parse_dtype(r, inputs[i], where);
+    const json& shape = parse_shape(r, inputs[i], where);
+    for (size_t a = 0; a < shape.size(); ++a) {
+      const std::string axis_where = cat(where, ".shape[", a, "]");
+      InputAxis axis;
+      if (shape[a].is_string()) {
+        std::string dim = shape[a].get<std::string>();
+        axis.dim = m.dim_index(dim);
+        if (axis.dim < 0) r.bad(axis_where, cat("dim '", dim, "' of input '", in.name, "' is not declared in \"dims\""));
+      } else if (shape[a].is_number_integer()) {
+        axis.size = r.integer(shape[a], axis_where);
+        if (axis.size < 0) r.bad(axis_where, "negative size");
+      } else {
+        // The runtime derives dim values from input shapes, which needs plain names.
+        r.bad(axis_where, "input shapes may contain only integers and dim names");
+      }
+      in.axes.push_back(axis);
+    }
+    m.inputs.push_back(std::move(in));
+  }
+  check_unique(r, m.inputs, "inputs");
+}
+
+void parse_outputs(const JsonReader& r, const json& doc, Metadata& m) {
+  const json& outputs = r.array(r.field(doc, "outputs", "metadata"), "outputs");
+  auto dim_index = [&](const std::string& name) { return m.dim_index(name); };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string where = cat("outputs[", i, "]");
+    OutputDesc out;
+    out.name = r.string_field(outputs[i], "name", where);
+    out.dtype = parse_dtype(r, outputs[i], where);
+    const json& shape = parse_shape(r, outputs[i], where);
+    for (size_t a = 0; a < shape.size(); ++a) out.axes.push_back(ShapeExpr::parse(shape[a], dim_index, r, cat(where, ".shape[", a, "]")));
+    m.outputs.push_back(std::move(out));
+  }
+  check_unique(r, m.outputs, "outputs");
+}
+
+void parse_states(const JsonReader& r, const json& doc, Metadata& m) {
+  const json* states = r.optional_field(doc, "states", "metadata");
+  if (!states) return;
+  r.array(*states, "states");
+  for (size_t i = 0; i < states->size(); ++i) {
+    const std::string where = cat("states[", i, "]");
+    const json& st = (*states)[i];
+    StateDesc s;
+    s.name = r.string_field(st, "name", where);
+    s.dtype = parse_dtype(r, st, where);
+    const json& shape = parse_shape(r, st, where);
+    for (size_t a = 0; a < shape.size(); ++a) {
+      if (!shape[a].is_number_integer()) r.bad(cat(where, ".shape[", a, "]"), "state shapes must be static integers");
+      s.shape.push_back(r.integer(shape[a], cat(where, ".shape[", a, "]")));
+    }
+    auto bytes = tensor_bytes(s.dtype, s.shape);
+    if (!bytes) r.bad(where + ".shape", "invalid or overflowing shape");
+    if (const json* nbytes = r.optional_field(st, "nbytes", where)) {
+      int64_t declared = r.integer(*nbytes, where + ".nbytes");
+      if (declared < 0 || static_cast<size_t>(declared) != *bytes) {
+        r.bad(where + ".nbytes", cat("declares ", declared, " bytes but shape ", shape_string(s.shape), " of ", dtype_name(s.dtype), " needs ", *bytes));
+      }
+    }
+    s.nbytes = *bytes;
+    m.states.push_back(std::move(s));
+  }
+  check_unique(r, m.states, "states");
+}
+
+}  // namespace
+
+int Metadata::dim_index(const std::string& name) const {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string Metadata::input_names() const { return join_names(inputs); }
+std::string Metadata::output_names() const { return join_names(outputs); }
+std::string Metadata::state_names() const { return join_names(states); }
+
+std::string Metadata::input_shape_string(const InputDesc& input) const {
+  std::string s = "[";
+  for (size_t a = 0; a < input.axes.size(); ++a) {
+    if (a) s += ", ";
+    s += input.axes[a].dim >= 0 ? dims[input.axes[a].dim].name : std::to_string(input.axes[a].size);
+  }
+  return s + "]";
+}
+
+Metadata read_metadata(const std::filesystem::path& file) {
+  json doc = read_json_file(file, kFile);
+  JsonReader r(kFile);
+  r.object(doc, "metadata");
+  Metadata m;
+  parse_dims(r, doc, m);
+  parse_inputs(r, doc, m);
+  parse_outputs(r, doc, m);
+  parse_states(r, doc, m);
+
+  // Dim values come only from input shapes; a dim no input carries could never be bound.
+  std::vector<bool> bound(m.dims.size(), false);
+  for (const InputDesc& in : m.inputs) {
+    for (const InputAxis& axis : in.axes) {
+      if (axis.dim >= 0) bound[axis.dim] = true;
+    }
+  }
+  for (size_t i = 0; i < m.dims.size(); ++i) {
+    if (!bound[i]) {
+      r.bad("dims", cat("dim '", m.dims[i].name, "' appears in no input shape, so the runtime cannot derive its value"));
+    }
+  }
+  return m;
+}
+
+}  // namespace dinoml::runtime

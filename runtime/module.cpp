@@ -1,0 +1,157 @@
+#include "module.h"
+
+#include "errors.h"
+#include "sha256.h"
+
+#include <dlfcn.h>
+
+#include <array>
+#include <system_error>
+
+namespace dinoml::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kErrLen = 1024;
+
+template <class Fn>
+Fn resolve(void* handle, const char* symbol, const std::string& dir) {
+  dlerror();
+  void* p = dlsym(handle, symbol);
+  if (!p) {
+    fail(DINOML_ERR_ARTIFACT, "module.so of artifact '", dir, "' does not export ", symbol,
+         "; it is not a DinoML module or was built by an incompatible DinoML: recompile the model");
+  }
+  return reinterpret_cast<Fn>(p);
+}
+
+}  // namespace
+
+std::shared_ptr<const Module> Module::load(const std::string& artifact_dir) {
+  std::shared_ptr<Module> m(new Module());
+  m->verify_and_read(artifact_dir);
+  m->load_code();
+  m->build_infos();
+  return m;
+}
+
+void Module::verify_and_read(const std::string& artifact_dir) {
+  dir_ = artifact_dir;
+  std::error_code ec;
+  const fs::path dir(artifact_dir);
+  if (!fs::is_directory(dir, ec)) {
+    fail(DINOML_ERR_NOT_FOUND, "artifact directory '", artifact_dir,
+         "' does not exist or is not a directory; pass the directory the compiler wrote (it contains manifest.json)");
+  }
+  manifest_ = read_manifest(dir);
+  check_artifact_files(dir, manifest_);
+
+  // Every listed file is hashed before anything is parsed or loaded. constants.bin is hashed
+  // through the very mapping the module will read, so it cannot change between check and use.
+  if (manifest_.lists(kConstantsFile)) {
+    constants_ = MappedFile(dir / kConstantsFile, kConstantsFile);
+    check_digest(dir, manifest_, kConstantsFile, sha256_hex(constants_.data(), constants_.size()));
+  }
+  for (const auto& [path, digest] : manifest_.files) {
+    if (path == kConstantsFile) continue;
+    check_digest(dir, manifest_, path, sha256_file_hex(dir / path, path));
+  }
+  metadata_ = read_metadata(dir / kMetadataFile);
+}
+
+void Module::load_code() {
+  const fs::path so = fs::path(dir_) / kModuleFile;
+  // RTLD_LOCAL: two artifacts export the same entry-point names and must not interpose.
+  // RTLD_NOW: a missing kernel symbol fails here, with a message, not mid-run.
+  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle_) {
+    const char* why = dlerror();
+    fail(DINOML_ERR_ARTIFACT, "cannot load module.so of artifact '", dir_, "': ", why ? why : "unknown dlopen error",
+         "; check that lib/ is complete, or recompile the model");
+  }
+  entry_.abi_version = resolve<dinoml_module_abi_version_fn>(handle_, DINOML_MODULE_SYM_ABI_VERSION, dir_);
+  entry_.graph_hash = resolve<dinoml_module_graph_hash_fn>(handle_, DINOML_MODULE_SYM_GRAPH_HASH, dir_);
+  entry_.init = resolve<dinoml_module_init_fn>(handle_, DINOML_MODULE_SYM_INIT, dir_);
+  entry_.release = resolve<dinoml_module_release_fn>(handle_, DINOML_MODULE_SYM_RELEASE, dir_);
+  entry_.plan = resolve<dinoml_module_plan_fn>(handle_, DINOML_MODULE_SYM_PLAN, dir_);
+  entry_.run = resolve<dinoml_module_run_fn>(handle_, DINOML_MODULE_SYM_RUN, dir_);
+
+  uint32_t abi = entry_.abi_version();
+  if (abi != DINOML_MODULE_ABI_VERSION) {
+    fail(DINOML_ERR_ABI_MISMATCH, "module.so of artifact '", dir_, "' implements module ABI version ", abi,
+         " but this DinoML runtime supports version ", DINOML_MODULE_ABI_VERSION,
+         "; recompile the model with the DinoML release that matches this runtime");
+  }
+  const char* hash = entry_.graph_hash();
+  if (!hash || manifest_.graph_hash != hash) {
+    fail(DINOML_ERR_ARTIFACT, "module.so of artifact '", dir_, "' was compiled from graph ", hash ? hash : "(null)",
+         " but manifest.json records graph_hash ", manifest_.graph_hash,
+         "; the artifact mixes files of different compilations: recompile the model");
+  }
+
+  std::array<char, kErrLen> err{};
+  if (entry_.init(constants_.data(), constants_.size(), &module_state_, err.data(), err.size()) != 0) {
+    err.back() = '\0';
+    fail(DINOML_ERR_RUNTIME, "module.so of artifact '", dir_, "' failed to initialise: ",
+         err[0] ? err.data() : "(no message)");
+  }
+  initialised_ = true;
+}
+
+const char* Module::keep(std::string s) { return strings_.emplace_back(std::move(s)).c_str(); }
+
+void Module::build_infos() {
+  const Metadata& md = metadata_;
+  std::vector<int64_t> mins, maxs;
+  for (const DimDesc& d : md.dims) {
+    mins.push_back(d.min);
+    maxs.push_back(d.max);
+  }
+  auto dim_name = [&](int i) { return md.dims[i].name; };
+
+  for (const InputDesc& in : md.inputs) {
+    dinoml_tensor_info info{};
+    info.name = in.name.c_str();
+    info.dtype = in.dtype;
+    info.ndim = static_cast<int32_t>(in.axes.size());
+    for (size_t a = 0; a < in.axes.size(); ++a) {
+      const InputAxis& axis = in.axes[a];
+      if (axis.dim >= 0) {
+        info.axes[a] = {md.dims[axis.dim].name.c_str(), md.dims[axis.dim].min, md.dims[axis.dim].max};
+      } else {
+        info.axes[a] = {nullptr, axis.size, axis.size};
+      }
+    }
+    input_infos_.push_back(info);
+  }
+  for (const OutputDesc& out : md.outputs) {
+    dinoml_tensor_info info{};
+    info.name = out.name.c_str();
+    info.dtype = out.dtype;
+    info.ndim = static_cast<int32_t>(out.axes.size());
+    for (size_t a = 0; a < out.axes.size(); ++a) {
+      const ShapeExpr& e = out.axes[a];
+      auto b = e.bounds(mins, maxs);
+      // An unbounded expression (divisor range containing 0) is reported as [0, INT64_MAX].
+      int64_t lo = b ? b->first : 0, hi = b ? b->second : INT64_MAX;
+      info.axes[a] = {e.is_constant() ? nullptr : keep(e.to_string(dim_name)), lo, hi};
+    }
+    output_infos_.push_back(info);
+  }
+  for (const StateDesc& st : md.states) {
+    dinoml_tensor_info info{};
+    info.name = st.name.c_str();
+    info.dtype = st.dtype;
+    info.ndim = static_cast<int32_t>(st.shape.size());
+    for (size_t a = 0; a < st.shape.size(); ++a) info.axes[a] = {nullptr, st.shape[a], st.shape[a]};
+    state_infos_.push_back(info);
+  }
+}
+
+Module::~Module() {
+  // Module code must run its release before its pages go away; constants unmap last (member order).
+  if (initialised_ && entry_.release) entry_.release(module_state_);
+  if (handle_) dlclose(handle_);
+}
+
+}  // namespace dinoml::runtime

@@ -1,0 +1,67 @@
+// A loaded artifact: verified manifest, parsed metadata, mapped constants and the dlopen'ed
+// module.so with its initialised module state. Immutable after load; shared by sessions through
+// shared_ptr so freeing the module handle never pulls code from under a live session.
+#pragma once
+
+#include <dinoml/module_abi.h>
+#include <dinoml/runtime.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "manifest.h"
+#include "mapped_file.h"
+#include "metadata.h"
+
+namespace dinoml::runtime {
+
+struct ModuleEntryPoints {
+  dinoml_module_abi_version_fn abi_version = nullptr;
+  dinoml_module_graph_hash_fn graph_hash = nullptr;
+  dinoml_module_init_fn init = nullptr;
+  dinoml_module_release_fn release = nullptr;
+  dinoml_module_plan_fn plan = nullptr;
+  dinoml_module_run_fn run = nullptr;
+};
+
+class Module {
+ public:
+  static std::shared_ptr<const Module> load(const std::string& artifact_dir);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& dir() const noexcept { return dir_; }
+  const std::string& name() const noexcept { return manifest_.name; }
+  const std::string& graph_hash() const noexcept { return manifest_.graph_hash; }
+  const Metadata& metadata() const noexcept { return metadata_; }
+  const ModuleEntryPoints& entry() const noexcept { return entry_; }
+  void* module_state() const noexcept { return module_state_; }
+
+  const std::vector<dinoml_tensor_info>& input_infos() const noexcept { return input_infos_; }
+  const std::vector<dinoml_tensor_info>& output_infos() const noexcept { return output_infos_; }
+  const std::vector<dinoml_tensor_info>& state_infos() const noexcept { return state_infos_; }
+
+ private:
+  Module() = default;
+  void verify_and_read(const std::string& artifact_dir);
+  void load_code();
+  void build_infos();
+  const char* keep(std::string s);
+
+  std::string dir_;
+  Manifest manifest_;
+  Metadata metadata_;
+  MappedFile constants_;
+  void* handle_ = nullptr;
+  ModuleEntryPoints entry_;
+  void* module_state_ = nullptr;
+  bool initialised_ = false;
+
+  std::deque<std::string> strings_;  // deque: c_str() of tensor infos must stay put
+  std::vector<dinoml_tensor_info> input_infos_, output_infos_, state_infos_;
+};
+
+}  // namespace dinoml::runtime
