@@ -15,19 +15,12 @@ json read_json_file(const std::filesystem::path& path, const std::string& displa
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  json doc = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Re-parse with exceptions only to get the parser's position for the message.
-    std::string detail;
-    try {
-      (void)json::parse(buffer.str());
-    } catch (const json::exception& e) {
-      detail = e.what();
-    }
-    fail(DINOML_ERR_ARTIFACT, display_name, " (", path.string(), ") is not valid JSON (", detail,
+  try {
+    return json::parse(buffer.str());
+  } catch (const json::exception& e) {
+    fail(DINOML_ERR_ARTIFACT, display_name, " (", path.string(), ") is not valid JSON (", e.what(),
          "); the artifact is corrupted: recompile the model or copy the artifact again");
   }
-  return doc;
 }
 
 void JsonReader::bad(const std::string& where, const std::string& what) const {

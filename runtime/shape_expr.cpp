@@ -1,5 +1,7 @@
 #include "shape_expr.h"
 
+#include "errors.h"
+
 #include <algorithm>
 #include <array>
 

@@ -1,0 +1,138 @@
+/* libdinoml_cpu_kernels: the CPU kernel library shipped in every CPU artifact (lib/).
+ *
+ * A flat C ABI so generated modules stay small (one call per node, no templates instantiated in
+ * the module) and the library can be swapped without recompiling modules. Conventions:
+ *   - every kernel returns 0 on success or a DML_CPU_ERR_* code; the detail of the last failure
+ *     on the calling thread is in dml_cpu_last_error() (the module prefixes the node name);
+ *   - `dtype` is the IR / runtime numbering (dinoml_dtype): 0 f32, 1 f16, 2 bf16, 3 i8, 4 u8,
+ *     5 i32, 6 i64, 7 bool;
+ *   - tensors are contiguous row-major; shapes are int64 extents; sizes are in elements unless
+ *     the parameter says `elem_size` (data movement kernels only move bytes);
+ *   - float16/bfloat16 are computed in float32 and rounded once on store.
+ * Kernels parallelise with OpenMP over their outer dims with thresholds, so tiny problems stay
+ * single-threaded.
+ */
+#ifndef DINOML_CPU_KERNELS_H
+#define DINOML_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define DML_CPU_API __attribute__((visibility("default")))
+#else
+#define DML_CPU_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dml_cpu_status {
+  DML_CPU_OK = 0,
+  DML_CPU_ERR_INDEX = 1,       /* an index tensor held an out-of-range value */
+  DML_CPU_ERR_ARGUMENT = 2,    /* bad shape / attribute combination */
+  DML_CPU_ERR_UNSUPPORTED = 3, /* dtype or mode the kernel does not implement */
+  DML_CPU_ERR_MEMORY = 4       /* scratch allocation failed */
+};
+
+enum dml_cpu_dtype {
+  DML_CPU_F32 = 0, DML_CPU_F16 = 1, DML_CPU_BF16 = 2, DML_CPU_I8 = 3,
+  DML_CPU_U8 = 4, DML_CPU_I32 = 5, DML_CPU_I64 = 6, DML_CPU_BOOL = 7
+};
+
+/* GEMM epilogues, applied to v = a·b (+ bias[n]) (+ d[m, n] for ADD / ADD_RELU) before the store.
+ * gelu is the erf form, fast_gelu the tanh form, swish = v·sigmoid(v). */
+enum dml_cpu_epilogue {
+  DML_CPU_EPI_NONE = 0, DML_CPU_EPI_RELU = 1, DML_CPU_EPI_GELU = 2, DML_CPU_EPI_FAST_GELU = 3,
+  DML_CPU_EPI_SWISH = 4, DML_CPU_EPI_SIGMOID = 5, DML_CPU_EPI_TANH = 6, DML_CPU_EPI_ADD = 7,
+  DML_CPU_EPI_ADD_RELU = 8
+};
+
+/* Layout of the b operand: RRR = b[K, N] row-major, RCR = b[N, K] (b stored transposed). */
+enum dml_cpu_b_layout { DML_CPU_B_RRR = 0, DML_CPU_B_RCR = 1 };
+
+enum dml_cpu_reduce_op { DML_CPU_REDUCE_SUM = 0, DML_CPU_REDUCE_MEAN = 1, DML_CPU_REDUCE_MAX = 2, DML_CPU_REDUCE_MIN = 3 };
+
+enum dml_cpu_pad_mode { DML_CPU_PAD_CONSTANT = 0, DML_CPU_PAD_REFLECT = 1, DML_CPU_PAD_EDGE = 2 };
+
+/* Message of the last failing call on this thread ("" when none). */
+DML_CPU_API const char* dml_cpu_last_error(void);
+
+/* ---- GEMM family (float dtypes) ------------------------------------------------------------
+ * c[M, N] = epilogue(a[M, K] · b + bias[N] + d[M, N]); bias and d may be NULL (d is required by
+ * the ADD epilogues). a, b, bias, d, c share `dtype`. */
+DML_CPU_API int dml_cpu_gemm(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
+                             const void* b, const void* bias, const void* d, void* c, int epilogue);
+
+/* Batched: c[batch..., M, N] = a[batch..., M, K] · b[batch..., ...]. `batch_shape` is the output
+ * batch shape (rank batch_rank); a_batch / b_batch are the operands' batch extents padded on the
+ * left with 1 to batch_rank; an extent of 1 broadcasts. */
+DML_CPU_API int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64_t* batch_shape,
+                            const int64_t* a_batch, const int64_t* b_batch, int64_t M, int64_t N, int64_t K,
+                            const void* a, const void* b, void* c);
+
+/* ---- reductions (sum/max/min: float + int dtypes, mean: float) ------------------------------
+ * Reduces x[shape] over the axes whose bit is set in axes_mask (rank <= 8); the output holds the
+ * kept axes in order (keepdim does not change the bytes). Sums of ints wrap in the dtype. */
+DML_CPU_API int dml_cpu_reduce(int dtype, int op, int rank, const int64_t* shape, uint32_t axes_mask,
+                               const void* x, void* y);
+/* y[outer, inner] (int64) = index of the first maximum of x[outer, axis_len, inner]. */
+DML_CPU_API int dml_cpu_argmax(int dtype, int64_t outer, int64_t axis_len, int64_t inner, const void* x, int64_t* y);
+/* softmax / log_softmax over the middle axis of x[outer, axis_len, inner]; float dtypes. */
+DML_CPU_API int dml_cpu_softmax(int dtype, int64_t outer, int64_t axis_len, int64_t inner, int log, const void* x,
+                                void* y);
+
+/* ---- norms (float dtypes; gamma/beta/weight share the dtype and may be NULL) --------------- */
+DML_CPU_API int dml_cpu_layer_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* gamma,
+                                   const void* beta, float eps, void* y);
+DML_CPU_API int dml_cpu_rms_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* weight, float eps,
+                                 void* y);
+/* x[N, C, spatial]; statistics per (n, group) over C/num_groups channels × spatial. */
+DML_CPU_API int dml_cpu_group_norm(int dtype, int64_t N, int64_t C, int64_t spatial, int64_t num_groups,
+                                   const void* x, const void* gamma, const void* beta, float eps, void* y);
+
+/* ---- data movement (any dtype: only the element size matters) ------------------------------ */
+/* y = x.transpose(perm): y.shape[i] = in_shape[perm[i]]; rank <= 8. */
+DML_CPU_API int dml_cpu_permute(size_t elem_size, int rank, const int64_t* in_shape, const int32_t* perm,
+                                const void* x, void* y);
+/* Concatenation along an axis in canonical form: outer = prod(shape[:axis]), inner =
+ * prod(shape[axis+1:]), axis_sizes[i] = input i's extent on the axis. */
+DML_CPU_API int dml_cpu_concat(size_t elem_size, int num_inputs, const void* const* inputs, const int64_t* axis_sizes,
+                               int64_t outer, int64_t inner, void* y);
+/* The inverse of concat: x[outer, sum(axis_sizes), inner] into num_outputs tensors. */
+DML_CPU_API int dml_cpu_split(size_t elem_size, int num_outputs, void* const* outputs, const int64_t* axis_sizes,
+                              int64_t outer, int64_t inner, const void* x);
+/* NumPy slicing per axis with raw attribute values: starts/ends may be negative (wrap once) or
+ * out of range (clamp); steps > 0. `out_shape` is what the caller allocated; a mismatch with the
+ * slice's real extent is DML_CPU_ERR_ARGUMENT. */
+DML_CPU_API int dml_cpu_slice(size_t elem_size, int rank, const int64_t* in_shape, const int64_t* starts,
+                              const int64_t* ends, const int64_t* steps, const int64_t* out_shape, const void* x,
+                              void* y);
+/* Broadcast copy: in_shape is padded on the left with 1 to `rank`; extents of 1 broadcast. */
+DML_CPU_API int dml_cpu_expand(size_t elem_size, int rank, const int64_t* in_shape, const int64_t* out_shape,
+                               const void* x, void* y);
+/* pads: rank begins then rank ends (ONNX order; negative pads crop). `value` is converted to dtype. */
+DML_CPU_API int dml_cpu_pad(int dtype, int rank, const int64_t* in_shape, const int64_t* pads, int mode,
+                            double value, const void* x, void* y);
+
+/* ---- indexing (indices: int32 or int64 via index_dtype) ------------------------------------
+ * gather / take: y[outer, num_indices, inner] = x[outer, idx, inner]; negative indices wrap once;
+ * any index outside [-axis_len, axis_len) is DML_CPU_ERR_INDEX and nothing out of bounds is read. */
+DML_CPU_API int dml_cpu_gather(size_t elem_size, int64_t outer, int64_t axis_len, int64_t inner, const void* x,
+                               int index_dtype, const void* indices, int64_t num_indices, void* y);
+/* embedding: y[i, :] = weight[idx[i], :] with idx in [0, vocab). */
+DML_CPU_API int dml_cpu_embedding(size_t elem_size, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
+                                  const void* indices, int64_t num_indices, void* y);
+
+/* ---- generators ---------------------------------------------------------------------------- */
+/* y[i] = start + i * step, converted to dtype (ints computed exactly in int64 when start/step are
+ * integral). */
+DML_CPU_API int dml_cpu_arange(int dtype, double start, double step, int64_t n, void* y);
+DML_CPU_API int dml_cpu_fill(int dtype, double value, int64_t n, void* y);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DINOML_CPU_KERNELS_H */

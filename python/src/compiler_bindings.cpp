@@ -1,0 +1,47 @@
+// Binding of dinoml::compile. Every failure inside the compiler (IR, op, build errors and
+// anything else) surfaces as CompileError carrying the C++ message unchanged.
+#include "bindings.h"
+#include "dinoml/compiler.hpp"
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace dinoml::py_ext {
+
+void bind_compiler(py::module_& m) {
+  m.def("compile", [](const ir::Graph& g, const std::string& target, const std::string& out_dir, bool dump_passes,
+                      bool fuse, const std::string& cache_dir, bool use_cache, bool verbose) {
+    CompileOptions o;
+    o.target = target;
+    o.out_dir = out_dir;
+    o.dump_passes = dump_passes;
+    o.fuse = fuse;
+    o.cache_dir = cache_dir;
+    o.use_cache = use_cache;
+    o.verbose = verbose;
+    CompileResult r;
+    std::string error;
+    {
+      // Compiling runs g++ for seconds: let other Python threads go on meanwhile.
+      py::gil_scoped_release release;
+      try {
+        r = dinoml::compile(g, o);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) {
+      PyErr_SetString(errors().compile_error, error.c_str());
+      throw py::error_already_set();
+    }
+    py::dict d;
+    d["artifact_dir"] = r.artifact_dir;
+    d["graph_hash"] = r.graph_hash;
+    d["cache_hit"] = r.cache_hit;
+    d["seconds"] = r.seconds;
+    d["pass_report"] = r.pass_report.dump();
+    return d;
+  }, py::arg("graph"), py::arg("target") = "cpu", py::arg("out_dir"), py::arg("dump_passes") = false,
+     py::arg("fuse") = true, py::arg("cache_dir") = "", py::arg("use_cache") = true, py::arg("verbose") = false);
+}
+
+}  // namespace dinoml::py_ext

@@ -1,0 +1,94 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+
+#include "ir/error.h"
+
+namespace dinoml::cli {
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error("cannot open '" + path + "'");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("'" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+int main(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  return main(static_cast<int>(argv.size()), argv.data());
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{"DinoML: ahead-of-time ML compiler and runtime"};
+  app.require_subcommand(1);
+
+  std::string model, target = "cpu", out;
+  bool dump_passes = false, no_cache = false, no_fuse = false;
+  auto* c = app.add_subcommand("compile", "compile MODEL.py (defines build_spec()) or MODEL.dinoir.json into an artifact");
+  c->add_option("model", model, "model file")->required();
+  c->add_option("--target", target, "cpu")->check(CLI::IsMember({"cpu"}));
+  c->add_option("--out,-o", out, "artifact directory")->required();
+  c->add_flag("--dump-passes", dump_passes, "write the graph after each pass to debug/passes/");
+  c->add_flag("--no-cache", no_cache, "do not use the compile cache");
+  c->add_flag("--no-fuse", no_fuse, "skip fusion passes");
+
+  std::string artifact;
+  bool as_json = false;
+  auto* i = app.add_subcommand("inspect", "show inputs, outputs, dims, nodes with their kernels, memory plan, sizes");
+  i->add_option("artifact", artifact)->required();
+  i->add_flag("--json", as_json, "machine-readable summary");
+
+  std::vector<std::string> inputs, dims;
+  std::string save_dir;
+  auto* r = app.add_subcommand("run", "run an artifact once (random inputs unless --input is given)");
+  r->add_option("artifact", artifact)->required();
+  r->add_option("--input,-i", inputs, "name=file.npy");
+  r->add_option("--dim,-d", dims, "name=value for random inputs (default: each dim's typical value)");
+  r->add_option("--save", save_dir, "write outputs as .npy into this directory");
+
+  double atol = 1e-4, rtol = 1e-4;
+  int seed = 0;
+  auto* v = app.add_subcommand("validate", "compare an artifact with the reference interpreter on random inputs");
+  v->add_option("artifact", artifact)->required();
+  v->add_option("--atol", atol);
+  v->add_option("--rtol", rtol);
+  v->add_option("--seed", seed);
+
+  int warmup = 10, iterations = 100;
+  auto* b = app.add_subcommand("benchmark", "latency of session.run: warm-up, iterations, p50/p90/p99");
+  b->add_option("artifact", artifact)->required();
+  b->add_option("--dim,-d", dims, "name=value (default: typical)");
+  b->add_option("--warmup", warmup);
+  b->add_option("--iterations,-n", iterations);
+
+  bool markdown = false;
+  auto* o = app.add_subcommand("ops", "list the registered ops");
+  o->add_flag("--markdown", markdown);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (c->parsed()) return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse);
+    if (i->parsed()) return cmd_inspect(artifact, as_json);
+    if (r->parsed()) return cmd_run(artifact, inputs, dims, save_dir);
+    if (v->parsed()) return cmd_validate(artifact, atol, rtol, seed);
+    if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations);
+    if (o->parsed()) return cmd_ops(markdown);
+  } catch (const std::exception& e) {
+    std::cerr << "dinoml: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}
+
+}  // namespace dinoml::cli

@@ -1,0 +1,39 @@
+// The `dinoml` command. The same entry point serves the C++ binary and `python -m dinoml.cli`
+// (through the extension), so every subcommand has one implementation.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ops/host_tensor.h"
+
+namespace dinoml::cli {
+
+int main(int argc, char** argv);
+int main(const std::vector<std::string>& args);  // args[0] is the program name
+
+// Subcommands (each in its own file).
+int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
+                bool no_cache, bool no_fuse);
+int cmd_inspect(const std::string& artifact, bool as_json);
+int cmd_run(const std::string& artifact, const std::vector<std::string>& inputs, const std::vector<std::string>& dims,
+            const std::string& save_dir);
+int cmd_validate(const std::string& artifact, double atol, double rtol, int seed);
+int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dims, int warmup, int iterations);
+int cmd_ops(bool markdown);
+
+// Shared helpers for commands that run artifacts.
+nlohmann::json read_json_file(const std::string& path);
+// Deterministic random inputs for the artifact's metadata at the given dim values.
+std::map<std::string, ops::HostTensor> random_inputs(const nlohmann::json& metadata,
+                                                     const std::map<std::string, int64_t>& dims, uint64_t seed);
+std::map<std::string, int64_t> parse_dims(const nlohmann::json& metadata, const std::vector<std::string>& specs);
+// Runs one artifact once through the runtime C ABI; throws std::runtime_error with the
+// runtime's message on failure.
+std::map<std::string, ops::HostTensor> run_artifact(const std::string& artifact,
+                                                    const std::map<std::string, ops::HostTensor>& inputs);
+std::string describe(const ops::HostTensor& t, size_t max_values = 8);
+
+}  // namespace dinoml::cli

@@ -1,0 +1,72 @@
+// `dinoml compile` and `dinoml ops`. Python model files are compiled by the Python front end
+// (python -m dinoml.cli compile ...), which calls back into the same C++ compiler.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <dinoml/compiler.hpp>
+
+#include "cli/cli.h"
+#include "ir/serialize.h"
+#include "ops/registry.h"
+
+namespace dinoml::cli {
+namespace fs = std::filesystem;
+
+static int run_python_compile(const std::vector<std::string>& args) {
+  std::string python = std::getenv("DINOML_PYTHON") ? std::getenv("DINOML_PYTHON") : "/usr/bin/python3";
+  std::string pypath = std::string(DINOML_SOURCE_DIR) + "/python";
+  if (const char* old = std::getenv("PYTHONPATH")) pypath += std::string(":") + old;
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("PYTHONPATH", pypath.c_str(), 1);
+    std::vector<std::string> full = {python, "-m", "dinoml.cli"};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(python.c_str(), argv.data());
+    std::cerr << "dinoml: error: cannot run '" << python << "' to load a Python model (set DINOML_PYTHON)\n";
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
+                bool no_cache, bool no_fuse) {
+  if (!fs::exists(model)) throw std::runtime_error("model file '" + model + "' does not exist");
+  if (model.size() > 3 && model.substr(model.size() - 3) == ".py") {
+    std::vector<std::string> args = {"compile", model, "--target", target, "--out", out};
+    if (dump_passes) args.push_back("--dump-passes");
+    if (no_cache) args.push_back("--no-cache");
+    if (no_fuse) args.push_back("--no-fuse");
+    return run_python_compile(args);
+  }
+  ir::Graph g = ir::read_graph(model);
+  CompileOptions opts;
+  opts.target = target;
+  opts.out_dir = out;
+  opts.dump_passes = dump_passes;
+  opts.use_cache = !no_cache;
+  opts.fuse = !no_fuse;
+  auto res = compile(g, opts);
+  std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
+            << (res.cache_hit ? " (module from cache)" : "") << "\n";
+  return 0;
+}
+
+int cmd_ops(bool markdown) {
+  const auto& reg = ops::Registry::global();
+  for (const auto& [name, def] : reg.all()) {
+    if (markdown) std::cout << "| `" << name << "` | " << def.family << " | " << def.doc << " |\n";
+    else std::cout << name << "  [" << def.family << "]  " << def.doc << "\n";
+  }
+  return 0;
+}
+
+}  // namespace dinoml::cli

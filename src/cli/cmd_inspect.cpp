@@ -1,0 +1,94 @@
+// `dinoml inspect`: reads the artifact's JSON files only (never loads its code).
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+#include <iostream>
+
+#include "cli/cli.h"
+
+namespace dinoml::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+static std::string shape_text(const json& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const auto& e = shape[i];
+    std::string t = e.is_number() ? std::to_string(e.get<int64_t>()) : e.is_string() ? e.get<std::string>() : e.dump();
+    s += (i ? ", " : "") + t;
+  }
+  return s + "]";
+}
+
+static std::string human_bytes(uint64_t b) {
+  std::ostringstream o;
+  if (b >= (1u << 20)) o << std::fixed << std::setprecision(2) << b / 1048576.0 << " MiB";
+  else if (b >= 1024) o << std::fixed << std::setprecision(1) << b / 1024.0 << " KiB";
+  else o << b << " B";
+  return o.str();
+}
+
+int cmd_inspect(const std::string& artifact, bool as_json) {
+  fs::path dir(artifact);
+  json manifest = read_json_file((dir / "manifest.json").string());
+  json meta = read_json_file((dir / "metadata.json").string());
+  json kernels = read_json_file((dir / "kernel_manifest.json").string());
+  json codegen = read_json_file((dir / "kernel_codegen_plan.json").string());
+  json graph = read_json_file((dir / "graph.dinoir.json").string());
+  uint64_t total = 0;
+  for (const auto& [f, h] : manifest["files"].items())
+    if (fs::exists(dir / f)) total += fs::file_size(dir / f);
+  if (as_json) {
+    std::cout << json{{"manifest", manifest}, {"metadata", meta}, {"kernels", kernels}, {"generated_kernels", codegen},
+                      {"total_bytes", total}}.dump(1)
+              << "\n";
+    return 0;
+  }
+  std::cout << "artifact " << manifest.value("name", "?") << "  (" << dir.string() << ")\n"
+            << "  target " << manifest.value("target", "?") << " / " << manifest.value("arch", "?") << ", requires "
+            << manifest["required_isa"].dump() << "\n"
+            << "  graph hash " << manifest.value("graph_hash", "?") << "\n"
+            << "  runtime ABI " << manifest.value("runtime_abi_version", 0) << ", built with "
+            << manifest["toolchain"].value("cxx", "?") << "\n";
+  std::cout << "dims\n";
+  for (const auto& d : meta["dims"])
+    std::cout << "  " << d["name"].get<std::string>() << " in [" << d["min"] << ", " << d["max"] << "], typical "
+              << d["typical"] << ", buckets " << d["buckets"].dump() << "\n";
+  auto list = [&](const char* title, const json& arr) {
+    std::cout << title << "\n";
+    for (const auto& t : arr)
+      std::cout << "  " << std::left << std::setw(20) << t["name"].get<std::string>() << " " << std::setw(9)
+                << t["dtype"].get<std::string>() << " " << shape_text(t["shape"]) << "\n";
+  };
+  list("inputs", meta["inputs"]);
+  list("outputs", meta["outputs"]);
+  if (!meta["states"].empty()) list("states", meta["states"]);
+  std::cout << "nodes (" << graph["nodes"].size() << ")\n";
+  std::map<std::string, json> by_node;
+  for (const auto& k : kernels) by_node[k.value("node", "")] = k;
+  for (const auto& n : graph["nodes"]) {
+    std::string name = n["name"], op = n["op"];
+    std::string kernel = by_node.count(name) ? by_node[name].value("selected", "-") : "-";
+    std::cout << "  " << std::left << std::setw(28) << name << " " << std::setw(26) << op << " -> " << kernel << "\n";
+  }
+  std::cout << "generated kernels (" << codegen.size() << ")\n";
+  for (const auto& k : codegen) {
+    std::cout << "  " << k.value("name", "?") << ": ";
+    if (k.contains("members")) std::cout << k["members"].size() << " fused ops " << k["members"].dump();
+    std::cout << "\n";
+  }
+  const auto& mp = meta["memory_plan"];
+  uint64_t sum = mp.value("sum_intermediate_bytes", uint64_t{0});
+  std::cout << "memory plan (alignment " << mp.value("alignment", 64) << ", intermediates without reuse "
+            << human_bytes(sum) << ")\n";
+  for (const auto& b : mp["buckets"]) {
+    uint64_t arena = b.value("arena_bytes", uint64_t{0});
+    std::cout << "  bucket " << b["dims"].dump() << ": arena " << human_bytes(arena) << ", " << b["allocations"].size()
+              << " buffers\n";
+  }
+  std::cout << "sizes: constants " << human_bytes(meta.value("constants_bytes", uint64_t{0})) << ", artifact "
+            << human_bytes(total) << "\n";
+  return 0;
+}
+
+}  // namespace dinoml::cli

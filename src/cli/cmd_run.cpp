@@ -1,0 +1,227 @@
+// `dinoml run`, `validate` and `benchmark`: run artifacts through the runtime's C ABI, exactly
+// as a deployed application would.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <random>
+
+#include <dinoml/runtime.h>
+
+#include "cli/cli.h"
+#include "cli/npy.h"
+#include "ir/serialize.h"
+#include "ops/interpreter.h"
+
+namespace dinoml::cli {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void runtime_fail(const std::string& what) {
+  throw std::runtime_error(what + ": " + dinoml_last_error());
+}
+
+struct Loaded {
+  dinoml_module* module = nullptr;
+  dinoml_session* session = nullptr;
+  explicit Loaded(const std::string& dir) {
+    if (dinoml_module_load(dir.c_str(), &module) != DINOML_OK) runtime_fail("loading '" + dir + "'");
+    if (dinoml_session_create(module, &session) != DINOML_OK) runtime_fail("creating a session");
+  }
+  ~Loaded() {
+    dinoml_session_free(session);
+    dinoml_module_free(module);
+  }
+  Loaded(const Loaded&) = delete;
+  Loaded& operator=(const Loaded&) = delete;
+
+  std::map<std::string, ops::HostTensor> run(const std::map<std::string, ops::HostTensor>& inputs) {
+    std::vector<dinoml_tensor> in;
+    for (const auto& [name, t] : inputs) {
+      dinoml_tensor d{};
+      d.name = name.c_str();
+      d.data = const_cast<uint8_t*>(t.data.data());
+      d.nbytes = t.data.size();
+      d.dtype = static_cast<dinoml_dtype>(t.dtype);
+      d.ndim = t.rank();
+      for (int a = 0; a < t.rank(); ++a) d.shape[a] = t.shape[a];
+      in.push_back(d);
+    }
+    size_t nout = dinoml_module_num_outputs(module);
+    std::vector<dinoml_tensor> out(nout);
+    std::vector<std::string> names(nout);
+    for (size_t i = 0; i < nout; ++i) {
+      dinoml_tensor_info info;
+      dinoml_module_output_info(module, i, &info);
+      names[i] = info.name;
+      out[i] = dinoml_tensor{};
+      out[i].name = names[i].c_str();
+    }
+    if (dinoml_session_run(session, in.data(), in.size(), out.data(), out.size()) != DINOML_OK) runtime_fail("run");
+    std::map<std::string, ops::HostTensor> res;
+    for (size_t i = 0; i < nout; ++i) {
+      std::vector<int64_t> shape(out[i].shape, out[i].shape + out[i].ndim);
+      res[names[i]] = ops::HostTensor::from_bytes(static_cast<ir::DType>(out[i].dtype), shape,
+                                                  static_cast<const uint8_t*>(out[i].data), out[i].nbytes);
+    }
+    return res;
+  }
+};
+
+std::vector<int64_t> concrete_shape(const json& shape, const std::map<std::string, int64_t>& dims) {
+  std::vector<int64_t> s;
+  for (const auto& e : shape) s.push_back(e.is_number() ? e.get<int64_t>() : dims.at(e.get<std::string>()));
+  return s;
+}
+
+}  // namespace
+
+std::map<std::string, int64_t> parse_dims(const json& meta, const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t> dims;
+  for (const auto& d : meta["dims"]) dims[d["name"]] = d["typical"].get<int64_t>();
+  for (const auto& s : specs) {
+    auto eq = s.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("--dim expects name=value, got '" + s + "'");
+    std::string name = s.substr(0, eq);
+    if (!dims.count(name)) {
+      std::string known;
+      for (const auto& [k, v] : dims) known += (known.empty() ? "" : ", ") + k;
+      throw std::runtime_error("--dim: the model has no dim '" + name + "' (dims: " + (known.empty() ? "none" : known) + ")");
+    }
+    dims[name] = std::stoll(s.substr(eq + 1));
+  }
+  return dims;
+}
+
+std::map<std::string, ops::HostTensor> random_inputs(const json& meta, const std::map<std::string, int64_t>& dims,
+                                                     uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uf(-1.0, 1.0);
+  std::uniform_int_distribution<int64_t> ui(0, 3);  // small, so index inputs stay in range
+  std::map<std::string, ops::HostTensor> out;
+  for (const auto& in : meta["inputs"]) {
+    ops::HostTensor t(ir::dtype_from_name_or_throw(in["dtype"].get<std::string>()), concrete_shape(in["shape"], dims));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (ir::is_float(t.dtype)) t.set_f64(i, uf(rng));
+      else t.set_i64(i, ir::is_bool(t.dtype) ? ui(rng) & 1 : ui(rng));
+    }
+    out[in["name"]] = std::move(t);
+  }
+  return out;
+}
+
+std::string describe(const ops::HostTensor& t, size_t max_values) {
+  std::ostringstream o;
+  o << ir::dtype_name(t.dtype) << t.shape_string() << " [";
+  size_t n = std::min<size_t>(static_cast<size_t>(t.numel()), max_values);
+  for (size_t i = 0; i < n; ++i) {
+    if (i) o << ", ";
+    if (ir::is_float(t.dtype)) o << std::setprecision(6) << t.get_f64(static_cast<int64_t>(i));
+    else o << t.get_i64(static_cast<int64_t>(i));
+  }
+  if (static_cast<size_t>(t.numel()) > n) o << ", ...";
+  o << "]";
+  return o.str();
+}
+
+std::map<std::string, ops::HostTensor> run_artifact(const std::string& artifact,
+                                                    const std::map<std::string, ops::HostTensor>& inputs) {
+  Loaded l(artifact);
+  return l.run(inputs);
+}
+
+int cmd_run(const std::string& artifact, const std::vector<std::string>& input_specs,
+            const std::vector<std::string>& dim_specs, const std::string& save_dir) {
+  json meta = read_json_file((fs::path(artifact) / "metadata.json").string());
+  auto dims = parse_dims(meta, dim_specs);
+  auto inputs = random_inputs(meta, dims, 0);
+  for (const auto& s : input_specs) {
+    auto eq = s.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("--input expects name=file.npy, got '" + s + "'");
+    std::string name = s.substr(0, eq);
+    if (!inputs.count(name)) throw std::runtime_error("--input: the model has no input '" + name + "'");
+    inputs[name] = read_npy(s.substr(eq + 1));
+  }
+  Loaded l(artifact);
+  auto t0 = std::chrono::steady_clock::now();
+  auto outs = l.run(inputs);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& [name, t] : inputs) std::cout << "input  " << name << ": " << describe(t) << "\n";
+  for (const auto& [name, t] : outs) {
+    std::cout << "output " << name << ": " << describe(t, 16) << "\n";
+    if (!save_dir.empty()) {
+      fs::create_directories(save_dir);
+      write_npy((fs::path(save_dir) / (name + ".npy")).string(), t);
+    }
+  }
+  std::cout << "latency " << std::fixed << std::setprecision(3) << ms << " ms (first run, includes warm-up)\n";
+  return 0;
+}
+
+int cmd_validate(const std::string& artifact, double atol, double rtol, int seed) {
+  json meta = read_json_file((fs::path(artifact) / "metadata.json").string());
+  ir::Graph g = ir::read_graph((fs::path(artifact) / "graph.dinoir.json").string());
+  // Every bucket's upper bound plus each dim's minimum: the edges where plans change.
+  std::vector<std::map<std::string, int64_t>> cases;
+  for (const auto& b : meta["memory_plan"]["buckets"]) cases.push_back(b["dims"].get<std::map<std::string, int64_t>>());
+  std::map<std::string, int64_t> mins;
+  for (const auto& d : meta["dims"]) mins[d["name"]] = d["min"].get<int64_t>();
+  cases.push_back(mins);
+  Loaded l(artifact);
+  int failures = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    auto inputs = random_inputs(meta, cases[c], static_cast<uint64_t>(seed) + c);
+    auto got = l.run(inputs);
+    auto want = ops::interpret(g, inputs).outputs;
+    for (const auto& [name, w] : want) {
+      const auto& o = got.at(name);
+      double worst = 0;
+      int64_t bad = -1;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        double a = o.get_as(i), b = w.get_as(i);
+        double err = std::fabs(a - b);
+        bool ok = err <= atol + rtol * std::fabs(b) || (std::isnan(a) && std::isnan(b));
+        if (!ok && bad < 0) bad = i;
+        worst = std::max(worst, err);
+      }
+      std::cout << (bad < 0 ? "ok   " : "FAIL ") << "dims " << json(cases[c]).dump() << " output " << name
+                << ": max abs err " << std::scientific << std::setprecision(2) << worst << std::defaultfloat;
+      if (bad >= 0) {
+        std::cout << " (first mismatch at flat index " << bad << ": got " << o.get_as(bad) << ", reference "
+                  << w.get_as(bad) << ")";
+        ++failures;
+      }
+      std::cout << "\n";
+    }
+  }
+  std::cout << (failures ? "validation FAILED" : "validation passed") << " (" << cases.size()
+            << " dim settings, atol " << atol << ", rtol " << rtol << ")\n";
+  return failures ? 2 : 0;
+}
+
+int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dim_specs, int warmup, int iterations) {
+  json meta = read_json_file((fs::path(artifact) / "metadata.json").string());
+  auto dims = parse_dims(meta, dim_specs);
+  auto inputs = random_inputs(meta, dims, 0);
+  Loaded l(artifact);
+  for (int i = 0; i < warmup; ++i) l.run(inputs);
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(iterations, 1); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    l.run(inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * (ms.size() - 1) + 0.5))]; };
+  std::cout << "benchmark " << artifact << " dims " << json(dims).dump() << " (session.run incl. output copies, "
+            << iterations << " iterations after " << warmup << " warm-up)\n"
+            << std::fixed << std::setprecision(4) << "  p50 " << pct(0.5) << " ms  p90 " << pct(0.9) << " ms  p99 "
+            << pct(0.99) << " ms  min " << ms.front() << " ms\n";
+  return 0;
+}
+
+}  // namespace dinoml::cli

@@ -1,0 +1,64 @@
+// The default pipeline (a plain list, so docs, flags and --dump-passes follow from it) and its
+// driver: after every pass the graph is structurally validated (a broken pass is named at once),
+// its canonical hash recorded, and with a dump directory written as NN_<pass>.dinoir.json with
+// its constants in NN_<pass>.constants.bin (00_input is the graph before any pass).
+#include "passes/pipeline.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "ir/serialize.h"
+#include "ir/validate.h"
+
+namespace dinoml::passes {
+
+std::vector<Pass> default_pipeline(const PipelineOptions& opts) {
+  std::vector<Pass> p;
+  p.push_back({"infer_shapes", "checks every node's declared output types against the op registry's inference", infer_shapes});
+  p.push_back({"eliminate_dead_code", "removes nodes not needed by graph outputs or state writes", eliminate_dead_code});
+  p.push_back({"fold_constants", "evaluates nodes with only constant inputs into constants (skips big broadcasts)", fold_constants});
+  p.push_back({"eliminate_dead_code", "drops constants and nodes orphaned by folding", eliminate_dead_code});
+  if (opts.fuse) {
+    p.push_back({"fuse_gemm_epilogue", "gemm + bias + activation / residual add -> gemm_*_bias_* ops", fuse_gemm_epilogue});
+    p.push_back({"fuse_elementwise", "elementwise chains and trees -> fused_elementwise nodes", fuse_elementwise});
+  }
+  p.push_back({"eliminate_views", "reshape-family outputs alias their input's buffer (view_of)", eliminate_views});
+  p.push_back({"infer_shapes", "re-checks every node after the rewrites", infer_shapes});
+  return p;
+}
+
+namespace {
+
+void dump(const ir::Graph& g, const std::string& dir, size_t index, const std::string& pass) {
+  std::string stem = fmt::format("{:02d}_{}", index, pass);
+  ir::write_graph(g, (std::filesystem::path(dir) / (stem + ".dinoir.json")).string(), stem + ".constants.bin");
+}
+
+}  // namespace
+
+PipelineReport run_pipeline(ir::Graph& g, const PipelineOptions& opts) {
+  PipelineReport report;
+  if (!opts.dump_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.dump_dir, ec);
+    if (ec) throw BuildError("cannot create pass dump directory '" + opts.dump_dir + "': " + ec.message());
+    dump(g, opts.dump_dir, 0, "input");
+  }
+  auto passes = default_pipeline(opts);
+  for (size_t i = 0; i < passes.size(); ++i) {
+    const Pass& pass = passes[i];
+    PassResult r = pass.run(g);
+    try {
+      ir::validate_structure(g);
+    } catch (const IrError& e) {
+      throw IrError("after pass '" + pass.name + "': " + e.what());
+    }
+    report.entries.push_back({pass.name, r.changed, r.stats, ir::graph_hash(g)});
+    if (!opts.dump_dir.empty()) dump(g, opts.dump_dir, i + 1, pass.name);
+  }
+  return report;
+}
+
+}  // namespace dinoml::passes
