@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages DinoML needs (idempotent; skips apt when all are present).
+set -euo pipefail
+PKGS=(g++ cmake ninja-build pkg-config libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
+      libsqlite3-dev pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-xdist)
+if [[ "${DINOML_WITH_TORCH:-1}" == 1 ]]; then PKGS+=(python3-torch); fi
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[deps] installing: ${missing[*]}"
+  SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
