@@ -145,7 +145,7 @@ void check_artifact_files(const fs::path& dir, const Manifest& manifest) {
     for (auto it = fs::recursive_directory_iterator(lib, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
       if (it->is_directory(ec)) continue;
-      std::string rel = fs::relative(it->path(), dir, ec).generic_string();
+      std::string rel = it->path().lexically_relative(dir).generic_string();
       if (!manifest.lists(rel)) {
         fail(DINOML_ERR_ARTIFACT, "'", rel, "' in artifact '", shown,
              "' is not listed in manifest.json; libraries in lib/ are loaded by module.so and must be verified. "

@@ -205,7 +205,7 @@ using namespace dml_cpu;
 extern "C" int dml_cpu_gemm(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a, const void* b,
                             const void* bias, const void* d, void* c, int epilogue) {
   if (int st = check_gemm_args(b_layout, M, N, K, epilogue, d, "dml_cpu_gemm")) return st;
-  return dispatch_float(dtype, "dml_cpu_gemm", [&](auto tag) {
+  return dispatch_float(dtype, "dml_cpu_gemm", [&](auto tag) -> int {
     using T = decltype(tag);
     return gemm_core<T>(b_layout, M, N, K, static_cast<const T*>(a), static_cast<const T*>(b),
                         static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(c), epilogue, true);
@@ -232,7 +232,7 @@ extern "C" int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64_
     acc_b *= b_batch[i];
     batch *= batch_shape[i];
   }
-  return dispatch_float(dtype, "dml_cpu_bmm", [&](auto tag) {
+  return dispatch_float(dtype, "dml_cpu_bmm", [&](auto tag) -> int {
     using T = decltype(tag);
     const T* A = static_cast<const T*>(a);
     const T* B = static_cast<const T*>(b);

@@ -93,7 +93,7 @@ using namespace dml_cpu;
 extern "C" int dml_cpu_layer_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* gamma,
                                   const void* beta, float eps, void* y) {
   if (n <= 0 && rows > 0) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_layer_norm: normalized size is 0");
-  return dispatch_float(dtype, "dml_cpu_layer_norm", [&](auto tag) {
+  return dispatch_float(dtype, "dml_cpu_layer_norm", [&](auto tag) -> int {
     using T = decltype(tag);
     layer_norm_typed<T>(rows, n, static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
                         eps, static_cast<T*>(y));
@@ -104,7 +104,7 @@ extern "C" int dml_cpu_layer_norm(int dtype, int64_t rows, int64_t n, const void
 extern "C" int dml_cpu_rms_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* weight, float eps,
                                 void* y) {
   if (n <= 0 && rows > 0) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_rms_norm: normalized size is 0");
-  return dispatch_float(dtype, "dml_cpu_rms_norm", [&](auto tag) {
+  return dispatch_float(dtype, "dml_cpu_rms_norm", [&](auto tag) -> int {
     using T = decltype(tag);
     rms_norm_typed<T>(rows, n, static_cast<const T*>(x), static_cast<const T*>(weight), eps, static_cast<T*>(y));
     return DML_CPU_OK;
@@ -116,7 +116,7 @@ extern "C" int dml_cpu_group_norm(int dtype, int64_t N, int64_t C, int64_t spati
   if (num_groups <= 0 || C % num_groups != 0)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_group_norm: " + std::to_string(C) + " channels do not split into " +
                                           std::to_string(num_groups) + " groups");
-  return dispatch_float(dtype, "dml_cpu_group_norm", [&](auto tag) {
+  return dispatch_float(dtype, "dml_cpu_group_norm", [&](auto tag) -> int {
     using T = decltype(tag);
     group_norm_typed<T>(N, C, spatial, num_groups, static_cast<const T*>(x), static_cast<const T*>(gamma),
                         static_cast<const T*>(beta), eps, static_cast<T*>(y));

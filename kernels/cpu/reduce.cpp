@@ -267,7 +267,7 @@ extern "C" int dml_cpu_reduce(int dtype, int op, int rank, const int64_t* shape,
 extern "C" int dml_cpu_argmax(int dtype, int64_t outer, int64_t axis_len, int64_t inner, const void* x, int64_t* y) {
   if (axis_len <= 0 && outer * inner > 0)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_argmax: the reduced axis is empty");
-  return dispatch_numeric(dtype, "dml_cpu_argmax", [&](auto tag) {
+  return dispatch_numeric(dtype, "dml_cpu_argmax", [&](auto tag) -> int {
     using T = decltype(tag);
     argmax_typed<T>(outer, axis_len, inner, static_cast<const T*>(x), y);
     return DML_CPU_OK;
@@ -276,7 +276,7 @@ extern "C" int dml_cpu_argmax(int dtype, int64_t outer, int64_t axis_len, int64_
 
 extern "C" int dml_cpu_softmax(int dtype, int64_t outer, int64_t axis_len, int64_t inner, int log, const void* x,
                                void* y) {
-  return dispatch_float(dtype, "dml_cpu_softmax", [&](auto tag) {
+  return dispatch_float(dtype, "dml_cpu_softmax", [&](auto tag) -> int {
     using T = decltype(tag);
     softmax_typed<T>(outer, axis_len, inner, log != 0, static_cast<const T*>(x), static_cast<T*>(y));
     return DML_CPU_OK;

@@ -71,7 +71,7 @@ void bind_ir(py::module_& m) {
       .def("bucket_of", &ir::Dim::bucket_of)
       .def("bucket_lo", &ir::Dim::bucket_lo)
       .def("to_json", [](const ir::Dim& d) { return ir::dim_to_json(d).dump(); })
-      .def("__eq__", [](const ir::Dim& a, const ir::Dim& b) { return a == b; })
+      .def("__eq__", [](const ir::Dim& a, const ir::Dim& b) { return a == b; }, py::is_operator())
       .def("__hash__", [](const ir::Dim& d) { return py::hash(py::str(d.name)); });
 
   py::class_<ir::IntExpr>(m, "IntExpr", "Immutable symbolic integer expression over Dim names.")
@@ -99,15 +99,15 @@ void bind_ir(py::module_& m) {
         auto b = e.bounds(t);
         return py::make_tuple(b.lo, b.hi);
       })
-      .def("__add__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a + b; })
-      .def("__radd__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) + a; })
-      .def("__sub__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a - b; })
-      .def("__rsub__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) - a; })
-      .def("__mul__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a * b; })
-      .def("__rmul__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) * a; })
-      .def("__floordiv__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a / b; })
-      .def("__rfloordiv__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) / a; })
-      .def("__eq__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a == b; })
+      .def("__add__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a + b; }, py::is_operator())
+      .def("__radd__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) + a; }, py::is_operator())
+      .def("__sub__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a - b; }, py::is_operator())
+      .def("__rsub__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) - a; }, py::is_operator())
+      .def("__mul__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a * b; }, py::is_operator())
+      .def("__rmul__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) * a; }, py::is_operator())
+      .def("__floordiv__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a / b; }, py::is_operator())
+      .def("__rfloordiv__", [](const ir::IntExpr& a, int64_t b) { return ir::IntExpr(b) / a; }, py::is_operator())
+      .def("__eq__", [](const ir::IntExpr& a, const ir::IntExpr& b) { return a == b; }, py::is_operator())
       .def("__hash__", [](const ir::IntExpr& e) { return py::hash(py::str(e.to_string())); })
       .def("__str__", &ir::IntExpr::to_string)
       .def("__repr__", [](const ir::IntExpr& e) { return "IntExpr(" + e.to_string() + ")"; });

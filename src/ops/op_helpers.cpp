@@ -77,9 +77,15 @@ std::optional<ir::IntExpr> exact_div(const ir::IntExpr& num, const ir::IntExpr& 
 }
 
 ir::IntExpr shape_product(const ir::Shape& s, size_t begin, size_t end) {
+  // Symbolic factors in order, all constants folded into one trailing factor, so that
+  // [n, 2, 3] gives n*6 rather than (n*2)*3.
   ir::IntExpr p(int64_t{1});
-  for (size_t i = begin; i < end && i < s.size(); ++i) p = p * s[i];
-  return p;
+  int64_t c = 1;
+  for (size_t i = begin; i < end && i < s.size(); ++i) {
+    if (s[i].is_const()) c *= s[i].const_value();
+    else p = p * s[i];
+  }
+  return p * ir::IntExpr(c);
 }
 
 void ref_fail(const RefContext& ctx, const std::string& rule) {

@@ -383,6 +383,8 @@ class _Executor:
             return results
         except Exception as e:
             stage = e.stage if isinstance(e, _StageError) else "trace"
+            if isinstance(e, ImportError):  # the package itself is broken: bisecting cannot help
+                return {ci: CaseError("import", _format_exc(e)) for ci in idxs}
             if len(idxs) == 1:
                 msg = _format_exc(e.inner if isinstance(e, _StageError) else e)
                 if not isinstance(e, _StageError):
@@ -418,8 +420,16 @@ def batch_results(batch: Batch, mode: str, tmp_path_factory=None) -> Dict[int, A
 # Checking one case
 # ---------------------------------------------------------------------------------------------
 
+def _case_index(batch: Batch, case: Case) -> int:
+    # Identity, not ==: dataclass equality would compare every field (lambdas included).
+    for i, c in enumerate(batch.cases):
+        if c is case:
+            return i
+    raise KeyError(case.id)
+
+
 def oracle_inputs(batch: Batch, case: Case, ri: int) -> Dict[str, np.ndarray]:
-    ci = batch.cases.index(case)
+    ci = _case_index(batch, case)
     feeds = make_feeds(batch, [ci])[ri]
     return {local: to_oracle(feeds[_in_name(ci, local)], inp.dtype) for local, inp in case.inputs.items()}
 
@@ -467,7 +477,7 @@ def _torch_inputs(x: Dict[str, np.ndarray]):
 def check(batch: Batch, case: Case, ri: int, mode: str = "compiled", tmp_path_factory=None):
     """The body of every parity test: fetch the case's outputs from the cached batch result
     and compare with the NumPy oracle (and the PyTorch oracle where the case has one)."""
-    ci = batch.cases.index(case)
+    ci = _case_index(batch, case)
     res = batch_results(batch, mode, tmp_path_factory)[ci]
     if isinstance(res, CaseError):
         pytest.fail(f"[{mode}] {case.id} failed at {res.stage}: {res.message}", pytrace=False)

@@ -116,7 +116,12 @@ void run_or_throw(const std::string& cmd) {
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("command failed: " + cmd);
 }
 
-std::string quote(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string quote(const fs::path& p) {
+  std::string q = "'";  // built with += : `"'" + string` trips a GCC 12 -Wrestrict false positive
+  q += p.string();
+  q += "'";
+  return q;
+}
 
 // Builds (once per variant and source) module.so + lib/libfixture_scale.so; concurrent test
 // processes race benignly: each builds in its own temp dir and renames into place.
@@ -207,7 +212,7 @@ void Artifact::rehash_and_write_manifest() {
   json files = json::object();
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (!entry.is_regular_file()) continue;
-    std::string rel = fs::relative(entry.path(), dir).generic_string();
+    std::string rel = entry.path().lexically_relative(dir).generic_string();
     if (rel == "manifest.json") continue;
     files[rel] = sha256_file(entry.path());
   }

@@ -1,0 +1,82 @@
+"""`python -m dinoml.cli`: the `dinoml` command from Python.
+
+`compile MODEL.py|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs here (a .py
+model file defines `build_spec()` returning a Spec); every other subcommand (inspect, run,
+validate, benchmark, ops, ...) is the C++ CLI itself, called in-process through the extension.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from typing import List, Optional
+
+from ._ext import ext
+from .errors import CompileError, IrError, ShapeError
+from .spec import Spec
+
+
+def load_model_file(path: str) -> Spec:
+    """Imports MODEL.py (its `if __name__ == "__main__"` block does not run) and calls build_spec()."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"model file '{path}' does not exist")
+    name = "_dinoml_model_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(path))  # so the model can import its neighbours
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(os.path.dirname(path))
+    build = getattr(module, "build_spec", None)
+    if not callable(build):
+        raise ValueError(f"model file '{path}' must define build_spec() returning a dinoml Spec")
+    result = build()
+    if not isinstance(result, Spec):
+        raise ValueError(f"{path}: build_spec() returned {type(result).__name__}, expected a dinoml Spec")
+    return result
+
+
+def _compile(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(prog="dinoml compile", description="Compile a model into an artifact directory.")
+    p.add_argument("model", help="MODEL.py (defining build_spec()) or MODEL.dinoir.json")
+    p.add_argument("--target", default="cpu")
+    p.add_argument("--out", "-o", required=True, help="artifact directory (created or replaced)")
+    p.add_argument("--dump-passes", action="store_true", help="write debug/passes/NN_<pass>.dinoir.json")
+    p.add_argument("--no-cache", action="store_true", help="do not use the compile cache")
+    p.add_argument("--no-fuse", action="store_true", help="skip the fusion passes")
+    p.add_argument("--verbose", "-v", action="store_true")
+    a = p.parse_args(argv)
+    from .compiler import compile as dml_compile
+    try:
+        spec = load_model_file(a.model) if a.model.endswith(".py") else Spec.load(a.model)
+        art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
+                          use_cache=not a.no_cache, verbose=a.verbose)
+    except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError) as e:
+        print(f"dinoml compile: error: {e}", file=sys.stderr)
+        return 1
+    hit = " (module from cache)" if art.cache_hit else ""
+    secs = f", {art.seconds:.2f} s" if art.seconds is not None else ""
+    print(f"compiled '{spec.name}' for {a.target} -> {art.path}{hit}{secs}")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "compile":
+        return _compile(argv[1:])
+    # The C++ CLI writes to the process's stdout/stderr directly: flush Python's buffers first
+    # so the output stays in order.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        return int(ext.cli_main(argv))
+    except RuntimeError as e:
+        print(f"dinoml: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

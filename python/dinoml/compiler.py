@@ -1,0 +1,81 @@
+"""`dinoml.compile`: Spec -> artifact directory, through the C++ `dinoml::compile`."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Optional, Union
+
+from ._ext import ext
+from .spec import Spec
+
+
+class Artifact:
+    """A compiled artifact directory (see docs/architecture.md for its layout)."""
+
+    def __init__(self, path: str, result: Optional[dict] = None):
+        self.path = os.fspath(path)
+        self._result = result or {}
+
+    def _json(self, name: str):
+        with open(os.path.join(self.path, name), encoding="utf-8") as f:
+            return json.load(f)
+
+    @property
+    def manifest(self) -> dict:
+        return self._json("manifest.json")
+
+    @property
+    def metadata(self) -> dict:
+        return self._json("metadata.json")
+
+    @property
+    def kernel_manifest(self):
+        return self._json("kernel_manifest.json")
+
+    @property
+    def graph_hash(self) -> str:
+        return self._result.get("graph_hash") or self.manifest["graph_hash"]
+
+    @property
+    def cache_hit(self) -> Optional[bool]:
+        return self._result.get("cache_hit")
+
+    @property
+    def seconds(self) -> Optional[float]:
+        return self._result.get("seconds")
+
+    @property
+    def pass_report(self):
+        r = self._result.get("pass_report")
+        return json.loads(r) if r else None
+
+    def load(self):
+        """Loads the artifact with the runtime (dinoml.runtime.load)."""
+        from . import runtime
+        return runtime.load(self.path)
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return f"Artifact({self.path!r})"
+
+
+def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optional[str] = None,  # noqa: A001
+            dump_passes: bool = False, fuse: bool = True, cache_dir: Optional[str] = None, use_cache: bool = True,
+            verbose: bool = False) -> Artifact:
+    """Compiles `spec` (a Spec, or the path of a .dinoir.json) for `target` into the directory
+    `out` (created or replaced; default: a new temporary directory). Errors raise CompileError
+    with the compiler's message. The GIL is released while compiling."""
+    if isinstance(spec, (str, os.PathLike)):
+        spec = Spec.load(spec)
+    if not isinstance(spec, Spec):
+        raise TypeError(f"dinoml.compile expects a Spec (from dml.trace) or a .dinoir.json path, got "
+                        f"{type(spec).__name__}")
+    if out is None:
+        out = tempfile.mkdtemp(prefix=f"dinoml-{spec.name}-")
+    out = os.path.abspath(os.fspath(out))
+    r = ext.compile(spec.graph, target=target, out_dir=out, dump_passes=dump_passes, fuse=fuse,
+                    cache_dir=cache_dir or "", use_cache=use_cache, verbose=verbose)
+    return Artifact(r["artifact_dir"] or out, r)

@@ -1,0 +1,185 @@
+"""Hand-written op signatures (the generated ones take `*inputs, **attrs`). Each wrapper only
+arranges arguments; semantics, defaults and errors stay in the C++ registry."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .. import dtypes
+from ..tensor import Tensor, TensorLike
+from ..tracer import current_tracer
+from ._core import call, first_dtype
+
+
+def _axes(a):
+    """An int or a sequence of ints -> list (None stays None: the op's default)."""
+    if a is None:
+        return None
+    if isinstance(a, (list, tuple)):
+        return [int(x) for x in a]
+    return [int(a)]
+
+
+def output(x, name: str) -> Tensor:
+    """Marks `x` as graph output `name`; returns the output tensor."""
+    tr = current_tracer("dml.ops.output()")
+    t = tr.as_tensor(x)
+    return Tensor(tr, tr.builder.output(t.name, name))
+
+
+def concatenate(tensors: Sequence, axis: int = 0, **attrs) -> Tensor:
+    """Joins `tensors` along `axis`."""
+    if isinstance(tensors, TensorLike):
+        raise TypeError("concatenate takes a list of tensors: concatenate([a, b], axis=0)")
+    return call("concatenate", list(tensors), dict(attrs, axis=axis))
+
+
+def split(x, sizes: Sequence[int], axis: int = 0, **attrs) -> tuple:
+    """Splits `x` along `axis` into pieces of `sizes`; always returns a tuple."""
+    r = call("split", [x], dict(attrs, sizes=_axes(sizes), axis=axis))
+    return r if isinstance(r, tuple) else (r,)
+
+
+def cast(x, dtype=None, **attrs) -> Tensor:
+    """Converts `x` to `dtype` ("float16", np.float16, ...)."""
+    if dtype is None:
+        raise TypeError("cast() needs a dtype: cast(x, 'float16') or cast(x, dtype='float16')")
+    return call("cast", [x], dict(attrs, dtype=dtype if isinstance(dtype, str) else dtypes.canonical(dtype)))
+
+
+def reshape(x, shape: Sequence, **attrs) -> Tensor:
+    """Reshapes `x`; extents may be ints, one -1, Dims, symbolic dims (x.shape[0]) or their
+    arithmetic (x.shape[1] // heads)."""
+    return call("reshape", [x], dict(attrs, shape=list(shape)))
+
+
+def expand(x, shape: Sequence, **attrs) -> Tensor:
+    """Broadcast copy of `x` to `shape` (-1 keeps the extent; symbolic extents allowed)."""
+    return call("expand", [x], dict(attrs, shape=list(shape)))
+
+
+def full(shape: Sequence, value: float, dtype="float32", **attrs) -> Tensor:
+    """A tensor of `shape` filled with `value`."""
+    return call("full", [], dict(attrs, shape=list(shape), value=float(value), dtype=dtypes.canonical(dtype)))
+
+
+def arange(start, end=None, step=1, dtype="int64", **attrs) -> Tensor:
+    """arange(end) or arange(start, end, step)."""
+    if end is None:
+        start, end = 0, start
+    return call("arange", [], dict(attrs, start=start, end=end, step=step, dtype=dtypes.canonical(dtype)))
+
+
+def clamp(x, min: Optional[float] = None, max: Optional[float] = None, **attrs) -> Tensor:  # noqa: A002
+    """Clamps `x` to [min, max]; either bound may be omitted."""
+    return call("clamp", [x], dict(attrs, min=min, max=max))
+
+
+def where(cond, a, b) -> Tensor:
+    """cond ? a : b; a Python scalar takes the dtype of the other branch."""
+    return call("where", [cond, a, b], like=first_dtype([a, b]))
+
+
+def layer_norm(x, gamma=None, beta=None, eps: float = 1e-5, **attrs) -> Tensor:
+    """Layer norm over the trailing dims (`normalized_ndim`, default 1 or gamma's rank)."""
+    if beta is not None and gamma is None:
+        raise ValueError("layer_norm: beta given without gamma (pass gamma=ones to use only a bias)")
+    inputs = [x] + [t for t in (gamma, beta) if t is not None]
+    return call("layer_norm", inputs, dict(attrs, eps=eps))
+
+
+def rms_norm(x, weight=None, eps: float = 1e-6, **attrs) -> Tensor:
+    """x / sqrt(mean(x²) + eps) · weight over the last dim."""
+    return call("rms_norm", [x] + ([weight] if weight is not None else []), dict(attrs, eps=eps))
+
+
+def group_norm(x, num_groups: int, gamma=None, beta=None, eps: float = 1e-5, **attrs) -> Tensor:
+    """Group norm of x[N, C, ...] with `num_groups` groups."""
+    if beta is not None and gamma is None:
+        raise ValueError("group_norm: beta given without gamma")
+    inputs = [x] + [t for t in (gamma, beta) if t is not None]
+    return call("group_norm", inputs, dict(attrs, num_groups=num_groups, eps=eps))
+
+
+def softmax(x, axis: int = -1, dim: Optional[int] = None, **attrs) -> Tensor:
+    """Softmax along `axis` (`dim` is accepted as PyTorch's name for it)."""
+    return call("softmax", [x], dict(attrs, axis=dim if dim is not None else axis))
+
+
+def log_softmax(x, axis: int = -1, dim: Optional[int] = None, **attrs) -> Tensor:
+    return call("log_softmax", [x], dict(attrs, axis=dim if dim is not None else axis))
+
+
+def permute(x, dims: Sequence[int], **attrs) -> Tensor:
+    return call("permute", [x], dict(attrs, dims=_axes(dims)))
+
+
+def transpose(x, dim0: int, dim1: int, **attrs) -> Tensor:
+    return call("transpose", [x], dict(attrs, dim0=dim0, dim1=dim1))
+
+
+def squeeze(x, axes=None, **attrs) -> Tensor:
+    """Removes the given size-1 axes (default: every static size-1 axis)."""
+    return call("squeeze", [x], dict(attrs, axes=_axes(axes)))
+
+
+def unsqueeze(x, axes, **attrs) -> Tensor:
+    """Inserts size-1 axes at `axes` (positions in the output)."""
+    return call("unsqueeze", [x], dict(attrs, axes=_axes(axes)))
+
+
+def flatten(x, start_dim: int = 0, end_dim: int = -1, **attrs) -> Tensor:
+    return call("flatten", [x], dict(attrs, start_dim=start_dim, end_dim=end_dim))
+
+
+def _reduce(op):
+    def fn(x, axes=None, keepdim: bool = False, **attrs) -> Tensor:
+        if "axis" in attrs:  # NumPy's spelling
+            axes = attrs.pop("axis")
+        if "dim" in attrs:  # PyTorch's spelling
+            axes = attrs.pop("dim")
+        return call(op, [x], dict(attrs, axes=_axes(axes), keepdim=keepdim))
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"{op} over `axes` (an int or a list; default: all axes)."
+    return fn
+
+
+reduce_sum = _reduce("reduce_sum")
+reduce_mean = _reduce("reduce_mean")
+reduce_max = _reduce("reduce_max")
+reduce_min = _reduce("reduce_min")
+
+
+def argmax(x, axis: int, keepdim: bool = False, **attrs) -> Tensor:
+    return call("argmax", [x], dict(attrs, axis=axis, keepdim=keepdim))
+
+
+def slice(x, starts: Sequence[int], ends: Sequence[int], axes=None, steps=None, **attrs) -> Tensor:  # noqa: A001
+    """NumPy-style slicing with clamping; an end >= 2**31 means "to the end"."""
+    return call("slice", [x], dict(attrs, starts=_axes(starts), ends=_axes(ends), axes=_axes(axes),
+                                   steps=_axes(steps)))
+
+
+def pad(x, pads: Sequence[int], mode: str = "constant", value: float = 0.0, **attrs) -> Tensor:
+    """Pads `x`; `pads` in ONNX order (all begins, then all ends)."""
+    return call("pad", [x], dict(attrs, pads=_axes(pads), mode=mode, value=float(value)))
+
+
+def embedding(indices, weight, **attrs) -> Tensor:
+    """Rows of weight[V, D] selected by integer `indices` -> [..., D]."""
+    return call("embedding", [indices, weight], attrs)
+
+
+def gather(x, indices, axis: int = 0, **attrs) -> Tensor:
+    return call("gather", [x, indices], dict(attrs, axis=axis))
+
+
+def state_assign(state, value) -> None:
+    """After the run, `state` holds `value` (same dtype and shape)."""
+    call("state_assign", [state, value])
+
+
+__all__ = ["output", "concatenate", "split", "cast", "reshape", "expand", "full", "arange", "clamp", "where",
+           "layer_norm", "rms_norm", "group_norm", "softmax", "log_softmax", "permute", "transpose", "squeeze",
+           "unsqueeze", "flatten", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "argmax", "slice",
+           "pad", "embedding", "gather", "state_assign"]

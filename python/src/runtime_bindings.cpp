@@ -1,0 +1,249 @@
+// Binding of the runtime C ABI (include/dinoml/runtime.h): modules, sessions, run, states.
+// The GIL is released while a session runs so many Python threads run sessions concurrently.
+// A per-session mutex covers "run + copy the outputs out", because the runtime's output
+// buffers stay valid only until that session's next run.
+#include <dinoml/runtime.h>
+
+#include <memory>
+#include <mutex>
+
+#include "bindings.h"
+
+namespace dinoml::py_ext {
+
+namespace {
+
+[[noreturn]] void raise_status(dinoml_status st, const std::string& msg) {
+  const Errors& e = errors();
+  PyObject* cls = e.runtime_error;
+  switch (st) {
+    case DINOML_ERR_INVALID_ARGUMENT: cls = e.invalid_argument; break;
+    case DINOML_ERR_NOT_FOUND: cls = e.not_found; break;
+    case DINOML_ERR_ARTIFACT:
+    case DINOML_ERR_ABI_MISMATCH:
+    case DINOML_ERR_ISA_MISMATCH: cls = e.artifact_error; break;
+    default: break;
+  }
+  py::object exc = py::reinterpret_steal<py::object>(PyObject_CallFunction(cls, "s", msg.c_str()));
+  if (!exc) throw py::error_already_set();
+  exc.attr("status") = std::string(dinoml_status_name(st));
+  PyErr_SetObject(cls, exc.ptr());
+  throw py::error_already_set();
+}
+
+// Needs only the status: dinoml_last_error() is thread-local, so read it on the failing thread.
+void check(dinoml_status st) {
+  if (st != DINOML_OK) raise_status(st, dinoml_last_error());
+}
+
+struct AxisInfo {
+  std::string dim_name;  // empty: fixed size
+  int64_t min = 0, max = 0;
+};
+struct TensorInfo {
+  std::string name;
+  ir::DType dtype = ir::DType::f32;
+  std::vector<AxisInfo> axes;
+  int64_t numel_static() const {
+    int64_t n = 1;
+    for (const auto& a : axes) n *= a.max;
+    return n;
+  }
+};
+
+TensorInfo from_c(const dinoml_tensor_info& c) {
+  TensorInfo t{c.name ? c.name : "", static_cast<ir::DType>(c.dtype), {}};
+  for (int i = 0; i < c.ndim; ++i)
+    t.axes.push_back({c.axes[i].dim_name ? c.axes[i].dim_name : "", c.axes[i].min, c.axes[i].max});
+  return t;
+}
+
+py::dict info_dict(const TensorInfo& t) {
+  py::dict d;
+  d["name"] = t.name;
+  d["dtype"] = std::string(ir::dtype_name(t.dtype));
+  py::list shape, axes;
+  for (const auto& a : t.axes) {
+    shape.append(a.dim_name.empty() ? py::object(py::int_(a.max)) : py::object(py::str(a.dim_name)));
+    axes.append(py::make_tuple(a.dim_name.empty() ? py::object(py::none()) : py::object(py::str(a.dim_name)), a.min, a.max));
+  }
+  d["shape"] = shape;
+  d["axes"] = axes;
+  return d;
+}
+
+struct Module {
+  dinoml_module* handle = nullptr;
+  std::string path;
+  std::vector<TensorInfo> inputs, outputs, states;
+  ~Module() {
+    if (handle) dinoml_module_free(handle);
+  }
+  const TensorInfo* find(const std::vector<TensorInfo>& v, const std::string& n) const {
+    for (const auto& t : v)
+      if (t.name == n) return &t;
+    return nullptr;
+  }
+};
+
+std::shared_ptr<Module> load_module(const std::string& path) {
+  auto m = std::make_shared<Module>();
+  m->path = path;
+  dinoml_status st;
+  {
+    py::gil_scoped_release release;  // hashing every file of a large artifact takes a while
+    st = dinoml_module_load(path.c_str(), &m->handle);
+  }
+  check(st);
+  auto collect = [&](size_t n, auto info_fn, std::vector<TensorInfo>& out) {
+    for (size_t i = 0; i < n; ++i) {
+      dinoml_tensor_info c{};
+      check(info_fn(m->handle, i, &c));
+      out.push_back(from_c(c));
+    }
+  };
+  collect(dinoml_module_num_inputs(m->handle), dinoml_module_input_info, m->inputs);
+  collect(dinoml_module_num_outputs(m->handle), dinoml_module_output_info, m->outputs);
+  collect(dinoml_module_num_states(m->handle), dinoml_module_state_info, m->states);
+  return m;
+}
+
+struct Session {
+  std::shared_ptr<Module> module;  // keeps the module alive as long as any session
+  dinoml_session* handle = nullptr;
+  std::mutex mu;
+  explicit Session(std::shared_ptr<Module> m) : module(std::move(m)) { check(dinoml_session_create(module->handle, &handle)); }
+  ~Session() {
+    if (handle) dinoml_session_free(handle);
+  }
+  const TensorInfo& state_info(const std::string& name) const {
+    if (const auto* t = module->find(module->states, name)) return *t;
+    std::string known;
+    for (const auto& s : module->states) known += (known.empty() ? "" : ", ") + s.name;
+    raise_status(DINOML_ERR_NOT_FOUND, "unknown state '" + name + "' (module '" + module->path +
+                                           "' has states: " + (known.empty() ? "none" : known) + ")");
+  }
+};
+
+py::dict run(Session& s, const py::dict& inputs) {
+  std::vector<Prepared> prepared;
+  std::vector<std::string> names;
+  prepared.reserve(inputs.size());
+  names.reserve(inputs.size());
+  for (auto [k, v] : inputs) {
+    names.push_back(py::str(k));
+    const TensorInfo* info = s.module->find(s.module->inputs, names.back());
+    // Unknown names pass through: the runtime rejects them with the list of valid inputs.
+    prepared.push_back(prepare_array(v, info ? info->dtype : ir::DType::f32, "input '" + names.back() + "'"));
+    if (prepared.back().shape.size() > DINOML_MAX_RANK)
+      throw py::value_error("input '" + names.back() + "': rank " + std::to_string(prepared.back().shape.size()) +
+                            " exceeds the runtime's maximum of " + std::to_string(DINOML_MAX_RANK));
+  }
+  std::vector<dinoml_tensor> in(prepared.size());
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    in[i].name = names[i].c_str();
+    in[i].data = const_cast<void*>(prepared[i].data);
+    in[i].nbytes = prepared[i].nbytes;
+    in[i].dtype = static_cast<dinoml_dtype>(prepared[i].dtype);
+    in[i].ndim = static_cast<int32_t>(prepared[i].shape.size());
+    for (size_t d = 0; d < prepared[i].shape.size(); ++d) in[i].shape[d] = prepared[i].shape[d];
+  }
+  size_t n_out = s.module->outputs.size();
+  std::vector<dinoml_tensor> out(n_out);
+  for (auto& o : out) o = dinoml_tensor{};  // positional, runtime-allocated
+  std::vector<std::vector<uint8_t>> bytes(n_out);
+  dinoml_status st;
+  std::string err;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(s.mu);
+    st = dinoml_session_run(s.handle, in.data(), in.size(), out.data(), out.size());
+    if (st == DINOML_OK) {
+      for (size_t i = 0; i < n_out; ++i) {
+        const auto* p = static_cast<const uint8_t*>(out[i].data);
+        bytes[i].assign(p, p + out[i].nbytes);
+      }
+    } else {
+      err = dinoml_last_error();
+    }
+  }
+  if (st != DINOML_OK) raise_status(st, err);
+  py::dict result;
+  for (size_t i = 0; i < n_out; ++i) {
+    std::vector<int64_t> shape(out[i].shape, out[i].shape + out[i].ndim);
+    result[py::str(s.module->outputs[i].name)] =
+        to_numpy_owned(static_cast<ir::DType>(out[i].dtype), shape, std::move(bytes[i]));
+  }
+  return result;
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  m.def("runtime_abi_version", &dinoml_runtime_abi_version);
+  auto info_list = [](const std::vector<TensorInfo>& v) {
+    py::list l;
+    for (const auto& t : v) l.append(info_dict(t));
+    return l;
+  };
+  py::class_<Module, std::shared_ptr<Module>>(m, "RtModule", "A loaded artifact (immutable, shareable by threads).")
+      .def(py::init(&load_module), py::arg("path"))
+      .def_readonly("path", &Module::path)
+      .def_property_readonly("name", [](const Module& mod) { return std::string(dinoml_module_name(mod.handle)); })
+      .def_property_readonly("graph_hash", [](const Module& mod) { return std::string(dinoml_module_graph_hash(mod.handle)); })
+      .def_property_readonly("inputs", [info_list](const Module& mod) { return info_list(mod.inputs); })
+      .def_property_readonly("outputs", [info_list](const Module& mod) { return info_list(mod.outputs); })
+      .def_property_readonly("states", [info_list](const Module& mod) { return info_list(mod.states); });
+
+  py::class_<Session>(m, "RtSession", "One session: its own arena and states; one thread at a time.")
+      .def(py::init<std::shared_ptr<Module>>(), py::arg("module"))
+      .def("run", &run, py::arg("inputs"), "Runs with {name: array}; returns {output name: array}.")
+      .def("get_state", [](Session& s, const std::string& name) {
+        const TensorInfo& t = s.state_info(name);
+        std::vector<uint8_t> buf(static_cast<size_t>(t.numel_static()) * ir::dtype_size(t.dtype));
+        dinoml_status st;
+        std::string err;
+        {
+          py::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(s.mu);
+          st = dinoml_session_get_state(s.handle, name.c_str(), buf.data(), buf.size());
+          if (st != DINOML_OK) err = dinoml_last_error();
+        }
+        if (st != DINOML_OK) raise_status(st, err);
+        std::vector<int64_t> shape;
+        for (const auto& a : t.axes) shape.push_back(a.max);
+        return to_numpy_owned(t.dtype, shape, std::move(buf));
+      }, py::arg("name"))
+      .def("set_state", [](Session& s, const std::string& name, const py::handle& value) {
+        const TensorInfo& t = s.state_info(name);
+        Prepared p = prepare_array(value, t.dtype, "state '" + name + "'");
+        std::vector<int64_t> want;
+        for (const auto& a : t.axes) want.push_back(a.max);
+        if (p.dtype != t.dtype || p.shape != want) {
+          auto fmt = [](const std::vector<int64_t>& v) {
+            std::string r = "[";
+            for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+            return r + "]";
+          };
+          raise_status(DINOML_ERR_INVALID_ARGUMENT, "state '" + name + "': expected " +
+                                                        std::string(ir::dtype_name(t.dtype)) + " " + fmt(want) +
+                                                        ", got " + std::string(ir::dtype_name(p.dtype)) + " " + fmt(p.shape));
+        }
+        dinoml_status st;
+        std::string err;
+        {
+          py::gil_scoped_release release;
+          std::lock_guard<std::mutex> lock(s.mu);
+          st = dinoml_session_set_state(s.handle, name.c_str(), p.data, p.nbytes);
+          if (st != DINOML_OK) err = dinoml_last_error();
+        }
+        if (st != DINOML_OK) raise_status(st, err);
+      }, py::arg("name"), py::arg("value"))
+      .def("reset_states", [](Session& s) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        check(dinoml_session_reset_states(s.handle));
+      })
+      .def_property_readonly("arena_bytes", [](const Session& s) { return dinoml_session_arena_bytes(s.handle); });
+}
+
+}  // namespace dinoml::py_ext

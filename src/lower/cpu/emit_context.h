@@ -1,0 +1,69 @@
+// Shared state and text helpers of the CPU lowering: how a tensor's storage is named in the
+// generated run() body, how shape expressions become C++, and the per-node emitters.
+#pragma once
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/graph.h"
+#include "passes/plan_memory.h"
+
+namespace dinoml::lower::cpu {
+
+// C++ string literal for arbitrary text (node names can hold quotes, backslashes, newlines).
+std::string cpp_string_literal(const std::string& s);
+// Text safe inside a // comment (no newlines or control characters).
+std::string comment_text(const std::string& s);
+// A float literal that round-trips the double through float ("1.5f", "-INFINITY", "NAN").
+std::string float_literal(double v);
+// A double literal with full precision.
+std::string double_literal(double v);
+// "{a, b, c}" (a single 0 for an empty list: C++ has no zero-length arrays).
+std::string brace_list(const std::vector<std::string>& items);
+
+class EmitContext {
+ public:
+  EmitContext(const ir::Graph& g, const passes::MemoryPlan& plan) : g(g), plan(plan) {}
+
+  const ir::Graph& g;
+  const passes::MemoryPlan& plan;
+  // Storage root tensor → name of its `unsigned char*` variable in run().
+  std::map<std::string, std::string> storage_var;
+  // Deferred tail of run(): state copies that must happen after every node.
+  std::ostringstream tail;
+  // Generated kernels (static functions placed before run()) and their plan entries.
+  std::ostringstream functions;
+  nlohmann::json codegen_plan = nlohmann::json::array();
+  int next_kernel_id = 0;
+
+  const ir::Tensor& tensor(const std::string& name) const { return g.tensor(name); }
+  // Expression of the buffer holding `tensor` (its storage root's variable).
+  std::string ptr(const std::string& tensor) const;
+  std::string root(const std::string& tensor) const;
+  // C++ expression of a shape expression over the run()'s `d` array.
+  std::string cpp(const ir::IntExpr& e) const;
+  std::vector<std::string> cpp_shape(const ir::Shape& s) const;
+  // Product of s[b, e) as a C++ expression (simplified symbolically first).
+  std::string cpp_prod(const ir::Shape& s, size_t b, size_t e) const;
+  std::string numel(const std::string& tensor) const;
+  std::string nbytes(const std::string& tensor) const;
+};
+
+// Thrown text for an op the CPU target cannot lower.
+[[noreturn]] void no_lowering(const ir::Node& n, const std::string& why = "");
+
+// Emits `n` into `body` (statements inside run()) and returns its kernel_manifest entry.
+// Library ops (lower_library_ops.cpp).
+bool is_library_op(const std::string& op);
+nlohmann::json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+// Elementwise ops and fused_elementwise (lower_fused.cpp).
+bool is_elementwise_op(const std::string& op);
+nlohmann::json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+
+// `DML_CHECK(call, node)` line that turns a kernel status into an error naming the node.
+std::string checked_call(const ir::Node& n, const std::string& call);
+
+}  // namespace dinoml::lower::cpu

@@ -1,0 +1,406 @@
+// Library ops of the CPU lowering: each node becomes one call into libdinoml_cpu_kernels with
+// its runtime extents, which keeps module.cpp small and quick to compile. Shapes are turned into
+// the kernels' canonical forms here (outer × axis × inner, padded batch shapes, axis masks), so
+// the kernels never see IR concepts.
+#include <cstdint>
+#include <set>
+
+#include "ir/error.h"
+#include "lower/cpu/emit_context.h"
+
+namespace dinoml::lower::cpu {
+namespace {
+
+using nlohmann::json;
+
+json manifest(const ir::Node& n, const std::string& kernel) {
+  return {{"node", n.name}, {"op", n.op}, {"candidates", {kernel}}, {"selected", kernel},
+          {"reason", "only candidate; measured selection arrives with the profiler"}};
+}
+
+std::string dtype_code(ir::DType t) { return std::to_string(static_cast<int>(t)); }
+std::string dtype_tag(ir::DType t) {
+  switch (t) {
+    case ir::DType::f32: return "f32";
+    case ir::DType::f16: return "f16";
+    case ir::DType::bf16: return "bf16";
+    default: return std::string(ir::dtype_name(t));
+  }
+}
+
+int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr) {
+  const int64_t r = static_cast<int64_t>(rank);
+  const int64_t a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= std::max<int64_t>(r, 1))
+    throw OpError("node '" + n.name + "' (" + n.op + "): attribute " + attr + " = " + std::to_string(axis) +
+                  " is outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
+  return a;
+}
+
+void expect_float(const ir::Node& n, ir::DType t) {
+  if (!ir::is_float(t)) no_lowering(n, "dtype " + std::string(ir::dtype_name(t)) + " is not a float dtype");
+}
+
+// ---- GEMM family ----------------------------------------------------------------------------
+
+struct GemmKind {
+  bool rcr = false;
+  bool bias = false;
+  std::string epilogue = "DML_CPU_EPI_NONE";
+  bool add = false;
+};
+
+bool parse_gemm(const std::string& op, GemmKind& k) {
+  std::string rest;
+  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
+  else if (op.rfind("gemm_rrr", 0) != 0) return false;
+  rest = op.substr(8);
+  static const std::map<std::string, std::string> acts = {
+      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
+      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
+  if (rest.empty()) return true;
+  if (rest.rfind("_bias", 0) != 0) return false;
+  k.bias = true;
+  auto it = acts.find(rest.substr(5));
+  if (it == acts.end()) return false;
+  k.epilogue = "DML_CPU_EPI_" + it->second;
+  k.add = it->second == "ADD" || it->second == "ADD_RELU";
+  return true;
+}
+
+json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostringstream& body) {
+  const auto& a = cx.tensor(n.inputs.at(0));
+  const auto& b = cx.tensor(n.inputs.at(1));
+  const auto& y = n.outputs.at(0);
+  expect_float(n, a.dtype);
+  if (a.shape.size() < 2 || b.shape.size() != 2) no_lowering(n, "expects a[..., M, K] and a 2-d b");
+  const size_t ra = a.shape.size();
+  const std::string M = cx.cpp_prod(a.shape, 0, ra - 1), K = cx.cpp(a.shape[ra - 1]);
+  const std::string N = cx.cpp(k.rcr ? b.shape[0] : b.shape[1]);
+  size_t next = 2;
+  const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  body << checked_call(n, "dml_cpu_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") +
+                              ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
+                              ", " + bias + ", " + d + ", " + cx.ptr(y) + ", " + k.epilogue + ")");
+  return manifest(n, "dml_cpu_gemm.blocked_" + dtype_tag(a.dtype));
+}
+
+json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, std::ostringstream& body) {
+  const auto& a = cx.tensor(n.inputs.at(0));
+  const auto& b = cx.tensor(n.inputs.at(1));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  expect_float(n, a.dtype);
+  const size_t r = y.shape.size();
+  if (r < 3 || a.shape.size() < 2 || b.shape.size() < 2) no_lowering(n, "expects rank >= 3 operands");
+  const size_t br = r - 2;
+  auto padded_batch = [&](const ir::Shape& s) {
+    std::vector<std::string> out;
+    const size_t sb = s.size() - 2;
+    if (sb > br) no_lowering(n, "operand has more batch axes than the output");
+    for (size_t i = 0; i < br; ++i) out.push_back(i < br - sb ? "INT64_C(1)" : cx.cpp(s[i - (br - sb)]));
+    return out;
+  };
+  std::vector<std::string> yb;
+  for (size_t i = 0; i < br; ++i) yb.push_back(cx.cpp(y.shape[i]));
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  const std::string M = cx.cpp(a.shape[ra - 2]), K = cx.cpp(a.shape[ra - 1]);
+  const std::string N = cx.cpp(rcr ? b.shape[rb - 2] : b.shape[rb - 1]);
+  body << "  {\n    const int64_t ys[] = " << brace_list(yb) << ";\n    const int64_t as[] = "
+       << brace_list(padded_batch(a.shape)) << ";\n    const int64_t bs[] = " << brace_list(padded_batch(b.shape))
+       << ";\n  "
+       << checked_call(n, "dml_cpu_bmm(" + dtype_code(a.dtype) + ", " + (rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " +
+                              std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " +
+                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_bmm.blocked_" + dtype_tag(a.dtype));
+}
+
+// ---- reductions, softmax, norms ----------------------------------------------------------------
+
+json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t r = x.shape.size();
+  if (r > 8) no_lowering(n, "rank > 8");
+  if (x.dtype != y.dtype) no_lowering(n, "output dtype differs from the input's");
+  if (ir::is_bool(x.dtype)) no_lowering(n, "bool reductions");
+  uint32_t mask = 0;
+  if (n.has_attr("axes")) {
+    for (int64_t a : n.attr_ints("axes")) mask |= 1u << norm_axis(n, a, r, "axes");
+  } else {
+    mask = r ? (1u << r) - 1 : 0;
+  }
+  static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CPU_REDUCE_SUM"},
+                                                          {"reduce_mean", "DML_CPU_REDUCE_MEAN"},
+                                                          {"reduce_max", "DML_CPU_REDUCE_MAX"},
+                                                          {"reduce_min", "DML_CPU_REDUCE_MIN"}};
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n  "
+       << checked_call(n, "dml_cpu_reduce(" + dtype_code(x.dtype) + ", " + ops.at(n.op) + ", " + std::to_string(r) +
+                              ", xs, UINT32_C(" + std::to_string(mask) + "), " + cx.ptr(n.inputs[0]) + ", " +
+                              cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_reduce.canonical_" + dtype_tag(x.dtype));
+}
+
+// outer × axis × inner of `shape` around `axis`.
+std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {
+  const size_t a = static_cast<size_t>(axis);
+  if (s.empty()) return "INT64_C(1), INT64_C(1), INT64_C(1)";
+  return cx.cpp_prod(s, 0, a) + ", " + cx.cpp(s[a]) + ", " + cx.cpp_prod(s, a + 1, s.size());
+}
+
+json emit_argmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const int64_t axis = norm_axis(n, n.attr_int("axis"), x.shape.size(), "axis");
+  body << checked_call(n, "dml_cpu_argmax(" + dtype_code(x.dtype) + ", " + oai(cx, x.shape, axis) + ", " +
+                              cx.ptr(n.inputs[0]) + ", (int64_t*)" + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_argmax.scalar");
+}
+
+json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_float(n, x.dtype);
+  const int64_t axis = norm_axis(n, n.attr_int("axis", -1), x.shape.size(), "axis");
+  const bool log = n.op == "log_softmax";
+  body << checked_call(n, "dml_cpu_softmax(" + dtype_code(x.dtype) + ", " + oai(cx, x.shape, axis) + ", " +
+                              (log ? "1" : "0") + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_softmax.rowwise_" + dtype_tag(x.dtype));
+}
+
+json emit_layer_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_float(n, x.dtype);
+  const bool has_gamma = n.inputs.size() > 1, has_beta = n.inputs.size() > 2;
+  const size_t nd = has_gamma ? cx.tensor(n.inputs[1]).shape.size()
+                              : static_cast<size_t>(n.attr_int("normalized_ndim", 1));
+  if (nd < 1 || nd > x.shape.size()) no_lowering(n, "normalized_ndim outside [1, rank]");
+  const size_t r = x.shape.size();
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (cx.tensor(n.inputs[i]).dtype != x.dtype) no_lowering(n, "gamma/beta dtype differs from x");
+  body << checked_call(n, "dml_cpu_layer_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - nd) + ", " +
+                              cx.cpp_prod(x.shape, r - nd, r) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                              (has_gamma ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
+                              (has_beta ? cx.ptr(n.inputs[2]) : "NULL") + ", " +
+                              float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_layer_norm.two_pass_" + dtype_tag(x.dtype));
+}
+
+json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_float(n, x.dtype);
+  const size_t r = x.shape.size();
+  if (r < 1) no_lowering(n, "rank-0 input");
+  const bool has_w = n.inputs.size() > 1;
+  if (has_w && cx.tensor(n.inputs[1]).dtype != x.dtype) no_lowering(n, "weight dtype differs from x");
+  body << checked_call(n, "dml_cpu_rms_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - 1) + ", " +
+                              cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                              (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
+                              float_literal(n.attr_float("eps", 1e-6)) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_rms_norm.rowwise_" + dtype_tag(x.dtype));
+}
+
+json emit_group_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_float(n, x.dtype);
+  const size_t r = x.shape.size();
+  if (r < 2) no_lowering(n, "expects x[N, C, ...]");
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (cx.tensor(n.inputs[i]).dtype != x.dtype) no_lowering(n, "gamma/beta dtype differs from x");
+  body << checked_call(n, "dml_cpu_group_norm(" + dtype_code(x.dtype) + ", " + cx.cpp(x.shape[0]) + ", " +
+                              cx.cpp(x.shape[1]) + ", " + cx.cpp_prod(x.shape, 2, r) + ", INT64_C(" +
+                              std::to_string(n.attr_int("num_groups")) + "), " + cx.ptr(n.inputs[0]) + ", " +
+                              (n.inputs.size() > 1 ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
+                              (n.inputs.size() > 2 ? cx.ptr(n.inputs[2]) : "NULL") + ", " +
+                              float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_group_norm.two_pass_" + dtype_tag(x.dtype));
+}
+
+// ---- data movement ------------------------------------------------------------------------------
+
+std::string esize(EmitContext& cx, const std::string& t) {
+  return "(size_t)" + std::to_string(ir::dtype_size(cx.tensor(t).dtype));
+}
+
+json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  if (r > 8) no_lowering(n, "rank > 8");
+  std::vector<int64_t> perm;
+  if (n.op == "transpose") {
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(i));
+    std::swap(perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim0"), r, "dim0"))],
+              perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim1"), r, "dim1"))]);
+  } else {
+    for (int64_t p : n.attr_ints("dims")) perm.push_back(norm_axis(n, p, r, "dims"));
+  }
+  std::vector<std::string> ps;
+  for (int64_t p : perm) ps.push_back(std::to_string(p));
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int32_t perm[] = "
+       << brace_list(ps) << ";\n  "
+       << checked_call(n, "dml_cpu_permute(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, perm, " +
+                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_permute.strided_rows");
+}
+
+json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
+  const std::vector<std::string>& parts = split ? n.outputs : n.inputs;
+  const auto& whole = cx.tensor(split ? n.inputs.at(0) : n.outputs.at(0));
+  const int64_t axis = norm_axis(n, n.attr_int("axis", 0), whole.shape.size(), "axis");
+  const size_t a = static_cast<size_t>(axis);
+  std::vector<std::string> ptrs, sizes;
+  for (const auto& p : parts) {
+    ptrs.push_back(cx.ptr(p));
+    sizes.push_back(cx.cpp(cx.tensor(p).shape.at(a)));
+  }
+  const std::string outer = cx.cpp_prod(whole.shape, 0, a), inner = cx.cpp_prod(whole.shape, a + 1, whole.shape.size());
+  body << "  {\n    " << (split ? "void* const" : "const void* const") << " parts[] = " << brace_list(ptrs)
+       << ";\n    const int64_t sizes[] = " << brace_list(sizes) << ";\n  ";
+  if (split)
+    body << checked_call(n, "dml_cpu_split(" + esize(cx, n.inputs[0]) + ", " + std::to_string(parts.size()) +
+                                ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.inputs[0]) + ")");
+  else
+    body << checked_call(n, "dml_cpu_concat(" + esize(cx, n.outputs[0]) + ", " + std::to_string(parts.size()) +
+                                ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.outputs[0]) + ")");
+  body << "  }\n";
+  return manifest(n, split ? "dml_cpu_split.memcpy_rows" : "dml_cpu_concat.memcpy_rows");
+}
+
+json emit_slice(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t r = x.shape.size();
+  if (r > 8) no_lowering(n, "rank > 8");
+  std::vector<std::string> starts(r, "0"), ends(r, "INT64_MAX"), steps(r, "1");
+  const auto& st = n.attr_ints("starts");
+  const auto& en = n.attr_ints("ends");
+  std::vector<int64_t> axes;
+  if (n.has_attr("axes")) axes = n.attr_ints("axes");
+  else
+    for (size_t i = 0; i < st.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  std::vector<int64_t> stp = n.attr_ints("steps", std::vector<int64_t>(axes.size(), 1));
+  if (st.size() != axes.size() || en.size() != axes.size() || stp.size() != axes.size())
+    no_lowering(n, "starts/ends/axes/steps lengths differ");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(norm_axis(n, axes[i], r, "axes"));
+    starts[a] = "INT64_C(" + std::to_string(st[i]) + ")";
+    ends[a] = en[i] == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(en[i]) + ")";
+    steps[a] = "INT64_C(" + std::to_string(stp[i]) + ")";
+  }
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape))
+       << ";\n    const int64_t ys[] = " << brace_list(cx.cpp_shape(y.shape)) << ";\n    const int64_t st[] = "
+       << brace_list(starts) << ";\n    const int64_t en[] = " << brace_list(ends) << ";\n    const int64_t sp[] = "
+       << brace_list(steps) << ";\n  "
+       << checked_call(n, "dml_cpu_slice(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, st, en, sp, ys, " +
+                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_slice.strided_rows");
+}
+
+json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t r = y.shape.size();
+  if (r > 8 || x.shape.size() > r) no_lowering(n, "rank > 8 or input rank above output rank");
+  std::vector<std::string> xs;
+  for (size_t i = 0; i < r; ++i)
+    xs.push_back(i < r - x.shape.size() ? "INT64_C(1)" : cx.cpp(x.shape[i - (r - x.shape.size())]));
+  body << "  {\n    const int64_t xs[] = " << brace_list(xs) << ";\n    const int64_t ys[] = "
+       << brace_list(cx.cpp_shape(y.shape)) << ";\n  "
+       << checked_call(n, "dml_cpu_expand(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, ys, " +
+                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_expand.strided_rows");
+}
+
+json emit_pad(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  const auto& pads = n.attr_ints("pads");
+  if (pads.size() != 2 * r) no_lowering(n, "pads must hold 2 × rank values");
+  const std::string mode = n.attr_str("mode", "constant");
+  static const std::map<std::string, std::string> modes = {
+      {"constant", "DML_CPU_PAD_CONSTANT"}, {"reflect", "DML_CPU_PAD_REFLECT"}, {"edge", "DML_CPU_PAD_EDGE"}};
+  auto it = modes.find(mode);
+  if (it == modes.end()) no_lowering(n, "pad mode '" + mode + "'");
+  std::vector<std::string> ps;
+  for (int64_t p : pads) ps.push_back("INT64_C(" + std::to_string(p) + ")");
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int64_t pads[] = "
+       << brace_list(ps) << ";\n  "
+       << checked_call(n, "dml_cpu_pad(" + dtype_code(x.dtype) + ", " + std::to_string(r) + ", xs, pads, " + it->second +
+                              ", " + double_literal(n.attr_float("value", 0.0)) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                              cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_pad.rows");
+}
+
+json emit_gather(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& idx = cx.tensor(n.inputs.at(1));
+  const int64_t axis = norm_axis(n, n.attr_int("axis", 0), x.shape.size(), "axis");
+  body << checked_call(n, "dml_cpu_gather(" + esize(cx, n.inputs[0]) + ", " + oai(cx, x.shape, axis) + ", " +
+                              cx.ptr(n.inputs[0]) + ", " + dtype_code(idx.dtype) + ", " + cx.ptr(n.inputs[1]) + ", " +
+                              cx.numel(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_gather.memcpy_rows");
+}
+
+json emit_embedding(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& idx = cx.tensor(n.inputs.at(0));
+  const auto& w = cx.tensor(n.inputs.at(1));
+  if (w.shape.size() != 2) no_lowering(n, "weight must be [V, D]");
+  body << checked_call(n, "dml_cpu_embedding(" + esize(cx, n.inputs[1]) + ", " + cx.cpp(w.shape[0]) + ", " +
+                              cx.cpp(w.shape[1]) + ", " + cx.ptr(n.inputs[1]) + ", " + dtype_code(idx.dtype) + ", " +
+                              cx.ptr(n.inputs[0]) + ", " + cx.numel(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_embedding.memcpy_rows");
+}
+
+json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& y = cx.tensor(n.outputs.at(0));
+  if (n.op == "arange") {
+    body << checked_call(n, "dml_cpu_arange(" + dtype_code(y.dtype) + ", " + double_literal(n.attr_float("start", 0.0)) +
+                                ", " + double_literal(n.attr_float("step", 1.0)) + ", " + cx.numel(n.outputs[0]) + ", " +
+                                cx.ptr(n.outputs[0]) + ")");
+    return manifest(n, "dml_cpu_arange.scalar");
+  }
+  body << checked_call(n, "dml_cpu_fill(" + dtype_code(y.dtype) + ", " + double_literal(n.attr_float("value", 0.0)) +
+                              ", " + cx.numel(n.outputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")");
+  return manifest(n, "dml_cpu_fill.scalar");
+}
+
+}  // namespace
+
+bool is_library_op(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "bmm_rrr",     "bmm_rcr",    "reduce_sum",  "reduce_mean", "reduce_max", "reduce_min", "argmax",
+      "softmax",     "log_softmax", "layer_norm", "rms_norm",    "group_norm", "permute",    "transpose",
+      "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
+      "arange",      "full"};
+  GemmKind k;
+  return ops.count(op) != 0 || parse_gemm(op, k);
+}
+
+json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const std::string& op = n.op;
+  GemmKind k;
+  if (parse_gemm(op, k)) return emit_gemm(cx, n, k, body);
+  if (op == "bmm_rrr" || op == "bmm_rcr") return emit_bmm(cx, n, op == "bmm_rcr", body);
+  if (op.rfind("reduce_", 0) == 0) return emit_reduce(cx, n, body);
+  if (op == "argmax") return emit_argmax(cx, n, body);
+  if (op == "softmax" || op == "log_softmax") return emit_softmax(cx, n, body);
+  if (op == "layer_norm") return emit_layer_norm(cx, n, body);
+  if (op == "rms_norm") return emit_rms_norm(cx, n, body);
+  if (op == "group_norm") return emit_group_norm(cx, n, body);
+  if (op == "permute" || op == "transpose") return emit_permute(cx, n, body);
+  if (op == "concatenate") return emit_concat_split(cx, n, false, body);
+  if (op == "split") return emit_concat_split(cx, n, true, body);
+  if (op == "slice") return emit_slice(cx, n, body);
+  if (op == "expand") return emit_expand(cx, n, body);
+  if (op == "pad") return emit_pad(cx, n, body);
+  if (op == "gather") return emit_gather(cx, n, body);
+  if (op == "embedding") return emit_embedding(cx, n, body);
+  if (op == "arange" || op == "full") return emit_generator(cx, n, body);
+  no_lowering(n);
+}
+
+}  // namespace dinoml::lower::cpu
