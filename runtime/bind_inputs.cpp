@@ -65,9 +65,11 @@ BoundInputs bind_inputs(const Metadata& md, const dinoml_tensor* inputs, size_t 
     const InputDesc& in = md.inputs[k];
     const dinoml_tensor& t = *order[k];
     const std::string expected_shape = md.input_shape_string(in);
-    if (t.dtype != in.dtype) {
-      fail(kInvalid, "input '", in.name, "' has dtype ", dtype_name(t.dtype), " but the model expects ",
-           dtype_name(in.dtype));
+    const int dtype = raw_dtype(t.dtype);
+    if (dtype != in.dtype) {
+      fail(kInvalid, "input '", in.name, "' has dtype ",
+           dtype_valid(dtype) ? dtype_name(static_cast<dinoml_dtype>(dtype)) : cat("unknown (", dtype, ")"),
+           " but the model expects ", dtype_name(in.dtype));
     }
     if (t.ndim < 0 || t.ndim > DINOML_MAX_RANK || static_cast<size_t>(t.ndim) != in.axes.size()) {
       fail(kInvalid, "input '", in.name, "' has rank ", t.ndim, " but the model expects rank ", in.axes.size(),

@@ -1,6 +1,7 @@
 #include "dtype.h"
 
 #include <array>
+#include <cstring>
 
 namespace dinoml::runtime {
 namespace {
@@ -22,6 +23,13 @@ constexpr std::array<DTypeTraits, 8> kDTypes = {{
 }  // namespace
 
 bool dtype_valid(int dtype) noexcept { return dtype >= 0 && dtype < static_cast<int>(kDTypes.size()); }
+
+int raw_dtype(const dinoml_dtype& field) noexcept {
+  static_assert(sizeof(dinoml_dtype) == sizeof(int));
+  int raw;
+  std::memcpy(&raw, &field, sizeof raw);
+  return raw;
+}
 
 const char* dtype_name(dinoml_dtype dtype) noexcept {
   return dtype_valid(dtype) ? kDTypes[dtype].name : "unknown";

@@ -13,6 +13,9 @@
 namespace dinoml::runtime {
 
 bool dtype_valid(int dtype) noexcept;
+// The dtype field of a caller's tensor as an int: C callers may store any int there, and loading
+// an out-of-range value through the C++ enum type is undefined behaviour.
+int raw_dtype(const dinoml_dtype& field) noexcept;
 const char* dtype_name(dinoml_dtype dtype) noexcept;  // "unknown" for values outside the enum
 size_t dtype_size(dinoml_dtype dtype) noexcept;       // 0 for values outside the enum
 std::optional<dinoml_dtype> dtype_from_name(std::string_view name) noexcept;

@@ -85,10 +85,17 @@ InterpretResult interpret(const ir::Graph& g, const std::map<std::string, HostTe
     if (t.kind == ir::TensorKind::constant) env[name] = constant_tensor(g, name);
   for (const auto& s : g.states) {
     auto it = states.find(s);
-    if (it != states.end()) env[s] = it->second;
-    else {
-      const auto& t = g.tensor(s);
-      env[s] = HostTensor(t.dtype, ir::eval_shape(t.shape, dims));
+    const auto& t = g.tensor(s);
+    std::vector<int64_t> shape = ir::eval_shape(t.shape, dims);
+    if (it != states.end()) {
+      // A state from another graph or run must match exactly: ops read its bytes as typed.
+      if (it->second.dtype != t.dtype || it->second.shape != shape)
+        throw IrError("reference interpreter: state '" + s + "' is " + it->second.shape_string() + " " +
+                      std::string(ir::dtype_name(it->second.dtype)) + ", expected " + ir::shape_to_string(t.shape) +
+                      " " + std::string(ir::dtype_name(t.dtype)));
+      env[s] = it->second;
+    } else {
+      env[s] = HostTensor(t.dtype, shape);
     }
   }
   InterpretResult res;

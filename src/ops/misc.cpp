@@ -161,7 +161,8 @@ void register_misc_ops(Registry& r) {
   fe.min_inputs = 1;
   fe.max_inputs = -1;
   fe.attrs = {{"program", AttrKind::string, true, "JSON list of steps (docs/architecture.md)"},
-              {"dtype", AttrKind::string, true, "output dtype"}};
+              {"dtype", AttrKind::string, true, "output dtype"},
+              {"members", AttrKind::strs, false, "names of the fused source nodes (for reports)"}};
   fe.infer = infer_fused;
   fe.reference = ref_fused;
   r.add(std::move(fe));

@@ -4,6 +4,7 @@
 // definition, so `gemm_rcr_bias_gelu` and `gelu` can never disagree).
 #pragma once
 #include <cmath>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@ namespace detail {
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 inline double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 inline double fast_gelu(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
+  const double k = std::sqrt(2.0 / std::numbers::pi);
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 inline double silu(double x) { return x * sigmoid(x); }

@@ -157,8 +157,9 @@ PassResult fuse_elementwise(ir::Graph& g) {
     if (f != fused_at_root.end()) {
       out_nodes.push_back(std::move(f->second));
       is_new[out_nodes.size() - 1] = true;
+    } else {
+      dead_tensors.insert(g.nodes[i].outputs[0]);  // internal value of a group
     }
-    else dead_tensors.insert(g.nodes[i].outputs[0]);  // internal value of a group
   }
   g.nodes = std::move(out_nodes);
   for (const auto& t : dead_tensors) g.tensors.erase(t);

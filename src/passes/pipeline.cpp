@@ -49,11 +49,19 @@ PipelineReport run_pipeline(ir::Graph& g, const PipelineOptions& opts) {
   auto passes = default_pipeline(opts);
   for (size_t i = 0; i < passes.size(); ++i) {
     const Pass& pass = passes[i];
-    PassResult r = pass.run(g);
+    PassResult r;
+    // Errors keep their type and gain the pass name, so a report says which step failed.
+    try {
+      r = pass.run(g);
+    } catch (const IrError& e) {
+      throw IrError("pass '" + pass.name + "': " + e.what());
+    } catch (const OpError& e) {
+      throw OpError("pass '" + pass.name + "': " + e.what());
+    }
     try {
       ir::validate_structure(g);
     } catch (const IrError& e) {
-      throw IrError("after pass '" + pass.name + "': " + e.what());
+      throw IrError("after pass '" + pass.name + "' the graph is invalid: " + e.what());
     }
     report.entries.push_back({pass.name, r.changed, r.stats, ir::graph_hash(g)});
     if (!opts.dump_dir.empty()) dump(g, opts.dump_dir, i + 1, pass.name);

@@ -126,11 +126,10 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   if (x.dtype != y.dtype) no_lowering(n, "output dtype differs from the input's");
   if (ir::is_bool(x.dtype)) no_lowering(n, "bool reductions");
   uint32_t mask = 0;
-  if (n.has_attr("axes")) {
-    for (int64_t a : n.attr_ints("axes")) mask |= 1u << norm_axis(n, a, r, "axes");
-  } else {
-    mask = r ? (1u << r) - 1 : 0;
-  }
+  // Absent or empty `axes` means every axis (docs/ops.md).
+  const std::vector<int64_t> axes = n.attr_ints("axes", {});
+  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
+  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
   static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CPU_REDUCE_SUM"},
                                                           {"reduce_mean", "DML_CPU_REDUCE_MEAN"},
                                                           {"reduce_max", "DML_CPU_REDUCE_MAX"},

@@ -12,6 +12,7 @@
 
 #include "builder/graph_builder.h"
 #include "ir/graph.h"
+#include "ir/serialize.h"
 #include "ops/host_tensor.h"
 #include "ops/interpreter.h"
 

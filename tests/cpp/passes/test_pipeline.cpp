@@ -2,6 +2,7 @@
 // reference interpreter is the oracle), the expected fusions happen, and dumps are written.
 #include <filesystem>
 
+#include "ir/error.h"
 #include "ir/serialize.h"
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
@@ -138,6 +139,17 @@ TEST(Pipeline, DumpsEveryPassWithItsHash) {
     EXPECT_EQ(ir::graph_hash(ir::read_graph(path.string())), report.entries[i].graph_hash) << path;
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Pipeline, ErrorsNameThePass) {
+  ir::Graph g = mlp();
+  g.tensor(g.nodes[0].outputs[0]).shape = S({kBatch, 3});  // tampered declared type
+  try {
+    passes::run_pipeline(g);
+    FAIL() << "expected an error";
+  } catch (const IrError& e) {
+    EXPECT_NE(std::string(e.what()).find("pass 'infer_shapes'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Pipeline, WithoutFusionNoFusedOps) {
