@@ -4,6 +4,7 @@
 #include "sha256.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <array>
 #include <system_error>
@@ -47,7 +48,8 @@ void Module::verify_and_read(const std::string& artifact_dir) {
   check_artifact_files(dir, manifest_);
 
   // Every listed file is hashed before anything is parsed or loaded. constants.bin is hashed
-  // through the very mapping the module will read, so it cannot change between check and use.
+  // through the mapping the module will read, so replacing the file after the check (a new
+  // inode) cannot slip unverified constants in; only an in-place rewrite while loaded could.
   if (manifest_.lists(kConstantsFile)) {
     constants_ = MappedFile(dir / kConstantsFile, kConstantsFile);
     check_digest(dir, manifest_, kConstantsFile, sha256_hex(constants_.data(), constants_.size()));
@@ -69,6 +71,8 @@ void Module::load_code() {
     fail(DINOML_ERR_ARTIFACT, "cannot load module.so of artifact '", dir_, "': ", why ? why : "unknown dlopen error",
          "; check that lib/ is complete, or recompile the model");
   }
+  check_library_identity();
+
   entry_.abi_version = resolve<dinoml_module_abi_version_fn>(handle_, DINOML_MODULE_SYM_ABI_VERSION, dir_);
   entry_.graph_hash = resolve<dinoml_module_graph_hash_fn>(handle_, DINOML_MODULE_SYM_GRAPH_HASH, dir_);
   entry_.init = resolve<dinoml_module_init_fn>(handle_, DINOML_MODULE_SYM_INIT, dir_);
@@ -96,6 +100,38 @@ void Module::load_code() {
          err[0] ? err.data() : "(no message)");
   }
   initialised_ = true;
+}
+
+void Module::check_library_identity() const {
+  // The dynamic loader resolves module.so's DT_NEEDED entries by name against every library the
+  // process already loaded, so a lib/ file of the same name from another artifact (another DinoML
+  // build) would be used instead of the verified one. Identical bytes are harmless; anything else
+  // is refused. libdinoml_runtime is exempt: module.so never links the runtime (the module ABI is
+  // called by the runtime, not the other way round).
+  for (const auto& [path, digest] : manifest_.files) {
+    if (path.rfind("lib/", 0) != 0) continue;
+    const std::string base = fs::path(path).filename().string();
+    if (base.rfind("libdinoml_runtime.so", 0) == 0) continue;
+    void* h = dlopen(base.c_str(), RTLD_NOLOAD | RTLD_LAZY);
+    if (!h) continue;
+    struct link_map* map = nullptr;
+    std::string loaded;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) loaded = map->l_name;
+    dlclose(h);
+    std::error_code ec;
+    if (loaded.empty() || fs::equivalent(loaded, fs::path(dir_) / path, ec)) continue;
+    std::string actual;
+    try {
+      actual = sha256_file_hex(loaded, loaded);
+    } catch (const Error&) {
+      actual = "(unreadable)";
+    }
+    if (actual == digest) continue;
+    fail(DINOML_ERR_ARTIFACT, "artifact '", dir_, "' ships ", path, " but this process already loaded a different ",
+         base, " from '", loaded, "' (another artifact or DinoML build); the dynamic loader would bind module.so to "
+         "that copy. Free modules of other DinoML builds first, load them in separate processes, or recompile the "
+         "models with the same DinoML");
+  }
 }
 
 const char* Module::keep(std::string s) { return strings_.emplace_back(std::move(s)).c_str(); }

@@ -48,6 +48,7 @@ class Module {
   Module() = default;
   void verify_and_read(const std::string& artifact_dir);
   void load_code();
+  void check_library_identity() const;
   void build_infos();
   const char* keep(std::string s);
 

@@ -4,6 +4,7 @@
 #include "dtype.h"
 #include "errors.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 

@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
     inputs[i].ndim = info.ndim;
     for (a = 0; a < info.ndim; ++a) {
       const dinoml_axis_info* ax = &info.axes[a];
-      inputs[i].shape[a] = ax->dim_name ? find_dim(dims, n_dims, ax->dim_name)->value : ax->min;
+      const dim_value* d = ax->dim_name ? find_dim(dims, n_dims, ax->dim_name) : NULL;
+      inputs[i].shape[a] = d ? d->value : ax->min;
       count *= (size_t)(inputs[i].shape[a] > 0 ? inputs[i].shape[a] : 0);
     }
     inputs[i].nbytes = count * dinoml_dtype_size(info.dtype);

@@ -193,6 +193,16 @@ def _chain_cases(dtype):
     ]
 
 
+def _large_cases(dtype):
+    """Sizes well past one vector / one thread's chunk, with ragged tails."""
+    return [
+        Case(f"add-large-bcast-{dtype}", {"a": Inp(("B", 37, 129), dtype), "b": Inp((129,), dtype)},
+             lambda ops, t: ops.add(t["a"], t["b"]), lambda x: x["a"] + x["b"], dtype),
+        Case(f"chain-large-{dtype}", {"a": Inp(("B", 4111), dtype), "b": Inp(("B", 1), dtype)},
+             lambda ops, t: ops.silu(ops.mul(t["a"], t["b"])), lambda x: H.np_silu(x["a"] * x["b"]), dtype),
+    ]
+
+
 def float_batch(dtype):
     cases = []
     for op in ("add", "sub", "mul", "div", "pow", "max", "min"):
@@ -203,6 +213,7 @@ def float_batch(dtype):
               _scalar_case("pow", dtype, 2.0), _scalar_case("max", dtype, 0.5)]
     cases += [_unary_case(op, dtype) for op in UNARY]
     cases += _clamp_cases(dtype) + _where_cases(dtype) + _compare_cases(dtype) + _chain_cases(dtype)
+    cases += _large_cases(dtype)
     return Batch(f"elementwise-{dtype}", cases, dims=B_DIM, runs=B_RUNS)
 
 

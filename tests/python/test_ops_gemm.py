@@ -111,6 +111,8 @@ def gemm_batch(dtype: str) -> Batch:
                                 cid=f"gemm_{layout}_bias-lead2xM-k33n17-{dtype}"))
         cases.append(_gemm_case(layout, "_bias_add", dtype, 4, K, N, lead=(2, 3),
                                 cid=f"gemm_{layout}_bias_add-lead2x3-{dtype}"))
+        # Large enough for the blocked / multi-threaded paths, with ragged edges in every dim.
+        cases.append(_gemm_case(layout, "_bias_gelu", dtype, "M", 300, 70, cid=f"gemm_{layout}_bias_gelu-k300n70-{dtype}"))
         # bmm: same layout letter family, with the batch dims broadcasting both ways.
         cases.append(_bmm_case(layout, dtype, (4, "M", 16), (4, 16, 12) if layout == "rrr" else (4, 12, 16),
                                "b4-dynM"))

@@ -189,19 +189,49 @@ def _group_norm_cases(dtype):
             ins["b"] = Inp((c,), dtype)
 
         def build(ops, t, groups=groups, affine=affine):
+            # The ops contract: inputs positional, attributes by keyword.
             args = (t["x"], t["g"], t["b"]) if affine else (t["x"],)
             return ops.group_norm(*args, num_groups=groups)
 
-        out.append(Case(f"group_norm-{tag}-{dtype}", ins, build,
-                        lambda x, g=groups: _np_group_norm(x["x"], g, x.get("g"), x.get("b")), dtype, tol=tol,
-                        torch=lambda x, g=groups: F().group_norm(x["x"], g, x.get("g"), x.get("b"))))
+        def build_kw(ops, t, groups=groups):
+            # The keyword spelling the front end also offers must mean the same.
+            return ops.group_norm(t["x"], num_groups=groups, gamma=t["g"], beta=t["b"])
+
+        oracle = lambda x, g=groups: _np_group_norm(x["x"], g, x.get("g"), x.get("b"))  # noqa: E731
+        torch_oracle = lambda x, g=groups: F().group_norm(x["x"], g, x.get("g"), x.get("b"))  # noqa: E731
+        out.append(Case(f"group_norm-{tag}-{dtype}", ins, build, oracle, dtype, tol=tol, torch=torch_oracle))
+        if affine:
+            out.append(Case(f"group_norm-{tag}-kw-{dtype}", ins, build_kw, oracle, dtype, tol=tol,
+                            torch=torch_oracle))
     return out
+
+
+def _long_row_cases(dtype):
+    """Rows long enough for the vectorised / blocked paths of the row kernels."""
+    tol = _tol(dtype, FP32_NORM_TOL)
+    F = lambda: _torch().nn.functional  # noqa: E731
+    return [
+        Case(f"softmax-long-{dtype}", {"x": Inp(("B", 3, 1000), dtype, Gen(-6, 6))},
+             lambda ops, t: ops.softmax(t["x"]), lambda x: H.np_softmax(x["x"], -1), dtype, tol=tol,
+             torch=lambda x: F().softmax(x["x"], dim=-1)),
+        Case(f"layer_norm-long-{dtype}", {"x": Inp(("B", 1031), dtype, Gen(-3, 3)), "g": Inp((1031,), dtype),
+                                          "b": Inp((1031,), dtype)},
+             lambda ops, t: ops.layer_norm(t["x"], t["g"], t["b"]),
+             lambda x: _np_layer_norm(x["x"], 1, x["g"], x["b"]), dtype, tol=tol,
+             torch=lambda x: F().layer_norm(x["x"], (1031,), x["g"], x["b"])),
+        Case(f"rms_norm-long-{dtype}", {"x": Inp(("B", 2048), dtype, Gen(-3, 3)), "w": Inp((2048,), dtype)},
+             lambda ops, t: ops.rms_norm(t["x"], t["w"]), lambda x: _np_rms_norm(x["x"], x["w"]), dtype, tol=tol),
+        Case(f"reduce_sum-long-{dtype}", {"x": Inp(("B", 4099), dtype, Gen(0, 1))},
+             lambda ops, t: ops.reduce_sum(t["x"], axes=[-1]), lambda x: x["x"].sum(axis=-1), dtype,
+             tol=(1e-5, 1e-3) if dtype == "float32" else None),
+    ]
 
 
 def float_batch(dtype):
     cases = [_reduce_case(op, dtype, *v) for op in REDUCE_NP for v in AXES_VARIANTS]
     cases += _argmax_cases(dtype) + _softmax_cases(dtype)
     cases += _layer_norm_cases(dtype) + _rms_norm_cases(dtype) + _group_norm_cases(dtype)
+    cases += _long_row_cases(dtype)
     return Batch(f"reduce_norm-{dtype}", cases, dims=B_DIM, runs=B_RUNS)
 
 

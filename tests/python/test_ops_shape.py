@@ -205,8 +205,20 @@ def _trace_error(fn, inputs):
 
 
 def test_unknown_attribute_names_it():
-    msg = _trace_error(lambda o, t: o.permute(t["x"], dim=[1, 0]), {"x": ((2, 3), "float32")})
-    assert "permute" in msg and re.search(r"\bdim\b", msg), msg
+    msg = _trace_error(lambda o, t: o.permute(t["x"], dims=[1, 0], perm=[1, 0]), {"x": ((2, 3), "float32")})
+    assert "permute" in msg and re.search(r"\bperm\b", msg), msg
+
+
+def test_unknown_attribute_on_generated_op_names_it():
+    msg = _trace_error(lambda o, t: o.gemm_rcr(t["a"], t["b"], alpha=2.0),
+                       {"a": ((2, 3), "float32"), "b": ((4, 3), "float32")})
+    assert "gemm_rcr" in msg and re.search(r"\balpha\b", msg), msg
+
+
+def test_missing_required_attribute_names_it():
+    # sizes=None drops the attribute, so the registry's required-attribute check must speak.
+    msg = _trace_error(lambda o, t: o.split(t["x"], sizes=None), {"x": ((4,), "float32")})
+    assert "split" in msg and "sizes" in msg, msg
 
 
 def test_reshape_size_mismatch():

@@ -70,7 +70,7 @@ class GroupNorm(Module):
         self.bias = Parameter([num_channels], dtype) if affine else None
 
     def forward(self, x):
-        return ops.group_norm(x, self.num_groups, self.weight, self.bias, eps=self.eps)
+        return ops.group_norm(x, gamma=self.weight, beta=self.bias, num_groups=self.num_groups, eps=self.eps)
 
 
 class Embedding(Module):

@@ -1,5 +1,8 @@
 """Hand-written op signatures (the generated ones take `*inputs, **attrs`). Each wrapper only
-arranges arguments; semantics, defaults and errors stay in the C++ registry."""
+arranges arguments; semantics, defaults and errors stay in the C++ registry. So every attribute
+can still be given by keyword, an attribute left out (None) is not sent (the op's default
+applies, or the registry reports a missing required attribute by name), and unknown keywords
+pass through for the registry to reject."""
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -33,7 +36,7 @@ def concatenate(tensors: Sequence, axis: int = 0, **attrs) -> Tensor:
     return call("concatenate", list(tensors), dict(attrs, axis=axis))
 
 
-def split(x, sizes: Sequence[int], axis: int = 0, **attrs) -> tuple:
+def split(x, sizes: Optional[Sequence[int]] = None, axis: int = 0, **attrs) -> tuple:
     """Splits `x` along `axis` into pieces of `sizes`; always returns a tuple."""
     r = call("split", [x], dict(attrs, sizes=_axes(sizes), axis=axis))
     return r if isinstance(r, tuple) else (r,)
@@ -46,27 +49,29 @@ def cast(x, dtype=None, **attrs) -> Tensor:
     return call("cast", [x], dict(attrs, dtype=dtype if isinstance(dtype, str) else dtypes.canonical(dtype)))
 
 
-def reshape(x, shape: Sequence, **attrs) -> Tensor:
+def reshape(x, shape: Optional[Sequence] = None, **attrs) -> Tensor:
     """Reshapes `x`; extents may be ints, one -1, Dims, symbolic dims (x.shape[0]) or their
     arithmetic (x.shape[1] // heads)."""
-    return call("reshape", [x], dict(attrs, shape=list(shape)))
+    return call("reshape", [x], dict(attrs, shape=None if shape is None else list(shape)))
 
 
-def expand(x, shape: Sequence, **attrs) -> Tensor:
+def expand(x, shape: Optional[Sequence] = None, **attrs) -> Tensor:
     """Broadcast copy of `x` to `shape` (-1 keeps the extent; symbolic extents allowed)."""
-    return call("expand", [x], dict(attrs, shape=list(shape)))
+    return call("expand", [x], dict(attrs, shape=None if shape is None else list(shape)))
 
 
-def full(shape: Sequence, value: float, dtype="float32", **attrs) -> Tensor:
+def full(shape: Optional[Sequence] = None, value: Optional[float] = None, dtype="float32", **attrs) -> Tensor:
     """A tensor of `shape` filled with `value`."""
-    return call("full", [], dict(attrs, shape=list(shape), value=float(value), dtype=dtypes.canonical(dtype)))
+    return call("full", [], dict(attrs, shape=None if shape is None else list(shape), value=value,
+                                 dtype=dtype if isinstance(dtype, str) else dtypes.canonical(dtype)))
 
 
-def arange(start, end=None, step=1, dtype="int64", **attrs) -> Tensor:
-    """arange(end) or arange(start, end, step)."""
-    if end is None:
-        start, end = 0, start
-    return call("arange", [], dict(attrs, start=start, end=end, step=step, dtype=dtypes.canonical(dtype)))
+def arange(start=None, end=None, step=None, dtype="int64", **attrs) -> Tensor:
+    """arange(end), arange(start, end[, step]) or by keyword (start defaults to 0, step to 1)."""
+    if end is None and start is not None:  # arange(5): NumPy's one-argument form
+        start, end = None, start
+    return call("arange", [], dict(attrs, start=start, end=end, step=step,
+                                   dtype=dtype if isinstance(dtype, str) else dtypes.canonical(dtype)))
 
 
 def clamp(x, min: Optional[float] = None, max: Optional[float] = None, **attrs) -> Tensor:  # noqa: A002
@@ -92,12 +97,17 @@ def rms_norm(x, weight=None, eps: float = 1e-6, **attrs) -> Tensor:
     return call("rms_norm", [x] + ([weight] if weight is not None else []), dict(attrs, eps=eps))
 
 
-def group_norm(x, num_groups: int, gamma=None, beta=None, eps: float = 1e-5, **attrs) -> Tensor:
-    """Group norm of x[N, C, ...] with `num_groups` groups."""
-    if beta is not None and gamma is None:
+def group_norm(x, *args, num_groups: Optional[int] = None, gamma=None, beta=None, eps: float = 1e-5,
+               **attrs) -> Tensor:
+    """Group norm of x[N, C, ...]: group_norm(x, [gamma, [beta]], num_groups=G). As a shorthand an
+    int right after x is taken as num_groups: group_norm(x, G, gamma, beta)."""
+    args = list(args)
+    if args and not isinstance(args[0], TensorLike) and num_groups is None:
+        num_groups = args.pop(0)
+    if any(t is None for t in args[:-1]) and args[-1] is not None or (beta is not None and gamma is None and not args):
         raise ValueError("group_norm: beta given without gamma")
-    inputs = [x] + [t for t in (gamma, beta) if t is not None]
-    return call("group_norm", inputs, dict(attrs, num_groups=num_groups, eps=eps))
+    tensors = [t for t in args + [gamma, beta] if t is not None]
+    return call("group_norm", [x] + tensors, dict(attrs, num_groups=num_groups, eps=eps))
 
 
 def softmax(x, axis: int = -1, dim: Optional[int] = None, **attrs) -> Tensor:
@@ -109,11 +119,11 @@ def log_softmax(x, axis: int = -1, dim: Optional[int] = None, **attrs) -> Tensor
     return call("log_softmax", [x], dict(attrs, axis=dim if dim is not None else axis))
 
 
-def permute(x, dims: Sequence[int], **attrs) -> Tensor:
+def permute(x, dims: Optional[Sequence[int]] = None, **attrs) -> Tensor:
     return call("permute", [x], dict(attrs, dims=_axes(dims)))
 
 
-def transpose(x, dim0: int, dim1: int, **attrs) -> Tensor:
+def transpose(x, dim0: Optional[int] = None, dim1: Optional[int] = None, **attrs) -> Tensor:
     return call("transpose", [x], dict(attrs, dim0=dim0, dim1=dim1))
 
 
@@ -122,7 +132,7 @@ def squeeze(x, axes=None, **attrs) -> Tensor:
     return call("squeeze", [x], dict(attrs, axes=_axes(axes)))
 
 
-def unsqueeze(x, axes, **attrs) -> Tensor:
+def unsqueeze(x, axes=None, **attrs) -> Tensor:
     """Inserts size-1 axes at `axes` (positions in the output)."""
     return call("unsqueeze", [x], dict(attrs, axes=_axes(axes)))
 
@@ -150,19 +160,20 @@ reduce_max = _reduce("reduce_max")
 reduce_min = _reduce("reduce_min")
 
 
-def argmax(x, axis: int, keepdim: bool = False, **attrs) -> Tensor:
+def argmax(x, axis: Optional[int] = None, keepdim: bool = False, **attrs) -> Tensor:
     return call("argmax", [x], dict(attrs, axis=axis, keepdim=keepdim))
 
 
-def slice(x, starts: Sequence[int], ends: Sequence[int], axes=None, steps=None, **attrs) -> Tensor:  # noqa: A001
+def slice(x, starts=None, ends=None, axes=None, steps=None, **attrs) -> Tensor:  # noqa: A001
     """NumPy-style slicing with clamping; an end >= 2**31 means "to the end"."""
     return call("slice", [x], dict(attrs, starts=_axes(starts), ends=_axes(ends), axes=_axes(axes),
                                    steps=_axes(steps)))
 
 
-def pad(x, pads: Sequence[int], mode: str = "constant", value: float = 0.0, **attrs) -> Tensor:
-    """Pads `x`; `pads` in ONNX order (all begins, then all ends)."""
-    return call("pad", [x], dict(attrs, pads=_axes(pads), mode=mode, value=float(value)))
+def pad(x, pads=None, mode: Optional[str] = None, value: Optional[float] = None, **attrs) -> Tensor:
+    """Pads `x`; `pads` in ONNX order (all begins, then all ends); mode "constant" (default),
+    "reflect" or "edge"; value 0.0 by default."""
+    return call("pad", [x], dict(attrs, pads=_axes(pads), mode=mode, value=value))
 
 
 def embedding(indices, weight, **attrs) -> Tensor:

@@ -125,7 +125,7 @@ static inline int64_t dml_floordiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-static int dml_node_error(char* err, size_t errlen, const char* node, const char* op, int status) {
+static inline int dml_node_error(char* err, size_t errlen, const char* node, const char* op, int status) {
   if (err && errlen) snprintf(err, errlen, "node '%s' (%s): kernel failed with status %d: %s", node, op, status, dml_cpu_last_error());
   return status ? status : 1;
 }
@@ -149,7 +149,6 @@ template <typename T> static inline T dml_idiv(T a, T b) {
   T q = (T)(a / b);
   return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
 }
-template <typename T> static inline T dml_round_to(float x) { return dml_from_float<T>(x); }
 )";
 
 // Intermediates that need arena space: storage roots of kind intermediate.

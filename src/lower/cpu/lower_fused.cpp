@@ -232,7 +232,7 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
     << "(int rank, const int64_t* os, const int64_t* st, const int64_t* in_numel, const void* const* in, void* outp) {\n";
   for (size_t i = 0; i < K; ++i)
     f << "  const " << ir::dtype_ctype(in_dt[i]) << "* in" << i << " = (const " << ir::dtype_ctype(in_dt[i]) << "*)in[" << i
-      << "];\n";
+      << "];  (void)in" << i << ";\n";
   f << "  " << ir::dtype_ctype(out_dtype) << "* out = (" << ir::dtype_ctype(out_dtype) << "*)outp;\n";
   f << "  (void)in; (void)st; (void)in_numel;\n";
   f << "  int64_t n = 1;\n  for (int a = 0; a < rank; ++a) n *= os[a];\n  if (n == 0) return;\n";
@@ -247,7 +247,9 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
   for (size_t i = 0; i < K; ++i) f << "    int64_t o" << i << " = 0;\n    const int64_t c" << i << " = st[" << i << " * rank + rank - 1];\n";
   f << "    int64_t rem = r;\n    for (int a = rank - 2; a >= 0; --a) {\n      const int64_t q = rem % os[a];\n      rem /= os[a];\n";
   for (size_t i = 0; i < K; ++i) f << "      o" << i << " += q * st[" << i << " * rank + a];\n";
-  f << "    }\n    (void)rem;\n#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n"
+  f << "      (void)q;\n    }\n    (void)rem;\n";
+  for (size_t i = 0; i < K; ++i) f << "    (void)o" << i << "; (void)c" << i << ";\n";
+  f << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n"
     << body([](size_t i) { return "o" + std::to_string(i) + " + j * c" + std::to_string(i); }, "r * inner + j", "      ")
     << "    }\n  }\n}\n\n";
   k.function = f.str();

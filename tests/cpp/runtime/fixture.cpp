@@ -102,7 +102,7 @@ EXPORT int dinoml_module_run(void* state, const int64_t* dims, const void* const
 )CPP";
 
 const char* const kScaleSource = R"CPP(
-extern "C" __attribute__((visibility("default"))) float fixture_scale(void) { return 2.0f; }
+extern "C" __attribute__((visibility("default"))) float fixture_scale(void) { return FIXTURE_SCALE; }
 )CPP";
 
 void write_text(const fs::path& path, const std::string& text) {
@@ -127,7 +127,8 @@ std::string quote(const fs::path& p) {
 // processes race benignly: each builds in its own temp dir and renames into place.
 fs::path module_template(const ModuleVariant& v) {
   std::ostringstream defines;
-  defines << "-DFIXTURE_ABI=" << v.module_abi_version << "u -DFIXTURE_HASH='\"" << v.graph_hash << "\"'";
+  defines << "-DFIXTURE_ABI=" << v.module_abi_version << "u -DFIXTURE_HASH='\"" << v.graph_hash << "\"'"
+          << " -DFIXTURE_SCALE=" << v.scale << ".0f";
   std::ifstream abi_header(fs::path(DINOML_SOURCE_DIR) / "include/dinoml/module_abi.h");
   std::stringstream header;
   header << abi_header.rdbuf();
@@ -139,12 +140,19 @@ fs::path module_template(const ModuleVariant& v) {
   const fs::path tmp = root / ("tmp-" + std::to_string(::getpid()) + "-" + std::to_string(key));
   fs::remove_all(tmp);
   fs::create_directories(tmp / "lib");
-  write_text(tmp / "src/module.cpp", kModuleSource);
-  write_text(tmp / "src/scale.cpp", kScaleSource);
-  const std::string include = quote(fs::path(DINOML_SOURCE_DIR) / "include");
-  run_or_throw("g++ -O1 -shared -fPIC " + quote(tmp / "src/scale.cpp") + " -o " + quote(tmp / "lib/libfixture_scale.so"));
-  run_or_throw("g++ -O1 -shared -fPIC -I" + include + " " + defines.str() + " " + quote(tmp / "src/module.cpp") + " -o " +
-               quote(tmp / "module.so") + " -L" + quote(tmp / "lib") + " -lfixture_scale -Wl,-rpath,'$ORIGIN/lib'");
+  try {
+    write_text(tmp / "src/module.cpp", kModuleSource);
+    write_text(tmp / "src/scale.cpp", kScaleSource);
+    const std::string include = quote(fs::path(DINOML_SOURCE_DIR) / "include");
+    run_or_throw("g++ -O1 -shared -fPIC " + defines.str() + " " + quote(tmp / "src/scale.cpp") + " -o " +
+                 quote(tmp / "lib/libfixture_scale.so"));
+    run_or_throw("g++ -O1 -shared -fPIC -I" + include + " " + defines.str() + " " + quote(tmp / "src/module.cpp") +
+                 " -o " + quote(tmp / "module.so") + " -L" + quote(tmp / "lib") +
+                 " -lfixture_scale -Wl,-rpath,'$ORIGIN/lib'");
+  } catch (...) {
+    fs::remove_all(tmp);
+    throw;
+  }
   fs::remove_all(tmp / "src");
   std::error_code ec;
   fs::rename(tmp, dir, ec);

@@ -31,6 +31,7 @@ using json = nlohmann::json;
 struct ModuleVariant {
   uint32_t module_abi_version = 1;
   std::string graph_hash = "fixture-graph-hash-v1";
+  int scale = 2;  // returned by lib/libfixture_scale.so
 };
 
 inline const std::vector<float> kConstants = {0.5f, -1.0f, 2.0f, 0.25f};

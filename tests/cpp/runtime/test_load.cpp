@@ -293,3 +293,28 @@ TEST(RuntimeLoad, SameArtifactLoadsTwice) {
   ModulePtr m2 = load_ok(a.dir);
   EXPECT_NE(m1.get(), m2.get());
 }
+
+TEST(RuntimeLoad, SameNamedLibraryFromAnotherArtifactIsDetected) {
+  ModuleVariant other;
+  other.scale = 3;  // same lib/libfixture_scale.so name, different bytes
+  Artifact a = make_artifact();
+  Artifact b = make_artifact(other);
+  {
+    ModulePtr ma = load_ok(a.dir);
+    ModulePtr mb;
+    EXPECT_EQ(try_load(b.dir, mb), DINOML_ERR_ARTIFACT);
+    EXPECT_CONTAINS(last_error(), "lib/libfixture_scale.so");
+    EXPECT_CONTAINS(last_error(), a.dir.string());
+    // Identical libraries from two artifacts are fine.
+    Artifact a2 = make_artifact();
+    ModulePtr ma2 = load_ok(a2.dir);
+  }
+  // Once the other copy is unloaded, b loads with its own library.
+  ModulePtr mb = load_ok(b.dir);
+  SessionPtr s = session_ok(mb.get());
+  FixtureInputs in = FixtureInputs::make(1, 2);
+  std::vector<dinoml_tensor> inputs = {in.x_tensor(), in.tok_tensor()};
+  std::vector<dinoml_tensor> outputs(2);
+  ASSERT_EQ(dinoml_session_run(s.get(), inputs.data(), 2, outputs.data(), 2), DINOML_OK) << last_error();
+  EXPECT_EQ(static_cast<const float*>(outputs[0].data)[1], in.x[1] * 3.0f + kConstants[1]);
+}
