@@ -65,7 +65,10 @@ void Module::load_code() {
   const fs::path so = fs::path(dir_) / kModuleFile;
   // RTLD_LOCAL: two artifacts export the same entry-point names and must not interpose.
   // RTLD_NOW: a missing kernel symbol fails here, with a message, not mid-run.
-  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: module.so pulls in libgomp through the kernel library; OpenMP keeps parked
+  // worker threads after a parallel region, and unmapping their code on dlclose crashes the
+  // host process later. Code stays mapped for the process lifetime; memory is still released.
+  handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle_) {
     const char* why = dlerror();
     fail(DINOML_ERR_ARTIFACT, "cannot load module.so of artifact '", dir_, "': ", why ? why : "unknown dlopen error",

@@ -30,5 +30,6 @@ PassResult fold_constants(ir::Graph& g);      // via the reference interpreter
 PassResult fuse_gemm_epilogue(ir::Graph& g);  // gemm + bias + act + residual → gemm_*_bias_*
 PassResult fuse_elementwise(ir::Graph& g);    // elementwise chains/trees → fused_elementwise
 PassResult eliminate_views(ir::Graph& g);     // reshape family → buffer aliases (view_of)
+PassResult bind_outputs(ir::Graph& g);        // producers of graph outputs write the output buffer
 
 }  // namespace dinoml::passes

@@ -24,6 +24,7 @@ std::vector<Pass> default_pipeline(const PipelineOptions& opts) {
     p.push_back({"fuse_gemm_epilogue", "gemm + bias + activation / residual add -> gemm_*_bias_* ops", fuse_gemm_epilogue});
     p.push_back({"fuse_elementwise", "elementwise chains and trees -> fused_elementwise nodes", fuse_elementwise});
   }
+  p.push_back({"bind_outputs", "a graph output's producer writes the caller's buffer directly (no copy)", bind_outputs});
   p.push_back({"eliminate_views", "reshape-family outputs alias their input's buffer (view_of)", eliminate_views});
   p.push_back({"infer_shapes", "re-checks every node after the rewrites", infer_shapes});
   return p;

@@ -243,8 +243,16 @@ def _api_compile(spec, out_dir: str):
     return dml().compile(spec, target="cpu", out=out_dir)
 
 
+# Loaded artifacts and sessions stay alive until the process ends: releasing one dlcloses its
+# module.so, which currently unloads libgomp under live OpenMP worker threads (KNOWN_FAILURES.md
+# #1, reproduced by test_ops_elementwise.py::test_releasing_a_session_after_a_threaded_run).
+_KEEP_ALIVE: List[Any] = []
+
+
 def _api_run(art_dir: str, feeds_per_run: List[Dict[str, np.ndarray]]) -> List[Dict[str, np.ndarray]]:
-    session = dml().runtime.load(art_dir).create_session()
+    art = dml().runtime.load(art_dir)
+    session = art.create_session()
+    _KEEP_ALIVE.append((art, session))
     return [session.run_numpy(f) for f in feeds_per_run]
 
 

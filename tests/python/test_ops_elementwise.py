@@ -6,6 +6,11 @@ Python-scalar operands and a dynamic dim B run at several sizes.  A few multi-op
 fuse_elementwise.  `cast` is tested between every pair of distinct dtypes.  One artifact per
 (family, dtype).
 """
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -321,3 +326,35 @@ def test_cast_to_unknown_dtype_is_a_trace_error():
     with pytest.raises(Exception) as ei:
         H.api_trace(lambda ops, t: ops.output(ops.cast(t["a"], dtype="float13"), "y"), {"a": ((3,), "float32")})
     assert "float13" in str(ei.value), str(ei.value)
+
+
+# ---- process-level robustness -------------------------------------------------------------------
+
+_RELEASE_SCRIPT = textwrap.dedent("""
+    import gc, sys, tempfile
+    import numpy as np
+    import dinoml as dml
+
+    class M(dml.Module):
+        def forward(self, x):
+            return dml.ops.silu(dml.ops.mul(x, 2.0))
+
+    spec = dml.trace(M(), inputs={"x": dml.TensorSpec([8, 4111], "float32")})
+    out = tempfile.mkdtemp()
+    dml.compile(spec, target="cpu", out=out)
+    s = dml.runtime.load(out).create_session()
+    s.run_numpy({"x": np.ones((8, 4111), np.float32)})   # large enough to start worker threads
+    del s
+    gc.collect()                                         # dlclose(module.so)
+    import torch                                         # maps new libraries where libgomp was
+    print("survived")
+""")
+
+
+# Regression test (KNOWN_FAILURES.md, fixed #3): module.so is opened with RTLD_NODELETE.
+def test_releasing_a_session_after_a_threaded_run():
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.path.join(root, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", _RELEASE_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "survived" in r.stdout, f"rc={r.returncode}\n{r.stderr[-2000:]}"

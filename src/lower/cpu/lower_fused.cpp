@@ -48,6 +48,14 @@ size_t parse_index(const std::string& a, size_t prefix) {
   return v;
 }
 
+// "prefix" + index, built by appending: GCC 12 reports a false -Wrestrict (PR 105329) on
+// `"lit" + std::to_string(i)`.
+std::string var(const char* prefix, size_t i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
+
 // C++ type a value of `t` is computed in.
 std::string compute_type(ir::DType t) {
   if (ir::is_float(t)) return "float";
@@ -196,7 +204,7 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
     for (size_t i = 0; i < K; ++i) {
       if (!used[i]) continue;
       const std::string load = ir::is_float(in_dt[i]) ? "dml_to_float(in" + std::to_string(i) + "[" + idx(i) + "])"
-                                                      : "in" + std::to_string(i) + "[" + idx(i) + "]";
+                                                      : var("in", i) + "[" + idx(i) + "]";
       s += ind + "const " + compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + load + ";\n";
     }
     step_dt.clear();
@@ -207,10 +215,10 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
         const bool is_in = a.rfind("in", 0) == 0, is_step = !is_in && a.rfind("s", 0) == 0;
         const size_t v = parse_index(a, is_in ? 2 : 1);
         if (is_in && v < K) {
-          args.push_back("a" + std::to_string(v));
+          args.push_back(var("a", v));
           arg_dt.push_back(in_dt[v]);
         } else if (is_step && v < j) {
-          args.push_back("s" + std::to_string(v));
+          args.push_back(var("s", v));
           arg_dt.push_back(step_dt.at(v));
         } else {
           throw OpError("node '" + n.name + "': program step " + std::to_string(j) + " argument '" + a +
@@ -221,7 +229,7 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
            step_expr(n, steps[j], args, arg_dt) + ";\n";
       step_dt.push_back(steps[j].dtype);
     }
-    const std::string last = "s" + std::to_string(steps.size() - 1);
+    const std::string last = std::string("s") + std::to_string(steps.size() - 1);
     if (ir::is_float(out_dtype)) s += ind + "out[" + out_idx + "] = dml_from_float<" + std::string(ir::dtype_ctype(out_dtype)) + ">((float)" + last + ");\n";
     else s += ind + "out[" + out_idx + "] = (" + std::string(ir::dtype_ctype(out_dtype)) + ")" + last + ";\n";
     return s;
@@ -250,7 +258,7 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
   f << "      (void)q;\n    }\n    (void)rem;\n";
   for (size_t i = 0; i < K; ++i) f << "    (void)o" << i << "; (void)c" << i << ";\n";
   f << "#pragma omp simd\n    for (int64_t j = 0; j < inner; ++j) {\n"
-    << body([](size_t i) { return "o" + std::to_string(i) + " + j * c" + std::to_string(i); }, "r * inner + j", "      ")
+    << body([](size_t i) { return var("o", i) + " + j * c" + std::to_string(i); }, "r * inner + j", "      ")
     << "    }\n  }\n}\n\n";
   k.function = f.str();
   return k;
@@ -271,7 +279,7 @@ json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
     // A lone elementwise op is a one-step program over the node's own inputs and attributes.
     Step s;
     s.op = n.op;
-    for (size_t i = 0; i < n.inputs.size(); ++i) s.args.push_back("in" + std::to_string(i));
+    for (size_t i = 0; i < n.inputs.size(); ++i) s.args.push_back(var("in", i));
     s.dtype = y.dtype;
     s.attrs = n.attrs;
     json attrs = json::object();

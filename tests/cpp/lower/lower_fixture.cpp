@@ -36,10 +36,20 @@ std::string run_command(const std::string& cmd, int& rc) {
   return out;
 }
 
+// Per-process scratch for module sources and objects; removed at exit unless
+// DINOML_KEEP_TEST_MODULES is set (then the generated module.cpp files stay for inspection).
+struct WorkDir {
+  fs::path dir = fs::temp_directory_path() / ("dinoml_lower_tests_" + std::to_string(getpid()));
+  WorkDir() { fs::create_directories(dir); }
+  ~WorkDir() {
+    std::error_code ec;
+    if (!std::getenv("DINOML_KEEP_TEST_MODULES")) fs::remove_all(dir, ec);
+  }
+};
+
 fs::path work_dir() {
-  static fs::path dir = fs::temp_directory_path() / ("dinoml_lower_tests_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir;
+  static WorkDir w;
+  return w.dir;
 }
 
 template <typename F>
