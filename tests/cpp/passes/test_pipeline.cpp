@@ -163,11 +163,25 @@ TEST(Pipeline, WithoutFusionNoFusedOps) {
   };
   EXPECT_EQ(names(passes::default_pipeline(opts)),
             (std::vector<std::string>{"infer_shapes", "eliminate_dead_code", "fold_constants", "eliminate_dead_code",
-                                      "eliminate_views", "infer_shapes"}));
+                                      "bind_outputs", "eliminate_views", "infer_shapes"}));
   passes::run_pipeline(g, opts);
   EXPECT_EQ(count_op(g, "fused_elementwise"), 0);
   EXPECT_EQ(count_op(g, "gemm_rcr"), 1);
 }
 
+TEST(BindOutputs, ProducerWritesTheOutputDirectly) {
+  ir::Graph g = mlp();
+  passes::run_pipeline(g);
+  // The last node computes the graph output itself: no `output` copy remains for it.
+  EXPECT_EQ(count_op(g, "output"), 0);
+  for (const auto& o : g.outputs) {
+    bool produced = false;
+    for (const auto& n : g.nodes)
+      for (const auto& t : n.outputs) produced |= t == o;
+    EXPECT_TRUE(produced) << o;
+  }
+}
+
 }  // namespace
 }  // namespace dinoml::passes_test
+

@@ -304,17 +304,14 @@ TEST(RuntimeLoad, SameNamedLibraryFromAnotherArtifactIsDetected) {
     ModulePtr mb;
     EXPECT_EQ(try_load(b.dir, mb), DINOML_ERR_ARTIFACT);
     EXPECT_CONTAINS(last_error(), "lib/libfixture_scale.so");
-    EXPECT_CONTAINS(last_error(), a.dir.string());
+    EXPECT_CONTAINS(last_error(), "already loaded a different");
     // Identical libraries from two artifacts are fine.
     Artifact a2 = make_artifact();
     ModulePtr ma2 = load_ok(a2.dir);
   }
-  // Once the other copy is unloaded, b loads with its own library.
-  ModulePtr mb = load_ok(b.dir);
-  SessionPtr s = session_ok(mb.get());
-  FixtureInputs in = FixtureInputs::make(1, 2);
-  std::vector<dinoml_tensor> inputs = {in.x_tensor(), in.tok_tensor()};
-  std::vector<dinoml_tensor> outputs(2);
-  ASSERT_EQ(dinoml_session_run(s.get(), inputs.data(), 2, outputs.data(), 2), DINOML_OK) << last_error();
-  EXPECT_EQ(static_cast<const float*>(outputs[0].data)[1], in.x[1] * 3.0f + kConstants[1]);
+  // module.so is opened with RTLD_NODELETE (OpenMP worker threads must never see their code
+  // unmapped), so a's library stays mapped for the life of the process and b stays refused.
+  ModulePtr mb;
+  EXPECT_EQ(try_load(b.dir, mb), DINOML_ERR_ARTIFACT);
+  EXPECT_CONTAINS(last_error(), "lib/libfixture_scale.so");
 }
