@@ -1,0 +1,47 @@
+// Toolchain driver, compile cache and artifact writer.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ir/graph.h"
+#include "lower/cpu/lower_cpu.h"
+#include "passes/plan_memory.h"
+
+namespace dinoml::build {
+
+// Locations of the kernel headers and the shipped libraries (build tree, or DINOML_HOME).
+struct Toolchain {
+  std::string cxx = "g++";
+  std::string include_dirs_flags;  // -I... for kernels/common, kernels/cpu, include
+  std::string lib_dir;             // where libdinoml_runtime.so / libdinoml_cpu_kernels.so are
+  std::string version;             // "g++ (Debian 12.2.0-14) 12.2.0"
+};
+Toolchain find_toolchain();
+
+// Compiles `source` into a shared object at `out_so`, reusing the content-addressed cache.
+// Returns true on a cache hit.
+bool compile_module(const Toolchain& tc, const std::string& source, const std::vector<std::string>& flags,
+                    const std::string& out_so, const std::string& cache_dir, bool use_cache);
+
+std::string default_cache_dir();
+
+// Everything an artifact directory is made of, gathered by dinoml::compile.
+struct ArtifactContents {
+  const ir::Graph* graph = nullptr;  // optimised graph
+  const passes::MemoryPlan* plan = nullptr;
+  const lower::cpu::LoweredModule* lowered = nullptr;
+  std::string module_so_path;         // built module to copy in
+  nlohmann::json compile_config;      // options (no paths, no times)
+  std::string pass_dump_dir;          // optional: copied to debug/passes
+};
+
+// Writes the artifact directory atomically (temp dir + rename); every file's SHA-256 goes into
+// manifest.json. Deterministic: the same contents give byte-identical files.
+void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::string& out_dir);
+
+// metadata.json content (dims, inputs, outputs, states, memory plan).
+nlohmann::json build_metadata(const ir::Graph& g, const passes::MemoryPlan& plan);
+
+}  // namespace dinoml::build

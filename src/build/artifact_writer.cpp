@@ -1,0 +1,115 @@
+// Writes the artifact directory (layout in docs/architecture.md). The manifest is written last
+// and records the SHA-256 of every other file; the runtime verifies them all before dlopen.
+#include <filesystem>
+#include <fstream>
+
+#include "build/artifact.h"
+#include "ir/error.h"
+#include "ir/serialize.h"
+
+#include <dinoml/module_abi.h>
+#include <dinoml/runtime.h>
+
+namespace dinoml::build {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream f(p, std::ios::binary);
+  if (!f) throw BuildError("cannot write '" + p.string() + "'");
+  f << text;
+}
+
+void write_json(const fs::path& p, const json& j) { write_file(p, j.dump(1) + "\n"); }
+
+}  // namespace
+
+json build_metadata(const ir::Graph& g, const passes::MemoryPlan& plan) {
+  json m;
+  m["dims"] = json::array();
+  for (const auto& d : g.dims) m["dims"].push_back(ir::dim_to_json(d));
+  auto tensor_list = [&](const std::vector<std::string>& names) {
+    json a = json::array();
+    for (const auto& n : names) {
+      const auto& t = g.tensor(n);
+      json e = {{"name", n}, {"dtype", ir::dtype_name(t.dtype)}, {"shape", ir::shape_to_json(t.shape)}};
+      if (t.kind == ir::TensorKind::state) {
+        int64_t numel = 1;
+        for (const auto& x : t.shape) numel *= x.const_value();
+        e["nbytes"] = static_cast<uint64_t>(numel) * ir::dtype_size(t.dtype);
+      }
+      a.push_back(e);
+    }
+    return a;
+  };
+  m["inputs"] = tensor_list(g.inputs);
+  m["outputs"] = tensor_list(g.outputs);
+  m["states"] = tensor_list(g.states);
+  m["memory_plan"] = passes::memory_plan_to_json(plan);
+  uint64_t cbytes = 0;
+  for (const auto& [n, s] : ir::layout_constants(g)) cbytes = std::max(cbytes, s.offset + s.nbytes);
+  m["constants_bytes"] = cbytes;
+  return m;
+}
+
+void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::string& out_dir) {
+  const ir::Graph& g = *c.graph;
+  fs::path out = fs::absolute(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();
+  if (fs::exists(out) && !fs::is_directory(out))
+    throw BuildError("output path '" + out.string() + "' exists and is not a directory");
+  if (fs::exists(out) && !fs::is_empty(out) && !fs::exists(out / "manifest.json"))
+    throw BuildError("output directory '" + out.string() +
+                     "' is not empty and is not a DinoML artifact; refusing to overwrite it (choose another --out)");
+  fs::path tmp = out.string() + ".tmp-dinoml";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp / "lib");
+
+  auto layout = ir::layout_constants(g);
+  auto blob = ir::pack_constants(g, layout);
+  {
+    std::ofstream f(tmp / "constants.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
+  }
+  write_json(tmp / "graph.dinoir.json", ir::graph_to_json(g, "constants.bin"));
+  write_json(tmp / "metadata.json", build_metadata(g, *c.plan));
+  write_json(tmp / "compile_config.json", c.compile_config);
+  write_json(tmp / "kernel_manifest.json", c.lowered->kernel_manifest);
+  write_json(tmp / "kernel_codegen_plan.json", c.lowered->kernel_codegen_plan);
+  write_file(tmp / "debug/module.cpp", c.lowered->source);
+  fs::copy_file(c.module_so_path, tmp / "module.so");
+  for (const char* lib : {"libdinoml_runtime.so", "libdinoml_cpu_kernels.so"})
+    fs::copy_file(fs::path(tc.lib_dir) / lib, tmp / "lib" / lib);
+  if (!c.pass_dump_dir.empty() && fs::exists(c.pass_dump_dir)) {
+    fs::create_directories(tmp / "debug/passes");
+    for (const auto& e : fs::directory_iterator(c.pass_dump_dir))
+      fs::copy_file(e.path(), tmp / "debug/passes" / e.path().filename());
+  }
+
+  // Every file but the manifest, sorted, with its hash.
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(tmp))
+    if (e.is_regular_file()) files[fs::relative(e.path(), tmp).generic_string()] = ir::sha256_file(e.path().string());
+  json manifest;
+  manifest["artifact_schema_version"] = 1;
+  manifest["runtime_abi_version"] = DINOML_RUNTIME_ABI_VERSION;
+  manifest["module_abi_version"] = DINOML_MODULE_ABI_VERSION;
+  manifest["name"] = g.name;
+  manifest["target"] = "cpu";
+  manifest["arch"] = "x86-64";
+  manifest["required_isa"] = c.lowered->required_isa;
+  manifest["graph_hash"] = ir::graph_hash(g);
+  manifest["dinoml_version"] = DINOML_VERSION;
+  manifest["toolchain"] = {{"cxx", tc.version}, {"cxx_flags", c.lowered->cxx_flags}};
+  manifest["constants"] = {{"file", "constants.bin"}, {"policy", "mmap_readonly"}, {"nbytes", blob.size()}};
+  manifest["files"] = files;
+  write_json(tmp / "manifest.json", manifest);
+
+  fs::remove_all(out);
+  fs::rename(tmp, out);
+}
+
+}  // namespace dinoml::build

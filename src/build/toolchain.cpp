@@ -1,0 +1,152 @@
+// Finds the system C++ compiler and the DinoML files a module build needs, and compiles
+// generated modules through a content-addressed cache: an unchanged model recompiles in
+// milliseconds because module.so is looked up by the hash of everything that affects it.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "build/artifact.h"
+#include "ir/error.h"
+#include "ir/serialize.h"
+
+namespace dinoml::build {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs a shell command, returns exit status and combined output.
+int run_command(const std::string& cmd, std::string& output) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) output.append(buf.data(), n);
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// DINOML_HOME (an installed tree) wins; otherwise the source/build tree this binary came from.
+fs::path source_root() {
+  if (const char* h = std::getenv("DINOML_HOME")) return h;
+  return DINOML_SOURCE_DIR;
+}
+fs::path library_dir() {
+  if (const char* h = std::getenv("DINOML_LIB_DIR")) return h;
+  return DINOML_BINARY_DIR;
+}
+
+}  // namespace
+
+Toolchain find_toolchain() {
+  static std::once_flag once;
+  static Toolchain tc;
+  static std::string error;
+  std::call_once(once, [] {
+    if (const char* cxx = std::getenv("DINOML_CXX")) tc.cxx = cxx;
+    std::string out;
+    if (run_command(tc.cxx + " --version", out) != 0) {
+      error = "C++ compiler '" + tc.cxx + "' not found or not working (" + out +
+              "): install g++ (apt-get install g++) or set DINOML_CXX";
+      return;
+    }
+    tc.version = out.substr(0, out.find('\n'));
+    fs::path root = source_root();
+    for (const char* sub : {"include", "kernels/common", "kernels/cpu"}) {
+      fs::path d = root / sub;
+      if (!fs::exists(d)) {
+        error = "DinoML headers not found at '" + d.string() + "': set DINOML_HOME to the DinoML source tree";
+        return;
+      }
+      tc.include_dirs_flags += " -I" + shell_quote(d.string());
+    }
+    tc.lib_dir = library_dir().string();
+    for (const char* lib : {"libdinoml_runtime.so", "libdinoml_cpu_kernels.so"})
+      if (!fs::exists(fs::path(tc.lib_dir) / lib)) {
+        error = std::string(lib) + " not found in '" + tc.lib_dir +
+                "': build DinoML first (cmake --build build) or set DINOML_LIB_DIR";
+        return;
+      }
+  });
+  if (!error.empty()) throw BuildError(error);
+  return tc;
+}
+
+std::string default_cache_dir() {
+  if (const char* c = std::getenv("DINOML_CACHE_DIR")) return c;
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/dinoml";
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/dinoml";
+  return "/tmp/dinoml-cache";
+}
+
+bool compile_module(const Toolchain& tc, const std::string& source, const std::vector<std::string>& flags,
+                    const std::string& out_so, const std::string& cache_dir_in, bool use_cache) {
+  std::string flag_str;
+  for (const auto& f : flags) flag_str += " " + f;
+  // Everything that changes the produced bytes goes into the key: the source, flags, the
+  // compiler, and the kernel library interface + binary the module links against.
+  fs::path kernels_header = source_root() / "kernels/cpu/dinoml_cpu_kernels.h";
+  std::string key_material = source + "\n" + flag_str + "\n" + tc.version + "\n" + read_text(kernels_header) + "\n" +
+                             ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string());
+  std::string key = ir::sha256_hex(key_material.data(), key_material.size());
+  fs::path cache_dir = cache_dir_in.empty() ? fs::path(default_cache_dir()) : fs::path(cache_dir_in);
+  fs::path cached = cache_dir / "modules" / key.substr(0, 2) / (key + ".so");
+  if (use_cache && fs::exists(cached)) {
+    fs::copy_file(cached, out_so, fs::copy_options::overwrite_existing);
+    return true;
+  }
+  // Build in a private directory with a fixed file name so the object does not depend on paths.
+  fs::path work = fs::temp_directory_path() / ("dinoml-build-" + key.substr(0, 16) + "-" + std::to_string(getpid()));
+  fs::create_directories(work);
+  {
+    std::ofstream f(work / "module.cpp", std::ios::binary);
+    f << source;
+  }
+  std::string cmd = "cd " + shell_quote(work.string()) + " && " + tc.cxx + " -std=c++17 -shared -fPIC -fvisibility=hidden" +
+                    flag_str + tc.include_dirs_flags + " module.cpp -o module.so -L" + shell_quote(tc.lib_dir) +
+                    " -ldinoml_cpu_kernels -Wl,-rpath,'$ORIGIN/lib' -Wl,--build-id=sha1";
+  std::string out;
+  int rc = run_command(cmd, out);
+  if (rc != 0) {
+    fs::path keep = fs::temp_directory_path() / ("dinoml-failed-" + key.substr(0, 16) + ".cpp");
+    fs::copy_file(work / "module.cpp", keep, fs::copy_options::overwrite_existing);
+    fs::remove_all(work);
+    throw BuildError("compiling the generated module failed (source kept at " + keep.string() + "):\n" + cmd + "\n" +
+                     out.substr(0, 8000));
+  }
+  fs::copy_file(work / "module.so", out_so, fs::copy_options::overwrite_existing);
+  if (use_cache) {
+    std::error_code ec;
+    fs::create_directories(cached.parent_path(), ec);
+    fs::path tmp = cached.string() + ".tmp" + std::to_string(getpid());
+    fs::copy_file(work / "module.so", tmp, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(tmp, cached, ec);  // atomic publish; concurrent compiles are fine
+  }
+  fs::remove_all(work);
+  return false;
+}
+
+}  // namespace dinoml::build
