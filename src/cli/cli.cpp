@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   b->add_option("--warmup", warmup);
   b->add_option("--iterations,-n", iterations);
 
+  // ---- further subcommands register here (one block each) ----
+
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
   o->add_flag("--markdown", markdown);
