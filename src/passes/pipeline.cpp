@@ -5,6 +5,7 @@
 #include "passes/pipeline.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -47,6 +48,7 @@ PipelineReport run_pipeline(ir::Graph& g, const PipelineOptions& opts) {
     if (ec) throw BuildError("cannot create pass dump directory '" + opts.dump_dir + "': " + ec.message());
     dump(g, opts.dump_dir, 0, "input");
   }
+  const std::string input_hash = opts.dump_dir.empty() ? "" : ir::graph_hash(g);
   auto passes = default_pipeline(opts);
   for (size_t i = 0; i < passes.size(); ++i) {
     const Pass& pass = passes[i];
@@ -66,6 +68,22 @@ PipelineReport run_pipeline(ir::Graph& g, const PipelineOptions& opts) {
     }
     report.entries.push_back({pass.name, r.changed, r.stats, ir::graph_hash(g)});
     if (!opts.dump_dir.empty()) dump(g, opts.dump_dir, i + 1, pass.name);
+  }
+  if (!opts.dump_dir.empty()) {
+    // Index of the dumps: which file came from which pass, whether it changed the graph, its
+    // statistics and the graph hash after it (the same hash the file's content gives).
+    nlohmann::json index = nlohmann::json::array();
+    index.push_back({{"file", "00_input.dinoir.json"}, {"pass", "input"}, {"graph_hash", input_hash}});
+    for (size_t i = 0; i < report.entries.size(); ++i) {
+      const auto& e = report.entries[i];
+      index.push_back({{"file", fmt::format("{:02d}_{}.dinoir.json", i + 1, e.pass)},
+                       {"pass", e.pass},
+                       {"changed", e.changed},
+                       {"stats", e.stats},
+                       {"graph_hash", e.graph_hash}});
+    }
+    std::ofstream f(std::filesystem::path(opts.dump_dir) / "passes.json");
+    f << index.dump(1) << "\n";
   }
   return report;
 }
