@@ -368,10 +368,17 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   os << "DML_EXPORT uint32_t dinoml_module_abi_version(void) { return DINOML_MODULE_ABI_VERSION; }\n\n";
   os << "DML_EXPORT const char* dinoml_module_graph_hash(void) { return " << cpp_string_literal(ir::graph_hash(g))
      << "; }\n\n";
-  // The module keeps no derived data yet: its state is the constants mapping itself.
+  // The module keeps no derived data yet: its state is the constants mapping itself. The runtime
+  // checks constants.bin against metadata.json before dlopen; this check is the module's own
+  // guarantee that no constant pointer can ever reach past the mapping (issue 8, hardening).
+  size_t constants_needed = 0;
+  for (const auto& [cname, slot] : ir::layout_constants(g)) constants_needed = std::max(constants_needed, size_t(slot.offset + slot.nbytes));
   os << "DML_EXPORT int dinoml_module_init(const uint8_t* constants, size_t constants_size, void** module_state,\n"
         "                                    char* err, size_t errlen) {\n"
-        "  (void)constants_size; (void)err; (void)errlen;\n"
+        "  if (constants_size < " << constants_needed << "u) {\n"
+        "    if (err && errlen) snprintf(err, errlen, \"constants.bin holds %zu bytes but this module reads " << constants_needed
+     << "\", constants_size);\n"
+        "    return 1;\n  }\n"
         "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) { (void)module_state; }\n\n";
   os << "DML_EXPORT int dinoml_module_plan(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes, char* err,\n"
