@@ -72,6 +72,15 @@ Manifest read_manifest(const fs::path& dir) {
          "' but this DinoML runtime runs only 'cpu' artifacts; recompile the model with --target cpu or "
          "use the runtime for that target");
   }
+  // The arch names the machine code in module.so and lib/; a wrong one would fail inside dlopen
+  // (or worse, run), so it is refused here. Older manifests without "arch" rely on the ISA list.
+  if (const json* arch = r.optional_field(doc, "arch", "manifest")) {
+    m.arch = r.string(*arch, "manifest.arch");
+    if (!arch_supported(m.arch)) {
+      fail(DINOML_ERR_ABI_MISMATCH, "artifact '", shown, "' was compiled for arch '", m.arch,
+           "' but this DinoML runtime runs on ", host_arch(), "; recompile the model on (or for) this machine");
+    }
+  }
   if (const json* name = r.optional_field(doc, "name", "manifest")) {
     m.name = r.string(*name, "manifest.name");
   } else {

@@ -18,12 +18,18 @@ inline constexpr const char* kConstantsFile = "constants.bin";
 struct Manifest {
   std::string name;
   std::string target;
+  std::string arch;  // "x86-64"; empty when the manifest predates the field
   std::string graph_hash;
   std::vector<std::string> required_isa;
   std::map<std::string, std::string> files;  // artifact-relative path -> lowercase sha256 hex
 
   bool lists(const std::string& path) const { return files.count(path) != 0; }
 };
+
+// The machine architecture this runtime was built for ("x86-64"), and whether a manifest's
+// "arch" names it (the compiler writes "x86-64"; "x86_64" is the same machine).
+const char* host_arch() noexcept;
+bool arch_supported(const std::string& arch) noexcept;
 
 // Parses manifest.json and checks schema + ABI versions, target, required ISA and the shape of
 // the files list (relative paths without "..", well-formed digests). Does not hash anything.

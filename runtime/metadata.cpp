@@ -157,8 +157,9 @@ std::string Metadata::input_shape_string(const InputDesc& input) const {
   return s + "]";
 }
 
-Metadata read_metadata(const std::filesystem::path& file) {
-  json doc = read_json_file(file, kFile);
+Metadata read_metadata(const std::filesystem::path& file) { return parse_metadata(read_json_file(file, kFile)); }
+
+Metadata parse_metadata(const json& doc) {
   JsonReader r(kFile);
   r.object(doc, "metadata");
   Metadata m;

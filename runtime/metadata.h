@@ -64,5 +64,8 @@ struct Metadata {
 
 // Parses and validates metadata.json. Throws DINOML_ERR_ARTIFACT naming the field.
 Metadata read_metadata(const std::filesystem::path& file);
+// The same on an already parsed document: the verifier hashes and parses one copy of the bytes,
+// so the file cannot change between the SHA-256 check and its use.
+Metadata parse_metadata(const json& doc);
 
 }  // namespace dinoml::runtime

@@ -6,7 +6,7 @@ dotted names ("layers.0.weight"), so a PyTorch state_dict can be passed as `cons
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Iterator, Sequence, Tuple
 
 import numpy as np
 
