@@ -62,3 +62,9 @@ if(DINOML_FUZZ)
     target_compile_definitions(${name} PRIVATE DINOML_SOURCE_DIR="${CMAKE_SOURCE_DIR}" DINOML_BINARY_DIR="${CMAKE_BINARY_DIR}")
   endforeach()
 endif()
+
+# tests/cpp/cli (the .npy reader's regression tests) needs the CLI library, which the generic
+# per-area test rule does not link.
+if(TARGET dinoml_cli_tests)
+  target_link_libraries(dinoml_cli_tests PRIVATE dinoml_cli_lib)
+endif()

@@ -3,6 +3,10 @@
 #include "errors.h"
 
 #include <array>
+#include <string>
+#if defined(__clang__)
+#include <cpuid.h>
+#endif
 
 namespace dinoml::runtime {
 namespace {
@@ -15,6 +19,38 @@ struct IsaEntry {
 // __builtin_cpu_supports needs a literal, hence one lambda per name. It also checks that the OS
 // saves the wider register state (XCR0), which a raw CPUID test would miss.
 #define DINOML_ISA(name) IsaEntry{name, [] { return __builtin_cpu_supports(name) != 0; }}
+#if defined(__clang__) && __clang_major__ < 16
+// clang 14 (used only for the fuzz build, scripts/fuzz) does not know these names in
+// __builtin_cpu_supports: test CPUID leaf/register/bit and the OS-enabled XCR0 state directly.
+bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit, unsigned long long xcr0_mask) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]) || !((r[reg] >> bit) & 1)) return false;
+  unsigned c1[4] = {0, 0, 0, 0};
+  __get_cpuid(1, &c1[0], &c1[1], &c1[2], &c1[3]);
+  if (!((c1[2] >> 27) & 1)) return false;  // OSXSAVE
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((static_cast<unsigned long long>(hi) << 32 | lo) & xcr0_mask) == xcr0_mask;
+}
+constexpr unsigned long long kXcrAvx = 0x6, kXcrAvx512 = 0xe6, kXcrAmx = 0x60000;
+#undef DINOML_ISA
+#define DINOML_ISA(name) IsaEntry{name, [] { return dinoml_isa_clang(name); }}
+bool dinoml_isa_clang(const std::string& n) {
+  if (n == "f16c") return cpuid_bit(1, 0, 2, 29, kXcrAvx);
+  if (n == "avxvnni") return cpuid_bit(7, 1, 0, 4, kXcrAvx);
+  if (n == "avx512fp16") return cpuid_bit(7, 0, 3, 23, kXcrAvx512);
+  if (n == "amx-tile") return cpuid_bit(7, 0, 3, 24, kXcrAmx);
+  if (n == "amx-bf16") return cpuid_bit(7, 0, 3, 22, kXcrAmx);
+  if (n == "amx-int8") return cpuid_bit(7, 0, 3, 25, kXcrAmx);
+#define DINOML_BUILTIN(s) if (n == s) return __builtin_cpu_supports(s) != 0;
+  DINOML_BUILTIN("sse4.2") DINOML_BUILTIN("avx") DINOML_BUILTIN("avx2") DINOML_BUILTIN("fma") DINOML_BUILTIN("bmi2")
+  DINOML_BUILTIN("avx512f") DINOML_BUILTIN("avx512bw") DINOML_BUILTIN("avx512vl") DINOML_BUILTIN("avx512dq")
+  DINOML_BUILTIN("avx512cd") DINOML_BUILTIN("avx512vnni") DINOML_BUILTIN("avx512bf16") DINOML_BUILTIN("avx512vbmi")
+  DINOML_BUILTIN("avx512vbmi2") DINOML_BUILTIN("avx512ifma")
+#undef DINOML_BUILTIN
+  return false;
+}
+#endif
 const std::array kIsas = {
     DINOML_ISA("sse4.2"),     DINOML_ISA("avx"),          DINOML_ISA("avx2"),       DINOML_ISA("fma"),
     DINOML_ISA("f16c"),       DINOML_ISA("bmi2"),         DINOML_ISA("avxvnni"),    DINOML_ISA("avx512f"),

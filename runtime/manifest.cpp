@@ -55,6 +55,21 @@ void check_version(const JsonReader& r, const json& doc, const char* key, int64_
 
 }  // namespace
 
+const char* host_arch() noexcept {
+#if defined(__x86_64__)
+  return "x86-64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
+
+bool arch_supported(const std::string& arch) noexcept {
+  const std::string host = host_arch();
+  return arch == host || (host == "x86-64" && arch == "x86_64");
+}
+
 Manifest read_manifest(const fs::path& dir) {
   const std::string shown = dir.string();
   json doc = read_json_file(dir / kManifestFile, kManifestFile);

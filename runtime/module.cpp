@@ -2,6 +2,7 @@
 
 #include "errors.h"
 #include "sha256.h"
+#include "verify.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -38,27 +39,12 @@ std::shared_ptr<const Module> Module::load(const std::string& artifact_dir) {
 
 void Module::verify_and_read(const std::string& artifact_dir) {
   dir_ = artifact_dir;
-  std::error_code ec;
-  const fs::path dir(artifact_dir);
-  if (!fs::is_directory(dir, ec)) {
-    fail(DINOML_ERR_NOT_FOUND, "artifact directory '", artifact_dir,
-         "' does not exist or is not a directory; pass the directory the compiler wrote (it contains manifest.json)");
-  }
-  manifest_ = read_manifest(dir);
-  check_artifact_files(dir, manifest_);
-
-  // Every listed file is hashed before anything is parsed or loaded. constants.bin is hashed
-  // through the mapping the module will read, so replacing the file after the check (a new
-  // inode) cannot slip unverified constants in; only an in-place rewrite while loaded could.
-  if (manifest_.lists(kConstantsFile)) {
-    constants_ = MappedFile(dir / kConstantsFile, kConstantsFile);
-    check_digest(dir, manifest_, kConstantsFile, sha256_hex(constants_.data(), constants_.size()));
-  }
-  for (const auto& [path, digest] : manifest_.files) {
-    if (path == kConstantsFile) continue;
-    check_digest(dir, manifest_, path, sha256_file_hex(dir / path, path));
-  }
-  metadata_ = read_metadata(dir / kMetadataFile);
+  // The same checks as dinoml_artifact_verify(), so `dinoml verify` accepts exactly what load
+  // accepts up to the dlopen (runtime/verify.h lists them).
+  VerifiedArtifact v = verify_artifact(artifact_dir);
+  manifest_ = std::move(v.manifest);
+  metadata_ = std::move(v.metadata);
+  constants_ = std::move(v.constants);
 }
 
 void Module::load_code() {

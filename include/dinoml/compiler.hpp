@@ -18,6 +18,13 @@ struct CompileOptions {
   std::string cache_dir;         // compile cache; default $DINOML_CACHE_DIR or ~/.cache/dinoml
   bool use_cache = true;
   bool verbose = false;
+  // Kernel selection (src/tune/, docs/architecture.md "Kernel selection"):
+  bool profile = false;          // time every candidate per bucket, write execution_plan.json
+  std::string execution_plan;    // reuse this plan instead (validated against the graph)
+  bool strict = false;           // fail when a tunable node has no measured choice
+  std::string profile_cache;     // profile.sqlite path; default <cache_dir>/profile.sqlite
+  bool use_profile_cache = true; // false: re-measure everything (results are still stored)
+  bool progress = true;          // profiling progress on stderr
 };
 
 struct CompileResult {
@@ -26,6 +33,8 @@ struct CompileResult {
   bool cache_hit = false;        // module.so came from the compile cache
   double seconds = 0.0;
   nlohmann::json pass_report;    // per pass: changed, stats, hash
+  std::string kernel_selection;  // "default", "profiled" or "execution_plan"
+  nlohmann::json profile;        // with profile: measurements, cache_hits, built_bootstrap, seconds, cache_path
 };
 
 // Runs the pass pipeline, lowers, builds and writes the artifact. Throws dinoml::IrError /

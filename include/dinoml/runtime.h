@@ -97,6 +97,19 @@ DINOML_API size_t dinoml_dtype_size(dinoml_dtype dtype);
 DINOML_API dinoml_status dinoml_module_load(const char* artifact_dir, dinoml_module** out);
 DINOML_API void dinoml_module_free(dinoml_module* module);
 
+/* Integrity check without loading code: runs every check dinoml_module_load makes before it
+ * loads module.so (manifest schema/ABI versions, target, arch, required ISA on this CPU, file
+ * paths inside the directory, SHA-256 of every listed file, metadata.json, every constant slot
+ * and memory-plan buffer against the real file and arena sizes) and stops there: module.so is
+ * never opened for execution. `callback` (may be NULL) is called once per passing check with
+ * status DINOML_OK and a one-line detail, and once for the first failing check with its status and
+ * message; the function then returns that status (dinoml_last_error() holds the message).
+ * A passing verify says the artifact is the one its manifest describes and fits this machine; it
+ * says nothing about whether its code is benign (see docs/security.md). */
+typedef void (*dinoml_verify_callback)(const char* check, dinoml_status status, const char* detail, void* user);
+DINOML_API dinoml_status dinoml_artifact_verify(const char* artifact_dir, dinoml_verify_callback callback,
+                                                void* user);
+
 DINOML_API const char* dinoml_module_name(const dinoml_module* module);
 DINOML_API const char* dinoml_module_graph_hash(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_inputs(const dinoml_module* module);

@@ -72,6 +72,31 @@ DML_CPU_API int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64
                             const int64_t* a_batch, const int64_t* b_batch, int64_t M, int64_t N, int64_t K,
                             const void* a, const void* b, void* c);
 
+/* ---- packed weights (kernels/cpu/gemm_pack.cpp) ---------------------------------------------
+ * A constant b can be packed once (at module init) into the layout the GEMM tiles read, so runs
+ * skip the per-call packing. Size the buffer with dml_cpu_gemm_packed_b_size(N, K) (bytes; -1 on a
+ * negative extent); keep it 64-byte aligned for speed (it must be at least 4-byte aligned: it holds floats). fp16/bf16 weights are
+ * widened to fp32 in the packed form (the buffer size does not depend on dtype). The packed buffer
+ * records N and K: dml_cpu_gemm_prepacked refuses a buffer packed for another shape. */
+DML_CPU_API int64_t dml_cpu_gemm_packed_b_size(int64_t N, int64_t K);
+DML_CPU_API int dml_cpu_gemm_pack_b(int dtype, int b_layout, int64_t N, int64_t K, const void* b, void* packed_b);
+/* dml_cpu_gemm with b replaced by its packed form; a, bias, d, c keep `dtype`. */
+DML_CPU_API int dml_cpu_gemm_prepacked(int dtype, int64_t M, int64_t N, int64_t K, const void* a,
+                                       const void* packed_b, const void* bias, const void* d, void* c, int epilogue);
+/* dml_cpu_gemm with its path and thread count forced (the profiler's candidates; results differ
+ * from dml_cpu_gemm only in summation order). path: 0 by shape (dml_cpu_gemm's choice), 1 blocked
+ * (B packed per call, A packed per block), 2 slice (A in place, B packed in L1 slices), 3 dot
+ * (fp32 b[N, K] read in place; other dtypes/layouts take the slice path); threads: 0 = OpenMP's
+ * count with dml_cpu_gemm's small-problem threshold, n > 0 = exactly n. */
+DML_CPU_API int dml_cpu_gemm_variant(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
+                                     const void* b, const void* bias, const void* d, void* c, int epilogue, int path,
+                                     int threads);
+/* The GEMM's ISA path, chosen by CPUID when the library loads ("avx2", "generic"; the environment
+ * variable DINOML_CPU_GEMM_ISA overrides). select_isa switches it (tests, benchmarks); it fails
+ * with DML_CPU_ERR_UNSUPPORTED for a path this CPU cannot run. */
+DML_CPU_API const char* dml_cpu_gemm_isa(void);
+DML_CPU_API int dml_cpu_gemm_select_isa(const char* name);
+
 /* ---- reductions (sum/max/min: float + int dtypes, mean: float) ------------------------------
  * Reduces x[shape] over the axes whose bit is set in axes_mask (rank <= 8); the output holds the
  * kept axes in order (keepdim does not change the bytes). Sums of ints wrap in the dtype. */
@@ -130,6 +155,21 @@ DML_CPU_API int dml_cpu_embedding(size_t elem_size, int64_t vocab, int64_t dim, 
  * integral). */
 DML_CPU_API int dml_cpu_arange(int dtype, double start, double step, int64_t n, void* y);
 DML_CPU_API int dml_cpu_fill(int dtype, double value, int64_t n, void* y);
+
+/* ---- tunable variants (kernels/cpu/tunable.cpp): the profiler's candidates ------------------
+ * Same contracts as dml_cpu_gemm / dml_cpu_bmm / dml_cpu_softmax with the speed choices passed at
+ * call time. mc / nc are rounded up to the 6×16 micro-tile; threads 0 = every OpenMP thread. */
+DML_CPU_API int dml_cpu_gemm_tiled(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
+                                   const void* b, const void* bias, const void* d, void* c, int epilogue, int64_t mc,
+                                   int64_t kc, int64_t nc, int threads);
+/* over_batch != 0: threads split the batch (each GEMM serial); 0: GEMMs in turn, each parallel. */
+DML_CPU_API int dml_cpu_bmm_tiled(int dtype, int b_layout, int batch_rank, const int64_t* batch_shape,
+                                  const int64_t* a_batch, const int64_t* b_batch, int64_t M, int64_t N, int64_t K,
+                                  const void* a, const void* b, void* c, int64_t mc, int64_t kc, int64_t nc,
+                                  int over_batch);
+/* softmax with an explicit thread split over the outer rows (1 = serial). */
+DML_CPU_API int dml_cpu_softmax_rows(int dtype, int64_t outer, int64_t axis_len, int64_t inner, int log, const void* x,
+                                     void* y, int threads);
 
 #ifdef __cplusplus
 }

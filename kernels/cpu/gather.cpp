@@ -3,6 +3,7 @@
 // Index tensors are checked completely before any data moves: an out-of-range index is reported
 // (position and value) as DML_CPU_ERR_INDEX on the calling thread and nothing out of bounds is
 // ever read. Validation also normalises negative indices, so the copy loop is branch-free.
+#include <type_traits>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -77,14 +78,18 @@ extern "C" int dml_cpu_arange(int dtype, double start, double step, int64_t n, v
       // Non-integral start/step into an int dtype: each value truncates like a cast.
       return dispatch_numeric(dtype, "dml_cpu_arange", [&](auto tag) -> int {
         using T = decltype(tag);
-        for (int64_t i = 0; i < n; ++i) static_cast<T*>(y)[i] = static_cast<T>(start + static_cast<double>(i) * step);
+        // Only integer dtypes get here; the guard keeps the float16 structs (no conversion from
+        // double) out of the instantiation (clang has no C++20 parenthesised aggregate init).
+        if constexpr (std::is_arithmetic_v<T>)
+          for (int64_t i = 0; i < n; ++i) static_cast<T*>(y)[i] = static_cast<T>(start + static_cast<double>(i) * step);
         return DML_CPU_OK;
       });
     }
     const int64_t s = static_cast<int64_t>(start), d = static_cast<int64_t>(step);
     return dispatch_numeric(dtype, "dml_cpu_arange", [&](auto tag) -> int {
       using T = decltype(tag);
-      for (int64_t i = 0; i < n; ++i) static_cast<T*>(y)[i] = static_cast<T>(s + i * d);
+      if constexpr (std::is_arithmetic_v<T>)  // integer dtypes only (see above)
+        for (int64_t i = 0; i < n; ++i) static_cast<T*>(y)[i] = static_cast<T>(s + i * d);
       return DML_CPU_OK;
     });
   }

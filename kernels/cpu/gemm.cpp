@@ -1,192 +1,308 @@
-// Cache-blocked GEMM (Goto/BLIS structure) for float32, float16 and bfloat16.
+// GEMM driver (Goto/BLIS structure) and the GEMM ABI: dml_cpu_gemm, dml_cpu_gemm_prepacked, dml_cpu_bmm.
 //
-// B is packed once per call into float panels of NR columns (converting fp16/bf16 there), A is
-// packed per (MC × KC) block into MR-row panels, and a 6×16 AVX2/FMA register-blocked micro-kernel
-// accumulates into a per-thread float tile of C (MC × NC). The epilogue (bias, residual,
-// activation) is applied once when a tile is complete, so partial sums never round through
-// fp16/bf16 and the fused ops cost no extra pass over C. Threads split the (M, N) tile grid.
-// This is the "decent baseline": the tuned kernels and vendor candidates come with the profiler.
+// Three paths, chosen by shape:
+//   * blocked (larger M): B packed into 16-column panels (once per call, or once per model with
+//     dml_cpu_gemm_pack_b), A packed per (MC × KC) block into 6-row panels, 6×16 register tiles.
+//     Threads own disjoint C blocks (M blocks × N blocks) across all of K, so there is no barrier
+//     and no shared write; the block counts are rounded so 2 threads get equal work.
+//   * slice (M ≤ 64, or M ≤ 16 with packed weights): A is read in place (no packing), B is packed
+//     16 columns × KC rows at a time into an L1 slice that every row group reuses; threads split N.
+//     Packing all of B per call would cost as much as the product at these M.
+//   * dot (M ≤ 64, fp32, B given as b[N, K]): row-by-row dot products, nothing packed at all —
+//     for a GEMV the weights are read exactly once, which is all the time there is.
+// The epilogue is applied to each finished tile while it is in L1 (see gemm_isa.h); fp16/bf16
+// operands are widened while packing and C is accumulated in fp32 and rounded once.
+#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
-#include "kernel_common.h"
+#include "gemm_driver.h"
 
-namespace dml_cpu {
+namespace dml_cpu::gemm {
 namespace {
 
-constexpr int64_t MR = 6;    // rows of the micro-tile: 6×2 ymm accumulators + 2 B + 1 A = 15 regs
-constexpr int64_t NR = 16;   // columns of the micro-tile: two 8-float ymm vectors
-constexpr int64_t KC = 256;  // depth of a packed block: one B micro-panel (KC×NR floats) = 16 KiB, in L1
-constexpr int64_t MC = 96;   // rows per tile (multiple of MR): packed A block = 96 KiB, in L2
-constexpr int64_t NC = 256;  // columns per tile (multiple of NR): C tile = 96 KiB
+// Up to these M, B is not packed as a whole per call (that pass would cost as much as the product):
+// fp32 b[N, K] is read in place by dot products, other cases pack 16-column L1 slices on the fly.
+// Read once at load; DINOML_GEMM_DOT_MAX_M / DINOML_GEMM_SLICE_MAX_M override (tuning experiments).
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoll(v) : fallback;
+}
+const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
+const int64_t kSliceMaxM = env_int("DINOML_GEMM_SLICE_MAX_M", 64);
+constexpr int64_t kDotKC = 512;
+// With packed weights only tiny M skips A packing (A is re-read per 16 columns otherwise).
+constexpr int64_t kSkinnyPackedMaxM = 16;
+// Below this many multiply-adds a GEMM stays on one thread: waking the team costs ~5 µs.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+struct Blocking {
+  int64_t mc, kc, nc;
 };
-using FloatBuf = std::unique_ptr<float[], FreeDeleter>;
 
-FloatBuf alloc_floats(size_t n) {
-  size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
-  return FloatBuf(static_cast<float*>(std::aligned_alloc(64, bytes ? bytes : 64)));
+// MC/KC/NC from this machine's caches: a KC×16 B slice fills half of L1 (A and C share the rest),
+// an MC×KC A block about 40% of L2, and NC is large because B panels come from the shared L3.
+Blocking cache_blocking() {
+  long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l1 <= 0) l1 = 32 * 1024;
+  if (l2 <= 0) l2 = 512 * 1024;
+  Blocking b;
+  b.kc = std::clamp<int64_t>(l1 / 2 / (kNR * 4), 128, 512);
+  b.mc = std::clamp<int64_t>(l2 * 2 / 5 / (b.kc * 4) / kMR * kMR, 4 * kMR, 64 * kMR);
+  b.nc = 4096;
+  return b;
+}
+const Blocking kBlocking = cache_blocking();
+
+// Grow-only per-thread scratch (64-byte aligned): GEMMs run every inference, and fresh large
+// allocations would page-fault their memory in on every call. Slots keep simultaneous uses apart.
+float* scratch(int slot, size_t n) {
+  struct Buf {
+    float* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf bufs[5];
+  Buf& b = bufs[slot];
+  if (n > b.cap) {
+    std::free(b.p);
+    const size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
+    b.p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    b.cap = b.p ? n : 0;
+  }
+  return b.p;
+}
+enum Slot { kSlotA = 0, kSlotC = 1, kSlotAf = 2, kSlotB = 3, kSlotBias = 4 };
+
+// ---- ISA selection (CPUID, once at load) ------------------------------------------------------
+
+bool cpu_has_avx2_fma_f16c() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+  if (!(fma && osxsave && avx && f16c)) return false;
+  if ((_xgetbv(0) & 6) != 6) return false;  // the OS saves XMM and YMM state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return b & (1u << 5);
 }
 
-// pb[(j*K + k)*NR + r] = B(k, j*NR + r), zero for columns past N.
+const IsaKernels* isa_by_name(const char* name) {
+  if (!name) return nullptr;
+  if (std::strcmp(name, "generic") == 0) return generic_kernels();
+  if (std::strcmp(name, "avx2") == 0 && cpu_has_avx2_fma_f16c()) return avx2_kernels();
+  return nullptr;
+}
+
+const IsaKernels* choose_isa() {
+  if (const IsaKernels* forced = isa_by_name(std::getenv("DINOML_CPU_GEMM_ISA"))) return forced;
+  return cpu_has_avx2_fma_f16c() ? avx2_kernels() : generic_kernels();
+}
+std::atomic<const IsaKernels*> g_isa{choose_isa()};
+
+// ---- one GEMM -------------------------------------------------------------------------------------
+
+struct Call {
+  int dtype, layout;
+  int64_t M, N, K;
+  const void* a;
+  const void* b;          // unpacked b (layout), or nullptr when `packed` is set
+  const float* packed;    // panels of a pack_b buffer, or nullptr
+  Epilogue epi;
+  void* c;
+};
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 template <typename T>
-void pack_b(const T* b, int layout, int64_t N, int64_t K, float* pb, bool parallel) {
-  const int64_t panels = (N + NR - 1) / NR;
-#pragma omp parallel for schedule(static) if (parallel && K * N > kParallelWork)
-  for (int64_t j = 0; j < panels; ++j) {
-    float* dst = pb + j * K * NR;
-    const int64_t n0 = j * NR, nn = std::min(NR, N - n0);
-    if (layout == DML_CPU_B_RRR) {
-      for (int64_t k = 0; k < K; ++k) {
-        const T* row = b + k * N + n0;
-        for (int64_t r = 0; r < nn; ++r) dst[k * NR + r] = load_f(row, r);
-        for (int64_t r = nn; r < NR; ++r) dst[k * NR + r] = 0.0f;
-      }
-    } else {
-      for (int64_t r = 0; r < NR; ++r) {
-        if (r < nn) {
-          const T* col = b + (n0 + r) * K;
-          for (int64_t k = 0; k < K; ++k) dst[k * NR + r] = load_f(col, k);
-        } else {
-          for (int64_t k = 0; k < K; ++k) dst[k * NR + r] = 0.0f;
-        }
-      }
-    }
-  }
-}
+void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Blocking& bl, int threads) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  int64_t mblocks = cdiv(M, bl.mc);
+  if (threads > 1 && mblocks >= threads) mblocks = cdiv(mblocks, threads) * threads;
+  const int64_t mc = cdiv(cdiv(M, mblocks), kMR) * kMR;
+  mblocks = cdiv(M, mc);
+  const int64_t panels = cdiv(N, kNR);
+  int64_t nblocks = std::max(cdiv(N, bl.nc), cdiv(threads, mblocks));
+  while ((mblocks * nblocks) % threads != 0 && nblocks < panels) ++nblocks;
+  nblocks = std::min(nblocks, panels);
+  const int64_t npb = cdiv(panels, nblocks);
+  nblocks = cdiv(panels, npb);
+  const bool f32 = p.dtype == DML_CPU_F32;
+  const T* a = static_cast<const T*>(p.a);
 
-// Rows [m0, m0+mc) and depth [k0, k0+kc) of A into MR-row panels: pa[(p*kc + k)*MR + i].
-// Rows past mc are zero so the micro-kernel never needs an edge case.
-template <typename T>
-void pack_a(const T* a, int64_t K, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* pa) {
-  const int64_t panels = (mc + MR - 1) / MR;
-  for (int64_t p = 0; p < panels; ++p) {
-    float* dst = pa + p * kc * MR;
-    for (int64_t i = 0; i < MR; ++i) {
-      const int64_t m = p * MR + i;
-      if (m < mc) {
-        const T* row = a + (m0 + m) * K + k0;
-        for (int64_t k = 0; k < kc; ++k) dst[k * MR + i] = load_f(row, k);
-      } else {
-        for (int64_t k = 0; k < kc; ++k) dst[k * MR + i] = 0.0f;
-      }
-    }
-  }
-}
-
-// c[MR×NR] (row stride ldc) += pa[kc×MR] · pb[kc×NR].
-inline void micro_6x16(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps(), c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(), c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
-    __m256 a;
-    a = _mm256_broadcast_ss(pa + 0); c00 = _mm256_fmadd_ps(a, b0, c00); c01 = _mm256_fmadd_ps(a, b1, c01);
-    a = _mm256_broadcast_ss(pa + 1); c10 = _mm256_fmadd_ps(a, b0, c10); c11 = _mm256_fmadd_ps(a, b1, c11);
-    a = _mm256_broadcast_ss(pa + 2); c20 = _mm256_fmadd_ps(a, b0, c20); c21 = _mm256_fmadd_ps(a, b1, c21);
-    a = _mm256_broadcast_ss(pa + 3); c30 = _mm256_fmadd_ps(a, b0, c30); c31 = _mm256_fmadd_ps(a, b1, c31);
-    a = _mm256_broadcast_ss(pa + 4); c40 = _mm256_fmadd_ps(a, b0, c40); c41 = _mm256_fmadd_ps(a, b1, c41);
-    a = _mm256_broadcast_ss(pa + 5); c50 = _mm256_fmadd_ps(a, b0, c50); c51 = _mm256_fmadd_ps(a, b1, c51);
-    pa += MR;
-    pb += NR;
-  }
-#define DML_ACC_ROW(i, lo, hi)                                                      \
-  _mm256_storeu_ps(c + (i)*ldc, _mm256_add_ps(_mm256_loadu_ps(c + (i)*ldc), lo));     \
-  _mm256_storeu_ps(c + (i)*ldc + 8, _mm256_add_ps(_mm256_loadu_ps(c + (i)*ldc + 8), hi));
-  DML_ACC_ROW(0, c00, c01) DML_ACC_ROW(1, c10, c11) DML_ACC_ROW(2, c20, c21)
-  DML_ACC_ROW(3, c30, c31) DML_ACC_ROW(4, c40, c41) DML_ACC_ROW(5, c50, c51)
-#undef DML_ACC_ROW
-}
-
-void apply_activation(int epilogue, float* v, int64_t n) {
-  switch (epilogue) {
-    case DML_CPU_EPI_RELU:
-    case DML_CPU_EPI_ADD_RELU:
-      for (int64_t j = 0; j < n; ++j) v[j] = v[j] < 0.0f ? 0.0f : v[j];
-      break;
-    case DML_CPU_EPI_GELU: for (int64_t j = 0; j < n; ++j) v[j] = act_gelu(v[j]); break;
-    case DML_CPU_EPI_FAST_GELU: for (int64_t j = 0; j < n; ++j) v[j] = act_fast_gelu(v[j]); break;
-    case DML_CPU_EPI_SWISH: for (int64_t j = 0; j < n; ++j) v[j] = v[j] * act_sigmoid(v[j]); break;
-    case DML_CPU_EPI_SIGMOID: for (int64_t j = 0; j < n; ++j) v[j] = act_sigmoid(v[j]); break;
-    case DML_CPU_EPI_TANH: for (int64_t j = 0; j < n; ++j) v[j] = std::tanh(v[j]); break;
-    default: break;
-  }
-}
-
-// Writes the finished tile ctile[mc × nc] (row stride NC) to c with the epilogue applied.
-template <typename T>
-void store_tile(float* ctile, int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t N, const T* bias, const T* d,
-                T* c, int epilogue) {
-  const bool add_d = epilogue == DML_CPU_EPI_ADD || epilogue == DML_CPU_EPI_ADD_RELU;
-  for (int64_t i = 0; i < mc; ++i) {
-    float* v = ctile + i * NC;
-    if (bias)
-      for (int64_t j = 0; j < nc; ++j) v[j] += load_f(bias, n0 + j);
-    if (add_d) {
-      const T* drow = d + (m0 + i) * N + n0;
-      for (int64_t j = 0; j < nc; ++j) v[j] += load_f(drow, j);
-    }
-    apply_activation(epilogue, v, nc);
-    T* crow = c + (m0 + i) * N + n0;
-    for (int64_t j = 0; j < nc; ++j) store_f(crow, j, v[j]);
-  }
-}
-
-// One GEMM; `parallel` is false when the caller (bmm) already parallelises over the batch.
-template <typename T>
-int gemm_core(int layout, int64_t M, int64_t N, int64_t K, const T* a, const T* b, const T* bias, const T* d, T* c,
-              int epilogue, bool parallel) {
-  if (M == 0 || N == 0) return DML_CPU_OK;
-  const int64_t panels = (N + NR - 1) / NR;
-  FloatBuf pb = alloc_floats(static_cast<size_t>(panels * std::max<int64_t>(K, 1) * NR));
-  if (!pb) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the packed B panel");
-  pack_b(b, layout, N, K, pb.get(), parallel);
-
-  const int64_t mtiles = (M + MC - 1) / MC, ntiles = (N + NC - 1) / NC, tiles = mtiles * ntiles;
-  const bool go_parallel = parallel && tiles > 1 && M * N * std::max<int64_t>(K, 1) > kParallelWork;
-  bool oom = false;
-#pragma omp parallel if (go_parallel)
+#pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    FloatBuf pa = alloc_floats(static_cast<size_t>(MC * KC));
-    FloatBuf ctile = alloc_floats(static_cast<size_t>(MC * NC));
-    if (!pa || !ctile) {
-#pragma omp atomic write
-      oom = true;
-    } else {
+    float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
+    float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
+    alignas(64) float edge[kMR * kNR];
 #pragma omp for schedule(static)
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t m0 = (t / ntiles) * MC, n0 = (t % ntiles) * NC;
-        const int64_t mc = std::min(MC, M - m0), nc = std::min(NC, N - n0);
-        const int64_t mpanels = (mc + MR - 1) / MR, npanels = (nc + NR - 1) / NR;
-        std::fill(ctile.get(), ctile.get() + MC * NC, 0.0f);
-        for (int64_t k0 = 0; k0 < K; k0 += KC) {
-          const int64_t kc = std::min(KC, K - k0);
-          pack_a(a, K, m0, mc, k0, kc, pa.get());
-          for (int64_t jp = 0; jp < npanels; ++jp) {
-            // The B micro-panel stays in L1 while every A panel of the block streams past it.
-            const float* bp = pb.get() + ((n0 / NR + jp) * K + k0) * NR;
-            for (int64_t ip = 0; ip < mpanels; ++ip)
-              micro_6x16(kc, pa.get() + ip * kc * MR, bp, ctile.get() + ip * MR * NC + jp * NR, NC);
+    for (int64_t item = 0; item < mblocks * nblocks; ++item) {
+      const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
+      const int64_t j0 = (item % nblocks) * npb, j1 = std::min(panels, j0 + npb);
+      const int64_t n0 = j0 * kNR, ncur = std::min(N, j1 * kNR) - n0;
+      float* cd = f32 ? static_cast<float*>(p.c) + m0 * N + n0 : ct;
+      const int64_t ldc = f32 ? N : npb * kNR;
+      for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
+        const int64_t kc = std::min(bl.kc, K - k0);
+        const bool acc = k0 > 0, last = k0 + kc >= K;
+        pack_a_block(a, K, m0, mcur, k0, kc, pa);
+        for (int64_t j = j0; j < j1; ++j) {
+          // This B slice (kc×16) stays in L1 while the whole A block streams past it from L2.
+          const float* bp = pb + (j * K + k0) * kNR;
+          const int64_t jc = (j - j0) * kNR, cols = std::min(kNR, ncur - jc);
+          for (int64_t ir = 0; ir < mcur; ir += kMR) {
+            const int rows = static_cast<int>(std::min(kMR, mcur - ir));
+            float* tile = cd + ir * ldc + jc;
+            if (cols == kNR) {
+              isa.tile_packed_a(kc, pa + ir * kc, bp, tile, ldc, rows, acc);
+            } else {
+              // N tail: the tile writes 16 columns, so it goes through a private buffer.
+              if (acc)
+                for (int r = 0; r < rows; ++r) std::memcpy(edge + r * kNR, tile + r * ldc, cols * sizeof(float));
+              isa.tile_packed_a(kc, pa + ir * kc, bp, edge, kNR, rows, acc);
+              for (int r = 0; r < rows; ++r) std::memcpy(tile + r * ldc, edge + r * kNR, cols * sizeof(float));
+            }
+            if (last) isa.finish(tile, ldc, rows, cols, m0 + ir, n0 + jc, p.epi, p.c, N);
           }
         }
-        store_tile(ctile.get(), m0, mc, n0, nc, N, bias, d, c, epilogue);
       }
     }
   }
-  if (oom) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate per-thread scratch");
-  return DML_CPU_OK;
 }
 
-int check_gemm_args(int b_layout, int64_t M, int64_t N, int64_t K, int epilogue, const void* d, const char* kernel) {
-  if (b_layout != DML_CPU_B_RRR && b_layout != DML_CPU_B_RCR)
-    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": unknown b layout " + std::to_string(b_layout));
+template <typename T>
+void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const float* af;
+  if constexpr (std::is_same_v<T, float>) {
+    af = static_cast<const float*>(p.a);
+  } else {
+    float* conv = scratch(kSlotAf, static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M * K; ++i) conv[i] = load_f(static_cast<const T*>(p.a), i);
+    af = conv;
+  }
+  const int64_t panels = cdiv(N, kNR);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * kNR));
+    float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < panels; ++j) {
+      const int64_t n0 = j * kNR, cols = std::min(kNR, N - n0);
+      for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
+        const int64_t kc = std::min(bl.kc, K - k0);
+        const float* bp;
+        if (p.packed) {
+          bp = p.packed + (j * K + k0) * kNR;
+        } else {
+          pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0, k0, kc, slice);
+          bp = slice;
+        }
+        for (int64_t m = 0; m < M; m += kMR)
+          isa.tile_rows_a(kc, af + m * K + k0, K, bp, ct + m * kNR, kNR, static_cast<int>(std::min(kMR, M - m)),
+                          k0 > 0);
+      }
+      isa.finish(ct, kNR, M, cols, 0, n0, p.epi, p.c, N);
+    }
+  }
+}
+
+void run_dot(const IsaKernels& isa, const Call& p, int threads) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const float* a = static_cast<const float*>(p.a);
+  const float* b = static_cast<const float*>(p.b);
+  const int64_t groups = cdiv(N, kNR);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t n0 = g * kNR, cols = std::min(kNR, N - n0);
+      // K in L1-sized chunks: four weight rows of a chunk (8 KiB) stay in L1 while every row group of
+      // A passes over them.
+      for (int64_t k0 = 0; k0 < K; k0 += kDotKC) {
+        const int64_t kc = std::min(kDotKC, K - k0);
+        for (int64_t jj = 0; jj < cols; jj += 4)
+          for (int64_t m = 0; m < M; m += 3)
+            isa.dot_rows(kc, a + m * K + k0, K, b + (n0 + jj) * K + k0, K, ct + m * kNR + jj, kNR,
+                         static_cast<int>(std::min<int64_t>(3, M - m)),
+                         static_cast<int>(std::min<int64_t>(4, cols - jj)), k0 > 0);
+      }
+      isa.finish(ct, kNR, M, cols, 0, n0, p.epi, p.c, N);
+    }
+  }
+}
+
+int threads_for(const Call& p, bool allow_parallel) {
+  if (!allow_parallel || omp_in_parallel()) return 1;
+  if (p.M * p.N * p.K < kParallelMacs) return 1;
+  return std::max(1, omp_get_max_threads());
+}
+
+enum Path { kAuto = 0, kBlocked = 1, kSlice = 2, kDot = 3 };
+
+// Runs one checked GEMM. `allow_parallel` is false inside an outer parallel loop (bmm); `path`
+// forces a path (kAuto: by shape) and `force_threads` > 0 a thread count (the profiler's variants).
+int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
+  if (p.dtype != DML_CPU_F32 && p.dtype != DML_CPU_F16 && p.dtype != DML_CPU_BF16)
+    return fail(DML_CPU_ERR_UNSUPPORTED, std::string("gemm: dtype ") + dtype_name(p.dtype) +
+                                             " is not supported (float32, float16, bfloat16)");
+  if (p.M == 0 || p.N == 0) return DML_CPU_OK;
+  const IsaKernels& isa = *g_isa.load(std::memory_order_relaxed);
+  // The bias is widened once per call so the tiles' epilogue only ever reads fp32.
+  if (p.epi.bias && p.dtype != DML_CPU_F32) {
+    float* bf = scratch(kSlotBias, static_cast<size_t>(p.N));
+    if (!bf) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the bias buffer");
+    dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
+      using T = decltype(tag);
+      for (int64_t j = 0; j < p.N; ++j) bf[j] = load_f(reinterpret_cast<const T*>(p.epi.bias), j);
+      return 0;
+    });
+    p.epi.bias = bf;
+  }
+  if (p.K == 0) {  // c = epilogue(bias + d): a row of zeros through the epilogue
+    float* z = scratch(kSlotC, static_cast<size_t>(p.N));
+    if (!z) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate scratch");
+    std::fill(z, z + p.N, 0.0f);
+    for (int64_t m = 0; m < p.M; ++m) isa.finish(z, 0, 1, p.N, m, 0, p.epi, p.c, p.N);
+    return DML_CPU_OK;
+  }
+  const int threads = force_threads > 0 ? force_threads : threads_for(p, allow_parallel);
+  const bool dot_ok = !p.packed && p.dtype == DML_CPU_F32 && p.layout == DML_CPU_B_RCR;
+  const bool use_dot = dot_ok && (path == kDot || (path == kAuto && p.M <= kDotMaxM));
+  const bool use_slice = !use_dot && path != kBlocked &&
+                         (path == kSlice || path == kDot || p.M <= (p.packed ? kSkinnyPackedMaxM : kSliceMaxM));
+  return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
+    using T = decltype(tag);
+    if (use_dot) {
+      run_dot(isa, p, threads);
+      return DML_CPU_OK;
+    }
+    if (use_slice) {
+      if (!std::is_same_v<T, float> && !scratch(kSlotAf, static_cast<size_t>(p.M * p.K)))
+        return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the widened A operand");
+      run_skinny<T>(isa, p, kBlocking, threads);
+      return DML_CPU_OK;
+    }
+    const float* pb = p.packed;
+    if (!pb) {
+      float* buf = scratch(kSlotB, static_cast<size_t>(cdiv(p.N, kNR) * p.K * kNR));
+      if (!buf) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the packed B operand");
+      pack_b_all(p.dtype, p.layout, p.N, p.K, p.b, buf, threads > 1);
+      pb = buf;
+    }
+    run_blocked<T>(isa, p, pb, kBlocking, threads);
+    return DML_CPU_OK;
+  });
+}
+
+int check_gemm_args(int64_t M, int64_t N, int64_t K, int epilogue, const void* d, const char* kernel) {
   if (M < 0 || N < 0 || K < 0)
     return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": negative extent (M=" + std::to_string(M) +
                                           ", N=" + std::to_string(N) + ", K=" + std::to_string(K) + ")");
@@ -197,25 +313,79 @@ int check_gemm_args(int b_layout, int64_t M, int64_t N, int64_t K, int epilogue,
   return DML_CPU_OK;
 }
 
+int check_layout(int b_layout, const char* kernel) {
+  if (b_layout != DML_CPU_B_RRR && b_layout != DML_CPU_B_RCR)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": unknown b layout " + std::to_string(b_layout) +
+                                          " (expected DML_CPU_B_RRR or DML_CPU_B_RCR)");
+  return DML_CPU_OK;
+}
+
+Epilogue make_epilogue(int dtype, int kind, const void* bias, const void* d, int64_t N) {
+  Epilogue e;
+  e.kind = kind;
+  e.bias = static_cast<const float*>(bias);  // widened in run() for fp16/bf16
+  e.d = (kind == DML_CPU_EPI_ADD || kind == DML_CPU_EPI_ADD_RELU) ? d : nullptr;
+  e.dtype = dtype;
+  e.ldd = N;
+  return e;
+}
+
 }  // namespace
-}  // namespace dml_cpu
+
+const IsaKernels* active_isa() { return g_isa.load(std::memory_order_relaxed); }
+
+}  // namespace dml_cpu::gemm
 
 using namespace dml_cpu;
+using namespace dml_cpu::gemm;
+
+extern "C" const char* dml_cpu_gemm_isa(void) { return active_isa()->name; }
+
+extern "C" int dml_cpu_gemm_select_isa(const char* name) {
+  const IsaKernels* isa = isa_by_name(name);
+  if (!isa)
+    return fail(DML_CPU_ERR_UNSUPPORTED, std::string("dml_cpu_gemm_select_isa: '") + (name ? name : "(null)") +
+                                             "' is not an ISA path this CPU can run (known: avx2, generic)");
+  g_isa.store(isa);
+  return DML_CPU_OK;
+}
 
 extern "C" int dml_cpu_gemm(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a, const void* b,
                             const void* bias, const void* d, void* c, int epilogue) {
-  if (int st = check_gemm_args(b_layout, M, N, K, epilogue, d, "dml_cpu_gemm")) return st;
-  return dispatch_float(dtype, "dml_cpu_gemm", [&](auto tag) -> int {
-    using T = decltype(tag);
-    return gemm_core<T>(b_layout, M, N, K, static_cast<const T*>(a), static_cast<const T*>(b),
-                        static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(c), epilogue, true);
-  });
+  if (int st = check_layout(b_layout, "dml_cpu_gemm")) return st;
+  if (int st = check_gemm_args(M, N, K, epilogue, d, "dml_cpu_gemm")) return st;
+  Call p{dtype, b_layout, M, N, K, a, b, nullptr, make_epilogue(dtype, epilogue, bias, d, N), c};
+  return run(p, true);
+}
+
+extern "C" int dml_cpu_gemm_variant(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
+                                    const void* b, const void* bias, const void* d, void* c, int epilogue, int path,
+                                    int threads) {
+  if (int st = check_layout(b_layout, "dml_cpu_gemm_variant")) return st;
+  if (int st = check_gemm_args(M, N, K, epilogue, d, "dml_cpu_gemm_variant")) return st;
+  if (path < kAuto || path > kDot || threads < 0)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_gemm_variant: path " + std::to_string(path) + " / threads " +
+                                          std::to_string(threads) + " out of range (path 0..3, threads >= 0)");
+  Call p{dtype, b_layout, M, N, K, a, b, nullptr, make_epilogue(dtype, epilogue, bias, d, N), c};
+  return run(p, true, path, threads);
+}
+
+extern "C" int dml_cpu_gemm_prepacked(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* packed_b,
+                                      const void* bias, const void* d, void* c, int epilogue) {
+  if (int st = check_gemm_args(M, N, K, epilogue, d, "dml_cpu_gemm_prepacked")) return st;
+  if (!packed_b) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_gemm_prepacked: packed_b is NULL");
+  int st = DML_CPU_OK;
+  const float* panels = packed_b_panels(packed_b, N, K, "dml_cpu_gemm_prepacked", &st);
+  if (st) return st;
+  Call p{dtype, DML_CPU_B_RRR, M, N, K, a, nullptr, panels, make_epilogue(dtype, epilogue, bias, d, N), c};
+  return run(p, true);
 }
 
 extern "C" int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64_t* batch_shape, const int64_t* a_batch,
                            const int64_t* b_batch, int64_t M, int64_t N, int64_t K, const void* a, const void* b,
                            void* c) {
-  if (int st = check_gemm_args(b_layout, M, N, K, DML_CPU_EPI_NONE, nullptr, "dml_cpu_bmm")) return st;
+  if (int st = check_layout(b_layout, "dml_cpu_bmm")) return st;
+  if (int st = check_gemm_args(M, N, K, DML_CPU_EPI_NONE, nullptr, "dml_cpu_bmm")) return st;
   if (batch_rank < 0 || batch_rank > 8)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_bmm: batch rank " + std::to_string(batch_rank) + " is outside [0, 8]");
   // Element strides of each operand's batch axes; 0 where the operand broadcasts.
@@ -232,32 +402,27 @@ extern "C" int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64_
     acc_b *= b_batch[i];
     batch *= batch_shape[i];
   }
-  return dispatch_float(dtype, "dml_cpu_bmm", [&](auto tag) -> int {
-    using T = decltype(tag);
-    const T* A = static_cast<const T*>(a);
-    const T* B = static_cast<const T*>(b);
-    T* C = static_cast<T*>(c);
-    // Enough batches to feed every thread: split the batch, each GEMM single-threaded. Otherwise
-    // the GEMMs run one after another, each parallel over its own tiles.
-    const bool over_batch = batch >= omp_get_max_threads() && batch * M * N * std::max<int64_t>(K, 1) > kParallelWork;
-    int status = DML_CPU_OK;
+  const size_t es = dtype_size(dtype);
+  if (es == 0 || dtype > DML_CPU_BF16)
+    return fail(DML_CPU_ERR_UNSUPPORTED, std::string("dml_cpu_bmm: dtype ") + dtype_name(dtype) +
+                                             " is not supported (float dtypes only)");
+  // Enough batches to feed every thread: split the batch, each GEMM single-threaded. Otherwise
+  // the GEMMs run one after another, each parallel over its own blocks.
+  const bool over_batch = batch >= omp_get_max_threads() && batch * M * N * std::max<int64_t>(K, 1) > kParallelMacs;
+  std::atomic<int> status{DML_CPU_OK};
 #pragma omp parallel for schedule(static) if (over_batch)
-    for (int64_t bi = 0; bi < batch; ++bi) {
-      int64_t rem = bi, oa = 0, ob = 0;
-      for (int i = batch_rank - 1; i >= 0; --i) {
-        const int64_t idx = rem % batch_shape[i];
-        rem /= batch_shape[i];
-        oa += idx * sa[i];
-        ob += idx * sb[i];
-      }
-      int st = gemm_core<T>(b_layout, M, N, K, A + oa, B + ob, nullptr, nullptr, C + bi * M * N, DML_CPU_EPI_NONE,
-                            !over_batch);
-      if (st) {
-#pragma omp atomic write
-        status = st;
-      }
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t rem = bi, oa = 0, ob = 0;
+    for (int i = batch_rank - 1; i >= 0; --i) {
+      const int64_t idx = rem % batch_shape[i];
+      rem /= batch_shape[i];
+      oa += idx * sa[i];
+      ob += idx * sb[i];
     }
-    if (status) return fail(status, "dml_cpu_bmm: scratch allocation failed");
-    return DML_CPU_OK;
-  });
+    Call p{dtype, b_layout, M, N, K, static_cast<const char*>(a) + oa * es, static_cast<const char*>(b) + ob * es,
+           nullptr, make_epilogue(dtype, DML_CPU_EPI_NONE, nullptr, nullptr, N),
+           static_cast<char*>(c) + bi * M * N * es};
+    if (int st = run(p, !over_batch)) status.store(st);
+  }
+  return status.load();
 }

@@ -48,12 +48,17 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--no-cache", action="store_true", help="do not use the compile cache")
     p.add_argument("--no-fuse", action="store_true", help="skip the fusion passes")
     p.add_argument("--verbose", "-v", action="store_true")
+    p.add_argument("--profile", action="store_true",
+                   help="time every kernel candidate per shape bucket and keep the fastest")
+    p.add_argument("--execution-plan", default=None, help="reuse the kernel choices of this execution_plan.json")
+    p.add_argument("--strict", action="store_true", help="fail when a tunable node has no measured kernel choice")
     a = p.parse_args(argv)
     from .compiler import compile as dml_compile
     try:
         spec = load_model_file(a.model) if a.model.endswith(".py") else Spec.load(a.model)
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
-                          use_cache=not a.no_cache, verbose=a.verbose)
+                          use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
+                          execution_plan=a.execution_plan, strict=a.strict)
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1

@@ -46,6 +46,23 @@ class Artifact:
         return self._result.get("seconds")
 
     @property
+    def kernel_selection(self) -> Optional[str]:
+        """"default", "profiled" or "execution_plan" (how kernels were chosen)."""
+        return self._result.get("kernel_selection")
+
+    @property
+    def profile(self) -> Optional[dict]:
+        """With profile=True: {measurements, cache_hits, built_bootstrap, seconds, cache_path}."""
+        r = self._result.get("profile")
+        return json.loads(r) if r else None
+
+    @property
+    def execution_plan(self) -> Optional[dict]:
+        """execution_plan.json of a profiled (or plan-reusing) artifact, else None."""
+        p = os.path.join(self.path, "execution_plan.json")
+        return self._json("execution_plan.json") if os.path.exists(p) else None
+
+    @property
     def pass_report(self):
         r = self._result.get("pass_report")
         return json.loads(r) if r else None
@@ -64,10 +81,17 @@ class Artifact:
 
 def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optional[str] = None,  # noqa: A001
             dump_passes: bool = False, fuse: bool = True, cache_dir: Optional[str] = None, use_cache: bool = True,
-            verbose: bool = False) -> Artifact:
+            verbose: bool = False, profile: bool = False, execution_plan: Optional[str] = None,
+            strict: bool = False, profile_cache: Optional[str] = None, use_profile_cache: bool = True,
+            progress: bool = True) -> Artifact:
     """Compiles `spec` (a Spec, or the path of a .dinoir.json) for `target` into the directory
     `out` (created or replaced; default: a new temporary directory). Errors raise CompileError
-    with the compiler's message. The GIL is released while compiling."""
+    with the compiler's message. The GIL is released while compiling.
+
+    Kernel selection: `profile=True` times every kernel candidate of every tunable node per shape
+    bucket and keeps the fastest (execution_plan.json in the artifact; timings cached in
+    `profile_cache`, default $DINOML_CACHE_DIR/profile.sqlite); `execution_plan=FILE` reuses a
+    plan; `strict=True` fails when a tunable node has no measured choice."""
     if isinstance(spec, (str, os.PathLike)):
         spec = Spec.load(spec)
     if not isinstance(spec, Spec):
@@ -77,5 +101,8 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
         out = tempfile.mkdtemp(prefix=f"dinoml-{spec.name}-")
     out = os.path.abspath(os.fspath(out))
     r = ext.compile(spec.graph, target=target, out_dir=out, dump_passes=dump_passes, fuse=fuse,
-                    cache_dir=cache_dir or "", use_cache=use_cache, verbose=verbose)
+                    cache_dir=cache_dir or "", use_cache=use_cache, verbose=verbose, profile=profile,
+                    execution_plan=os.fspath(execution_plan) if execution_plan else "", strict=strict,
+                    profile_cache=os.fspath(profile_cache) if profile_cache else "",
+                    use_profile_cache=use_profile_cache, progress=progress)
     return Artifact(r["artifact_dir"] or out, r)

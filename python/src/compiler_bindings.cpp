@@ -9,7 +9,9 @@ namespace dinoml::py_ext {
 
 void bind_compiler(py::module_& m) {
   m.def("compile", [](const ir::Graph& g, const std::string& target, const std::string& out_dir, bool dump_passes,
-                      bool fuse, const std::string& cache_dir, bool use_cache, bool verbose) {
+                      bool fuse, const std::string& cache_dir, bool use_cache, bool verbose, bool profile,
+                      const std::string& execution_plan, bool strict, const std::string& profile_cache,
+                      bool use_profile_cache, bool progress) {
     CompileOptions o;
     o.target = target;
     o.out_dir = out_dir;
@@ -18,6 +20,12 @@ void bind_compiler(py::module_& m) {
     o.cache_dir = cache_dir;
     o.use_cache = use_cache;
     o.verbose = verbose;
+    o.profile = profile;
+    o.execution_plan = execution_plan;
+    o.strict = strict;
+    o.profile_cache = profile_cache;
+    o.use_profile_cache = use_profile_cache;
+    o.progress = progress;
     CompileResult r;
     std::string error;
     {
@@ -39,9 +47,13 @@ void bind_compiler(py::module_& m) {
     d["cache_hit"] = r.cache_hit;
     d["seconds"] = r.seconds;
     d["pass_report"] = r.pass_report.dump();
+    d["kernel_selection"] = r.kernel_selection;
+    d["profile"] = r.profile.is_null() ? std::string() : r.profile.dump();
     return d;
   }, py::arg("graph"), py::arg("target") = "cpu", py::arg("out_dir"), py::arg("dump_passes") = false,
-     py::arg("fuse") = true, py::arg("cache_dir") = "", py::arg("use_cache") = true, py::arg("verbose") = false);
+     py::arg("fuse") = true, py::arg("cache_dir") = "", py::arg("use_cache") = true, py::arg("verbose") = false,
+     py::arg("profile") = false, py::arg("execution_plan") = "", py::arg("strict") = false,
+     py::arg("profile_cache") = "", py::arg("use_profile_cache") = true, py::arg("progress") = true);
 }
 
 }  // namespace dinoml::py_ext

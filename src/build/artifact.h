@@ -1,5 +1,6 @@
 // Toolchain driver, compile cache and artifact writer.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct ArtifactContents {
   std::string module_so_path;         // built module to copy in
   nlohmann::json compile_config;      // options (no paths, no times)
   std::string pass_dump_dir;          // optional: copied to debug/passes
+  std::map<std::string, std::string> extra_files;  // relative path -> content (e.g. execution_plan.json)
 };
 
 // Writes the artifact directory atomically (temp dir + rename); every file's SHA-256 goes into

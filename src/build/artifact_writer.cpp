@@ -80,6 +80,7 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
   write_json(tmp / "kernel_manifest.json", c.lowered->kernel_manifest);
   write_json(tmp / "kernel_codegen_plan.json", c.lowered->kernel_codegen_plan);
   write_file(tmp / "debug/module.cpp", c.lowered->source);
+  for (const auto& [rel, text] : c.extra_files) write_file(tmp / rel, text);
   fs::copy_file(c.module_so_path, tmp / "module.so");
   for (const char* lib : {"libdinoml_runtime.so", "libdinoml_cpu_kernels.so"})
     fs::copy_file(fs::path(tc.lib_dir) / lib, tmp / "lib" / lib);

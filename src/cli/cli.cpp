@@ -38,12 +38,19 @@ int main(int argc, char** argv) {
   c->add_flag("--dump-passes", dump_passes, "write the graph after each pass to debug/passes/");
   c->add_flag("--no-cache", no_cache, "do not use the compile cache");
   c->add_flag("--no-fuse", no_fuse, "skip fusion passes");
+  CompileTuneFlags tune;
+  c->add_flag("--profile", tune.profile, "time every kernel candidate per shape bucket and keep the fastest "
+                                         "(writes execution_plan.json; results cached in profile.sqlite)");
+  c->add_option("--execution-plan", tune.execution_plan, "reuse the kernel choices of this execution_plan.json");
+  c->add_flag("--strict", tune.strict, "fail when a tunable node has no measured kernel choice");
 
   std::string artifact;
   bool as_json = false;
   auto* i = app.add_subcommand("inspect", "show inputs, outputs, dims, nodes with their kernels, memory plan, sizes");
   i->add_option("artifact", artifact)->required();
   i->add_flag("--json", as_json, "machine-readable summary");
+  std::string html_out;
+  i->add_option("--html", html_out, "write a self-contained HTML page (graph, kernels, memory plan) to this file");
 
   std::vector<std::string> inputs, dims;
   std::string save_dir;
@@ -70,6 +77,20 @@ int main(int argc, char** argv) {
 
   // ---- further subcommands register here (one block each) ----
 
+  std::string diff_a, diff_b;
+  bool diff_json = false;
+  auto* df = app.add_subcommand("diff", "what differs between two artifacts: signature, graph nodes, fusions, kernel "
+                                        "choices per bucket, constants, module; exit 0 = identical, 1 = different");
+  df->add_option("a", diff_a)->required();
+  df->add_option("b", diff_b)->required();
+  df->add_flag("--json", diff_json, "machine-readable report");
+
+  bool verify_json = false;
+  auto* vf = app.add_subcommand("verify", "check an artifact's integrity and fit (manifest, ABI, ISA, paths, SHA-256, "
+                                          "bounds) without loading its code; exit 0 = verified, 1 = refused");
+  vf->add_option("artifact", artifact)->required();
+  vf->add_flag("--json", verify_json, "machine-readable report");
+
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
   o->add_flag("--markdown", markdown);
@@ -80,8 +101,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    if (c->parsed()) return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse);
+    if (c->parsed()) return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse, tune);
+    if (df->parsed()) return cmd_diff(diff_a, diff_b, diff_json);
+    if (i->parsed() && !html_out.empty()) return cmd_inspect_html(artifact, html_out);
     if (i->parsed()) return cmd_inspect(artifact, as_json);
+    if (vf->parsed()) return cmd_verify(artifact, verify_json);
     if (r->parsed()) return cmd_run(artifact, inputs, dims, save_dir);
     if (v->parsed()) return cmd_validate(artifact, atol, rtol, seed);
     if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations);

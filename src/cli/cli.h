@@ -15,14 +15,25 @@ int main(int argc, char** argv);
 int main(const std::vector<std::string>& args);  // args[0] is the program name
 
 // Subcommands (each in its own file).
+// Kernel selection flags of `dinoml compile` (src/tune/).
+struct CompileTuneFlags {
+  bool profile = false;
+  std::string execution_plan;
+  bool strict = false;
+};
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
-                bool no_cache, bool no_fuse);
+                bool no_cache, bool no_fuse, const CompileTuneFlags& tune = {});
+// `dinoml diff A B` (src/cli/cmd_diff.cpp): 0 identical, 1 different.
+int cmd_diff(const std::string& a, const std::string& b, bool as_json);
 int cmd_inspect(const std::string& artifact, bool as_json);
 int cmd_run(const std::string& artifact, const std::vector<std::string>& inputs, const std::vector<std::string>& dims,
             const std::string& save_dir);
 int cmd_validate(const std::string& artifact, double atol, double rtol, int seed);
 int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dims, int warmup, int iterations);
 int cmd_ops(bool markdown);
+int cmd_verify(const std::string& artifact, bool as_json);
+// Writes the self-contained HTML report of an artifact (src/cli/inspect_html.cpp).
+int cmd_inspect_html(const std::string& artifact, const std::string& out_html);
 
 // Shared helpers for commands that run artifacts.
 nlohmann::json read_json_file(const std::string& path);

@@ -38,13 +38,16 @@ static int run_python_compile(const std::vector<std::string>& args) {
 }
 
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
-                bool no_cache, bool no_fuse) {
+                bool no_cache, bool no_fuse, const CompileTuneFlags& tune) {
   if (!fs::exists(model)) throw std::runtime_error("model file '" + model + "' does not exist");
   if (model.size() > 3 && model.substr(model.size() - 3) == ".py") {
     std::vector<std::string> args = {"compile", model, "--target", target, "--out", out};
     if (dump_passes) args.push_back("--dump-passes");
     if (no_cache) args.push_back("--no-cache");
     if (no_fuse) args.push_back("--no-fuse");
+    if (tune.profile) args.push_back("--profile");
+    if (!tune.execution_plan.empty()) args.insert(args.end(), {"--execution-plan", tune.execution_plan});
+    if (tune.strict) args.push_back("--strict");
     return run_python_compile(args);
   }
   ir::Graph g = ir::read_graph(model);
@@ -54,6 +57,9 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   opts.dump_passes = dump_passes;
   opts.use_cache = !no_cache;
   opts.fuse = !no_fuse;
+  opts.profile = tune.profile;
+  opts.execution_plan = tune.execution_plan;
+  opts.strict = tune.strict;
   auto res = compile(g, opts);
   std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
             << (res.cache_hit ? " (module from cache)" : "") << "\n";

@@ -70,6 +70,24 @@ int cmd_inspect(const std::string& artifact, bool as_json) {
     std::string name = n["name"], op = n["op"];
     std::string kernel = by_node.count(name) ? by_node[name].value("selected", "-") : "-";
     std::cout << "  " << std::left << std::setw(28) << name << " " << std::setw(26) << op << " -> " << kernel << "\n";
+    // Tunable nodes: the winner of every bucket, with its median time when it was measured.
+    if (by_node.count(name) && by_node[name].contains("selected_per_bucket"))
+      for (const auto& pb : by_node[name]["selected_per_bucket"]) {
+        if (!pb.contains("timings") && kernel != "per bucket") continue;
+        std::cout << "      bucket " << pb.value("bucket", 0) << " " << (pb.contains("dims") ? pb["dims"].dump() : "")
+                  << ": " << pb.value("kernel", "?");
+        for (const auto& t : pb.contains("timings") ? pb["timings"] : json::array())
+          if (t.value("candidate", "") == pb.value("kernel", ""))
+            std::cout << "  " << std::setprecision(3) << t.value("median_s", 0.0) * 1e6 << " us";
+        if (pb.contains("timings") && !pb["timings"].empty())
+          std::cout << " (default " << pb["timings"][0].value("median_s", 0.0) * 1e6 << " us)";
+        std::cout << "  [" << pb.value("reason", "") << "]\n";
+      }
+  }
+  if (fs::exists(dir / "execution_plan.json") || fs::exists(dir / "compile_config.json")) {
+    json cfg = fs::exists(dir / "compile_config.json") ? read_json_file((dir / "compile_config.json").string()) : json();
+    std::cout << "kernel selection: " << cfg.value("kernel_selection", "default")
+              << (fs::exists(dir / "execution_plan.json") ? " (execution_plan.json)" : " (default (not profiled))") << "\n";
   }
   std::cout << "generated kernels (" << codegen.size() << ")\n";
   for (const auto& k : codegen) {

@@ -12,9 +12,47 @@
 #include "lower/cpu/lower_cpu.h"
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
+#include "tune/execution_plan.h"
+#include "tune/profiler.h"
 
 namespace dinoml {
 namespace fs = std::filesystem;
+
+namespace {
+
+// Kernel choices for the lowering: measured (--profile), reused (--execution-plan) or the
+// defaults. A plan is validated against this graph's tunable nodes, found by a default lowering
+// (text generation only, no build).
+lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::MemoryPlan& plan,
+                                           const build::Toolchain& tc, const CompileOptions& opts, CompileResult& res,
+                                           std::map<std::string, std::string>& extra_files) {
+  lower::cpu::CpuLowerOptions lopts;
+  res.kernel_selection = "default";
+  if (opts.profile && !opts.execution_plan.empty())
+    throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
+  if (opts.profile) {
+    tune::ProfileOptions po;
+    po.cache_path = opts.profile_cache;
+    po.use_cache = opts.use_profile_cache;
+    po.compile_cache_dir = opts.cache_dir;
+    po.use_compile_cache = opts.use_cache;
+    po.progress = opts.progress;
+    auto pr = tune::profile(g, plan, tc, po);
+    lopts.choices = pr.choices;
+    extra_files["execution_plan.json"] = pr.plan.dump(1) + "\n";
+    res.kernel_selection = "profiled";
+    res.profile = pr.to_json();
+  } else if (!opts.execution_plan.empty()) {
+    const auto tunables = lower::cpu::lower(g, plan).tunables;
+    nlohmann::json pj;
+    lopts.choices = tune::read_execution_plan(opts.execution_plan, tunables, &pj);
+    extra_files["execution_plan.json"] = pj.dump(1) + "\n";
+    res.kernel_selection = "execution_plan";
+  }
+  return lopts;
+}
+
+}  // namespace
 
 CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
@@ -34,15 +72,27 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   }
   auto report = passes::run_pipeline(g, popts);
   auto plan = passes::plan_memory(g);
-  auto lowered = lower::cpu::lower(g, plan);
   auto tc = build::find_toolchain();
-
   CompileResult res;
+  std::map<std::string, std::string> extra_files;
+  lower::cpu::CpuLowerOptions lopts = select_kernels(g, plan, tc, opts, res, extra_files);
+  auto lowered = lower::cpu::lower(g, plan, lopts);
+  if (opts.strict) {
+    auto missing = tune::unmeasured_nodes(lowered.tunables, lopts.choices);
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+      throw BuildError("--strict: " + std::to_string(missing.size()) + " tunable node(s) have no measured kernel choice: " +
+                       list + " (compile with --profile, or give an --execution-plan that measured them)");
+    }
+  }
+
   fs::path so = fs::temp_directory_path() / ("dinoml-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
   res.cache_hit = build::compile_module(tc, lowered.source, lowered.cxx_flags, so.string(), opts.cache_dir, opts.use_cache);
 
   nlohmann::json config = {{"target", opts.target}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
-                           {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags}};
+                           {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags},
+                           {"kernel_selection", res.kernel_selection}, {"strict", opts.strict}};
   nlohmann::json pass_report = nlohmann::json::array();
   for (const auto& e : report.entries)
     pass_report.push_back({{"pass", e.pass}, {"changed", e.changed}, {"stats", e.stats}, {"graph_hash", e.graph_hash}});
@@ -55,6 +105,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   contents.module_so_path = so.string();
   contents.compile_config = config;
   contents.pass_dump_dir = dump_dir.string();
+  contents.extra_files = extra_files;
   build::write_artifact(contents, tc, opts.out_dir);
   fs::remove(so);
   if (!dump_dir.empty()) fs::remove_all(dump_dir);

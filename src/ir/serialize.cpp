@@ -78,7 +78,11 @@ json attr_to_json(const AttrValue& v) {
 AttrValue attr_from_json(const json& j) {
   if (!j.is_object() || j.size() != 1)
     throw IrError("attribute: expected {\"<type>\": value}, got " + j.dump());
-  const auto& [type, val] = *j.items().begin();
+  // Not `const auto& [type, val] = *j.items().begin()`: that binds to a temporary iterator
+  // that dies at the end of the statement (ASan stack-use-after-scope, found by fuzz_ir).
+  const auto first = j.begin();
+  const std::string& type = first.key();
+  const json& val = first.value();
   try {
     if (type == "bool") return val.get<bool>();
     if (type == "int") return val.get<int64_t>();

@@ -143,7 +143,8 @@ std::vector<TensorType> infer_node(const ir::Node& node, const std::vector<Tenso
     throw OpError(where + ": takes " + want + " inputs, got " + std::to_string(n));
   }
   for (const auto& [k, v] : node.attrs) {
-    auto it = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec& s) { return s.name == k; });
+    const std::string& key = k;  // clang 14 cannot capture a structured binding (fuzz build)
+    auto it = std::find_if(def.attrs.begin(), def.attrs.end(), [&](const AttrSpec& s) { return s.name == key; });
     if (it == def.attrs.end()) {
       std::string known;
       for (const auto& s : def.attrs) known += (known.empty() ? "" : ", ") + s.name;

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/graph.h"
+#include "lower/cpu/candidates.h"
+#include "lower/cpu/lower_cpu.h"
 #include "passes/plan_memory.h"
 
 namespace dinoml::lower::cpu {
@@ -38,6 +40,12 @@ class EmitContext {
   std::ostringstream functions;
   nlohmann::json codegen_plan = nlohmann::json::array();
   int next_kernel_id = 0;
+  // Kernel selection (lower_tunable.cpp): the options, the tunable nodes met so far, the
+  // `case slot:` blocks of dinoml_module_profile (bootstrap only), ISA the chosen kernels add.
+  const CpuLowerOptions* options = nullptr;
+  nlohmann::json tunables = nlohmann::json::array();
+  std::ostringstream profile_cases;
+  std::vector<std::string> extra_isa;
 
   const ir::Tensor& tensor(const std::string& name) const { return g.tensor(name); }
   // Expression of the buffer holding `tensor` (its storage root's variable).
@@ -62,6 +70,14 @@ nlohmann::json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostrings
 // Elementwise ops and fused_elementwise (lower_fused.cpp).
 bool is_elementwise_op(const std::string& op);
 nlohmann::json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+
+// A tunable node (lower_tunable.cpp): `common_args` are the family's call arguments; `wrap_pre`
+// / `wrap_post` surround each call (e.g. a block declaring shape arrays). Emits the selected
+// candidate (a switch on the bucket when buckets chose differently) and returns the manifest entry.
+nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
+                            std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "");
+// The dinoml_module_profile entry point of a bootstrap module (empty text otherwise).
+std::string emit_profile_entry(EmitContext& cx, const std::string& storage);
 
 // `DML_CHECK(call, node)` line that turns a kernel status into an error naming the node.
 std::string checked_call(const ir::Node& n, const std::string& call);

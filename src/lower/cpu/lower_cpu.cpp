@@ -4,6 +4,7 @@
 // lower_fused.cpp. The text is a pure function of (graph, plan): no pointers, times or paths.
 #include "lower/cpu/lower_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -315,6 +316,7 @@ void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std
 
 LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CpuLowerOptions& opts) {
   EmitContext cx(g, plan);
+  cx.options = &opts;
   std::set<std::string> roots;
   for (const auto& [name, t] : g.tensors) roots.insert(passes::storage_root(g, name));
   const std::vector<std::string> arena = arena_tensors(g, roots);
@@ -374,12 +376,16 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   size_t constants_needed = 0;
   for (const auto& [cname, slot] : ir::layout_constants(g)) constants_needed = std::max(constants_needed, size_t(slot.offset + slot.nbytes));
   os << "DML_EXPORT int dinoml_module_init(const uint8_t* constants, size_t constants_size, void** module_state,\n"
-        "                                    char* err, size_t errlen) {\n"
-        "  if (constants_size < " << constants_needed << "u) {\n"
-        "    if (err && errlen) snprintf(err, errlen, \"constants.bin holds %zu bytes but this module reads " << constants_needed
-     << "\", constants_size);\n"
-        "    return 1;\n  }\n"
-        "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
+        "                                    char* err, size_t errlen) {\n";
+  if (constants_needed > 0) {  // `constants_size < 0u` would warn (-Wtype-limits) in a model without constants
+    os << "  if (constants_size < " << constants_needed << "u) {\n"
+          "    if (err && errlen) snprintf(err, errlen, \"constants.bin holds %zu bytes but this module reads " << constants_needed
+       << "\", constants_size);\n"
+          "    return 1;\n  }\n";
+  } else {
+    os << "  (void)constants_size; (void)err; (void)errlen;\n";
+  }
+  os << "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) { (void)module_state; }\n\n";
   os << "DML_EXPORT int dinoml_module_plan(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes, char* err,\n"
         "                                    size_t errlen) {\n"
@@ -407,10 +413,20 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   os << storage.str() << body.str();
   os << "  // deferred state updates\n" << cx.tail.str();
   os << "  return 0;\n}\n";
+  os << emit_profile_entry(cx, storage.str());
 
   m.source = os.str();
   m.kernel_codegen_plan = cx.codegen_plan;
   m.required_isa = opts.isa;
+  for (const auto& isa : cx.extra_isa)  // ISA a chosen candidate kernel needs ("avx512f,avx512bw")
+    for (size_t p = 0; p <= isa.size();) {
+      size_t q = std::min(isa.find(',', p), isa.size());
+      std::string f = isa.substr(p, q - p);
+      if (!f.empty() && std::find(m.required_isa.begin(), m.required_isa.end(), f) == m.required_isa.end())
+        m.required_isa.push_back(f);
+      p = q + 1;
+    }
+  m.tunables = cx.tunables;
   m.cxx_flags = {"-O2", "-mavx2", "-mfma", "-mf16c", "-fopenmp"};
   return m;
 }

@@ -3,6 +3,7 @@
 // libdinoml_cpu_kernels (kernels/cpu/dinoml_cpu_kernels.h); fused elementwise groups become
 // generated loops in the module itself.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,22 @@
 
 namespace dinoml::lower::cpu {
 
+// The kernel chosen for one tunable node in one bucket, and why (execution_plan.json).
+struct KernelChoice {
+  std::string kernel;       // candidate name (lower/cpu/candidates.h)
+  std::string reason;       // "fastest ...", "within noise of ...", "default (not profiled)"
+  bool measured = false;    // chosen by measurement (false: default / hand-written plan entry)
+  nlohmann::json timings;   // optional: per candidate {median_s, ci_low_s, ci_high_s, reps}
+};
+
 struct CpuLowerOptions {
   std::vector<std::string> isa = {"avx2", "fma", "f16c"};  // required ISA of the generated code
+  // node name -> one choice per memory-plan bucket. Tunable nodes absent here get their
+  // family's default candidate with reason "default (not profiled)".
+  std::map<std::string, std::vector<KernelChoice>> choices;
+  // Bootstrap module for the profiler: every candidate of every tunable node is compiled in and
+  // reachable through dinoml_module_profile (see lower_tunable.cpp); run() uses `choices`.
+  bool bootstrap = false;
 };
 
 struct LoweredModule {
@@ -23,6 +38,8 @@ struct LoweredModule {
   nlohmann::json kernel_codegen_plan; // per generated kernel: members, expression, dtypes
   std::vector<std::string> required_isa;
   std::vector<std::string> cxx_flags;  // flags the module must be compiled with (-mavx2 ...)
+  // Tunable nodes in profile-slot order: {slot, node, op, family, candidates[], selected[] per bucket}.
+  nlohmann::json tunables = nlohmann::json::array();
 };
 
 LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CpuLowerOptions& opts = {});

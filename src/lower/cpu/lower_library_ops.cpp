@@ -15,7 +15,7 @@ using nlohmann::json;
 
 json manifest(const ir::Node& n, const std::string& kernel) {
   return {{"node", n.name}, {"op", n.op}, {"candidates", {kernel}}, {"selected", kernel},
-          {"reason", "only candidate; measured selection arrives with the profiler"}};
+          {"reason", "only candidate (not tunable)"}};
 }
 
 std::string dtype_code(ir::DType t) { return std::to_string(static_cast<int>(t)); }
@@ -80,10 +80,10 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
   size_t next = 2;
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
   const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
-  body << checked_call(n, "dml_cpu_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") +
-                              ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
-                              ", " + bias + ", " + d + ", " + cx.ptr(y) + ", " + k.epilogue + ")");
-  return manifest(n, "dml_cpu_gemm.blocked_" + dtype_tag(a.dtype));
+  const std::string args = dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
+                           N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
+                           d + ", " + cx.ptr(y) + ", " + k.epilogue;
+  return emit_tunable(cx, n, CandidateFamily::gemm, args, body);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, std::ostringstream& body) {
@@ -106,14 +106,13 @@ json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, std::ostringstream& 
   const size_t ra = a.shape.size(), rb = b.shape.size();
   const std::string M = cx.cpp(a.shape[ra - 2]), K = cx.cpp(a.shape[ra - 1]);
   const std::string N = cx.cpp(rcr ? b.shape[rb - 2] : b.shape[rb - 1]);
-  body << "  {\n    const int64_t ys[] = " << brace_list(yb) << ";\n    const int64_t as[] = "
-       << brace_list(padded_batch(a.shape)) << ";\n    const int64_t bs[] = " << brace_list(padded_batch(b.shape))
-       << ";\n  "
-       << checked_call(n, "dml_cpu_bmm(" + dtype_code(a.dtype) + ", " + (rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " +
-                              std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " +
-                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
-  return manifest(n, "dml_cpu_bmm.blocked_" + dtype_tag(a.dtype));
+  const std::string pre = "  {\n    const int64_t ys[] = " + brace_list(yb) + ";\n    const int64_t as[] = " +
+                          brace_list(padded_batch(a.shape)) + ";\n    const int64_t bs[] = " +
+                          brace_list(padded_batch(b.shape)) + ";\n  ";
+  const std::string args = dtype_code(a.dtype) + ", " + (rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " +
+                           std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) +
+                           ", " + cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]);
+  return emit_tunable(cx, n, CandidateFamily::bmm, args, body, pre, "  }\n");
 }
 
 // ---- reductions, softmax, norms ----------------------------------------------------------------
@@ -162,9 +161,10 @@ json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
   expect_float(n, x.dtype);
   const int64_t axis = norm_axis(n, n.attr_int("axis", -1), x.shape.size(), "axis");
   const bool log = n.op == "log_softmax";
-  body << checked_call(n, "dml_cpu_softmax(" + dtype_code(x.dtype) + ", " + oai(cx, x.shape, axis) + ", " +
-                              (log ? "1" : "0") + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")");
-  return manifest(n, "dml_cpu_softmax.rowwise_" + dtype_tag(x.dtype));
+  return emit_tunable(cx, n, CandidateFamily::softmax,
+                      dtype_code(x.dtype) + ", " + oai(cx, x.shape, axis) + ", " + (log ? "1" : "0") + ", " +
+                          cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]),
+                      body);
 }
 
 json emit_layer_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {

@@ -88,7 +88,10 @@ std::unique_ptr<Module> build_module(const ir::Graph& g, const std::string& tag)
   int rc = 0;
   m->compiler_output = run_command(cmd, rc);
   if (rc != 0) throw std::runtime_error("module compile failed for " + tag + ":\n" + m->compiler_output);
-  m->handle = dlopen((dir / "module.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE, as in the runtime: dlclose must not unload module.so and with it libgomp,
+  // whose parked worker threads and allocations would be orphaned (LSan reported them as leaks
+  // under scripts/sanitize asan).
+  m->handle = dlopen((dir / "module.so").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!m->handle) throw std::runtime_error(std::string("dlopen: ") + dlerror());
   m->abi_version = sym<dinoml_module_abi_version_fn>(m->handle, DINOML_MODULE_SYM_ABI_VERSION);
   m->graph_hash = sym<dinoml_module_graph_hash_fn>(m->handle, DINOML_MODULE_SYM_GRAPH_HASH);

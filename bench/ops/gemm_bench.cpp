@@ -1,0 +1,251 @@
+// fp32 GEMM side by side in one process, same thread count: DinoML (dml_cpu_gemm, B packed per
+// call), DinoML with prepacked weights (dml_cpu_gemm_prepacked: what a module with constant
+// weights runs), oneDNN (matmul primitive created once; execute timed alone) and OpenBLAS
+// (cblas_sgemm). Prints GFLOP/s, ratios and the machine's fp32 peak (measured, and computed from
+// the measured clock). Results: docs/benchmarks.md.
+//
+//   gemm_bench [--threads 2] [--quick] [--only square|transformer] [--min-time 0.3] [--stat median|min]
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <immintrin.h>
+
+#include "dinoml_cpu_kernels.h"
+
+extern "C" {
+int dml_cpu_onednn_gemm(int, int, int64_t, int64_t, int64_t, const void*, const void*, const void*, const void*, void*,
+                        int);
+int dml_cpu_onednn_prepare(int, int, int64_t, int64_t, int64_t, int, int);
+const char* dml_cpu_onednn_last_error(void);
+int dml_cpu_openblas_gemm(int, int, int64_t, int64_t, int64_t, const void*, const void*, const void*, const void*,
+                          void*, int);
+void dml_cpu_openblas_set_threads(int);
+const char* dml_cpu_openblas_last_error(void);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+// Clock frequency from a chain of dependent integer adds (1-cycle latency on every x86 core of the
+// last decade): cycles = adds, so GHz = adds / seconds. Runs on the calling thread.
+double measure_ghz() {
+  double best = 0;
+  for (int rep = 0; rep < 200; ++rep) {  // best of many short runs: robust to lost time slices
+    uint64_t x = 0;
+    const uint64_t iters = 200'000;
+    const double t0 = now();
+    for (uint64_t i = 0; i < iters; ++i)
+      asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                   "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+    const double t = now() - t0;
+    best = std::max(best, iters * 10.0 / t / 1e9);
+  }
+  return best;
+}
+
+// FMA throughput of one thread: 10 independent ymm accumulators (enough to cover 2 pipes × 4-5
+// cycles of latency), 16 flops per FMA. The best ~30 µs chunk over `seconds` is kept, so time
+// slices lost to other processes do not count.
+__attribute__((target("avx2,fma"))) double fma_gflops_one_thread(double seconds) {
+  // Ten named accumulators: an array here can end up in memory at -O2, adding store-forwarding
+  // latency to every chain.
+  __m256 c0 = _mm256_set1_ps(1), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;
+  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  const double t0 = now();
+  double best = 0;
+  while (now() - t0 < seconds) {
+    const double s0 = now();
+    for (int r = 0; r < 10000; ++r) {
+      c0 = _mm256_fmadd_ps(c0, m, a); c1 = _mm256_fmadd_ps(c1, m, a); c2 = _mm256_fmadd_ps(c2, m, a);
+      c3 = _mm256_fmadd_ps(c3, m, a); c4 = _mm256_fmadd_ps(c4, m, a); c5 = _mm256_fmadd_ps(c5, m, a);
+      c6 = _mm256_fmadd_ps(c6, m, a); c7 = _mm256_fmadd_ps(c7, m, a); c8 = _mm256_fmadd_ps(c8, m, a);
+      c9 = _mm256_fmadd_ps(c9, m, a);
+    }
+    best = std::max(best, 10000 * 10.0 * 16.0 / (now() - s0) / 1e9);
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                                 _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)),
+                                               _mm256_add_ps(c8, c9)));
+  if (_mm256_cvtss_f32(s) == 12345.0f) std::printf(" ");
+  return best;
+}
+
+struct Problem {
+  int layout;
+  int64_t M, N, K;
+};
+
+struct Buffers {
+  std::vector<float> a, b, bias, c, packed;
+};
+
+bool g_use_min = false;
+
+// Median seconds of fn over at least `min_reps` runs and `min_time` seconds (after 2 warm-ups).
+template <typename F>
+double median_time(F&& fn, double min_time, int min_reps) {
+  fn();
+  fn();
+  std::vector<double> ts;
+  const double start = now();
+  while (static_cast<int>(ts.size()) < min_reps || (now() - start < min_time && ts.size() < 2000)) {
+    const double t0 = now();
+    fn();
+    ts.push_back(now() - t0);
+  }
+  std::sort(ts.begin(), ts.end());
+  // --stat min: the fastest run, robust to other processes taking the cores (a shared machine).
+  return g_use_min ? ts.front() : ts[ts.size() / 2];
+}
+
+double max_rel_diff(const std::vector<float>& x, const std::vector<float>& y) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) scale = std::max(scale, static_cast<double>(std::fabs(y[i])));
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(x[i]) - y[i]));
+  return worst / std::max(scale, 1e-30);
+}
+
+struct Row {
+  std::string name;
+  double dml, dml_packed, onednn, openblas;
+  bool skinny;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2;
+  bool quick = false;
+  std::string only;
+  double min_time = 0.3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (a == "--quick") quick = true, min_time = 0.1;
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
+    else if (a == "--stat" && i + 1 < argc) g_use_min = std::string(argv[++i]) == "min";
+    else {
+      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--quick] [--only square|transformer] [--min-time S] [--stat median|min]\n");
+      return 2;
+    }
+  }
+  omp_set_num_threads(threads);
+  dml_cpu_openblas_set_threads(threads);
+
+  // ---- the machine's fp32 peak ----
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const double ghz = measure_ghz();
+  const double per_core_theory = ghz * 2 /*FMA pipes*/ * 8 /*lanes*/ * 2 /*flops per FMA*/;
+  const double fma1 = fma_gflops_one_thread(0.5);
+  std::vector<double> per_thread(threads);
+  {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { per_thread[t] = fma_gflops_one_thread(0.5); });
+    for (auto& t : ts) t.join();
+  }
+  double fma_all = 0;
+  for (double g : per_thread) fma_all += g;
+  std::printf("machine: %ld online cores, GEMM ISA path '%s', %d threads, statistic: %s of the timed runs\n", cores,
+              dml_cpu_gemm_isa(), threads, g_use_min ? "minimum" : "median");
+  std::printf("clock (dependent-add chain): %.2f GHz -> computed fp32 peak = %d cores x %.2f GHz x 2 FMA x 8 lanes x 2 "
+              "= %.1f GFLOP/s\n", ghz, threads, ghz, per_core_theory * threads);
+  std::printf("measured FMA-loop peak: 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n\n", fma1, threads, fma_all);
+  const double peak = per_core_theory * threads;
+
+  std::vector<Problem> problems;
+  if (only.empty() || only == "square")
+    for (int64_t s : {256, 512, 1024, 2048, 4096}) problems.push_back({DML_CPU_B_RRR, s, s, s});
+  if (only.empty() || only == "transformer")
+    for (auto kn : {std::pair<int64_t, int64_t>{768, 768}, {768, 3072}, {3072, 768}, {4096, 4096}})
+      for (int64_t m : {1, 8, 16, 32, 128, 512}) problems.push_back({DML_CPU_B_RCR, m, kn.second, kn.first});
+
+  std::printf("%-28s %9s %9s %9s %9s | %8s %8s %8s %8s\n", "problem (GFLOP/s)", "dinoml", "dml-pack", "onednn",
+              "openblas", "dml/dnnl", "pack/dnl", "dml/oblas", "maxdiff");
+  std::vector<Row> rows;
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const Problem& p : problems) {
+    Buffers buf;
+    buf.a.resize(p.M * p.K);
+    buf.b.resize(p.K * p.N);
+    buf.bias.resize(p.N);
+    for (auto* v : {&buf.a, &buf.b, &buf.bias})
+      for (auto& x : *v) x = u(g);
+    std::vector<float> c_dml(p.M * p.N), c_pack(p.M * p.N), c_dnnl(p.M * p.N), c_blas(p.M * p.N);
+    buf.packed.resize(dml_cpu_gemm_packed_b_size(p.N, p.K) / 4 + 16);
+    if (dml_cpu_gemm_pack_b(DML_CPU_F32, p.layout, p.N, p.K, buf.b.data(), buf.packed.data())) {
+      std::fprintf(stderr, "pack_b: %s\n", dml_cpu_last_error());
+      return 1;
+    }
+    if (dml_cpu_onednn_prepare(DML_CPU_F32, p.layout, p.M, p.N, p.K, 0, DML_CPU_EPI_NONE)) {
+      std::fprintf(stderr, "onednn: %s\n", dml_cpu_onednn_last_error());
+      return 1;
+    }
+    const double flops = 2.0 * p.M * p.N * p.K;
+    const int reps = quick ? 3 : 5;
+    auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); };  // let spinning pools sleep
+    Row r;
+    r.skinny = p.M <= 16;
+    char name[64];
+    std::snprintf(name, sizeof name, "%s M%-4lld N%-5lld K%-5lld", p.layout == DML_CPU_B_RRR ? "rrr" : "rcr",
+                  (long long)p.M, (long long)p.N, (long long)p.K);
+    r.name = name;
+    r.dml = flops / median_time([&] { dml_cpu_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(), buf.b.data(),
+                                                   nullptr, nullptr, c_dml.data(), 0); }, min_time, reps) / 1e9;
+    pause();
+    r.dml_packed = flops / median_time([&] { dml_cpu_gemm_prepacked(DML_CPU_F32, p.M, p.N, p.K, buf.a.data(),
+                                                                    buf.packed.data(), nullptr, nullptr,
+                                                                    c_pack.data(), 0); }, min_time, reps) / 1e9;
+    pause();
+    r.onednn = flops / median_time([&] { dml_cpu_onednn_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),
+                                                             buf.b.data(), nullptr, nullptr, c_dnnl.data(), 0); },
+                                   min_time, reps) / 1e9;
+    pause();
+    r.openblas = flops / median_time([&] { dml_cpu_openblas_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),
+                                                                 buf.b.data(), nullptr, nullptr, c_blas.data(), 0); },
+                                     min_time, reps) / 1e9;
+    pause();
+    const double diff = std::max({max_rel_diff(c_dml, c_dnnl), max_rel_diff(c_pack, c_dnnl), max_rel_diff(c_blas, c_dnnl)});
+    std::printf("%-28s %9.1f %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f %8.1e\n", r.name.c_str(), r.dml, r.dml_packed,
+                r.onednn, r.openblas, r.dml / r.onednn, r.dml_packed / r.onednn, r.dml / r.openblas, diff);
+    std::fflush(stdout);
+    rows.push_back(r);
+  }
+
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+  };
+  std::vector<double> r_dnnl, r_pack, r_blas, r_skinny, r_skinny_pack;
+  for (const Row& r : rows) {
+    r_dnnl.push_back(r.dml / r.onednn);
+    r_pack.push_back(r.dml_packed / r.onednn);
+    r_blas.push_back(r.dml / r.openblas);
+    if (r.skinny) r_skinny.push_back(r.dml / r.onednn), r_skinny_pack.push_back(r.dml_packed / r.onednn);
+  }
+  auto mn = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); };
+  std::printf("\nDinoML / oneDNN:            median %.2f  min %.2f\n", median(r_dnnl), mn(r_dnnl));
+  std::printf("DinoML prepacked / oneDNN:  median %.2f  min %.2f\n", median(r_pack), mn(r_pack));
+  std::printf("DinoML / OpenBLAS:          median %.2f  min %.2f\n", median(r_blas), mn(r_blas));
+  if (!r_skinny.empty())
+    std::printf("M <= 16, DinoML / oneDNN:   median %.2f  min %.2f (prepacked: median %.2f min %.2f)\n",
+                median(r_skinny), mn(r_skinny), median(r_skinny_pack), mn(r_skinny_pack));
+  for (const Row& r : rows)
+    if (r.name.find("M2048 N2048 K2048") != std::string::npos)
+      std::printf("2048^3: DinoML %.1f GFLOP/s = %.0f%% of computed peak %.1f (prepacked %.0f%%)\n", r.dml,
+                  100 * r.dml / peak, peak, 100 * r.dml_packed / peak);
+  return 0;
+}

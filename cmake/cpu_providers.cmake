@@ -1,0 +1,46 @@
+# CPU GEMM: per-ISA kernel sources, the vendor "provider" candidate libraries and the op benchmark.
+#
+# kernels/cpu/*.cpp are globbed into dinoml_cpu_kernels by the top-level file; the per-ISA folders
+# are added here, each with its own flags (the driver picks a path by CPUID at load time).
+file(GLOB DINOML_CPU_AVX2_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/avx2/*.cpp)
+target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_AVX2_SRC})
+set_source_files_properties(${DINOML_CPU_AVX2_SRC} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+
+# The kernel tests link the library directly (they test its C ABI, including internal paths
+# selected through dml_cpu_gemm_select_isa).
+if(TARGET dinoml_kernels_tests)
+  target_link_libraries(dinoml_kernels_tests PRIVATE dinoml_cpu_kernels OpenMP::OpenMP_CXX)
+  target_include_directories(dinoml_kernels_tests PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cpu)
+endif()
+
+# Providers: each vendor library is wrapped in its own small shared library with DinoML's GEMM
+# signature, so an artifact carries (and links) a vendor only when the profiler chose it.
+find_path(DINOML_DNNL_INCLUDE dnnl.hpp)
+find_library(DINOML_DNNL_LIB dnnl)
+if(DINOML_DNNL_INCLUDE AND DINOML_DNNL_LIB AND EXISTS ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/onednn_gemm.cpp)
+  add_library(dinoml_cpu_onednn SHARED ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/onednn_gemm.cpp)
+  target_include_directories(dinoml_cpu_onednn PRIVATE ${DINOML_DNNL_INCLUDE} ${CMAKE_SOURCE_DIR}/kernels/cpu)
+  target_link_libraries(dinoml_cpu_onednn PRIVATE ${DINOML_DNNL_LIB} OpenMP::OpenMP_CXX)
+  set_target_properties(dinoml_cpu_onednn PROPERTIES CXX_VISIBILITY_PRESET hidden)
+else()
+  message(STATUS "oneDNN not found (apt-get install libdnnl-dev): the onednn GEMM candidate is not built")
+endif()
+
+find_path(DINOML_CBLAS_INCLUDE cblas.h PATH_SUFFIXES x86_64-linux-gnu/openblas-pthread openblas)
+find_library(DINOML_OPENBLAS_LIB openblas)
+if(DINOML_CBLAS_INCLUDE AND DINOML_OPENBLAS_LIB AND EXISTS ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/openblas_gemm.cpp)
+  add_library(dinoml_cpu_openblas SHARED ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/openblas_gemm.cpp)
+  target_include_directories(dinoml_cpu_openblas PRIVATE ${DINOML_CBLAS_INCLUDE} ${CMAKE_SOURCE_DIR}/kernels/cpu)
+  target_link_libraries(dinoml_cpu_openblas PRIVATE ${DINOML_OPENBLAS_LIB} OpenMP::OpenMP_CXX)
+  set_target_properties(dinoml_cpu_openblas PROPERTIES CXX_VISIBILITY_PRESET hidden)
+else()
+  message(STATUS "OpenBLAS not found (apt-get install libopenblas-dev): the openblas GEMM candidate is not built")
+endif()
+
+# bench/ops/gemm_bench: DinoML vs the providers in one process (docs/benchmarks.md).
+if(TARGET dinoml_cpu_onednn AND TARGET dinoml_cpu_openblas AND EXISTS ${CMAKE_SOURCE_DIR}/bench/ops/gemm_bench.cpp)
+  add_executable(gemm_bench ${CMAKE_SOURCE_DIR}/bench/ops/gemm_bench.cpp)
+  target_include_directories(gemm_bench PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cpu ${CMAKE_SOURCE_DIR}/kernels/common)
+  target_link_libraries(gemm_bench PRIVATE dinoml_cpu_kernels dinoml_cpu_onednn dinoml_cpu_openblas OpenMP::OpenMP_CXX)
+  target_compile_options(gemm_bench PRIVATE -O2)
+endif()

@@ -1,0 +1,50 @@
+// Internal contract between the ISA-neutral GEMM driver (gemm.cpp, gemm_pack.cpp) and the per-ISA
+// compute code (avx2/gemm_avx2.cpp, gemm_generic.cpp). The driver owns blocking, packing, threads
+// and dtype conversion; an ISA table owns only the register tiles and the vectorised epilogue, so a
+// new ISA (avx512/) is one more table, not a new GEMM. Not installed; modules never include it.
+#pragma once
+#include <stdint.h>
+
+namespace dml_cpu::gemm {
+
+// Width of a packed B panel. It is part of the packed-weights format (dml_cpu_gemm_pack_b) and so is
+// shared by every ISA path: an ISA with wider vectors consumes several panels per tile.
+constexpr int64_t kNR = 16;
+// Rows of the register tile every current ISA path uses (6×16 = 12 ymm accumulators on AVX2).
+constexpr int64_t kMR = 6;
+
+// What happens to an fp32 tile before it is stored. `bias` is already fp32 (converted once per
+// call); `d` (residual, ADD epilogues) and the output keep the call's dtype.
+struct Epilogue {
+  int kind = 0;                // dml_cpu_epilogue
+  const float* bias = nullptr; // [N] or nullptr
+  const void* d = nullptr;     // [M, N] with row stride N, or nullptr
+  int dtype = 0;               // dtype of d and of the output
+  int64_t ldd = 0;
+};
+
+struct IsaKernels {
+  const char* name;
+  // c[rows × 16] (row stride ldc) = (accumulate ? c : 0) + A · B over kc, rows in [1, kMR].
+  // A is packed (a[k*kMR + i]) for tile_packed_a, strided fp32 rows (a[i*lda + k]) for tile_rows_a.
+  // B is a packed panel slice: b[k*kNR + j]. All 16 columns are written (padding columns are zero).
+  void (*tile_packed_a)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int rows, bool accumulate);
+  void (*tile_rows_a)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
+                      bool accumulate);
+  // c[i*ldc + j] = (accumulate ? c[i*ldc + j] : 0) + dot(a row i, b row j) over K, for i < mrows (≤ 3),
+  // j < nrows (≤ 4); fp32 rows.
+  void (*dot_rows)(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                   int mrows, int nrows, bool accumulate);
+  // out[(m0+i)*ldo + n0 + j] = epilogue(src[i*lds + j]) for i < rows, j < cols; the residual and the
+  // bias are indexed at (m0 + i, n0 + j). `out` has the epilogue's dtype; src may alias out (fp32).
+  void (*finish)(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m0, int64_t n0, const Epilogue& e,
+                 void* out, int64_t ldo);
+};
+
+const IsaKernels* avx2_kernels();     // avx2/gemm_avx2.cpp (AVX2 + FMA + F16C)
+const IsaKernels* generic_kernels();  // gemm_generic.cpp (portable C++, the reference path)
+
+// The table chosen at library load time from CPUID (DINOML_CPU_GEMM_ISA=generic|avx2 overrides).
+const IsaKernels* active_isa();
+
+}  // namespace dml_cpu::gemm

@@ -1,0 +1,165 @@
+// Packing for the GEMM driver and the packed-weights ABI (dml_cpu_gemm_pack_b & co.).
+//
+// Packed B: a 64-byte header, then ceil(N/16) panels of K×16 floats: element (k, n) of the logical
+// b[K, N] lives in panel n/16 at [k*16 + n%16]; columns past N are zero, so tiles never branch on
+// the N tail. fp16/bf16 weights are widened to fp32 here, once, because this machine has no
+// bf16/fp16 arithmetic: the tiles always multiply fp32.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "gemm_driver.h"
+
+namespace dml_cpu::gemm {
+
+template <typename T>
+void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    float* dst = out + j * K * kNR;
+    const int64_t n0 = j * kNR, nn = std::min(kNR, N - n0);
+    if (layout == DML_CPU_B_RRR) {
+      for (int64_t k = 0; k < K; ++k) {
+        const T* row = b + k * N + n0;
+        float* d = dst + k * kNR;
+        for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
+        for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
+      }
+    } else {
+      // b[N, K]: a transpose. K is walked in chunks so the 16 destination lines of a chunk stay in
+      // L1 while the 16 source rows stream.
+      constexpr int64_t kChunk = 64;
+      for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+        const int64_t kc = std::min(kChunk, K - k0);
+        for (int64_t r = 0; r < kNR; ++r) {
+          float* d = dst + k0 * kNR + r;
+          if (r < nn) {
+            const T* col = b + (n0 + r) * K + k0;
+            for (int64_t k = 0; k < kc; ++k) d[k * kNR] = load_f(col, k);
+          } else {
+            for (int64_t k = 0; k < kc; ++k) d[k * kNR] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int64_t k0, int64_t kc, float* out) {
+  const int64_t nn = std::min(kNR, N - n0);
+  if (layout == DML_CPU_B_RRR) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* row = b + (k0 + k) * N + n0;
+      float* d = out + k * kNR;
+      for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
+      for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
+    }
+  } else {
+    for (int64_t r = 0; r < kNR; ++r) {
+      if (r < nn) {
+        const T* col = b + (n0 + r) * K + k0;
+        for (int64_t k = 0; k < kc; ++k) out[k * kNR + r] = load_f(col, k);
+      } else {
+        for (int64_t k = 0; k < kc; ++k) out[k * kNR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+template <typename T>
+void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* out) {
+  for (int64_t p = 0; p * kMR < mc; ++p) {
+    float* dst = out + p * kc * kMR;
+    const int64_t rows = std::min(kMR, mc - p * kMR);
+    const T* src[kMR];
+    for (int64_t i = 0; i < rows; ++i) src[i] = a + (m0 + p * kMR + i) * lda + k0;
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int64_t i = 0; i < rows; ++i) dst[k * kMR + i] = load_f(src[i], k);
+      for (int64_t i = rows; i < kMR; ++i) dst[k * kMR + i] = 0.0f;
+    }
+  }
+}
+
+#define DML_GEMM_PACK_INSTANTIATE(T)                                                                           \
+  template void pack_b_panels<T>(const T*, int, int64_t, int64_t, float*, int64_t, int64_t);                  \
+  template void pack_b_slice<T>(const T*, int, int64_t, int64_t, int64_t, int64_t, int64_t, float*);          \
+  template void pack_a_block<T>(const T*, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
+DML_GEMM_PACK_INSTANTIATE(float)
+DML_GEMM_PACK_INSTANTIATE(dml_half)
+DML_GEMM_PACK_INSTANTIATE(dml_bfloat16)
+#undef DML_GEMM_PACK_INSTANTIATE
+
+int64_t packed_b_bytes(int64_t N, int64_t K) {
+  return kPackedHeaderBytes + ((N + kNR - 1) / kNR) * K * kNR * static_cast<int64_t>(sizeof(float));
+}
+
+int pack_b_all(int dtype, int layout, int64_t N, int64_t K, const void* b, float* panels, bool parallel) {
+  const int64_t np = (N + kNR - 1) / kNR;
+  return dispatch_float(dtype, "dml_cpu_gemm_pack_b", [&](auto tag) -> int {
+    using T = decltype(tag);
+    const T* bt = static_cast<const T*>(b);
+#pragma omp parallel for schedule(static) if (parallel && np > 1 && N * K > kParallelWork)
+    for (int64_t j = 0; j < np; ++j) pack_b_panels(bt, layout, N, K, panels, j, j + 1);
+    return DML_CPU_OK;
+  });
+}
+
+const float* packed_b_panels(const void* packed, int64_t N, int64_t K, const char* kernel, int* status) {
+  // The panels are read as floats: a misaligned buffer would be undefined behaviour (UBSan).
+  if (reinterpret_cast<uintptr_t>(packed) % alignof(float) != 0) {
+    *status = fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": packed_b must be at least 4-byte aligned");
+    return nullptr;
+  }
+  PackedHeader h;
+  std::memcpy(&h, packed, sizeof h);
+  if (std::memcmp(h.magic, kPackedMagic, sizeof h.magic) != 0 || h.nr != kNR) {
+    *status = fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) +
+                                             ": packed_b was not produced by dml_cpu_gemm_pack_b of this library "
+                                             "(bad header); pack the weights again with dml_cpu_gemm_pack_b");
+    return nullptr;
+  }
+  if (h.n != N || h.k != K) {
+    *status = fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": packed_b holds a " + std::to_string(h.k) + "x" +
+                                             std::to_string(h.n) + " (KxN) operand but the call has K=" +
+                                             std::to_string(K) + ", N=" + std::to_string(N));
+    return nullptr;
+  }
+  *status = DML_CPU_OK;
+  return reinterpret_cast<const float*>(static_cast<const char*>(packed) + kPackedHeaderBytes);
+}
+
+}  // namespace dml_cpu::gemm
+
+using namespace dml_cpu;
+using namespace dml_cpu::gemm;
+
+extern "C" int64_t dml_cpu_gemm_packed_b_size(int64_t N, int64_t K) {
+  if (N < 0 || K < 0) return -1;
+  return packed_b_bytes(N, K);
+}
+
+extern "C" int dml_cpu_gemm_pack_b(int dtype, int b_layout, int64_t N, int64_t K, const void* b, void* packed_b) {
+  if (b_layout != DML_CPU_B_RRR && b_layout != DML_CPU_B_RCR)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_gemm_pack_b: unknown b layout " + std::to_string(b_layout));
+  if (N < 0 || K < 0)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_gemm_pack_b: negative extent (N=" + std::to_string(N) +
+                                          ", K=" + std::to_string(K) + ")");
+  if (!packed_b || (!b && N * K > 0))
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_gemm_pack_b: b and packed_b must not be NULL");
+  // The panels are stored as floats: a misaligned buffer would be undefined behaviour (found by
+  // scripts/sanitize asan: UBSan misaligned store in pack_b_panels).
+  if (reinterpret_cast<uintptr_t>(packed_b) % alignof(float) != 0)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_gemm_pack_b: packed_b must be at least 4-byte aligned "
+                                      "(64-byte alignment is fastest)");
+  PackedHeader h{};
+  std::memcpy(h.magic, kPackedMagic, sizeof h.magic);
+  h.nr = kNR;
+  h.n = N;
+  h.k = K;
+  h.dtype = dtype;
+  std::memcpy(packed_b, &h, sizeof h);
+  float* panels = reinterpret_cast<float*>(static_cast<char*>(packed_b) + kPackedHeaderBytes);
+  return pack_b_all(dtype, b_layout, N, K, b, panels, true);
+}

@@ -1,0 +1,76 @@
+// The candidate table. Why these variants exist:
+//  * gemm: the library default (whatever dml_cpu_gemm currently is) plus the tiled GEMM with
+//    blockings that suit different shapes — small MC/NC for skinny M (more tiles for 2 threads),
+//    a deep KC for large K (fewer C tile passes), and a serial variant for problems so small that
+//    waking the OpenMP team costs more than the work.
+//  * bmm: the thread split (across the batch vs inside each GEMM) is what matters for attention
+//    shapes (many small GEMMs vs few large ones).
+//  * softmax: serial vs split rows — same trade-off as the serial GEMM.
+#include "lower/cpu/candidates.h"
+
+#include <sstream>
+
+namespace dinoml::lower::cpu {
+
+const char* family_name(CandidateFamily f) {
+  switch (f) {
+    case CandidateFamily::gemm: return "gemm";
+    case CandidateFamily::bmm: return "bmm";
+    case CandidateFamily::softmax: return "softmax";
+  }
+  return "?";
+}
+
+const std::vector<KernelCandidate>& candidate_table() {
+  using F = CandidateFamily;
+  // clang-format off
+  static const std::vector<KernelCandidate> table = {
+    // family      name                                   function                extra args            isa  doc
+    {F::gemm,    "dml.gemm.blocked",                    "dml_cpu_gemm",         "",                   "", "library default GEMM"},
+    {F::gemm,    "dml.gemm.tiled.mc48_kc128_nc128",     "dml_cpu_gemm_tiled",   "48, 128, 128, 0",    "", "small tiles: more parallel tiles for skinny M"},
+    {F::gemm,    "dml.gemm.tiled.mc96_kc256_nc256",     "dml_cpu_gemm_tiled",   "96, 256, 256, 0",    "", "L2-sized A block"},
+    {F::gemm,    "dml.gemm.tiled.mc144_kc512_nc512",    "dml_cpu_gemm_tiled",   "144, 512, 512, 0",   "", "deep K blocks, wide C tiles"},
+    {F::gemm,    "dml.gemm.tiled.mc96_kc256_nc256.st",  "dml_cpu_gemm_tiled",   "96, 256, 256, 1",    "", "single-threaded: no OpenMP wake-up"},
+    {F::gemm,    "dml.gemm.path.blocked",               "dml_cpu_gemm_variant", "1, 0",               "", "kernels/cpu/gemm.cpp: B packed per call, A per block (large M)"},
+    {F::gemm,    "dml.gemm.path.slice",                 "dml_cpu_gemm_variant", "2, 0",               "", "kernels/cpu/gemm.cpp: A in place, B packed in L1 slices (small/mid M)"},
+    {F::gemm,    "dml.gemm.path.dot",                   "dml_cpu_gemm_variant", "3, 0",               "", "kernels/cpu/gemm.cpp: fp32 b[N,K] read in place by dot products (skinny M)"},
+    {F::gemm,    "dml.gemm.path.auto.st",               "dml_cpu_gemm_variant", "0, 1",               "", "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
+    {F::bmm,     "dml.bmm.blocked",                     "dml_cpu_bmm",          "",                   "", "library default batched GEMM"},
+    {F::bmm,     "dml.bmm.tiled.over_batch",            "dml_cpu_bmm_tiled",    "96, 256, 256, 1",    "", "threads split the batch"},
+    {F::bmm,     "dml.bmm.tiled.per_gemm",              "dml_cpu_bmm_tiled",    "96, 256, 256, 0",    "", "threads split each GEMM's tiles"},
+    {F::softmax, "dml.softmax.rowwise",                 "dml_cpu_softmax",      "",                   "", "library default (size threshold)"},
+    {F::softmax, "dml.softmax.rows.serial",             "dml_cpu_softmax_rows", "1",                  "", "single-threaded"},
+    {F::softmax, "dml.softmax.rows.parallel",           "dml_cpu_softmax_rows", "0",                  "", "rows split over every thread"},
+  };
+  // clang-format on
+  return table;
+}
+
+bool isa_supported_here(const std::string& isa) {
+  std::stringstream ss(isa);
+  std::string f;
+  while (std::getline(ss, f, ',')) {
+    // __builtin_cpu_supports needs literal names, hence the list.
+    bool ok = f.empty() || (f == "avx2" && __builtin_cpu_supports("avx2")) || (f == "fma" && __builtin_cpu_supports("fma")) ||
+              (f == "avx512f" && __builtin_cpu_supports("avx512f")) ||
+              (f == "avx512bw" && __builtin_cpu_supports("avx512bw")) ||
+              (f == "avx512vl" && __builtin_cpu_supports("avx512vl")) ||
+              (f == "avx512vnni" && __builtin_cpu_supports("avx512vnni")) ||
+              (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16"));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here) {
+  std::vector<KernelCandidate> out;
+  for (const auto& c : candidate_table())
+    if (c.family == f && (!only_supported_here || isa_supported_here(c.isa))) out.push_back(c);
+  return out;
+}
+
+std::string candidate_call(const KernelCandidate& c, const std::string& common_args) {
+  return c.function + "(" + common_args + (c.extra_args.empty() ? "" : ", " + c.extra_args) + ")";
+}
+
+}  // namespace dinoml::lower::cpu

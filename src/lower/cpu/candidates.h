@@ -1,0 +1,44 @@
+// Kernel candidates of the CPU lowering: for each tunable op family, the kernel library
+// functions (and their speed parameters) the profiler may choose from. A candidate's name is
+// stable: it keys the profile cache and execution_plan.json, so renaming one invalidates both.
+//
+// Adding a candidate is one line in candidates.cpp's table: the family's call arguments are
+// fixed (see CandidateFamily), a candidate adds only its function and trailing arguments.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace dinoml::lower::cpu {
+
+// Every candidate of a family takes the family's common arguments, in this order, then its own
+// `extra_args` (dinoml_cpu_kernels.h documents the functions):
+//   gemm:    (dtype, b_layout, M, N, K, a, b, bias, d, c, epilogue [, extra])
+//   bmm:     (dtype, b_layout, batch_rank, batch_shape, a_batch, b_batch, M, N, K, a, b, c [, extra])
+//   softmax: (dtype, outer, axis_len, inner, log, x, y [, extra])
+enum class CandidateFamily { gemm, bmm, softmax };
+
+struct KernelCandidate {
+  CandidateFamily family;
+  std::string name;        // stable, e.g. "dml.gemm.tiled.mc96_kc256_nc256"
+  std::string function;    // C function of libdinoml_cpu_kernels
+  std::string extra_args;  // trailing call arguments ("" for none)
+  std::string isa;         // ISA the kernel needs beyond the module's baseline ("" = none), e.g. "avx512f"
+  std::string doc;         // one line: what this variant does differently
+};
+
+const char* family_name(CandidateFamily f);
+
+// All registered candidates, in table order.
+const std::vector<KernelCandidate>& candidate_table();
+
+// The candidates of `f` usable on this machine, in table order. Index 0 is the family's default
+// (the library's own entry point), used when nothing was measured.
+std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here = true);
+
+// Whether the CPU running the compiler has `isa` (a comma-separated list; "" = yes).
+bool isa_supported_here(const std::string& isa);
+
+// The call statement text "function(common, extra)".
+std::string candidate_call(const KernelCandidate& c, const std::string& common_args);
+
+}  // namespace dinoml::lower::cpu

@@ -1,0 +1,138 @@
+// Kernel selection in the generated module.
+//
+// A tunable node (gemm family, bmm, softmax) has a candidate set (candidates.h). The lowering
+// emits only the candidates chosen for it: one call when every bucket chose the same kernel,
+// otherwise a `switch (b)` on the bucket index run() already computes. A bootstrap module
+// (CpuLowerOptions::bootstrap) additionally exports
+//
+//   int dinoml_module_profile(void* module_state, const int64_t* dims, const void* const* inputs,
+//                             void* const* outputs, void* const* states, void* arena, int slot,
+//                             int candidate, int reps, double* seconds, char* err, size_t errlen);
+//
+// which runs tunable node `slot` (its index in LoweredModule::tunables) with candidate
+// `candidate` `reps` times on the real storage of run() (same arena offsets, constants, inputs)
+// and writes each call's wall time. The profiler (src/tune/profiler.cpp) drives it.
+#include <set>
+
+#include "ir/error.h"
+#include "lower/cpu/emit_context.h"
+
+namespace dinoml::lower::cpu {
+
+using nlohmann::json;
+
+namespace {
+
+std::string names_of(const std::vector<KernelCandidate>& cands) {
+  std::string s;
+  for (const auto& c : cands) s += (s.empty() ? "" : ", ") + c.name;
+  return s;
+}
+
+}  // namespace
+
+json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
+                  std::ostringstream& body, const std::string& wrap_pre, const std::string& wrap_post) {
+  const std::vector<KernelCandidate> cands = candidates_for(family);
+  if (cands.empty()) throw BuildError("no " + std::string(family_name(family)) + " kernel candidate runs on this CPU");
+  const size_t nb = std::max<size_t>(cx.plan.buckets.size(), 1);
+  std::vector<KernelChoice> sel(nb, KernelChoice{cands[0].name, "default (not profiled)", false, json()});
+  if (cx.options) {
+    auto it = cx.options->choices.find(n.name);
+    if (it != cx.options->choices.end()) {
+      if (it->second.size() != nb)
+        throw BuildError("kernel selection for node '" + n.name + "' (" + n.op + ") lists " +
+                         std::to_string(it->second.size()) + " buckets, the graph has " + std::to_string(nb) +
+                         ": the execution plan was made for a different model or dims");
+      sel = it->second;
+    }
+  }
+  std::vector<size_t> idx(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    size_t i = 0;
+    while (i < cands.size() && cands[i].name != sel[b].kernel) ++i;
+    if (i == cands.size())
+      throw BuildError("kernel selection for node '" + n.name + "' (" + n.op + "), bucket " + std::to_string(b) +
+                       ": '" + sel[b].kernel + "' is not a candidate of this node on this CPU (candidates: " +
+                       names_of(cands) + ")");
+    idx[b] = i;
+    if (!cands[i].isa.empty()) cx.extra_isa.push_back(cands[i].isa);
+  }
+  auto call = [&](size_t ci) { return wrap_pre + checked_call(n, candidate_call(cands[ci], common_args)) + wrap_post; };
+
+  const std::set<size_t> distinct(idx.begin(), idx.end());
+  if (distinct.size() == 1) {
+    body << call(idx[0]);
+  } else {
+    // Buckets chose differently: dispatch on the runtime bucket. The last group takes `default`
+    // so the compiler sees every path return.
+    body << "  switch (b) {  // kernel chosen per shape bucket\n";
+    size_t seen = 0;
+    for (size_t ci : distinct) {
+      body << "  ";
+      if (++seen == distinct.size()) body << " default:";
+      else
+        for (size_t b = 0; b < nb; ++b)
+          if (idx[b] == ci) body << " case " << b << ":";
+      body << " {  // " << comment_text(cands[ci].name) << "\n" << call(ci) << "  } break;\n";
+    }
+    body << "  }\n";
+  }
+
+  json names = json::array(), per_bucket = json::array();
+  for (const auto& c : cands) names.push_back(c.name);
+  for (size_t b = 0; b < nb; ++b) {
+    json e = {{"bucket", b}, {"kernel", sel[b].kernel}, {"reason", sel[b].reason}, {"measured", sel[b].measured}};
+    if (b < cx.plan.buckets.size()) e["dims"] = cx.plan.buckets[b].dims;
+    if (!sel[b].timings.is_null()) e["timings"] = sel[b].timings;
+    per_bucket.push_back(e);
+  }
+  const size_t slot = cx.tunables.size();
+  cx.tunables.push_back({{"slot", slot}, {"node", n.name}, {"op", n.op}, {"family", family_name(family)},
+                         {"candidates", names}, {"selected", per_bucket}});
+  if (cx.options && cx.options->bootstrap) {
+    cx.profile_cases << "    case " << slot << ":  // " << comment_text(n.name) << "\n      switch (candidate) {\n";
+    for (size_t ci = 0; ci < cands.size(); ++ci)
+      cx.profile_cases << "      case " << ci << ": {  // " << comment_text(cands[ci].name) << "\n"
+                       << call(ci) << "      } break;\n";
+    cx.profile_cases << "      default: goto bad_slot;\n      }\n      break;\n";
+  }
+  const bool uniform = distinct.size() == 1;
+  std::string reason = uniform ? sel[0].reason : "chosen per shape bucket (see selected_per_bucket)";
+  return {{"node", n.name}, {"op", n.op}, {"tunable", true}, {"family", family_name(family)}, {"candidates", names},
+          {"selected", uniform ? sel[0].kernel : "per bucket"}, {"reason", reason}, {"selected_per_bucket", per_bucket}};
+}
+
+std::string emit_profile_entry(EmitContext& cx, const std::string& storage) {
+  if (!cx.options || !cx.options->bootstrap) return "";
+  std::ostringstream os;
+  os << "#include <time.h>\n\nstatic double dml_now(void) {\n  struct timespec ts;\n  clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+        "  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}\n\n"
+        "// Bootstrap module only: times tunable node `slot` with candidate `candidate` (lower_tunable.cpp).\n"
+        "DML_EXPORT int dinoml_module_profile(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                                     void* const* outputs, void* const* states, void* arena, int slot,\n"
+        "                                     int candidate, int reps, double* seconds, char* err, size_t errlen) {\n"
+        "  (void)inputs; (void)outputs; (void)states;\n"
+        "  const int64_t* d = dims;\n"
+        "  if (dml_check_dims(d, err, errlen)) return 1;\n"
+        "  [[maybe_unused]] const int b = dml_bucket_index(d);\n"
+        "  [[maybe_unused]] const unsigned char* const cbase = (const unsigned char*)module_state;\n"
+        "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n"
+     << storage
+     << "  for (int rep = 0; rep < reps; ++rep) {\n"
+        "    const double dml_start = dml_now();\n"
+        "    switch (slot) {\n"
+     << cx.profile_cases.str()
+     << "    default: goto bad_slot;\n"
+        "    }\n"
+        "    seconds[rep] = dml_now() - dml_start;\n"
+        "  }\n"
+        "  return 0;\n"
+        "bad_slot:\n"
+        "  if (err && errlen) snprintf(err, errlen, \"dinoml_module_profile: no tunable slot %d / candidate %d\", slot, candidate);\n"
+        "  return 1;\n"
+        "}\n\n";
+  return os.str();
+}
+
+}  // namespace dinoml::lower::cpu

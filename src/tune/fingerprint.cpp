@@ -1,0 +1,39 @@
+#include "tune/fingerprint.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "ir/serialize.h"
+#include "lower/cpu/candidates.h"
+
+namespace dinoml::tune {
+
+nlohmann::json HardwareFingerprint::to_json() const {
+  return {{"cpu_model", cpu_model}, {"isa", isa}, {"cores", cores}, {"omp_threads", omp_threads},
+          {"kernel_lib_sha256", kernel_lib_sha256}, {"key", key}};
+}
+
+HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path) {
+  HardwareFingerprint h;
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      h.cpu_model = c == std::string::npos ? line : line.substr(c + 2);
+      break;
+    }
+  if (h.cpu_model.empty()) h.cpu_model = "unknown";
+  for (const char* flag : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"})
+    if (lower::cpu::isa_supported_here(flag)) h.isa += (h.isa.empty() ? "" : ",") + std::string(flag);
+  h.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (const char* t = std::getenv("OMP_NUM_THREADS")) h.omp_threads = t;
+  h.kernel_lib_sha256 = ir::sha256_file(kernel_lib_path);
+  const std::string material = h.cpu_model + "\n" + h.isa + "\n" + std::to_string(h.cores) + "\n" + h.omp_threads +
+                               "\n" + h.kernel_lib_sha256;
+  h.key = ir::sha256_hex(material.data(), material.size());
+  return h;
+}
+
+}  // namespace dinoml::tune

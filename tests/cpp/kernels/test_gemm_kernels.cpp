@@ -1,0 +1,359 @@
+// The GEMM kernels against a naive double-precision reference: every epilogue, odd sizes and
+// tails on each path (dot / skinny / blocked), unaligned pointers, K = 0 and 1, packed weights,
+// fp16/bf16, thread-count independence, and each ISA path this CPU can run (avx2, generic).
+#include <omp.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <dinoml/half.h>
+
+#include "dinoml_cpu_kernels.h"
+
+namespace {
+
+constexpr int kEpilogues[] = {DML_CPU_EPI_NONE,  DML_CPU_EPI_RELU,    DML_CPU_EPI_GELU,
+                              DML_CPU_EPI_FAST_GELU, DML_CPU_EPI_SWISH, DML_CPU_EPI_SIGMOID,
+                              DML_CPU_EPI_TANH,  DML_CPU_EPI_ADD,     DML_CPU_EPI_ADD_RELU};
+
+double act(int epi, double v) {
+  switch (epi) {
+    case DML_CPU_EPI_RELU: case DML_CPU_EPI_ADD_RELU: return v < 0 ? 0 : v;
+    case DML_CPU_EPI_GELU: return 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+    case DML_CPU_EPI_FAST_GELU:  // 0.5v(1 + tanh u) written as v·sigmoid(2u): the same function without
+                                 // the cancellation that makes 1 + tanh u exactly 0 for v < -9 in double
+      return v / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    case DML_CPU_EPI_SWISH: return v / (1 + std::exp(-v));
+    case DML_CPU_EPI_SIGMOID: return 1 / (1 + std::exp(-v));
+    case DML_CPU_EPI_TANH: return std::tanh(v);
+    default: return v;
+  }
+}
+bool has_add(int epi) { return epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU; }
+
+// Operands held as doubles (the values the kernel sees after rounding to the dtype) plus the
+// bytes handed to the kernel.
+struct Operand {
+  std::vector<double> v;
+  std::vector<unsigned char> bytes;  // + 64 spare bytes so an unaligned view stays in bounds
+  void* ptr(size_t offset_bytes) { return bytes.data() + offset_bytes; }
+};
+
+size_t esize(int dtype) { return dtype == DML_CPU_F32 ? 4 : 2; }
+
+Operand make(int dtype, size_t n, uint32_t seed, size_t offset, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  Operand o;
+  o.v.resize(n);
+  o.bytes.assign(n * esize(dtype) + 64, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = u(g);
+    unsigned char* p = o.bytes.data() + offset + i * esize(dtype);
+    if (dtype == DML_CPU_F32) {
+      std::memcpy(p, &f, 4);
+      o.v[i] = f;
+    } else if (dtype == DML_CPU_F16) {
+      const uint16_t h = dml_float_to_half(f);
+      std::memcpy(p, &h, 2);
+      o.v[i] = dml_half_to_float(h);
+    } else {
+      const uint16_t h = dml_float_to_bf16(f);
+      std::memcpy(p, &h, 2);
+      o.v[i] = dml_bf16_to_float(h);
+    }
+  }
+  return o;
+}
+
+double read(int dtype, const void* base, size_t i) {
+  const unsigned char* p = static_cast<const unsigned char*>(base) + i * esize(dtype);
+  if (dtype == DML_CPU_F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dtype == DML_CPU_F16 ? dml_half_to_float(h) : dml_bf16_to_float(h);
+}
+
+struct Case {
+  int dtype = DML_CPU_F32, layout = DML_CPU_B_RRR, epi = DML_CPU_EPI_NONE;
+  int64_t M = 1, N = 1, K = 1;
+  bool bias = true, packed = false;
+  size_t offset = 0;  // bytes added to every pointer (4: float-aligned only, 2: odd for fp32 never used)
+};
+
+std::string describe(const Case& c) {
+  return "dtype=" + std::to_string(c.dtype) + " layout=" + std::to_string(c.layout) + " epi=" +
+         std::to_string(c.epi) + " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
+         std::to_string(c.K) + " bias=" + std::to_string(c.bias) + " packed=" + std::to_string(c.packed) +
+         " offset=" + std::to_string(c.offset);
+}
+
+// Runs one case; returns the output (as doubles) after checking it against the reference.
+std::vector<double> run_and_check(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  const uint32_t seed = static_cast<uint32_t>(c.M * 131 + c.N * 17 + c.K * 7 + c.epi);
+  Operand a = make(c.dtype, c.M * c.K, seed, c.offset);
+  Operand b = make(c.dtype, c.K * c.N, seed + 1, c.offset);
+  Operand bias = make(c.dtype, c.N, seed + 2, c.offset);
+  Operand d = make(c.dtype, c.M * c.N, seed + 3, c.offset);
+  std::vector<unsigned char> out(c.M * c.N * esize(c.dtype) + 64, 0xcd);
+  void* cptr = out.data() + c.offset;
+  int st;
+  if (c.packed) {
+    std::vector<unsigned char> pk(dml_cpu_gemm_packed_b_size(c.N, c.K) + 64);
+    void* pkp = pk.data() + 4;  // the packed form holds floats: 4-byte alignment is the contract
+    EXPECT_EQ(dml_cpu_gemm_pack_b(c.dtype, c.layout, c.N, c.K, b.ptr(c.offset), pkp), 0) << dml_cpu_last_error();
+    st = dml_cpu_gemm_prepacked(c.dtype, c.M, c.N, c.K, a.ptr(c.offset), pkp, c.bias ? bias.ptr(c.offset) : nullptr,
+                                has_add(c.epi) ? d.ptr(c.offset) : nullptr, cptr, c.epi);
+  } else {
+    st = dml_cpu_gemm(c.dtype, c.layout, c.M, c.N, c.K, a.ptr(c.offset), b.ptr(c.offset),
+                      c.bias ? bias.ptr(c.offset) : nullptr, has_add(c.epi) ? d.ptr(c.offset) : nullptr, cptr, c.epi);
+  }
+  EXPECT_EQ(st, 0) << dml_cpu_last_error();
+  // Output dtype rounding dominates for fp16/bf16; for fp32 the bound is the epilogue's 1e-5
+  // relative accuracy plus fp32 accumulation error (a few ulps of Σ|a·b|).
+  const double rel = c.dtype == DML_CPU_F32 ? 1e-5 : c.dtype == DML_CPU_F16 ? 1.5e-3 : 1.2e-2;
+  std::vector<double> got(c.M * c.N);
+  int bad = 0;
+  for (int64_t m = 0; m < c.M; ++m)
+    for (int64_t n = 0; n < c.N; ++n) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        const double bv = c.layout == DML_CPU_B_RRR ? b.v[k * c.N + n] : b.v[n * c.K + k];
+        s += a.v[m * c.K + k] * bv;
+        mag += std::fabs(a.v[m * c.K + k] * bv);
+      }
+      if (c.bias) s += bias.v[n], mag += std::fabs(bias.v[n]);
+      if (has_add(c.epi)) s += d.v[m * c.N + n], mag += std::fabs(d.v[m * c.N + n]);
+      const double ref = act(c.epi, s);
+      const double g = read(c.dtype, cptr, m * c.N + n);
+      got[m * c.N + n] = g;
+      const double tol = rel * std::fabs(ref) + (c.dtype == DML_CPU_F32 ? 2e-6 : rel) * mag + 1e-30;
+      if (!(std::fabs(g - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "c[" << m << "," << n << "] = " << g << ", reference " << ref << " (tol " << tol << ")";
+    }
+  // Nothing written past the end of c.
+  for (size_t i = c.offset + c.M * c.N * esize(c.dtype); i < out.size(); ++i)
+    if (out[i] != 0xcd) {
+      ADD_FAILURE() << "write past the end of c at byte " << i;
+      break;
+    }
+  return got;
+}
+
+// Shapes that reach every path and tail: M ≤ 16 (dot for fp32 RCR, skinny otherwise), M > 16
+// blocked with M % 6 ≠ 0, N % 16 ≠ 0, K across the KC block boundary.
+const int64_t kShapes[][3] = {{1, 1, 1},    {1, 17, 33},  {3, 7, 3},    {7, 33, 17},  {16, 48, 64},
+                              {17, 3, 7},   {33, 100, 1}, {33, 33, 300}, {70, 129, 260}, {1, 70, 1030}};
+
+TEST(GemmKernels, EveryEpilogueEveryPathFloat32) {
+  for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
+    for (int epi : kEpilogues)
+      for (const auto& s : kShapes) {
+        Case c;
+        c.layout = layout;
+        c.epi = epi;
+        c.M = s[0], c.N = s[1], c.K = s[2];
+        c.bias = (s[0] + s[1]) % 2 == 0 || epi == DML_CPU_EPI_NONE;
+        run_and_check(c);
+      }
+}
+
+TEST(GemmKernels, HalfAndBfloat16) {
+  for (int dtype : {DML_CPU_F16, DML_CPU_BF16})
+    for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
+      for (int epi : {DML_CPU_EPI_NONE, DML_CPU_EPI_GELU, DML_CPU_EPI_ADD_RELU})
+        for (const auto& s : {std::array<int64_t, 3>{1, 17, 33}, {7, 33, 17}, {33, 33, 300}, {70, 129, 20}})
+          for (bool packed : {false, true}) {
+            Case c;
+            c.dtype = dtype, c.layout = layout, c.epi = epi, c.packed = packed;
+            c.M = s[0], c.N = s[1], c.K = s[2];
+            run_and_check(c);
+          }
+}
+
+TEST(GemmKernels, UnalignedPointers) {
+  for (int dtype : {DML_CPU_F32, DML_CPU_F16})
+    for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
+      for (const auto& s : {std::array<int64_t, 3>{3, 17, 33}, {40, 37, 21}}) {
+        Case c;
+        c.dtype = dtype, c.layout = layout, c.epi = DML_CPU_EPI_ADD;
+        c.M = s[0], c.N = s[1], c.K = s[2];
+        c.offset = dtype == DML_CPU_F32 ? 4 : 2;  // element-aligned, never 16/32-byte aligned
+        run_and_check(c);
+        c.packed = true;
+        run_and_check(c);
+      }
+}
+
+TEST(GemmKernels, ZeroAndUnitDepth) {
+  for (int epi : {DML_CPU_EPI_NONE, DML_CPU_EPI_SIGMOID, DML_CPU_EPI_ADD_RELU})
+    for (int64_t M : {1, 5, 20}) {
+      Case c;
+      c.epi = epi, c.M = M, c.N = 19, c.K = 0;
+      run_and_check(c);  // c = epilogue(bias + d)
+      c.K = 1;
+      run_and_check(c);
+      c.packed = true;
+      run_and_check(c);
+    }
+  // Empty outputs are a no-op.
+  EXPECT_EQ(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, 0, 5, 5, nullptr, nullptr, nullptr, nullptr, nullptr, 0), 0);
+}
+
+// For b[K, N] the packed weights feed the same tiles with the same values in the same order as
+// per-call packing, so the results are bitwise identical. (fp32 b[N, K] with small M is read in
+// place by dot products, a different summation order: compared within tolerance everywhere else.)
+TEST(GemmKernels, PrepackedMatchesUnpackedBitwise) {
+  for (int layout : {DML_CPU_B_RRR})
+    for (const auto& s : {std::array<int64_t, 3>{5, 40, 300}, {17, 33, 65}, {100, 64, 513}}) {
+      Case c;
+      c.layout = layout, c.epi = DML_CPU_EPI_FAST_GELU, c.M = s[0], c.N = s[1], c.K = s[2];
+      const auto plain = run_and_check(c);
+      c.packed = true;
+      const auto packed = run_and_check(c);
+      EXPECT_EQ(plain, packed) << describe(c);
+    }
+}
+
+// The thread split changes which thread computes a block, never the order of the K sums.
+TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
+  const int saved = omp_get_max_threads();
+  for (const auto& s : {std::array<int64_t, 3>{8, 300, 200}, {200, 150, 300}, {130, 520, 64}}) {
+    Case c;
+    c.epi = DML_CPU_EPI_SWISH, c.M = s[0], c.N = s[1], c.K = s[2];
+    omp_set_num_threads(1);
+    const auto one = run_and_check(c);
+    omp_set_num_threads(2);
+    const auto two = run_and_check(c);
+    omp_set_num_threads(3);  // more threads than cores: uneven block counts
+    const auto three = run_and_check(c);
+    EXPECT_EQ(one, two) << describe(c);
+    EXPECT_EQ(one, three) << describe(c);
+  }
+  omp_set_num_threads(saved);
+}
+
+// Each ISA path this CPU can run passes the same checks.
+TEST(GemmKernels, EveryIsaPath) {
+  const std::string initial = dml_cpu_gemm_isa();
+  for (const char* isa : {"avx2", "generic"}) {
+    if (dml_cpu_gemm_select_isa(isa) != 0) {
+      std::printf("ISA path %s cannot run on this CPU: skipped (%s)\n", isa, dml_cpu_last_error());
+      continue;
+    }
+    SCOPED_TRACE(isa);
+    EXPECT_STREQ(dml_cpu_gemm_isa(), isa);
+    for (int epi : kEpilogues)
+      for (const auto& s : {std::array<int64_t, 3>{3, 21, 40}, {29, 35, 300}}) {
+        Case c;
+        c.epi = epi, c.M = s[0], c.N = s[1], c.K = s[2], c.layout = epi % 2;
+        run_and_check(c);
+      }
+  }
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+  EXPECT_NE(dml_cpu_gemm_select_isa("avx1024"), 0);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("avx1024"), std::string::npos);
+}
+
+// Every activation over a dense grid including the far tails, with a single exact product
+// (a = 1, b = x) so the only error is the vectorised math: relative error ≤ 1e-5. Results below
+// 1e-35 (about 100·FLT_MIN, where float has lost its precision anyway) may flush to zero.
+TEST(GemmKernels, EpilogueMathAccuracy) {
+  std::vector<float> xs;
+  for (float x = -30.0f; x <= 30.0f; x += 0.0137f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-7f, -1e-7f, 1e-3f, -1e-3f, 0.625f, -0.625f, 0.6249f, 88.0f, -88.0f})
+    xs.push_back(x);
+  const int64_t N = static_cast<int64_t>(xs.size());
+  for (int epi : {DML_CPU_EPI_GELU, DML_CPU_EPI_FAST_GELU, DML_CPU_EPI_SWISH, DML_CPU_EPI_SIGMOID,
+                  DML_CPU_EPI_TANH}) {
+    const float one = 1.0f;
+    std::vector<float> out(N);
+    ASSERT_EQ(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, 1, N, 1, &one, xs.data(), nullptr, nullptr, out.data(), epi), 0);
+    int bad = 0;
+    for (int64_t i = 0; i < N; ++i) {
+      const double ref = act(epi, xs[i]);
+      if (!(std::fabs(out[i] - ref) <= 1e-5 * std::fabs(ref) + 1e-35) && bad++ < 5)
+        ADD_FAILURE() << "epilogue " << epi << " at x=" << xs[i] << ": " << out[i] << " vs " << ref;
+    }
+  }
+}
+
+TEST(GemmKernels, ClearErrors) {
+  float x = 0;
+  EXPECT_EQ(dml_cpu_gemm(DML_CPU_F32, 7, 1, 1, 1, &x, &x, nullptr, nullptr, &x, 0), DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("b layout"), std::string::npos);
+  EXPECT_EQ(dml_cpu_gemm(DML_CPU_F32, 0, 1, 1, 1, &x, &x, nullptr, nullptr, &x, DML_CPU_EPI_ADD), DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("residual"), std::string::npos);
+  EXPECT_EQ(dml_cpu_gemm(DML_CPU_I32, 0, 1, 1, 1, &x, &x, nullptr, nullptr, &x, 0), DML_CPU_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("int32"), std::string::npos);
+  // A packed buffer of another shape is refused, naming both shapes.
+  std::vector<float> b(12), pk(dml_cpu_gemm_packed_b_size(4, 3) / 4 + 1);
+  ASSERT_EQ(dml_cpu_gemm_pack_b(DML_CPU_F32, DML_CPU_B_RRR, 4, 3, b.data(), pk.data()), 0);
+  std::vector<float> a(30), c(40);
+  EXPECT_EQ(dml_cpu_gemm_prepacked(DML_CPU_F32, 2, 4, 5, a.data(), pk.data(), nullptr, nullptr, c.data(), 0),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("K=5"), std::string::npos);
+  std::vector<float> junk(64, 1.0f);
+  EXPECT_EQ(dml_cpu_gemm_prepacked(DML_CPU_F32, 2, 4, 3, a.data(), junk.data(), nullptr, nullptr, c.data(), 0),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("dml_cpu_gemm_pack_b"), std::string::npos);
+}
+
+TEST(GemmKernels, BatchedWithBroadcast) {
+  const int64_t B = 3, M = 19, N = 21, K = 35;
+  Operand a = make(DML_CPU_F32, B * M * K, 1, 0), b = make(DML_CPU_F32, K * N, 2, 0);
+  std::vector<float> c(B * M * N);
+  const int64_t ys[] = {B}, as[] = {B}, bs[] = {1};
+  ASSERT_EQ(dml_cpu_bmm(DML_CPU_F32, DML_CPU_B_RRR, 1, ys, as, bs, M, N, K, a.ptr(0), b.ptr(0), c.data()), 0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += a.v[(i * M + m) * K + k] * b.v[k * N + n];
+        ASSERT_NEAR(c[(i * M + m) * N + n], s, 1e-5);
+      }
+}
+
+}  // namespace
+
+namespace {
+
+// The profiler's forced variants: every path and thread count gives the reference's answer.
+TEST(GemmKernels, ForcedPathsAndThreads) {
+  for (int path = 0; path <= 3; ++path)
+    for (int threads : {0, 1, 2})
+      for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
+        for (const auto& s : {std::array<int64_t, 3>{1, 35, 70}, {23, 40, 520}, {90, 17, 9}}) {
+          const int64_t M = s[0], N = s[1], K = s[2];
+          Operand a = make(DML_CPU_F32, M * K, 11, 0), b = make(DML_CPU_F32, K * N, 12, 0);
+          Operand bias = make(DML_CPU_F32, N, 13, 0);
+          std::vector<float> c(M * N);
+          ASSERT_EQ(dml_cpu_gemm_variant(DML_CPU_F32, layout, M, N, K, a.ptr(0), b.ptr(0), bias.ptr(0), nullptr,
+                                         c.data(), DML_CPU_EPI_RELU, path, threads),
+                    0)
+              << dml_cpu_last_error();
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              double r = bias.v[n];
+              for (int64_t k = 0; k < K; ++k)
+                r += a.v[m * K + k] * (layout == DML_CPU_B_RRR ? b.v[k * N + n] : b.v[n * K + k]);
+              ASSERT_NEAR(c[m * N + n], r < 0 ? 0 : r, 1e-5 * (1 + std::fabs(r)))
+                  << "path " << path << " threads " << threads << " layout " << layout << " M=" << M;
+            }
+        }
+  float x = 0;
+  EXPECT_EQ(dml_cpu_gemm_variant(DML_CPU_F32, 0, 1, 1, 1, &x, &x, nullptr, nullptr, &x, 0, 9, 0), DML_CPU_ERR_ARGUMENT);
+}
+
+}  // namespace
