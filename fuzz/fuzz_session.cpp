@@ -158,6 +158,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   dinoml_status st = dinoml_session_run(l.session, in.tensors.empty() ? nullptr : in.tensors.data(), in.tensors.size(),
                                         out.tensors.empty() ? nullptr : out.tensors.data(), out.tensors.size());
+  static const bool verbose = std::getenv("DINOML_FUZZ_VERBOSE") != nullptr;  // harness debugging
+  if (verbose) std::fprintf(stderr, "run: %s %s\n", dinoml_status_name(st), st ? dinoml_last_error() : "");
   if (st == DINOML_OK) {
     // Every produced output must be readable in full: let ASan check the runtime's pointers.
     volatile uint8_t sink = 0;
