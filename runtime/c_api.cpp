@@ -148,4 +148,17 @@ dinoml_status dinoml_session_reset_states(dinoml_session* session) {
 
 size_t dinoml_session_arena_bytes(const dinoml_session* session) { return session ? session->impl.arena_bytes() : 0; }
 
+dinoml_status dinoml_session_memory_info(const dinoml_session* session, dinoml_session_memory* out) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!out) fail(DINOML_ERR_INVALID_ARGUMENT, "out is NULL");
+    // memory() locks the session's mutex: it is logically const.
+    *out = const_cast<dinoml_session*>(session)->impl.memory(sizeof(dinoml_session));
+  });
+}
+
+size_t dinoml_session_overhead_bytes(size_t num_states, size_t num_outputs) {
+  return Session::overhead_bytes(sizeof(dinoml_session), num_states, num_outputs);
+}
+
 }  // extern "C"

@@ -39,6 +39,7 @@ class Module {
   const Metadata& metadata() const noexcept { return metadata_; }
   const ModuleEntryPoints& entry() const noexcept { return entry_; }
   void* module_state() const noexcept { return module_state_; }
+  size_t constants_bytes() const noexcept { return constants_.size(); }
 
   const std::vector<dinoml_tensor_info>& input_infos() const noexcept { return input_infos_; }
   const std::vector<dinoml_tensor_info>& output_infos() const noexcept { return output_infos_; }

@@ -179,6 +179,28 @@ void Session::set_state(const char* name, const void* src, size_t nbytes) {
   if (st.nbytes) std::memcpy(states_[i].data(), src, st.nbytes);
 }
 
+size_t Session::overhead_bytes(size_t wrapper_bytes, size_t num_states, size_t num_outputs) noexcept {
+  // glibc: a heap chunk carries a 16-byte header; an aligned allocation may keep up to one
+  // alignment unit of padding; allocations from mmap (large arenas) are rounded to a page.
+  constexpr size_t kChunkHeader = 16;
+  constexpr size_t kPerBuffer = kChunkHeader + kBufferAlignment + 4096;
+  const size_t buffers = 1 + num_states + num_outputs;  // arena + states + outputs
+  const size_t handles = (num_states + num_outputs) * sizeof(AlignedBuffer) + 2 * kChunkHeader;  // two vectors
+  return wrapper_bytes + kChunkHeader + handles + buffers * kPerBuffer;
+}
+
+dinoml_session_memory Session::memory(size_t wrapper_bytes) {
+  std::lock_guard lock(mutex_);
+  dinoml_session_memory m{};
+  m.arena_bytes = arena_.capacity();
+  for (const AlignedBuffer& s : states_) m.state_bytes += s.capacity();
+  for (const AlignedBuffer& o : outputs_) m.output_bytes += o.capacity();
+  m.overhead_bytes = overhead_bytes(wrapper_bytes, states_.size(), outputs_.size());
+  m.total_bytes = m.arena_bytes + m.state_bytes + m.output_bytes + m.overhead_bytes;
+  m.constants_bytes = module_->constants_bytes();
+  return m;
+}
+
 void Session::reset_states() {
   std::lock_guard lock(mutex_);
   for (AlignedBuffer& s : states_) s.zero();

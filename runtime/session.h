@@ -23,6 +23,11 @@ class Session {
   void set_state(const char* name, const void* src, size_t nbytes);
   void reset_states();
   size_t arena_bytes() const noexcept { return arena_bytes_.load(std::memory_order_relaxed); }
+  // Buffers held now (arena, states, runtime-owned outputs); `wrapper_bytes` is the size of the
+  // C handle that embeds the session. Takes the session's mutex.
+  dinoml_session_memory memory(size_t wrapper_bytes);
+  // Upper bound of the fixed overhead (see dinoml_session_overhead_bytes).
+  static size_t overhead_bytes(size_t wrapper_bytes, size_t num_states, size_t num_outputs) noexcept;
 
  private:
   size_t state_index(const char* name) const;

@@ -138,6 +138,27 @@ DINOML_API dinoml_status dinoml_session_reset_states(dinoml_session* session);
 /* Bytes of the arena the session holds now (grows to the largest bucket used so far). */
 DINOML_API size_t dinoml_session_arena_bytes(const dinoml_session* session);
 
+/* The memory a session holds. A session owns exactly: its arena (the memory plan of the largest
+ * bucket it has run, from metadata.json), its states, the outputs it allocated for callers that
+ * passed no buffer, and a fixed overhead (bookkeeping and allocator headers) that depends only
+ * on the number of states and outputs — dinoml_session_overhead_bytes(). Constants are mapped
+ * read-only once per loaded module and shared by all its sessions, so they are reported but not
+ * counted in total_bytes. Every buffer is rounded up to 64 bytes. */
+typedef struct dinoml_session_memory {
+  size_t arena_bytes;
+  size_t state_bytes;
+  size_t output_bytes;
+  size_t overhead_bytes;
+  size_t total_bytes;     /* arena + states + outputs + overhead */
+  size_t constants_bytes; /* shared by the module's sessions; not in total_bytes */
+} dinoml_session_memory;
+DINOML_API dinoml_status dinoml_session_memory_info(const dinoml_session* session, dinoml_session_memory* out);
+
+/* Upper bound of a session's fixed overhead for a model with these counts: the session object,
+ * buffer handles, and per-buffer allocator headers and page rounding. The same number
+ * dinoml_session_memory_info reports and `dinoml inspect` prints. */
+DINOML_API size_t dinoml_session_overhead_bytes(size_t num_states, size_t num_outputs);
+
 #ifdef __cplusplus
 }
 #endif

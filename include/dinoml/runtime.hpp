@@ -279,6 +279,11 @@ class Session {
   }
   void reset_states() { check(dinoml_session_reset_states(handle_.get())); }
   size_t arena_bytes() const { return dinoml_session_arena_bytes(handle_.get()); }
+  dinoml_session_memory memory() const {
+    dinoml_session_memory m{};
+    check(dinoml_session_memory_info(handle_.get(), &m));
+    return m;
+  }
 
   const Module& module() const noexcept { return module_; }
   dinoml_session* get() const noexcept { return handle_.get(); }

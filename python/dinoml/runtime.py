@@ -126,6 +126,11 @@ class Session:
         """Bytes of the arena held now (grows to the largest bucket run so far)."""
         return self._s.arena_bytes
 
+    def memory(self) -> dict:
+        """Heap the session holds: arena + states + session-owned outputs + a fixed overhead
+        (``total_bytes``); ``constants_bytes`` are mapped once per module and shared."""
+        return self._s.memory()
+
     def __repr__(self):
         return f"<dinoml.runtime.Session of '{self.module.name}', arena {self.arena_bytes} B>"
 

@@ -243,7 +243,19 @@ void bind_runtime(py::module_& m) {
         std::lock_guard<std::mutex> lock(s.mu);
         check(dinoml_session_reset_states(s.handle));
       })
-      .def_property_readonly("arena_bytes", [](const Session& s) { return dinoml_session_arena_bytes(s.handle); });
+      .def_property_readonly("arena_bytes", [](const Session& s) { return dinoml_session_arena_bytes(s.handle); })
+      .def("memory", [](const Session& s) {
+        dinoml_session_memory m{};
+        check(dinoml_session_memory_info(s.handle, &m));
+        py::dict d;
+        d["arena_bytes"] = m.arena_bytes;
+        d["state_bytes"] = m.state_bytes;
+        d["output_bytes"] = m.output_bytes;
+        d["overhead_bytes"] = m.overhead_bytes;
+        d["total_bytes"] = m.total_bytes;
+        d["constants_bytes"] = m.constants_bytes;
+        return d;
+      });
 }
 
 }  // namespace dinoml::py_ext

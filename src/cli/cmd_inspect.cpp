@@ -5,6 +5,10 @@
 #include <iostream>
 
 #include "cli/cli.h"
+#include "ir/dtype.h"
+#include "ir/int_expr.h"
+
+#include <dinoml/runtime.h>
 
 namespace dinoml::cli {
 namespace fs = std::filesystem;
@@ -28,6 +32,37 @@ static std::string human_bytes(uint64_t b) {
   return o.str();
 }
 
+static uint64_t round64(uint64_t b) { return b == 0 ? 64 : (b + 63) / 64 * 64; }
+
+// What a session of this artifact holds at each bucket (the runtime's dinoml_session_memory):
+// the planned arena, the states, the outputs when the caller passes no buffers (each rounded to
+// 64 bytes, as the runtime allocates them) and the runtime's fixed overhead bound.
+static json session_memory(const json& meta) {
+  const json& states = meta["states"];
+  const json& outputs = meta["outputs"];
+  uint64_t state_bytes = 0;
+  for (const auto& st : states) state_bytes += round64(st.value("nbytes", uint64_t{0}));
+  const uint64_t overhead = dinoml_session_overhead_bytes(states.size(), outputs.size());
+  json rows = json::array();
+  for (const auto& b : meta["memory_plan"]["buckets"]) {
+    std::map<std::string, int64_t> dims;
+    for (const auto& [k, v] : b["dims"].items()) dims[k] = v.get<int64_t>();
+    uint64_t out_bytes = 0;
+    for (const auto& o : outputs) {
+      uint64_t n = ir::dtype_size(ir::dtype_from_name_or_throw(o["dtype"].get<std::string>()));
+      for (int64_t e : ir::eval_shape(ir::shape_from_json(o["shape"]), dims)) n *= static_cast<uint64_t>(e);
+      out_bytes += round64(n);
+    }
+    const uint64_t arena = b.value("arena_bytes", uint64_t{0});
+    const uint64_t arena_held = arena ? round64(arena) : 0;
+    rows.push_back({{"dims", b["dims"]}, {"arena_bytes", arena_held}, {"state_bytes", state_bytes},
+                    {"output_bytes", out_bytes}, {"overhead_bytes", overhead},
+                    {"total_bytes", arena_held + state_bytes + out_bytes + overhead}});
+  }
+  return {{"buckets", rows}, {"constants_bytes", meta.value("constants_bytes", uint64_t{0})},
+          {"overhead_bytes", overhead}};
+}
+
 int cmd_inspect(const std::string& artifact, bool as_json) {
   fs::path dir(artifact);
   json manifest = read_json_file((dir / "manifest.json").string());
@@ -40,7 +75,7 @@ int cmd_inspect(const std::string& artifact, bool as_json) {
     if (fs::exists(dir / f)) total += fs::file_size(dir / f);
   if (as_json) {
     std::cout << json{{"manifest", manifest}, {"metadata", meta}, {"kernels", kernels}, {"generated_kernels", codegen},
-                      {"total_bytes", total}}.dump(1)
+                      {"total_bytes", total}, {"session_memory", session_memory(meta)}}.dump(1)
               << "\n";
     return 0;
   }
@@ -103,6 +138,15 @@ int cmd_inspect(const std::string& artifact, bool as_json) {
     uint64_t arena = b.value("arena_bytes", uint64_t{0});
     std::cout << "  bucket " << b["dims"].dump() << ": arena " << human_bytes(arena) << ", " << b["allocations"].size()
               << " buffers\n";
+  }
+  const json sm = session_memory(meta);
+  std::cout << "session memory (per session; constants " << human_bytes(sm["constants_bytes"].get<uint64_t>())
+            << " are mapped once per module and shared)\n";
+  for (const auto& r : sm["buckets"]) {
+    std::cout << "  bucket " << r["dims"].dump() << ": " << human_bytes(r["total_bytes"].get<uint64_t>()) << " = arena "
+              << human_bytes(r["arena_bytes"].get<uint64_t>()) << " + states " << human_bytes(r["state_bytes"].get<uint64_t>())
+              << " + outputs " << human_bytes(r["output_bytes"].get<uint64_t>()) << " (when no output buffers are passed)"
+              << " + overhead " << human_bytes(r["overhead_bytes"].get<uint64_t>()) << "\n";
   }
   std::cout << "sizes: constants " << human_bytes(meta.value("constants_bytes", uint64_t{0})) << ", artifact "
             << human_bytes(total) << "\n";

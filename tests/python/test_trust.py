@@ -254,3 +254,35 @@ def test_two_clean_build_directories_give_byte_identical_artifacts():
                        capture_output=True, text=True, timeout=3600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "REPRODUCIBLE" in r.stdout
+
+
+# ---- session memory (issue 8: arena + reported constant overhead, shown by inspect) -----------
+
+def test_inspect_reports_session_memory_that_the_runtime_confirms(tb_dir):
+    r = _cli("inspect", str(tb_dir), "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)["session_memory"]
+    meta = json.loads((tb_dir / "metadata.json").read_text())
+    plan = meta["memory_plan"]["buckets"]
+    assert len(report["buckets"]) == len(plan)
+    assert report["constants_bytes"] == meta["constants_bytes"]
+    for row, b in zip(report["buckets"], plan):
+        assert row["dims"] == b["dims"]
+        assert row["arena_bytes"] >= b["arena_bytes"] and row["arena_bytes"] - b["arena_bytes"] < 64
+        assert row["total_bytes"] == row["arena_bytes"] + row["state_bytes"] + row["output_bytes"] + row["overhead_bytes"]
+        assert row["overhead_bytes"] == report["overhead_bytes"]  # constant across buckets
+    text = _cli("inspect", str(tb_dir)).stdout
+    assert "session memory" in text and "overhead" in text
+
+    # A live session at each bucket's upper bound holds exactly what inspect predicted.
+    mod = dml.runtime.load(str(tb_dir))
+    x_info = mod.inputs[0]
+    for row in report["buckets"]:
+        sess = mod.create_session()
+        shape = [row["dims"][a] if isinstance(a, str) else a for a in x_info.shape]
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        sess.run({x_info.name: x})
+        got = sess.memory()
+        assert {k: got[k] for k in ("arena_bytes", "state_bytes", "output_bytes", "overhead_bytes", "total_bytes")} == \
+            {k: row[k] for k in ("arena_bytes", "state_bytes", "output_bytes", "overhead_bytes", "total_bytes")}, row["dims"]
+        assert got["constants_bytes"] == report["constants_bytes"]
