@@ -108,6 +108,20 @@ DML_CPU_API int dml_cpu_argmax(int dtype, int64_t outer, int64_t axis_len, int64
 DML_CPU_API int dml_cpu_softmax(int dtype, int64_t outer, int64_t axis_len, int64_t inner, int log, const void* x,
                                 void* y);
 
+/* ---- attention ------------------------------------------------------------------------------
+ * Fused scaled-dot-product attention, streamed over key blocks with an online softmax: the
+ * [lq, lk] score matrix is never materialised (per thread: one query block × one key block).
+ * q [B, lq, d], k [B, lk, d], v [B, lk, dv], y [B, lq, dv], contiguous, one float dtype; B =
+ * product of batch_shape[0..nbd) (nbd <= 8). mask may be NULL (mask_dtype ignored); otherwise
+ * mask_dtype is DML_CPU_BOOL (nonzero = attend) or the float dtype (added to the scores) and
+ * element (b, i, j) is at index Σ idx_a(b)·mask_bstride[a] + i·mask_si + j·mask_sj, idx(b) being
+ * b unravelled over batch_shape (broadcast axes have stride 0). causal: keys j > i are masked.
+ * scale <= 0 means 1/sqrt(d). Rows with every key masked give NaN. */
+DML_CPU_API int dml_cpu_sdpa(int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
+                             int64_t dv, const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
+                             const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal, float scale,
+                             void* y);
+
 /* ---- norms (float dtypes; gamma/beta/weight share the dtype and may be NULL) --------------- */
 DML_CPU_API int dml_cpu_layer_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* gamma,
                                    const void* beta, float eps, void* y);

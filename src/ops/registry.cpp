@@ -96,6 +96,7 @@ const Registry& Registry::global() {
     register_norm_ops(reg);
     register_shape_ops(reg);
     register_misc_ops(reg);
+    register_attention_ops(reg);
     return reg;
   }();
   return r;

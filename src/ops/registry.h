@@ -100,5 +100,6 @@ void register_reduce_ops(Registry& r);
 void register_norm_ops(Registry& r);
 void register_shape_ops(Registry& r);
 void register_misc_ops(Registry& r);  // output, state_assign, fused_elementwise
+void register_attention_ops(Registry& r);  // scaled_dot_product_attention
 
 }  // namespace dinoml::ops

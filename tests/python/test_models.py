@@ -81,11 +81,12 @@ def test_mlp_uses_fused_gemm_epilogue(mlp_case):
     assert any(re.fullmatch(r"gemm_r[cr]r_bias_\w+", op) for op, _ in ops), ops
 
 
-def test_transformer_uses_fused_gemm_epilogues_and_fused_elementwise(transformer_case):
+def test_transformer_uses_fused_gemm_epilogues_and_fused_attention(transformer_case):
     ops = _kernel_ops(transformer_case[0])
     fused_gemms = {op for op, _ in ops if re.fullmatch(r"gemm_r[cr]r_bias_\w+", op)}
     assert fused_gemms, ops
-    assert any(op == "fused_elementwise" for op, _ in ops), ops
+    assert ("scaled_dot_product_attention", "dml_cpu_sdpa.streamed") in ops, ops
+    assert not any(op in ("softmax", "bmm_rcr", "bmm_rrr") for op, _ in ops), ops
 
 
 def _plan(art):

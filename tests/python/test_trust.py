@@ -178,12 +178,30 @@ def _chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess:
                            f"--user-data-dir={user_dir}", *args], capture_output=True, text=True, timeout=120)
 
 
-def test_inspect_html_is_self_contained_and_names_every_node(tb_dir, tmp_path):
-    out = tmp_path / "tb.html"
-    r = _cli("inspect", str(tb_dir), "--html", str(out))
+@pytest.fixture(scope="module")
+def fused_dir(tmp_path_factory) -> Path:
+    """A GEMM (library kernel) followed by an elementwise chain (one generated fused kernel)."""
+    class Net(dml.Module):
+        def __init__(self):
+            self.fc = dml.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return dml.ops.tanh(h * x + 1.0) * x
+
+    out = tmp_path_factory.mktemp("trust_fused") / "art"
+    consts = {"fc.weight": np.eye(8, dtype=np.float32), "fc.bias": np.zeros(8, np.float32)}
+    dml.compile(dml.trace(Net(), inputs={"x": dml.TensorSpec([4, 8], "float32")}, constants=consts, name="fused"),
+                target="cpu", out=str(out))
+    return out
+
+
+def test_inspect_html_is_self_contained_and_names_every_node(fused_dir, tmp_path):
+    out = tmp_path / "fused.html"
+    r = _cli("inspect", str(fused_dir), "--html", str(out))
     assert r.returncode == 0, r.stderr
     page = out.read_text()
-    graph = json.loads((tb_dir / "graph.dinoir.json").read_text())
+    graph = json.loads((fused_dir / "graph.dinoir.json").read_text())
     for node in graph["nodes"]:
         assert f'data-name="{node["name"]}"' in page
     # No network: nothing is fetched (the only URL is the SVG namespace, which is never loaded).
@@ -208,8 +226,10 @@ def test_inspect_html_escapes_names_from_the_artifact(linear_dir, tmp_path):
 
 def test_inspect_html_shows_times_when_profiled(tb_dir, tmp_path):
     prof = _copy(tb_dir, tmp_path / "prof")
+    graph = json.loads((tb_dir / "graph.dinoir.json").read_text())
+    gemm = next(n["name"] for n in graph["nodes"] if n["op"].startswith("gemm"))
     # A minimal execution_plan.json in the profiler's format (src/tune/execution_plan.h).
-    plan = {"schema_version": 1, "nodes": [{"node": "softmax_9", "buckets": [
+    plan = {"schema_version": 1, "nodes": [{"node": gemm, "buckets": [
         {"bucket": 0, "dims": {"batch": 1, "seq": 16}, "winner": "k",
          "timings": [{"candidate": "k", "median_s": 0.00125}, {"candidate": "slow", "median_s": 0.5}]}]}]}
     (prof / "execution_plan.json").write_text(json.dumps(plan))

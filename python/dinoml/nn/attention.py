@@ -55,14 +55,14 @@ class MultiheadAttention(Module):
             q = self._heads(linear(query, ws[0], bs[0]), batch, seq)
             k = self._heads(linear(key, ws[1], bs[1]), batch, kv_seq)
             v = self._heads(linear(value, ws[2], bs[2]), batch, kv_seq)
-        scores = ops.bmm_rcr(q, k) * (1.0 / math.sqrt(D))  # q·kᵀ: [B, H, S, L]
+        mask = None
         if attn_mask is not None:
-            if attn_mask.dtype == "bool":
-                scores = ops.where(attn_mask, float("-inf"), scores)
-            else:
-                scores = scores + attn_mask
-        probs = ops.softmax(scores, axis=-1)
-        out = ops.bmm_rrr(probs, v)  # [B, H, S, D]
+            # PyTorch's bool attn_mask marks forbidden keys; the fused op's bool mask marks allowed
+            # ones, so a bool mask becomes the equivalent additive one (0 / -inf).
+            mask = ops.where(attn_mask, float("-inf"), 0.0) if attn_mask.dtype == "bool" else attn_mask
+        # One fused op: scores are streamed over key blocks, never stored as [B, H, S, L].
+        args = (q, k, v) if mask is None else (q, k, v, mask)
+        out = ops.scaled_dot_product_attention(*args, scale=1.0 / math.sqrt(D))  # [B, H, S, D]
         out = out.permute(0, 2, 1, 3).reshape(batch, seq, E)
         return self.out_proj(out), None
 

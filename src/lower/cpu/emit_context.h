@@ -67,6 +67,8 @@ class EmitContext {
 // Library ops (lower_library_ops.cpp).
 bool is_library_op(const std::string& op);
 nlohmann::json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+// scaled_dot_product_attention (lower_attention.cpp).
+nlohmann::json emit_sdpa(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
 // Elementwise ops and fused_elementwise (lower_fused.cpp).
 bool is_elementwise_op(const std::string& op);
 nlohmann::json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body);

@@ -374,7 +374,7 @@ bool is_library_op(const std::string& op) {
       "bmm_rrr",     "bmm_rcr",    "reduce_sum",  "reduce_mean", "reduce_max", "reduce_min", "argmax",
       "softmax",     "log_softmax", "layer_norm", "rms_norm",    "group_norm", "permute",    "transpose",
       "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
-      "arange",      "full"};
+      "arange",      "full",       "scaled_dot_product_attention"};
   GemmKind k;
   return ops.count(op) != 0 || parse_gemm(op, k);
 }
@@ -399,6 +399,7 @@ json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
   if (op == "gather") return emit_gather(cx, n, body);
   if (op == "embedding") return emit_embedding(cx, n, body);
   if (op == "arange" || op == "full") return emit_generator(cx, n, body);
+  if (op == "scaled_dot_product_attention") return emit_sdpa(cx, n, body);
   no_lowering(n);
 }
 

@@ -1,0 +1,180 @@
+// dml_cpu_sdpa: fused scaled-dot-product attention, streamed over key blocks (flash-attention's
+// online softmax on the CPU): per task (one batch entry × kBQ query rows) the scores of one key
+// block at a time live in a kBQ × kBK tile, so memory stays O(kBQ·(kBK + dv)) per thread whatever
+// the sequence length. The ISA tiles (attention_isa.h) do the arithmetic; this file owns the
+// blocking, threads, masks, causal skipping and dtype conversion.
+#include <omp.h>
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "attention_isa.h"
+#include "gemm_isa.h"
+#include "kernel_common.h"
+
+namespace dml_cpu::attention {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+void scores_generic(int64_t d, const float* q, const float* kt, float* s, int64_t rows) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < kBK; ++j) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < d; ++c) acc += q[i * d + c] * kt[c * kBK + j];
+      s[i * kBK + j] = acc;
+    }
+}
+
+void softmax_block_generic(float* s, int64_t rows, int64_t cols, float* m, float* sum, float* corr) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = s + i * kBK;
+    float mx = m[i];
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, row[j]);
+    // Every key so far masked: nothing to rescale, probabilities are 0.
+    corr[i] = mx == kNegInf ? 1.0f : std::exp(m[i] - mx);
+    float acc = 0.0f;
+    for (int64_t j = 0; j < kBK; ++j) {
+      const float p = (j < cols && mx != kNegInf && row[j] != kNegInf) ? std::exp(row[j] - mx) : 0.0f;
+      row[j] = p;
+      acc += p;
+    }
+    sum[i] = acc;
+    m[i] = mx;
+  }
+}
+
+void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o,
+                        int64_t rows) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < dv; ++c) {
+      float acc = corr[i] * o[i * dv + c];
+      for (int64_t j = 0; j < cols; ++j) acc += p[i * kBK + j] * v[j * dv + c];
+      o[i * dv + c] = acc;
+    }
+}
+
+const IsaTiles kGeneric = {"generic", scores_generic, softmax_block_generic, accumulate_generic};
+
+const IsaTiles* active_tiles() {
+  return std::strcmp(gemm::active_isa()->name, "avx2") == 0 ? avx2_tiles() : generic_tiles();
+}
+
+template <typename T>
+int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, int64_t dv, const T* q, const T* k,
+        const T* v, int mask_dtype, const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj,
+        bool causal, float scale, T* y) {
+  int64_t batch = 1;
+  for (int a = 0; a < nbd; ++a) batch *= batch_shape[a];
+  const int64_t nqb = (lq + kBQ - 1) / kBQ;
+  const int64_t tasks = batch * nqb;
+  const IsaTiles* tiles = active_tiles();
+  const bool par = tasks > 1 && double(batch) * double(lq) * double(lk) * double(d + dv) > double(kParallelWork);
+  const bool v_direct = std::is_same_v<T, float>;
+#pragma omp parallel if (par)
+  {
+    std::vector<float> qf(static_cast<size_t>(kBQ * d)), kt(static_cast<size_t>(d * kBK)),
+        vf(v_direct ? 0 : static_cast<size_t>(kBK * dv)), s(static_cast<size_t>(kBQ * kBK)),
+        o(static_cast<size_t>(kBQ * dv)), m(kBQ), l(kBQ), sum(kBQ), corr(kBQ);
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t b = task / nqb, i0 = (task % nqb) * kBQ, rows = std::min(kBQ, lq - i0);
+      int64_t moff = 0;
+      if (mask) {
+        int64_t rem = b;
+        for (int a = nbd; a-- > 0;) {
+          moff += (rem % batch_shape[a]) * mask_bstride[a];
+          rem /= batch_shape[a];
+        }
+      }
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < d; ++c) qf[i * d + c] = load_f(q, (b * lq + i0 + i) * d + c) * scale;
+      std::fill(o.begin(), o.begin() + rows * dv, 0.0f);
+      std::fill(m.begin(), m.end(), kNegInf);
+      std::fill(l.begin(), l.end(), 0.0f);
+      // Causal: the block's last row sees keys up to i0 + rows - 1; later key blocks are skipped.
+      const int64_t jend = causal ? std::min(lk, i0 + rows) : lk;
+      for (int64_t j0 = 0; j0 < jend; j0 += kBK) {
+        const int64_t cols = std::min(kBK, jend - j0);
+        for (int64_t c = 0; c < d; ++c) {
+          float* dst = kt.data() + c * kBK;
+          for (int64_t j = 0; j < cols; ++j) dst[j] = load_f(k, (b * lk + j0 + j) * d + c);
+          for (int64_t j = cols; j < kBK; ++j) dst[j] = 0.0f;
+        }
+        tiles->scores(d, qf.data(), kt.data(), s.data(), rows);
+        if (mask) {
+          for (int64_t i = 0; i < rows; ++i) {
+            float* row = s.data() + i * kBK;
+            const int64_t base = moff + (i0 + i) * mask_si + j0 * mask_sj;
+            if (mask_dtype == DML_CPU_BOOL) {
+              const auto* mb = static_cast<const uint8_t*>(mask) + base;
+              for (int64_t j = 0; j < cols; ++j)
+                if (!mb[j * mask_sj]) row[j] = kNegInf;
+            } else {
+              const T* mf = static_cast<const T*>(mask) + base;
+              for (int64_t j = 0; j < cols; ++j) row[j] += load_f(mf, j * mask_sj);
+            }
+          }
+        }
+        if (causal && j0 + cols - 1 > i0) {
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < cols; ++j) s[i * kBK + j] = kNegInf;
+        }
+        tiles->softmax_block(s.data(), rows, cols, m.data(), sum.data(), corr.data());
+        for (int64_t i = 0; i < rows; ++i) l[i] = l[i] * corr[i] + sum[i];
+        const float* vb;
+        if constexpr (std::is_same_v<T, float>) {
+          vb = v + (b * lk + j0) * dv;
+        } else {
+          for (int64_t j = 0; j < cols; ++j)
+            for (int64_t c = 0; c < dv; ++c) vf[j * dv + c] = load_f(v, (b * lk + j0 + j) * dv + c);
+          vb = vf.data();
+        }
+        tiles->accumulate(dv, s.data(), vb, cols, corr.data(), o.data(), rows);
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        const float inv = 1.0f / l[i];  // 0 when every key was masked: 0 · inf = NaN, as documented
+        for (int64_t c = 0; c < dv; ++c) store_f(y, (b * lq + i0 + i) * dv + c, o[i * dv + c] * inv);
+      }
+    }
+  }
+  return DML_CPU_OK;
+}
+
+}  // namespace
+
+const IsaTiles* generic_tiles() { return &kGeneric; }
+
+}  // namespace dml_cpu::attention
+
+using namespace dml_cpu;
+
+extern "C" int dml_cpu_sdpa(int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
+                            int64_t dv, const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
+                            const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal, float scale,
+                            void* y) {
+  if (nbd < 0 || nbd > 8 || (nbd > 0 && !batch_shape))
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: nbd " + std::to_string(nbd) + " is outside [0, 8] or batch_shape is NULL");
+  int64_t batch = 1;
+  for (int a = 0; a < nbd; ++a) {
+    if (batch_shape[a] < 0) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: negative batch extent");
+    batch *= batch_shape[a];
+  }
+  if (lq < 0 || lk < 0 || d < 0 || dv < 0)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: negative extent (lq " + std::to_string(lq) + ", lk " +
+                                          std::to_string(lk) + ", d " + std::to_string(d) + ", dv " + std::to_string(dv) + ")");
+  if (batch == 0 || lq == 0 || dv == 0) return DML_CPU_OK;
+  if (!q || !k || !v || !y) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: q, k, v or y is NULL");
+  if (mask && mask_dtype != DML_CPU_BOOL && mask_dtype != dtype)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string("dml_cpu_sdpa: mask dtype ") + dtype_name(mask_dtype) +
+                                          " must be bool or the attention dtype " + dtype_name(dtype));
+  if (mask && nbd > 0 && !mask_bstride) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: mask_bstride is NULL");
+  if (!(scale > 0.0f)) scale = d > 0 ? 1.0f / std::sqrt(static_cast<float>(d)) : 1.0f;
+  return dispatch_float(dtype, "dml_cpu_sdpa", [&](auto tag) {
+    using T = decltype(tag);
+    return attention::run<T>(nbd, batch_shape, lq, lk, d, dv, static_cast<const T*>(q), static_cast<const T*>(k),
+                             static_cast<const T*>(v), mask_dtype, mask, mask_bstride, mask_si, mask_sj, causal != 0,
+                             scale, static_cast<T*>(y));
+  });
+}

@@ -1,0 +1,30 @@
+// Internal contract between the attention driver (attention.cpp: blocking, threads, masks, dtype
+// conversion, online softmax bookkeeping) and its per-ISA tiles (avx2/attention_avx2.cpp, the
+// portable ones in attention.cpp). Not installed; modules never include it.
+#pragma once
+#include <stdint.h>
+
+namespace dml_cpu::attention {
+
+// Key block width (columns of a score tile) and the padded width of transposed key blocks.
+constexpr int64_t kBK = 64;
+// Query rows per task (rows of a score tile).
+constexpr int64_t kBQ = 32;
+
+struct IsaTiles {
+  const char* name;
+  // s[i*kBK + j] = Σ_c q[i*d + c] · kt[c*kBK + j] for i < rows, j < kBK (kt zero-padded).
+  void (*scores)(int64_t d, const float* q, const float* kt, float* s, int64_t rows);
+  // For each row i < rows: m_new = max(m[i], max_j s[i*kBK + j] for j < cols); s[...] = exp(s - m_new)
+  // (masked entries hold -inf and become 0); returns the row sum in sum[i] and the old→new
+  // correction exp(m_old - m_new) in corr[i]; m[i] = m_new. Columns >= cols become 0.
+  void (*softmax_block)(float* s, int64_t rows, int64_t cols, float* m, float* sum, float* corr);
+  // o[i*dv + c] = corr[i]·o[i*dv + c] + Σ_{j < cols} p[i*kBK + j] · v[j*dv + c] for i < rows.
+  void (*accumulate)(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o,
+                     int64_t rows);
+};
+
+const IsaTiles* avx2_tiles();     // avx2/attention_avx2.cpp
+const IsaTiles* generic_tiles();  // attention.cpp
+
+}  // namespace dml_cpu::attention

@@ -1,0 +1,138 @@
+// AVX2 + FMA tiles of the fused attention kernel (contract in attention_isa.h): a 4-row × 16-column
+// register tile for the scores (q rows broadcast against a transposed key block), vectorised exp
+// for the online softmax, and a 4-row × 16-column tile for P·V.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../attention_isa.h"
+#include "vmath_avx2.h"
+
+namespace dml_cpu::attention {
+namespace {
+
+template <int R>
+inline void scores_rows(int64_t d, const float* q, const float* kt, float* s) {
+  for (int64_t j = 0; j < kBK; j += 16) {
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < d; ++c) {
+      const __m256 b0 = _mm256_loadu_ps(kt + c * kBK + j), b1 = _mm256_loadu_ps(kt + c * kBK + j + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 a = _mm256_broadcast_ss(q + r * d + c);
+        acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(s + r * kBK + j, acc[r][0]);
+      _mm256_storeu_ps(s + r * kBK + j + 8, acc[r][1]);
+    }
+  }
+}
+
+void scores_avx2(int64_t d, const float* q, const float* kt, float* s, int64_t rows) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) scores_rows<4>(d, q + i * d, kt, s + i * kBK);
+  switch (rows - i) {
+    case 3: scores_rows<3>(d, q + i * d, kt, s + i * kBK); break;
+    case 2: scores_rows<2>(d, q + i * d, kt, s + i * kBK); break;
+    case 1: scores_rows<1>(d, q + i * d, kt, s + i * kBK); break;
+    default: break;
+  }
+}
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline float hsum(__m256 v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_add_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+void softmax_block_avx2(float* s, int64_t rows, int64_t cols, float* m, float* sum, float* corr) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const __m256 ninf = _mm256_set1_ps(kNegInf);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = s + i * kBK;
+    for (int64_t j = cols; j < kBK; ++j) row[j] = kNegInf;
+    __m256 vmx = ninf;
+    for (int64_t j = 0; j < kBK; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(row + j));
+    const float mx = std::max(m[i], hmax(vmx));
+    corr[i] = mx == kNegInf ? 1.0f : std::exp(m[i] - mx);
+    __m256 acc = _mm256_setzero_ps();
+    if (mx == kNegInf) {
+      for (int64_t j = 0; j < kBK; j += 8) _mm256_storeu_ps(row + j, _mm256_setzero_ps());
+    } else {
+      const __m256 vm = _mm256_set1_ps(mx);
+      for (int64_t j = 0; j < kBK; j += 8) {
+        const __m256 x = _mm256_loadu_ps(row + j);
+        // exp_ps clamps its argument, so masked (-inf) entries are zeroed explicitly.
+        const __m256 p = _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), avx2::exp_ps(_mm256_sub_ps(x, vm)));
+        _mm256_storeu_ps(row + j, p);
+        acc = _mm256_add_ps(acc, p);
+      }
+    }
+    sum[i] = hsum(acc);
+    m[i] = mx;
+  }
+}
+
+template <int R>
+inline void accumulate_rows(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o) {
+  int64_t c = 0;
+  for (; c + 16 <= dv; c += 16) {
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) {
+      const __m256 k = _mm256_set1_ps(corr[r]);
+      acc[r][0] = _mm256_mul_ps(k, _mm256_loadu_ps(o + r * dv + c));
+      acc[r][1] = _mm256_mul_ps(k, _mm256_loadu_ps(o + r * dv + c + 8));
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      const __m256 v0 = _mm256_loadu_ps(v + j * dv + c), v1 = _mm256_loadu_ps(v + j * dv + c + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 a = _mm256_broadcast_ss(p + r * kBK + j);
+        acc[r][0] = _mm256_fmadd_ps(a, v0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(a, v1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(o + r * dv + c, acc[r][0]);
+      _mm256_storeu_ps(o + r * dv + c + 8, acc[r][1]);
+    }
+  }
+  for (; c < dv; ++c)  // dv tail (head dims that are not multiples of 16)
+    for (int r = 0; r < R; ++r) {
+      float acc = corr[r] * o[r * dv + c];
+      for (int64_t j = 0; j < cols; ++j) acc += p[r * kBK + j] * v[j * dv + c];
+      o[r * dv + c] = acc;
+    }
+}
+
+void accumulate_avx2(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o,
+                     int64_t rows) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) accumulate_rows<4>(dv, p + i * kBK, v, cols, corr + i, o + i * dv);
+  switch (rows - i) {
+    case 3: accumulate_rows<3>(dv, p + i * kBK, v, cols, corr + i, o + i * dv); break;
+    case 2: accumulate_rows<2>(dv, p + i * kBK, v, cols, corr + i, o + i * dv); break;
+    case 1: accumulate_rows<1>(dv, p + i * kBK, v, cols, corr + i, o + i * dv); break;
+    default: break;
+  }
+}
+
+const IsaTiles kAvx2 = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2};
+
+}  // namespace
+
+const IsaTiles* avx2_tiles() { return &kAvx2; }
+
+}  // namespace dml_cpu::attention
