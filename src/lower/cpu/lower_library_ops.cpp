@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "lower/cpu/emit_context.h"
+#include "lower/cpu/lower_conv.h"
 
 namespace dinoml::lower::cpu {
 namespace {
@@ -376,7 +377,7 @@ bool is_library_op(const std::string& op) {
       "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
       "arange",      "full"};
   GemmKind k;
-  return ops.count(op) != 0 || parse_gemm(op, k);
+  return ops.count(op) != 0 || parse_gemm(op, k) || is_conv_op(op);
 }
 
 json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
@@ -399,6 +400,7 @@ json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
   if (op == "gather") return emit_gather(cx, n, body);
   if (op == "embedding") return emit_embedding(cx, n, body);
   if (op == "arange" || op == "full") return emit_generator(cx, n, body);
+  if (is_conv_op(op)) return emit_conv_op(cx, n, body);
   no_lowering(n);
 }
 

@@ -1,0 +1,426 @@
+// Convolution kernels (NCHW): dml_cpu_conv2d and its packed-weights ABI.
+//
+// General path = implicit GEMM per (image, group): y[o, p] = Σ_k w[o, k] · col[k, p] with
+// k = (c, i, j) over C/groups × kH × kW and p = output position. The weights are the GEMM's A
+// operand, packed once (dml_cpu_conv2d_pack_w, at module init for constant weights) into the 6-row
+// panels the GEMM's register tiles read (gemm_isa.h); the im2col matrix is never materialised:
+// each KC × 16 slice of it is gathered straight from x into a B panel that stays in L1 while every
+// 6-row weight panel streams past it (Goto order). A 1×1 stride-1 unpadded conv is a plain GEMM:
+// its B panels are contiguous rows of x. Tiles accumulate in an fp32 block buffer; bias, residual
+// and relu are applied as that block is stored into y (so fp16/bf16 round once).
+// Threads split (image, group, column block, weight-row block) items; the row split only kicks in
+// when there are too few column blocks to feed every thread (late ResNet layers at batch 1).
+//
+// Depthwise (groups == C == O) has its own direct kernel: per output row, each of the kH×kW taps
+// is one fused multiply-add over a contiguous (stride 1) or strided input row, vectorised by the
+// compiler over the output width; threads split the (image, channel) planes.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gemm_isa.h"
+#include "kernel_common.h"
+
+namespace dml_cpu::conv {
+namespace {
+
+using gemm::kMR;
+constexpr int64_t kNR = 16;
+constexpr int64_t kKC = 256;  // a KC×16 fp32 B slice = 16 KiB: half of L1
+constexpr int64_t kNCB = 128; // output columns per work item (8 panels)
+
+constexpr char kMagic[8] = {'D', 'M', 'L', 'C', 'O', 'N', 'V', '1'};
+constexpr int64_t kHeaderBytes = 64;
+struct PackedHeader {
+  char magic[8];
+  int64_t o, cg, kh, kw, groups, dtype, reserved;
+};
+static_assert(sizeof(PackedHeader) == kHeaderBytes, "packed conv header must be 64 bytes");
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct Geo {
+  int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, G;
+  int64_t Ho, Wo, P, Cg, Og, K, mpanels;
+  bool pointwise;  // 1×1, stride 1, no padding: B rows are rows of x
+};
+
+int make_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel) {
+  if (!s) return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": shape is NULL");
+  g = Geo{s->N, s->C, s->H, s->W, s->O, s->kh, s->kw, s->sh, s->sw, s->pt, s->pl, s->pb, s->pr, s->dh, s->dw,
+          s->groups, 0, 0, 0, 0, 0, 0, 0, false};
+  if (g.N < 0 || g.C < 1 || g.H < 1 || g.W < 1 || g.O < 1 || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 ||
+      g.dh < 1 || g.dw < 1 || g.G < 1 || g.pt < 0 || g.pl < 0 || g.pb < 0 || g.pr < 0)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": invalid geometry (extents, strides, dilations and "
+                                                            "groups must be >= 1, pads >= 0)");
+  if (g.C % g.G || g.O % g.G)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": C = " + std::to_string(g.C) + " and O = " +
+                                          std::to_string(g.O) + " must be divisible by groups = " + std::to_string(g.G));
+  const int64_t sh = g.H + g.pt + g.pb - g.dh * (g.kh - 1) - 1, sw = g.W + g.pl + g.pr - g.dw * (g.kw - 1) - 1;
+  if (sh < 0 || sw < 0)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": the kernel window does not fit the padded input");
+  g.Ho = sh / g.sh + 1;
+  g.Wo = sw / g.sw + 1;
+  g.P = g.Ho * g.Wo;
+  g.Cg = g.C / g.G;
+  g.Og = g.O / g.G;
+  g.K = g.Cg * g.kh * g.kw;
+  g.mpanels = cdiv(g.Og, kMR);
+  g.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
+  return DML_CPU_OK;
+}
+
+bool is_depthwise(const Geo& g) { return g.G == g.C && g.O == g.C && g.G > 1; }
+
+int64_t packed_floats(const Geo& g) { return g.G * g.mpanels * g.K * kMR; }
+
+// Grow-only per-thread scratch (64-byte aligned), like the GEMM's: convs run every inference.
+float* scratch(int slot, size_t n) {
+  struct Buf {
+    float* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf bufs[3];
+  Buf& b = bufs[slot];
+  if (n > b.cap) {
+    std::free(b.p);
+    b.p = static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64));
+    b.cap = b.p ? n : 0;
+  }
+  return b.p;
+}
+enum Slot { kSlotB = 0, kSlotC = 1, kSlotW = 2 };
+
+// w[O, Cg, kh, kw] -> per group, per 6-row panel: K × 6 floats (a[k*6 + i]), rows past Og zero.
+template <typename T>
+void pack_w(const T* w, const Geo& g, float* out) {
+#pragma omp parallel for schedule(static) if (g.O * g.K > kParallelWork)
+  for (int64_t gp = 0; gp < g.G * g.mpanels; ++gp) {
+    const int64_t grp = gp / g.mpanels, mp = gp % g.mpanels;
+    float* dst = out + gp * g.K * kMR;
+    for (int64_t i = 0; i < kMR; ++i) {
+      const int64_t og = mp * kMR + i;
+      const T* src = og < g.Og ? w + (grp * g.Og + og) * g.K : nullptr;
+      for (int64_t k = 0; k < g.K; ++k) dst[k * kMR + i] = src ? load_f(src, k) : 0.0f;
+    }
+  }
+}
+
+// Writes n values into B-panel columns [col, col+n) of row `row` (panel stride kc*16).
+struct PanelRow {
+  float* base;  // bbuf + row*16
+  int64_t pstride;
+  template <typename T>
+  void put(int64_t col, int64_t n, const T* src, int64_t step) const {
+    while (n > 0) {
+      const int64_t lane = col & (kNR - 1), len = std::min(kNR - lane, n);
+      float* d = base + (col >> 4) * pstride + lane;
+      if (step == 1) {
+        for (int64_t q = 0; q < len; ++q) d[q] = load_f(src, q);
+      } else {
+        for (int64_t q = 0; q < len; ++q) d[q] = load_f(src, q * step);
+      }
+      col += len;
+      src += len * step;
+      n -= len;
+    }
+  }
+  void zero(int64_t col, int64_t n) const {
+    while (n > 0) {
+      const int64_t lane = col & (kNR - 1), len = std::min(kNR - lane, n);
+      std::memset(base + (col >> 4) * pstride + lane, 0, static_cast<size_t>(len) * sizeof(float));
+      col += len;
+      n -= len;
+    }
+  }
+};
+
+// B block: rows [k0, k0+kc) × columns [p0, p0+cols) of the implicit im2col matrix of one
+// (image, group), as ceil(cols/16) panels of kc × 16 floats. xg points at the group's first plane.
+template <typename T>
+void build_b(const T* xg, const Geo& g, int64_t k0, int64_t kc, int64_t p0, int64_t cols, float* bbuf) {
+  const int64_t panels = cdiv(cols, kNR), pstride = kc * kNR, HW = g.H * g.W, taps = g.kh * g.kw;
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const int64_t k = k0 + kk, c = k / taps, r = k % taps, i = r / g.kw, j = r % g.kw;
+    const T* plane = xg + c * HW;
+    PanelRow row{bbuf + kk * kNR, pstride};
+    if (cols < panels * kNR) row.zero(cols, panels * kNR - cols);
+    if (g.pointwise) {
+      row.put(0, cols, plane + p0, 1);
+      continue;
+    }
+    // Output columns of this tap that read inside the row: ow in [ow_lo, ow_hi).
+    const int64_t off = j * g.dw - g.pl;
+    const int64_t ow_lo = off >= 0 ? 0 : cdiv(-off, g.sw);
+    const int64_t ow_hi = g.W - 1 - off < 0 ? 0 : std::min(g.Wo, (g.W - 1 - off) / g.sw + 1);
+    int64_t p = p0, oh = p0 / g.Wo, ow = p0 % g.Wo;
+    const int64_t pend = p0 + cols;
+    while (p < pend) {
+      const int64_t seg = std::min(g.Wo - ow, pend - p), col = p - p0;
+      const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+      if (ih < 0 || ih >= g.H) {
+        row.zero(col, seg);
+      } else {
+        const int64_t t_lo = std::clamp(ow_lo - ow, int64_t{0}, seg), t_hi = std::clamp(ow_hi - ow, t_lo, seg);
+        if (t_lo > 0) row.zero(col, t_lo);
+        if (t_hi > t_lo) row.put(col + t_lo, t_hi - t_lo, plane + ih * g.W + (ow + t_lo) * g.sw + off, g.sw);
+        if (seg > t_hi) row.zero(col + t_hi, seg - t_hi);
+      }
+      p += seg;
+      ++oh;
+      ow = 0;
+    }
+  }
+}
+
+template <typename T>
+void store_rows(const Geo& g, const float* cb, int64_t ldcb, int64_t n, int64_t o0, int64_t rows, int64_t p0,
+                int64_t cols, const T* bias, const T* r, T* y, int epi) {
+  const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
+  const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
+  for (int64_t ro = 0; ro < rows; ++ro) {
+    const int64_t o = o0 + ro;
+    const float b = bias ? load_f(bias, o) : 0.0f;
+    const float* src = cb + ro * ldcb;
+    const int64_t off = (n * g.O + o) * g.P + p0;
+    T* dst = y + off;
+    if (add) {
+      const T* rr = r + off;
+      if (relu) {
+        for (int64_t c = 0; c < cols; ++c) store_f(dst, c, std::max(src[c] + b + load_f(rr, c), 0.0f));
+      } else {
+        for (int64_t c = 0; c < cols; ++c) store_f(dst, c, src[c] + b + load_f(rr, c));
+      }
+    } else if (relu) {
+      for (int64_t c = 0; c < cols; ++c) store_f(dst, c, std::max(src[c] + b, 0.0f));
+    } else {
+      for (int64_t c = 0; c < cols; ++c) store_f(dst, c, src[c] + b);
+    }
+  }
+}
+
+template <typename T>
+int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const T* r, T* y, int epi) {
+  const gemm::IsaKernels& isa = *gemm::active_isa();
+  const int64_t ncb = cdiv(g.P, kNCB);
+  const int64_t base = g.N * g.G * ncb;
+  const int64_t macs = g.N * g.O * g.P * g.K;
+  const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
+  // Split the weight rows only when the column blocks cannot feed every thread evenly.
+  int64_t msplit = 1;
+  while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
+  const int64_t mper = cdiv(g.mpanels, msplit);
+  msplit = cdiv(g.mpanels, mper);
+  const int64_t items = base * msplit;
+  int status = DML_CPU_OK;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int64_t maxk = std::min(kKC, g.K);
+    float* bbuf = scratch(kSlotB, static_cast<size_t>(kNCB * maxk));
+    float* cbuf = scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB));
+    if (!bbuf || !cbuf) {
+#pragma omp atomic write
+      status = DML_CPU_ERR_MEMORY;
+    }
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; ++it) {
+      if (!bbuf || !cbuf) continue;
+      int64_t rest = it;
+      const int64_t ms = rest % msplit;
+      rest /= msplit;
+      const int64_t cb = rest % ncb;
+      rest /= ncb;
+      const int64_t grp = rest % g.G, n = rest / g.G;
+      const int64_t p0 = cb * kNCB, cols = std::min(kNCB, g.P - p0), panels = cdiv(cols, kNR), ldcb = panels * kNR;
+      const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper);
+      const T* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
+      const float* Ag = A + grp * g.mpanels * g.K * kMR;
+      for (int64_t k0 = 0; k0 < g.K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, g.K - k0);
+        build_b(xg, g, k0, kc, p0, cols, bbuf);
+        for (int64_t jp = 0; jp < panels; ++jp) {
+          const float* bp = bbuf + jp * kc * kNR;
+          for (int64_t mp = mp0; mp < mp1; ++mp) {
+            const int rows = static_cast<int>(std::min(kMR, g.Og - mp * kMR));
+            isa.tile_packed_a(kc, Ag + (mp * g.K + k0) * kMR, bp, cbuf + (mp - mp0) * kMR * ldcb + jp * kNR, ldcb, rows,
+                              k0 > 0);
+          }
+        }
+      }
+      const int64_t o0 = mp0 * kMR, rows = std::min(g.Og, mp1 * kMR) - o0;
+      store_rows(g, cbuf, ldcb, n, grp * g.Og + o0, rows, p0, cols, bias, r, y, epi);
+    }
+  }
+  return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
+}
+
+// Direct depthwise: one (image, channel) plane per iteration.
+template <typename T>
+int run_depthwise(const Geo& g, const T* x, const T* w, const T* bias, const T* r, T* y, int epi) {
+  const int64_t planes = g.N * g.C, taps = g.kh * g.kw;
+  const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
+  const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
+  int status = DML_CPU_OK;
+#pragma omp parallel if (planes * g.P * taps > kParallelWork && planes > 1 && !omp_in_parallel())
+  {
+    float* acc = scratch(kSlotB, static_cast<size_t>(g.Wo + taps));
+    if (!acc) {
+#pragma omp atomic write
+      status = DML_CPU_ERR_MEMORY;
+    }
+#pragma omp for schedule(static)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      if (!acc) continue;
+      const int64_t c = pl % g.C;
+      float* wt = acc + g.Wo;
+      for (int64_t t = 0; t < taps; ++t) wt[t] = load_f(w, c * taps + t);
+      const T* xp = x + pl * g.H * g.W;
+      const float b = bias ? load_f(bias, c) : 0.0f;
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        for (int64_t ow = 0; ow < g.Wo; ++ow) acc[ow] = b;
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t ih = oh * g.sh - g.pt + i * g.dh;
+          if (ih < 0 || ih >= g.H) continue;
+          const T* row = xp + ih * g.W;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t off = j * g.dw - g.pl;
+            const int64_t lo = off >= 0 ? 0 : cdiv(-off, g.sw);
+            const int64_t hi = g.W - 1 - off < 0 ? 0 : std::min(g.Wo, (g.W - 1 - off) / g.sw + 1);
+            const float wv = wt[i * g.kw + j];
+            if (g.sw == 1) {
+              const T* src = row + off;
+              for (int64_t ow = lo; ow < hi; ++ow) acc[ow] += wv * load_f(src, ow);
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) acc[ow] += wv * load_f(row, ow * g.sw + off);
+            }
+          }
+        }
+        T* dst = y + (pl * g.Ho + oh) * g.Wo;
+        const T* rr = add ? r + (pl * g.Ho + oh) * g.Wo : nullptr;
+        for (int64_t ow = 0; ow < g.Wo; ++ow) {
+          float v = acc[ow] + (add ? load_f(rr, ow) : 0.0f);
+          store_f(dst, ow, relu ? std::max(v, 0.0f) : v);
+        }
+      }
+    }
+  }
+  return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
+}
+
+const float* check_packed(const void* packed, const Geo& g, int* st) {
+  if (reinterpret_cast<uintptr_t>(packed) % alignof(float) != 0) {
+    *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w must be at least 4-byte aligned");
+    return nullptr;
+  }
+  PackedHeader h;
+  std::memcpy(&h, packed, sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
+    *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w was not produced by dml_cpu_conv2d_pack_w (bad header)");
+    return nullptr;
+  }
+  if (h.o != g.O || h.cg != g.Cg || h.kh != g.kh || h.kw != g.kw || h.groups != g.G) {
+    *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w holds weights [" + std::to_string(h.o) + ", " +
+                                         std::to_string(h.cg) + ", " + std::to_string(h.kh) + ", " +
+                                         std::to_string(h.kw) + "] groups " + std::to_string(h.groups) +
+                                         " but the call has [" + std::to_string(g.O) + ", " + std::to_string(g.Cg) +
+                                         ", " + std::to_string(g.kh) + ", " + std::to_string(g.kw) + "] groups " +
+                                         std::to_string(g.G));
+    return nullptr;
+  }
+  *st = DML_CPU_OK;
+  return reinterpret_cast<const float*>(static_cast<const char*>(packed) + kHeaderBytes);
+}
+
+}  // namespace
+}  // namespace dml_cpu::conv
+
+using namespace dml_cpu;
+using namespace dml_cpu::conv;
+
+// Geometry of the weights alone (packing happens before any input extent is known).
+static int weight_geo(int64_t O, int64_t Cg, int64_t kh, int64_t kw, int64_t groups, Geo& g, const char* kernel) {
+  if (O < 1 || Cg < 1 || kh < 1 || kw < 1 || groups < 1 || O % groups)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": invalid weight geometry (O=" + std::to_string(O) +
+                                          ", C/groups=" + std::to_string(Cg) + ", kh=" + std::to_string(kh) + ", kw=" +
+                                          std::to_string(kw) + ", groups=" + std::to_string(groups) + ")");
+  g = Geo{};
+  g.O = O;
+  g.G = groups;
+  g.Cg = Cg;
+  g.C = Cg * groups;
+  g.kh = kh;
+  g.kw = kw;
+  g.Og = O / groups;
+  g.K = Cg * kh * kw;
+  g.mpanels = cdiv(g.Og, kMR);
+  return DML_CPU_OK;
+}
+
+extern "C" int64_t dml_cpu_conv2d_packed_w_size(int64_t O, int64_t Cg, int64_t kh, int64_t kw, int64_t groups) {
+  Geo g;
+  if (weight_geo(O, Cg, kh, kw, groups, g, "dml_cpu_conv2d_packed_w_size")) return -1;
+  return kHeaderBytes + packed_floats(g) * static_cast<int64_t>(sizeof(float));
+}
+
+extern "C" int dml_cpu_conv2d_pack_w(int dtype, int64_t O, int64_t Cg, int64_t kh, int64_t kw, int64_t groups,
+                                     const void* w, void* packed_w) {
+  Geo g;
+  if (int st = weight_geo(O, Cg, kh, kw, groups, g, "dml_cpu_conv2d_pack_w")) return st;
+  if (!w || !packed_w) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: w and packed_w must not be NULL");
+  if (reinterpret_cast<uintptr_t>(packed_w) % alignof(float) != 0)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: packed_w must be at least 4-byte aligned");
+  PackedHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.o = g.O;
+  h.cg = g.Cg;
+  h.kh = g.kh;
+  h.kw = g.kw;
+  h.groups = g.G;
+  h.dtype = dtype;
+  std::memcpy(packed_w, &h, sizeof h);
+  float* out = reinterpret_cast<float*>(static_cast<char*>(packed_w) + kHeaderBytes);
+  return dispatch_float(dtype, "dml_cpu_conv2d_pack_w", [&](auto tag) -> int {
+    using T = decltype(tag);
+    pack_w(static_cast<const T*>(w), g, out);
+    return DML_CPU_OK;
+  });
+}
+
+extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const void* x, const void* w,
+                              const void* packed_w, const void* bias, const void* r, void* y, int epilogue) {
+  Geo g;
+  if (int st = make_geo(s, g, "dml_cpu_conv2d")) return st;
+  if (epilogue != DML_CPU_EPI_NONE && epilogue != DML_CPU_EPI_RELU && epilogue != DML_CPU_EPI_ADD &&
+      epilogue != DML_CPU_EPI_ADD_RELU)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: epilogue " + std::to_string(epilogue) +
+                                          " is not supported (NONE, RELU, ADD, ADD_RELU)");
+  if ((epilogue == DML_CPU_EPI_ADD || epilogue == DML_CPU_EPI_ADD_RELU) && !r)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: the add epilogue needs the residual r");
+  if (!x || !y || (!w && !packed_w))
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: x, y and one of w / packed_w must not be NULL");
+  if (g.N == 0) return DML_CPU_OK;
+  return dispatch_float(dtype, "dml_cpu_conv2d", [&](auto tag) -> int {
+    using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    const T* bt = static_cast<const T*>(bias);
+    const T* rt = static_cast<const T*>(r);
+    T* yt = static_cast<T*>(y);
+    if (is_depthwise(g) && w) return run_depthwise(g, xt, static_cast<const T*>(w), bt, rt, yt, epilogue);
+    const float* A;
+    if (packed_w) {
+      int st = DML_CPU_OK;
+      A = check_packed(packed_w, g, &st);
+      if (st) return st;
+    } else {
+      float* buf = scratch(kSlotW, static_cast<size_t>(packed_floats(g)));
+      if (!buf) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the packed weights");
+      pack_w(static_cast<const T*>(w), g, buf);
+      A = buf;
+    }
+    return run_gemm_conv(g, xt, A, bt, rt, yt, epilogue);
+  });
+}
