@@ -48,7 +48,7 @@ TEST(FoldBatchNorm, ConvThenBatchNormBecomesConvBias) {
   EXPECT_EQ(find_op(g, "conv2d_bias")->attrs, before.nodes[0].attrs);
   EXPECT_FALSE(g.has_tensor("w"));  // the unfolded weights are gone
   EXPECT_NO_THROW(passes::infer_shapes(g));
-  expect_same_outputs(before, g, n.inputs(), 1e-9);
+  expect_same_outputs(before, g, n.inputs(), 1e-5);  // fp32 rounding of intermediates and folded weights
 }
 
 TEST(FoldBatchNorm, ConvBiasThenBatchNorm) {
@@ -63,7 +63,7 @@ TEST(FoldBatchNorm, ConvBiasThenBatchNorm) {
   EXPECT_EQ(count_op(g, "batch_norm"), 0);
   EXPECT_EQ(count_op(g, "conv2d_bias"), 1);
   EXPECT_EQ(count_op(g, "conv2d"), 1);
-  expect_same_outputs(before, g, n.inputs(), 1e-9);
+  expect_same_outputs(before, g, n.inputs(), 1e-5);  // fp32 rounding of intermediates and folded weights
 }
 
 TEST(FoldBatchNorm, LeavesAloneNonConstantWeightsAndSharedResults) {
@@ -111,7 +111,7 @@ TEST(FuseConvEpilogue, BiasReluAndResidual) {
   EXPECT_EQ(find_op(g, "conv2d_bias_add_relu")->inputs.back(), res);
   EXPECT_NO_THROW(passes::infer_shapes(g));
   std::map<std::string, ops::HostTensor> in = {{"x", random_host({2, 3, 7, 6}, 62)}};
-  expect_same_outputs(before, g, in, 1e-9);
+  expect_same_outputs(before, g, in, 1e-5);  // fp32 rounding of intermediates and folded weights
 }
 
 TEST(FuseConvEpilogue, LeavesAloneAddWithoutReluAndNonChannelBias) {
@@ -142,7 +142,7 @@ TEST(FuseConvEpilogue, PipelineFoldsResNetBlock) {
   ASSERT_EQ(g.nodes.size(), 3u);  // two convs + output
   EXPECT_EQ(g.nodes[0].op, "conv2d_bias_relu");
   EXPECT_EQ(g.nodes[1].op, "conv2d_bias_add_relu");
-  expect_same_outputs(before, g, n.inputs(), 1e-9);
+  expect_same_outputs(before, g, n.inputs(), 1e-5);  // fp32 rounding of intermediates and folded weights
 }
 
 TEST(ConvOps, SymbolicShapesAndErrors) {
