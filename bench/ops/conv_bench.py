@@ -42,20 +42,26 @@ def load_lib():
     build = os.environ.get("DINOML_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
     lib = ctypes.CDLL(os.path.join(build, "libdinoml_cpu_kernels.so"))
     lib.dml_cpu_conv2d_packed_w_size.restype = ctypes.c_int64
-    lib.dml_cpu_conv2d_packed_w_size.argtypes = [ctypes.c_int64] * 5
-    lib.dml_cpu_conv2d_pack_w.argtypes = [ctypes.c_int] + [ctypes.c_int64] * 5 + [ctypes.c_void_p] * 2
+    lib.dml_cpu_conv2d_packed_w_size.argtypes = [ctypes.POINTER(Shape)]
+    lib.dml_cpu_conv2d_pack_w.argtypes = [ctypes.c_int, ctypes.POINTER(Shape), ctypes.c_void_p, ctypes.c_void_p]
     lib.dml_cpu_conv2d.argtypes = [ctypes.c_int, ctypes.POINTER(Shape)] + [ctypes.c_void_p] * 6 + [ctypes.c_int]
     lib.dml_cpu_last_error.restype = ctypes.c_char_p
     return lib
 
 
+CLOCK = time.perf_counter
+
+
 def median_ms(fn, reps):
+    """Median over `reps` runs after one warm-up. With --cpu-time the clock is the process CPU
+    time divided by the thread count (a loaded shared machine inflates wall time with time spent
+    descheduled; OMP_WAIT_POLICY=passive keeps idle threads from burning CPU in barriers)."""
     fn()
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        ts.append(time.perf_counter() - t0)
+        ts.append(CLOCK() - t0)
     return statistics.median(ts) * 1e3
 
 
@@ -70,11 +76,11 @@ def bench_shape(lib, n, C, O, H, k, s, p, reps):
     b = rng.standard_normal(O, dtype=np.float32)
     Ho = (H + 2 * p - k) // s + 1
     y = np.empty((n, O, Ho, Ho), np.float32)
-    size = lib.dml_cpu_conv2d_packed_w_size(O, C, k, k, 1)
+    shp = Shape(n, C, H, H, O, k, k, s, s, p, p, p, p, 1, 1, 1)
+    size = lib.dml_cpu_conv2d_packed_w_size(ctypes.byref(shp))
     packed = np.empty(size // 4 + 16, np.float32)
     pk = ctypes.c_void_p((packed.ctypes.data + 63) // 64 * 64)
-    assert lib.dml_cpu_conv2d_pack_w(0, O, C, k, k, 1, ptr(w), pk) == 0
-    shp = Shape(n, C, H, H, O, k, k, s, s, p, p, p, p, 1, 1, 1)
+    assert lib.dml_cpu_conv2d_pack_w(0, ctypes.byref(shp), ptr(w), pk) == 0
 
     def run():
         st = lib.dml_cpu_conv2d(0, ctypes.byref(shp), ptr(x), ptr(w), pk, ptr(b), None, ptr(y), 1)
@@ -95,11 +101,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cpu-time", action="store_true", help="time with process CPU time / threads (loaded machine)")
     args = ap.parse_args()
-    torch.set_num_threads(2)
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    global CLOCK
+    if args.cpu_time:
+        os.environ["OMP_WAIT_POLICY"] = "passive"
+        CLOCK = lambda: time.process_time() / args.threads  # noqa: E731
+    torch.set_num_threads(args.threads)
+    # libgomp reads OMP_NUM_THREADS when the kernel library is loaded (below).
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     lib = load_lib()
-    print(f"torch {torch.__version__}, 2 threads; DinoML dml_cpu_conv2d (prepacked weights, bias+relu fused)")
+    print(f"torch {torch.__version__}, {args.threads} threads, {'CPU time / threads' if args.cpu_time else 'wall time'}; DinoML dml_cpu_conv2d (prepacked weights, bias+relu fused)")
     for n in args.batches:
         tot_d = tot_t = 0.0
         print(f"\nbatch {n}\n{'shape':<14}{'C->O':>10}{'HxW':>6}{'DinoML ms':>11}{'GF/s':>7}{'torch ms':>10}{'GF/s':>7}"

@@ -36,7 +36,7 @@ constexpr char kMagic[8] = {'D', 'M', 'L', 'C', 'O', 'N', 'V', '1'};
 constexpr int64_t kHeaderBytes = 64;
 struct PackedHeader {
   char magic[8];
-  int64_t o, cg, kh, kw, groups, dtype, reserved;
+  int64_t o, cg, kh, kw, groups, dtype, variant;  // variant: 0 GEMM panels, 1 Winograd F(2x2, 3x3)
 };
 static_assert(sizeof(PackedHeader) == kHeaderBytes, "packed conv header must be 64 bytes");
 
@@ -108,6 +108,195 @@ void pack_w(const T* w, const Geo& g, float* out) {
       for (int64_t k = 0; k < g.K; ++k) dst[k * kMR + i] = src ? load_f(src, k) : 0.0f;
     }
   }
+}
+
+// ---- Winograd F(2x2, 3x3) for 3x3 stride-1 undilated ungrouped convs ----------------------------
+// y tile (2x2) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over 4x4 input tiles d: 16 independent GEMMs
+// M_ξ[O, tiles] = U_ξ[O, C] · V_ξ[C, tiles] (ξ = one of the 4x4 transform positions), 2.25× fewer
+// multiplies than direct. Tiles of every image share the column dimension, so small late-layer
+// images still fill the 16-wide panels. U is packed once (6-row panels per ξ); each column block
+// transforms its input tiles into 16-column B panels, runs the 16 GEMMs with the 6×16 tile, and
+// applies the output transform with bias / residual / relu while storing.
+bool winograd_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DINOML_CONV_WINOGRAD");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+bool winograd_fits(const Geo& g) {
+  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.G == 1 && g.Cg >= 16 &&
+         g.O >= 16;
+}
+int64_t winograd_floats(const Geo& g) { return 16 * g.mpanels * kMR * g.Cg; }
+
+template <typename T>
+void pack_w_winograd(const T* w, const Geo& g, float* out) {
+#pragma omp parallel for schedule(static) if (g.O * g.Cg > 4096)
+  for (int64_t o = 0; o < g.mpanels * kMR; ++o) {
+    const int64_t mp = o / kMR, i = o % kMR;
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      float u[16] = {};
+      if (o < g.O) {
+        float k[3][3], gg[4][3];
+        for (int a = 0; a < 9; ++a) k[a / 3][a % 3] = load_f(w, (o * g.Cg + c) * 9 + a);
+        for (int b = 0; b < 3; ++b) {  // G g: rows of G = (1,0,0) (.5,.5,.5) (.5,-.5,.5) (0,0,1)
+          gg[0][b] = k[0][b];
+          gg[1][b] = 0.5f * (k[0][b] + k[1][b] + k[2][b]);
+          gg[2][b] = 0.5f * (k[0][b] - k[1][b] + k[2][b]);
+          gg[3][b] = k[2][b];
+        }
+        for (int a = 0; a < 4; ++a) {  // (G g) Gᵀ
+          u[a * 4 + 0] = gg[a][0];
+          u[a * 4 + 1] = 0.5f * (gg[a][0] + gg[a][1] + gg[a][2]);
+          u[a * 4 + 2] = 0.5f * (gg[a][0] - gg[a][1] + gg[a][2]);
+          u[a * 4 + 3] = gg[a][2];
+        }
+      }
+      for (int xi = 0; xi < 16; ++xi) out[((xi * g.mpanels + mp) * g.Cg + c) * kMR + i] = u[xi];
+    }
+  }
+}
+
+template <typename T>
+int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const T* r, T* y, int epi) {
+  const gemm::IsaKernels& isa = *gemm::active_isa();
+  const int64_t th = cdiv(g.Ho, 2), tw = cdiv(g.Wo, 2), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
+  // Column block: V block (16 × C × TB floats) about 512 KiB.
+  const int64_t TB = std::clamp<int64_t>((8192 / C) / kNR * kNR, kNR, 128);
+  const int64_t ncb = cdiv(tiles, TB);
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int64_t msplit = 1;
+  while (threads > 1 && msplit < g.mpanels && ncb * msplit % threads != 0 && ncb * msplit < 4 * threads) ++msplit;
+  const int64_t mper = cdiv(g.mpanels, msplit);
+  msplit = cdiv(g.mpanels, mper);
+  const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
+  const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
+  int status = DML_CPU_OK;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* vbuf = scratch(kSlotB, static_cast<size_t>(16 * C * TB));
+    float* mbuf = scratch(kSlotC, static_cast<size_t>(16 * mper * kMR * TB));
+    if (!vbuf || !mbuf) {
+#pragma omp atomic write
+      status = DML_CPU_ERR_MEMORY;
+    }
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < ncb * msplit; ++it) {
+      if (!vbuf || !mbuf) continue;
+      const int64_t cb = it / msplit, ms = it % msplit;
+      const int64_t t0 = cb * TB, nt = std::min(TB, tiles - t0), panels = cdiv(nt, kNR), ldv = panels * kNR;
+      const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
+      // V_ξ panels: vbuf[((ξ * panels + p) * C + c) * 16 + lane]. Per panel of 16 tiles: gather the
+      // 4x4 input tiles of one channel lane by lane, then transform all 16 lanes at once (vectorised).
+      for (int64_t p = 0; p < panels; ++p) {
+        int64_t base[kNR];
+        bool inside[kNR], valid[kNR];
+        int64_t ih0s[kNR], iw0s[kNR], nimg[kNR];
+        for (int64_t lane = 0; lane < kNR; ++lane) {
+          const int64_t tl = p * kNR + lane;
+          valid[lane] = tl < nt;
+          const int64_t t = t0 + std::min(tl, nt - 1), n = t / T1, rt = t % T1;
+          nimg[lane] = n;
+          ih0s[lane] = 2 * (rt / tw) - g.pt;
+          iw0s[lane] = 2 * (rt % tw) - g.pl;
+          inside[lane] = ih0s[lane] >= 0 && iw0s[lane] >= 0 && ih0s[lane] + 4 <= g.H && iw0s[lane] + 4 <= g.W;
+          base[lane] = ih0s[lane] * g.W + iw0s[lane];
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          alignas(64) float d[16][kNR];
+          for (int64_t lane = 0; lane < kNR; ++lane) {
+            const T* plane = x + (nimg[lane] * g.C + c) * g.H * g.W;
+            if (!valid[lane]) {
+              for (int e = 0; e < 16; ++e) d[e][lane] = 0.0f;
+            } else if (inside[lane]) {
+              const T* src = plane + base[lane];
+              for (int a = 0; a < 4; ++a)
+                for (int bb = 0; bb < 4; ++bb) d[a * 4 + bb][lane] = load_f(src, a * g.W + bb);
+            } else {
+              for (int a = 0; a < 4; ++a)
+                for (int bb = 0; bb < 4; ++bb) {
+                  const int64_t ih = ih0s[lane] + a, iw = iw0s[lane] + bb;
+                  d[a * 4 + bb][lane] =
+                      (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? load_f(plane, ih * g.W + iw) : 0.0f;
+                }
+            }
+          }
+          float* vo = vbuf + (p * C + c) * kNR;
+          const int64_t xs = panels * C * kNR;  // stride between ξ planes
+#pragma omp simd
+          for (int64_t l = 0; l < kNR; ++l) {
+            float t4[4][4];
+            for (int bb = 0; bb < 4; ++bb) {  // Bᵀ d
+              t4[0][bb] = d[0 * 4 + bb][l] - d[2 * 4 + bb][l];
+              t4[1][bb] = d[1 * 4 + bb][l] + d[2 * 4 + bb][l];
+              t4[2][bb] = d[2 * 4 + bb][l] - d[1 * 4 + bb][l];
+              t4[3][bb] = d[1 * 4 + bb][l] - d[3 * 4 + bb][l];
+            }
+            for (int a = 0; a < 4; ++a) {  // (Bᵀ d) B
+              vo[(a * 4 + 0) * xs + l] = t4[a][0] - t4[a][2];
+              vo[(a * 4 + 1) * xs + l] = t4[a][1] + t4[a][2];
+              vo[(a * 4 + 2) * xs + l] = t4[a][2] - t4[a][1];
+              vo[(a * 4 + 3) * xs + l] = t4[a][1] - t4[a][3];
+            }
+          }
+        }
+      }
+      // 16 GEMMs: M_ξ[rows, ldv] (mbuf[(ξ * mrows + row) * ldv + col]) = U_ξ · V_ξ.
+      const int64_t mrows = (mp1 - mp0) * kMR;
+      for (int xi = 0; xi < 16; ++xi) {
+        const float* Ux = U + xi * g.mpanels * C * kMR;
+        float* Mx = mbuf + xi * mrows * ldv;
+        for (int64_t k0 = 0; k0 < C; k0 += kKC) {
+          const int64_t kc = std::min(kKC, C - k0);
+          for (int64_t p = 0; p < panels; ++p) {
+            const float* bp = vbuf + ((xi * panels + p) * C + k0) * kNR;
+            for (int64_t mp = mp0; mp < mp1; ++mp)
+              isa.tile_packed_a(kc, Ux + (mp * C + k0) * kMR, bp, Mx + (mp - mp0) * kMR * ldv + p * kNR, ldv,
+                                static_cast<int>(std::min(kMR, g.O - mp * kMR)), k0 > 0);
+          }
+        }
+      }
+      // Output transform Aᵀ m A (rows of Aᵀ = (1,1,1,0) (0,1,-1,-1)), 16 tiles at a time, then the
+      // fused bias / residual / relu while scattering the 2x2 outputs.
+      const int64_t rows = std::min(g.O, mp1 * kMR) - rows0;
+      for (int64_t ro = 0; ro < rows; ++ro) {
+        const int64_t o = rows0 + ro;
+        const float b = bias ? load_f(bias, o) : 0.0f;
+        for (int64_t p = 0; p < panels; ++p) {
+          alignas(64) float out[4][kNR];
+          const float* mrow = mbuf + ro * ldv + p * kNR;
+          const int64_t xs = mrows * ldv;
+#pragma omp simd
+          for (int64_t l = 0; l < kNR; ++l) {
+            float m[16];
+            for (int xi = 0; xi < 16; ++xi) m[xi] = mrow[xi * xs + l];
+            float s0[4], s1[4];
+            for (int bc = 0; bc < 4; ++bc) {
+              s0[bc] = m[0 * 4 + bc] + m[1 * 4 + bc] + m[2 * 4 + bc];
+              s1[bc] = m[1 * 4 + bc] - m[2 * 4 + bc] - m[3 * 4 + bc];
+            }
+            out[0][l] = s0[0] + s0[1] + s0[2] + b;
+            out[1][l] = s0[1] - s0[2] - s0[3] + b;
+            out[2][l] = s1[0] + s1[1] + s1[2] + b;
+            out[3][l] = s1[1] - s1[2] - s1[3] + b;
+          }
+          const int64_t lanes = std::min(kNR, nt - p * kNR);
+          for (int64_t l = 0; l < lanes; ++l) {
+            const int64_t t = t0 + p * kNR + l, n = t / T1, rt = t % T1, oy0 = (rt / tw) * 2, ox0 = (rt % tw) * 2;
+            for (int a = 0; a < 2 && oy0 + a < g.Ho; ++a)
+              for (int bb = 0; bb < 2 && ox0 + bb < g.Wo; ++bb) {
+                const int64_t yi = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0 + bb;
+                float v = out[a * 2 + bb][l];
+                if (add) v += load_f(r, yi);
+                store_f(y, yi, relu ? std::max(v, 0.0f) : v);
+              }
+          }
+        }
+      }
+    }
+  }
+  return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
 // Writes n values into B-panel columns [col, col+n) of row `row` (panel stride kc*16).
@@ -311,7 +500,7 @@ int run_depthwise(const Geo& g, const T* x, const T* w, const T* bias, const T* 
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
-const float* check_packed(const void* packed, const Geo& g, int* st) {
+const float* check_packed(const void* packed, const Geo& g, int* st, bool* winograd) {
   if (reinterpret_cast<uintptr_t>(packed) % alignof(float) != 0) {
     *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w must be at least 4-byte aligned");
     return nullptr;
@@ -331,6 +520,12 @@ const float* check_packed(const void* packed, const Geo& g, int* st) {
                                          std::to_string(g.G));
     return nullptr;
   }
+  *winograd = h.variant == 1;
+  if (*winograd && !winograd_fits(g)) {
+    *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w holds Winograd weights but the call is not a 3x3 "
+                                     "stride-1 undilated conv; pack with this call's strides and dilations");
+    return nullptr;
+  }
   *st = DML_CPU_OK;
   return reinterpret_cast<const float*>(static_cast<const char*>(packed) + kHeaderBytes);
 }
@@ -341,38 +536,48 @@ const float* check_packed(const void* packed, const Geo& g, int* st) {
 using namespace dml_cpu;
 using namespace dml_cpu::conv;
 
-// Geometry of the weights alone (packing happens before any input extent is known).
-static int weight_geo(int64_t O, int64_t Cg, int64_t kh, int64_t kw, int64_t groups, Geo& g, const char* kernel) {
-  if (O < 1 || Cg < 1 || kh < 1 || kw < 1 || groups < 1 || O % groups)
+// Geometry of the weights (and strides / dilations, which pick the packed variant); N, H, W and
+// the pads of `s` are ignored: packing happens before any input extent is known.
+static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel) {
+  if (!s) return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": shape is NULL");
+  const int64_t O = s->O, C = s->C, kh = s->kh, kw = s->kw, groups = s->groups;
+  if (O < 1 || C < 1 || kh < 1 || kw < 1 || groups < 1 || O % groups || C % groups || s->sh < 1 || s->sw < 1 ||
+      s->dh < 1 || s->dw < 1)
     return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": invalid weight geometry (O=" + std::to_string(O) +
-                                          ", C/groups=" + std::to_string(Cg) + ", kh=" + std::to_string(kh) + ", kw=" +
+                                          ", C=" + std::to_string(C) + ", kh=" + std::to_string(kh) + ", kw=" +
                                           std::to_string(kw) + ", groups=" + std::to_string(groups) + ")");
   g = Geo{};
   g.O = O;
   g.G = groups;
-  g.Cg = Cg;
-  g.C = Cg * groups;
+  g.C = C;
+  g.Cg = C / groups;
   g.kh = kh;
   g.kw = kw;
+  g.sh = s->sh;
+  g.sw = s->sw;
+  g.dh = s->dh;
+  g.dw = s->dw;
   g.Og = O / groups;
-  g.K = Cg * kh * kw;
+  g.K = g.Cg * kh * kw;
   g.mpanels = cdiv(g.Og, kMR);
   return DML_CPU_OK;
 }
 
-extern "C" int64_t dml_cpu_conv2d_packed_w_size(int64_t O, int64_t Cg, int64_t kh, int64_t kw, int64_t groups) {
+static bool use_winograd(const Geo& g) { return winograd_enabled() && winograd_fits(g); }
+
+extern "C" int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s) {
   Geo g;
-  if (weight_geo(O, Cg, kh, kw, groups, g, "dml_cpu_conv2d_packed_w_size")) return -1;
-  return kHeaderBytes + packed_floats(g) * static_cast<int64_t>(sizeof(float));
+  if (weight_geo(s, g, "dml_cpu_conv2d_packed_w_size")) return -1;
+  return kHeaderBytes + (use_winograd(g) ? winograd_floats(g) : packed_floats(g)) * static_cast<int64_t>(sizeof(float));
 }
 
-extern "C" int dml_cpu_conv2d_pack_w(int dtype, int64_t O, int64_t Cg, int64_t kh, int64_t kw, int64_t groups,
-                                     const void* w, void* packed_w) {
+extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w) {
   Geo g;
-  if (int st = weight_geo(O, Cg, kh, kw, groups, g, "dml_cpu_conv2d_pack_w")) return st;
+  if (int st = weight_geo(s, g, "dml_cpu_conv2d_pack_w")) return st;
   if (!w || !packed_w) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: w and packed_w must not be NULL");
   if (reinterpret_cast<uintptr_t>(packed_w) % alignof(float) != 0)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: packed_w must be at least 4-byte aligned");
+  const bool wino = use_winograd(g);
   PackedHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.o = g.O;
@@ -381,11 +586,13 @@ extern "C" int dml_cpu_conv2d_pack_w(int dtype, int64_t O, int64_t Cg, int64_t k
   h.kw = g.kw;
   h.groups = g.G;
   h.dtype = dtype;
+  h.variant = wino ? 1 : 0;
   std::memcpy(packed_w, &h, sizeof h);
   float* out = reinterpret_cast<float*>(static_cast<char*>(packed_w) + kHeaderBytes);
   return dispatch_float(dtype, "dml_cpu_conv2d_pack_w", [&](auto tag) -> int {
     using T = decltype(tag);
-    pack_w(static_cast<const T*>(w), g, out);
+    if (wino) pack_w_winograd(static_cast<const T*>(w), g, out);
+    else pack_w(static_cast<const T*>(w), g, out);
     return DML_CPU_OK;
   });
 }
@@ -413,8 +620,10 @@ extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const vo
     const float* A;
     if (packed_w) {
       int st = DML_CPU_OK;
-      A = check_packed(packed_w, g, &st);
+      bool wino = false;
+      A = check_packed(packed_w, g, &st, &wino);
       if (st) return st;
+      if (wino) return run_winograd(g, xt, A, bt, rt, yt, epilogue);
     } else {
       float* buf = scratch(kSlotW, static_cast<size_t>(packed_floats(g)));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the packed weights");

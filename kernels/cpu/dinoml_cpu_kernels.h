@@ -181,9 +181,11 @@ DML_CPU_API int dml_cpu_softmax_rows(int dtype, int64_t outer, int64_t axis_len,
 typedef struct dml_cpu_conv2d_shape {
   int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups;
 } dml_cpu_conv2d_shape;
-DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size(int64_t O, int64_t C_per_group, int64_t kh, int64_t kw, int64_t groups);
-DML_CPU_API int dml_cpu_conv2d_pack_w(int dtype, int64_t O, int64_t C_per_group, int64_t kh, int64_t kw, int64_t groups,
-                                      const void* w, void* packed_w);
+/* Packing reads O, C, kh, kw, strides, dilations and groups of `s` (N, H, W, pads are ignored):
+ * 3x3 stride-1 undilated ungrouped convs with C, O >= 16 are packed as Winograd F(2x2, 3x3)
+ * transformed weights (DINOML_CONV_WINOGRAD=0 at load disables that), the rest as GEMM panels. */
+DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s);
+DML_CPU_API int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w);
 DML_CPU_API int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const void* x, const void* w,
                                const void* packed_w, const void* bias, const void* r, void* y, int epilogue);
 

@@ -284,3 +284,63 @@ def test_conv_compiled(batch, case, ri, tmp_path_factory):
 @pytest.mark.parametrize("batch,case,ri", H.params([BATCHES[2], BATCHES[3], BATCHES[4]]))
 def test_conv_reference(batch, case, ri):
     H.check(batch, case, ri, "reference")
+
+
+# ---- constant weights: the prepacked paths (Winograd F(2x2,3x3) for 3x3/1 with C, O >= 16) -----
+
+def _const_conv_case(name, dtype, C, Hh, W, O, k, stride=(1, 1), pad=1, dil=(1, 1), groups=1, epi="conv2d_bias"):
+    pads = _pads(pad)
+    kh, kw = (k, k) if isinstance(k, int) else k
+    rng = np.random.default_rng(len(name) * 7919 + C * 31 + O)
+    wnp = H.to_runtime(rng.uniform(-0.3, 0.3, (O, C // groups, kh, kw)), dtype)
+    inputs = {"x": Inp(("B", C, Hh, W), dtype), "b": Inp((O,), dtype)}
+    if epi == "conv2d_bias_add_relu":
+        inputs["r"] = Inp(("B", O, (Hh + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1,
+                           (W + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1), dtype)
+
+    def build(ops, t):
+        attrs = dict(stride=list(stride), padding=pads, dilation=list(dil), groups=groups)
+        # bf16 has no numpy dtype: the constant is cast at trace time and folded into a bf16 constant.
+        w = ops.cast(wnp.astype(np.float32), "bfloat16") if dtype == "bfloat16" else wnp
+        ins = [t["x"], w, t["b"]] + ([t["r"]] if "r" in t else [])
+        return ops.call(epi, ins, attrs)
+
+    def oracle(x):
+        y = _torch_conv(x["x"], H.to_oracle(wnp, dtype), x["b"], stride, pads, dil, groups)
+        if "r" in x:
+            y = y + x["r"]
+        return np.maximum(y, 0) if epi != "conv2d_bias" else y
+
+    tol = CONV_TOL[dtype]
+    return Case(f"const-{name}-{epi}-{dtype}", inputs, build, oracle, dtype, tol=tol)
+
+
+CONST_SHAPES = [
+    # name, C, H, W, O, k, stride, pad, dil, groups
+    ("wino-16x16", 16, 9, 7, 16, 3, (1, 1), 1, (1, 1), 1),
+    ("wino-odd", 24, 13, 11, 37, 3, (1, 1), 1, (1, 1), 1),
+    ("wino-pad0", 17, 8, 10, 20, 3, (1, 1), 0, (1, 1), 1),
+    ("wino-asym", 20, 7, 9, 18, 3, (1, 1), (0, 2, 1, 0), (1, 1), 1),
+    ("wino-pad2", 16, 5, 6, 16, 3, (1, 1), 2, (1, 1), 1),
+    ("wino-bigC", 300, 6, 5, 40, 3, (1, 1), 1, (1, 1), 1),  # C > one 256 k-block
+    ("wino-many-tiles", 16, 30, 34, 22, 3, (1, 1), 1, (1, 1), 1),
+    ("gemm-3x3s2", 20, 11, 9, 24, 3, (2, 2), 1, (1, 1), 1),
+    ("gemm-1x1", 32, 6, 7, 40, 1, (1, 1), 0, (1, 1), 1),
+    ("gemm-7x7s2", 3, 19, 17, 16, 7, (2, 2), 3, (1, 1), 1),
+    ("gemm-small-C", 8, 9, 9, 12, 3, (1, 1), 1, (1, 1), 1),
+    ("gemm-dil", 16, 12, 11, 16, 3, (1, 1), 2, (2, 2), 1),
+    ("gemm-groups", 16, 8, 9, 24, 3, (1, 1), 1, (1, 1), 4),
+    ("depthwise", 16, 9, 8, 16, 3, (2, 1), 1, (1, 1), 16),
+]
+CONST_CASES = [_const_conv_case(n, "float32", C, Hh, W, O, k, s, p, d, g, epi)
+               for (n, C, Hh, W, O, k, s, p, d, g) in CONST_SHAPES
+               for epi in ("conv2d_bias", "conv2d_bias_relu", "conv2d_bias_add_relu")]
+CONST_HALF = [_const_conv_case(n, dt, C, Hh, W, O, k, s, p, d, g, "conv2d_bias_add_relu")
+              for dt in ("float16", "bfloat16")
+              for (n, C, Hh, W, O, k, s, p, d, g) in (CONST_SHAPES[1], CONST_SHAPES[7])]
+BATCHES.append(Batch("conv_const", CONST_CASES + CONST_HALF, B_DIM, B_RUNS))
+
+
+@pytest.mark.parametrize("batch,case,ri", H.params([BATCHES[-1]]))
+def test_conv_const_compiled(batch, case, ri, tmp_path_factory):
+    H.check(batch, case, ri, "compiled", tmp_path_factory)

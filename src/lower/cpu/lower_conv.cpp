@@ -72,8 +72,14 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
     const std::string var = "dml_conv_packed_" + std::to_string(cx.next_kernel_id++);
     if (cx.functions.str().find("#include <stdlib.h>") == std::string::npos) cx.functions << "#include <stdlib.h>\n";
     cx.functions << "static void* " << var << " = NULL;  // packed weights of node " << comment_text(n.name) << "\n";
-    const std::string geo = i64(O) + ", " + i64(Cg) + ", " + i64(win.kh) + ", " + i64(win.kw) + ", " + i64(win.groups);
+    // Packing needs the weight geometry, strides and dilations only (they pick the variant).
+    const std::vector<std::string> wfields = {"0",         i64(Cg * win.groups), "0",         "0",
+                                              i64(O),      i64(win.kh),          i64(win.kw), i64(win.sh),
+                                              i64(win.sw), i64(win.pt),          i64(win.pl), i64(win.pb),
+                                              i64(win.pr), i64(win.dh),          i64(win.dw), i64(win.groups)};
+    const std::string geo = "&ws";
     cx.init << "  if (!__atomic_load_n(&" << var << ", __ATOMIC_ACQUIRE)) {  // " << comment_text(n.name) << "\n"
+            << "    const dml_cpu_conv2d_shape ws = " << brace_list(wfields) << ";\n"
             << "    const int64_t sz = dml_cpu_conv2d_packed_w_size(" << geo << ");\n"
             << "    void* p = sz > 0 ? aligned_alloc(64, (size_t)((sz + 63) / 64 * 64)) : NULL;\n"
             << "    int st = p ? dml_cpu_conv2d_pack_w(" << dt << ", " << geo << ", constants + " << it->second.offset
@@ -84,8 +90,11 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
             << "    if (!__atomic_compare_exchange_n(&" << var
             << ", &expected, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) free(p);\n  }\n";
     packed = var;
-    kernel = "dml_cpu_conv2d.implicit_gemm_6x16.prepacked";
-    reason = "only candidate (not tunable); constant weights packed once at module init";
+    const bool wino = win.kh == 3 && win.kw == 3 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1 &&
+                      win.groups == 1 && Cg >= 16 && O >= 16;
+    kernel = wino ? "dml_cpu_conv2d.winograd_f2x2_3x3.prepacked" : "dml_cpu_conv2d.implicit_gemm_6x16.prepacked";
+    reason = std::string("only candidate (not tunable); constant weights packed once at module init") +
+             (wino ? " as Winograd-transformed weights (DINOML_CONV_WINOGRAD=0 at load packs GEMM panels instead)" : "");
   }
   const std::vector<std::string> fields = {
       cx.cpp(x.shape[0]), cx.cpp(x.shape[1]), cx.cpp(x.shape[2]), cx.cpp(x.shape[3]), i64(O),  i64(win.kh),
