@@ -14,12 +14,14 @@
 // Depthwise (groups == C == O) has its own direct kernel: per output row, each of the kH×kW taps
 // is one fused multiply-add over a contiguous (stride 1) or strided input row, vectorised by the
 // compiler over the output width; threads split the (image, channel) planes.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "gemm_isa.h"
 #include "kernel_common.h"
@@ -310,6 +312,16 @@ struct PanelRow {
       float* d = base + (col >> 4) * pstride + lane;
       if (step == 1) {
         for (int64_t q = 0; q < len; ++q) d[q] = load_f(src, q);
+      } else if (std::is_same_v<T, float> && step == 2) {
+        // Stride-2 gather (3x3/2, 7x7/2 convs): deinterleave pairs of vectors instead of scalar loads.
+        const float* sf = reinterpret_cast<const float*>(src);
+        int64_t q = 0;
+        for (; q + 8 <= len; q += 8) {
+          const __m256 lo = _mm256_loadu_ps(sf + 2 * q), hi = _mm256_loadu_ps(sf + 2 * q + 8);
+          const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+          _mm256_storeu_ps(d + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+        }
+        for (; q < len; ++q) d[q] = sf[2 * q];
       } else {
         for (int64_t q = 0; q < len; ++q) d[q] = load_f(src, q * step);
       }
