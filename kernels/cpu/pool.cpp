@@ -30,32 +30,44 @@ inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t n, int64_t& l
   hi = std::max(hi, lo);
 }
 
+// Row-wise: for each output row, every (valid) tap updates a running maximum over the output
+// columns that tap can reach, so the inner loop is branch-free and vectorises (NaN propagates).
 template <typename T>
 void max_pool(const dml_cpu_pool2d_shape& s, const T* x, T* y) {
   const int64_t planes = s.N * s.C;
-#pragma omp parallel for schedule(static) if (planes * s.Ho * s.Wo * s.kh * s.kw > kParallelWork && planes > 1)
-  for (int64_t p = 0; p < planes; ++p) {
-    const T* xp = x + p * s.H * s.W;
-    T* yp = y + p * s.Ho * s.Wo;
-    for (int64_t oh = 0; oh < s.Ho; ++oh) {
-      const int64_t h0 = oh * s.sh - s.pt;
-      int64_t ilo, ihi;
-      tap_range(h0, s.kh, s.dh, s.H, ilo, ihi);
-      for (int64_t ow = 0; ow < s.Wo; ++ow) {
-        const int64_t w0 = ow * s.sw - s.pl;
-        int64_t jlo, jhi;
-        tap_range(w0, s.kw, s.dw, s.W, jlo, jhi);
-        float m = -INFINITY;
-        bool nan = false;
+#pragma omp parallel if (planes * s.Ho * s.Wo * s.kh * s.kw > kParallelWork && planes > 1)
+  {
+    std::vector<float> acc(static_cast<size_t>(s.Wo));
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* xp = x + p * s.H * s.W;
+      T* yp = y + p * s.Ho * s.Wo;
+      float* m = acc.data();
+      for (int64_t oh = 0; oh < s.Ho; ++oh) {
+        for (int64_t ow = 0; ow < s.Wo; ++ow) m[ow] = -INFINITY;
+        const int64_t h0 = oh * s.sh - s.pt;
+        int64_t ilo, ihi;
+        tap_range(h0, s.kh, s.dh, s.H, ilo, ihi);
         for (int64_t i = ilo; i < ihi; ++i) {
-          const T* row = xp + (h0 + i * s.dh) * s.W + w0;
-          for (int64_t j = jlo; j < jhi; ++j) {
-            const float v = load_f(row, j * s.dw);
-            nan |= v != v;
-            m = v > m ? v : m;
+          const T* row = xp + (h0 + i * s.dh) * s.W;
+          for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t off = j * s.dw - s.pl;
+            const int64_t lo = off >= 0 ? 0 : cdiv(-off, s.sw);
+            const int64_t hi = s.W - 1 - off < 0 ? 0 : std::min(s.Wo, (s.W - 1 - off) / s.sw + 1);
+            if (s.sw == 1) {
+              for (int64_t ow = lo; ow < hi; ++ow) {
+                const float v = load_f(row, ow + off);
+                m[ow] = (v > m[ow] || v != v) ? v : m[ow];
+              }
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) {
+                const float v = load_f(row, ow * s.sw + off);
+                m[ow] = (v > m[ow] || v != v) ? v : m[ow];
+              }
+            }
           }
         }
-        store_f(yp, oh * s.Wo + ow, nan ? NAN : m);
+        for (int64_t ow = 0; ow < s.Wo; ++ow) store_f(yp, oh * s.Wo + ow, m[ow]);
       }
     }
   }
