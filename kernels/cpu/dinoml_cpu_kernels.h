@@ -185,6 +185,53 @@ DML_CPU_API int dml_cpu_bmm_tiled(int dtype, int b_layout, int batch_rank, const
 DML_CPU_API int dml_cpu_softmax_rows(int dtype, int64_t outer, int64_t axis_len, int64_t inner, int log, const void* x,
                                      void* y, int threads);
 
+/* ---- convolution, pooling, resampling (kernels/cpu/conv.cpp, pool.cpp); NCHW, float dtypes ----
+ * conv2d: y[N, O, Ho, Wo] = epilogue(x[N, C, H, W] (*) w[O, C/groups, kh, kw] + bias[O] (+ r)), with
+ * Ho = (H + pt + pb - dh*(kh-1) - 1)/sh + 1 (same for W). epilogue: DML_CPU_EPI_NONE, _RELU, _ADD,
+ * _ADD_RELU (r has y's shape). bias may be NULL. Constant weights are packed once with
+ * dml_cpu_conv2d_pack_w into a buffer of dml_cpu_conv2d_packed_w_size bytes (64-byte aligned is
+ * best) and passed as packed_w (w may then be NULL); with packed_w NULL, w is packed per call.
+ * groups == C == O (depthwise) reads w directly with a direct kernel. */
+typedef struct dml_cpu_conv2d_shape {
+  int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups;
+} dml_cpu_conv2d_shape;
+/* Packing reads O, C, kh, kw, strides, dilations and groups of `s` (N, H, W, pads are ignored):
+ * 3x3 stride-1 undilated ungrouped convs with C, O >= 16 are packed as Winograd F(2x2, 3x3)
+ * transformed weights (DINOML_CONV_WINOGRAD=0 at load disables that), the rest as GEMM panels. */
+DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s);
+DML_CPU_API int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w);
+DML_CPU_API int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const void* x, const void* w,
+                               const void* packed_w, const void* bias, const void* r, void* y, int epilogue);
+
+/* Pooling windows (Ho, Wo given by the caller, e.g. with ceil_mode applied). Max pooling ignores
+ * padding; average pooling divides by the window clipped to the padded input when
+ * count_include_pad, else by the number of valid taps (dilation must be 1). */
+typedef struct dml_cpu_pool2d_shape {
+  int64_t N, C, H, W, Ho, Wo, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, count_include_pad;
+} dml_cpu_pool2d_shape;
+DML_CPU_API int dml_cpu_max_pool2d(int dtype, const dml_cpu_pool2d_shape* s, const void* x, void* y);
+DML_CPU_API int dml_cpu_avg_pool2d(int dtype, const dml_cpu_pool2d_shape* s, const void* x, void* y);
+/* y[p] = mean of x[p, 0:spatial] for each of `planes` rows. */
+DML_CPU_API int dml_cpu_global_avg_pool2d(int dtype, int64_t planes, int64_t spatial, const void* x, void* y);
+
+enum dml_cpu_interp_mode { DML_CPU_INTERP_NEAREST = 0, DML_CPU_INTERP_BILINEAR = 1 };
+enum dml_cpu_coord_mode {
+  DML_CPU_COORD_HALF_PIXEL = 0, DML_CPU_COORD_PYTORCH_HALF_PIXEL = 1, DML_CPU_COORD_ASYMMETRIC = 2,
+  DML_CPU_COORD_ALIGN_CORNERS = 3
+};
+enum dml_cpu_nearest_mode {
+  DML_CPU_NEAREST_ROUND_PREFER_FLOOR = 0, DML_CPU_NEAREST_ROUND_PREFER_CEIL = 1, DML_CPU_NEAREST_FLOOR = 2,
+  DML_CPU_NEAREST_CEIL = 3
+};
+/* Resize x[planes, H, W] to y[planes, Ho, Wo]; rscale_* = in/out (or 1/scale) as float; the source
+ * coordinate follows ONNX Resize's coordinate_transformation_mode, bilinear clamps it to the input. */
+DML_CPU_API int dml_cpu_interpolate(int dtype, int mode, int coord_mode, int nearest_mode, int64_t planes, int64_t H,
+                                    int64_t W, int64_t Ho, int64_t Wo, float rscale_h, float rscale_w, const void* x,
+                                    void* y);
+/* Inference batch norm of x[N, C, spatial] with per-channel mean, var, gamma, beta. */
+DML_CPU_API int dml_cpu_batch_norm(int dtype, int64_t N, int64_t C, int64_t spatial, const void* x, const void* mean,
+                                   const void* var, const void* gamma, const void* beta, float eps, void* y);
+
 #ifdef __cplusplus
 }
 #endif

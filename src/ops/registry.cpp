@@ -97,6 +97,8 @@ const Registry& Registry::global() {
     register_shape_ops(reg);
     register_misc_ops(reg);
     register_attention_ops(reg);
+    register_conv_ops(reg);
+    register_pool_ops(reg);
     return reg;
   }();
   return r;

@@ -101,5 +101,7 @@ void register_norm_ops(Registry& r);
 void register_shape_ops(Registry& r);
 void register_misc_ops(Registry& r);  // output, state_assign, fused_elementwise
 void register_attention_ops(Registry& r);  // scaled_dot_product_attention
+void register_conv_ops(Registry& r);  // conv2d family, batch_norm (conv.cpp)
+void register_pool_ops(Registry& r);  // pooling, interpolate (pool.cpp)
 
 }  // namespace dinoml::ops

@@ -18,8 +18,10 @@ for _name, _d in _DEFS.items():
 from ._wrappers import *  # noqa: E402,F401,F403  (hand-written signatures override generated ones)
 from ._wrappers import __all__ as _wrapped  # noqa: E402
 from ._indexing import getitem, matmul  # noqa: E402,F401
+from ._conv import *  # noqa: E402,F401,F403  (PyTorch-style conv / pooling signatures)
+from ._conv import __all__ as _conv_wrapped  # noqa: E402
 
-for _name in _wrapped:
+for _name in list(_wrapped) + list(_conv_wrapped):
     if _name in _DEFS:
         # Keep the registry's description on the hand-written signature.
         globals()[_name].__doc__ = (globals()[_name].__doc__ or "") + "\n\n" + _core.op_doc(_DEFS[_name])
@@ -35,4 +37,4 @@ def schema(name: str) -> dict:
     return dict(_DEFS[name])
 
 
-__all__ = sorted(set(_DEFS) | set(_wrapped) | {"getitem", "matmul", "names", "schema", "call"})
+__all__ = sorted(set(_DEFS) | set(_wrapped) | set(_conv_wrapped) | {"getitem", "matmul", "names", "schema", "call"})

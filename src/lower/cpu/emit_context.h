@@ -36,6 +36,9 @@ class EmitContext {
   std::map<std::string, std::string> storage_var;
   // Deferred tail of run(): state copies that must happen after every node.
   std::ostringstream tail;
+  // Statements run once in dinoml_module_init (after the constants check), e.g. weight prepacking;
+  // they see `constants`, `err`, `errlen` and return non-zero on failure.
+  std::ostringstream init;
   // Generated kernels (static functions placed before run()) and their plan entries.
   std::ostringstream functions;
   nlohmann::json codegen_plan = nlohmann::json::array();

@@ -385,6 +385,7 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   } else {
     os << "  (void)constants_size; (void)err; (void)errlen;\n";
   }
+  os << cx.init.str();
   os << "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) { (void)module_state; }\n\n";
   os << "DML_EXPORT int dinoml_module_plan(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes, char* err,\n"

@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "lower/cpu/emit_context.h"
+#include "lower/cpu/lower_conv.h"
 
 namespace dinoml::lower::cpu {
 namespace {
@@ -376,7 +377,7 @@ bool is_library_op(const std::string& op) {
       "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
       "arange",      "full",       "scaled_dot_product_attention"};
   GemmKind k;
-  return ops.count(op) != 0 || parse_gemm(op, k);
+  return ops.count(op) != 0 || parse_gemm(op, k) || is_conv_op(op);
 }
 
 json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
@@ -399,7 +400,11 @@ json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
   if (op == "gather") return emit_gather(cx, n, body);
   if (op == "embedding") return emit_embedding(cx, n, body);
   if (op == "arange" || op == "full") return emit_generator(cx, n, body);
+<<<<<<< HEAD
   if (op == "scaled_dot_product_attention") return emit_sdpa(cx, n, body);
+=======
+  if (is_conv_op(op)) return emit_conv_op(cx, n, body);
+>>>>>>> conv
   no_lowering(n);
 }
 
