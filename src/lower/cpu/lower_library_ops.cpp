@@ -400,11 +400,8 @@ json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
   if (op == "gather") return emit_gather(cx, n, body);
   if (op == "embedding") return emit_embedding(cx, n, body);
   if (op == "arange" || op == "full") return emit_generator(cx, n, body);
-<<<<<<< HEAD
   if (op == "scaled_dot_product_attention") return emit_sdpa(cx, n, body);
-=======
   if (is_conv_op(op)) return emit_conv_op(cx, n, body);
->>>>>>> conv
   no_lowering(n);
 }
 
