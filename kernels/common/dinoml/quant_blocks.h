@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 // Elements per block of the "legacy" formats and of the K-quant super-blocks.
 #define DML_QK 32
@@ -212,6 +213,13 @@ static const dml_qtype_traits dml_qtype_table[DML_QT_COUNT] = {
 static inline const dml_qtype_traits* dml_qtype_get(int64_t t) {
   if (t < 0 || t >= DML_QT_COUNT || dml_qtype_table[t].block_size == 0) return 0;
   return &dml_qtype_table[t];
+}
+
+// The type number of ggml's type name ("q4_K"), or -1.
+static inline int dml_qtype_by_name(const char* name) {
+  for (int t = 0; t < DML_QT_COUNT; ++t)
+    if (dml_qtype_table[t].name && strcmp(dml_qtype_table[t].name, name) == 0) return t;
+  return -1;
 }
 
 #endif  // DINOML_QUANT_BLOCKS_H
