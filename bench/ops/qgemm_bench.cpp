@@ -1,11 +1,12 @@
 // Quantized-weight GEMM vs the fp32 GEMM on the dequantized weights, in one process, same thread
 // count, at llama shapes (K = N = 4096; M = 1 decode, 8, 128 prefill). Timing surface: the kernel
 // call alone (inputs resident, one warm-up, median of repeats sized to ~min-time).
-//   qgemm_bench [--threads 2] [--min-time 0.3] [--types q4_0,q8_0,q4_K,q6_K] [--m 1,8,128] [--k 4096] [--n 4096]
+//   qgemm_bench [--threads 2] [--cpu-time (with --threads 1)] [--min-time 0.3] [--types q4_0,q8_0,q4_K,q6_K] [--m 1,8,128] [--k 4096] [--n 4096]
 // Columns: DinoML int8 path, DinoML dequantize-tile path, DinoML auto (dml_cpu_qgemm), fp32 GEMM
 // (dml_cpu_gemm, b[N,K] fp32 = the dequantized weights) and fp32 GEMM with prepacked weights;
 // the ratio is fp32 (best of the two) / best quantized path.
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,7 +23,17 @@
 
 namespace {
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+// Wall time, or with --cpu-time (single thread only) the calling thread's CPU time: on a machine
+// shared with other jobs, CPU time leaves out the time slices the scheduler gave to others.
+bool g_cpu_time = false;
+double now() {
+  if (g_cpu_time) {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 template <class F>
 double time_median(F&& f, double min_time) {
@@ -63,8 +74,11 @@ int main(int argc, char** argv) {
   double min_time = 0.3;
   std::string types = "q4_0,q8_0,q4_K,q6_K", ms = "1,8,128";
   int64_t K = 4096, N = 4096;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--cpu-time") g_cpu_time = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
+    if (k == "--cpu-time") { --i; continue; }
     if (k == "--threads") threads = std::atoi(argv[i + 1]);
     else if (k == "--min-time") min_time = std::atof(argv[i + 1]);
     else if (k == "--types") types = argv[i + 1];
@@ -72,9 +86,13 @@ int main(int argc, char** argv) {
     else if (k == "--k") K = std::atoll(argv[i + 1]);
     else if (k == "--n") N = std::atoll(argv[i + 1]);
   }
+  if (g_cpu_time && threads != 1) {
+    std::fprintf(stderr, "--cpu-time measures one thread: use --threads 1\n");
+    return 2;
+  }
   omp_set_num_threads(threads);
-  std::printf("qgemm_bench: K=%lld N=%lld threads=%d (median ms per call; GB/s = weight bytes read / time)\n",
-              (long long)K, (long long)N, threads);
+  std::printf("qgemm_bench: K=%lld N=%lld threads=%d, %s (median ms per call; GB/s = weight bytes read / time)\n",
+              (long long)K, (long long)N, threads, g_cpu_time ? "thread CPU time" : "wall time");
   std::printf("%-6s %5s %10s %10s %10s %10s %10s %9s %9s\n", "type", "M", "int8", "dequant", "auto", "fp32", "fp32pk",
               "int8GB/s", "fp32/best");
   std::mt19937 rng(1);

@@ -8,6 +8,7 @@
 //     tiles (gemm_isa.h) with A packed per block as in the blocked fp32 GEMM. fp32 accuracy and
 //     FMA throughput for large M (prefill), where the weight decoding is amortised over M rows.
 // Path 0 chooses by M (kIntDotMaxM).
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -32,7 +33,10 @@ const int64_t kIntDotMaxM = [] {
 }();
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 constexpr int64_t kKC = 256;  // dequantize path: K slice (one K-quant super-block, 8 legacy blocks)
-constexpr int64_t kMC = 96;   // dequantize path: rows of A per block (multiple of the 6-row tile)
+// Dequantize path: rows of A per block (a multiple of the 6-row tile). Each weight slice is
+// dequantized once per A block, so a block covers prefill-sized M (128) in one pass; 144×256 fp32
+// (147 KiB) still sits in L2.
+constexpr int64_t kMC = 144;
 constexpr int64_t kRowsPerChunk = 16;  // int8 path: weight rows per scheduling unit
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -115,8 +119,29 @@ void dequant_panel(const Problem& p, int64_t n0, int64_t k0, int64_t kc, float* 
     else
       std::memset(dst, 0, (size_t)kc * sizeof(float));
   }
-  for (int64_t k = 0; k < kc; ++k)
-    for (int64_t j = 0; j < gemm::kNR; ++j) panel[k * gemm::kNR + j] = rows[j * kc + k];
+  // rows[16][kc] → panel[kc][16] by 8×8 register transposes (kc is a multiple of 8).
+  for (int64_t k0 = 0; k0 < kc; k0 += 8)
+    for (int64_t j0 = 0; j0 < gemm::kNR; j0 += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(rows + (j0 + i) * kc + k0);
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float* o = panel + k0 * gemm::kNR + j0;
+      _mm256_storeu_ps(o + 0 * gemm::kNR, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(o + 1 * gemm::kNR, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(o + 2 * gemm::kNR, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(o + 3 * gemm::kNR, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(o + 4 * gemm::kNR, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(o + 5 * gemm::kNR, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(o + 6 * gemm::kNR, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(o + 7 * gemm::kNR, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
 }
 
 int run_dequant(const Problem& p, int threads) {

@@ -140,169 +140,136 @@ void dot_q8_0(int64_t nb, const void* wv, const void* a, int64_t stride, int, fl
 }
 
 // ---- K-quants (256-element super-blocks, q8_K activations) -------------------------------------
+// A super-block is unpacked once into what every activation row needs:
+//   u[c]    32 unsigned quants of chunk c (elements 32c..32c+31),
+//   scl[c]  the 16-bit scales of the chunk's 16 maddubs pair sums (one or two sub-block scales),
+//   off16   16 int16 weights w_g of the activation group sums bsums[g] (g = 16-element group):
+//           the offset/min term is off_scale · Σ_g w_g · bsums[g],
+// so a row costs 8 × (maddubs + madd + add) + one madd for the offset term.
+struct KUnpacked {
+  __m256i u[8];
+  __m256i scl[8];
+  __m256i off16;
+  float d;          // super-block scale (times the activation scale per row)
+  float off_scale;  // scale of the offset term (dmin for q2_K/q4_K/q5_K; d·4 for q3_K; d·32 for q6_K)
+};
 
-template <int R>
-void dot_q2_K(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
-  __m256 acc[R];
-  float corr[R];
-  const dml_block_q8_K* rows[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    corr[r] = 0.f;
-    rows[r] = a8k_row<R>(a, stride, r);
-  }
-  const auto* w = static_cast<const dml_block_q2_K*>(wv);
+inline __m256i pair_scales(int s0, int s1) {
+  return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+}
+
+inline void unpack(const dml_block_q2_K& b, KUnpacked& k) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  for (int64_t i = 0; i < nb; ++i) {
-    const float dw = fp16(w[i].d), mw = fp16(w[i].dmin);
-    const uint8_t* sc = w[i].scales;
-    __m256i u[8];
-    for (int n = 0; n < 2; ++n) {
-      const __m256i bits = load32(w[i].qs + 32 * n);
-      for (int j = 0; j < 4; ++j) u[n * 4 + j] = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * j)), m3);
-    }
-    for (int r = 0; r < R; ++r) {
-      const dml_block_q8_K& ab = rows[r][i];
-      __m256i sumi = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sumi = _mm256_add_epi32(sumi, dot_u8s8_scaled(u[c], load32(ab.qs + 32 * c), sc[2 * c] & 0xF, sc[2 * c + 1] & 0xF));
-      int summ = 0;
-      for (int g = 0; g < 16; ++g) summ += (sc[g] >> 4) * ab.bsums[g];
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), _mm256_cvtepi32_ps(sumi), acc[r]);
-      corr[r] += mw * ab.d * (float)summ;
-    }
+  alignas(32) int16_t off[16];
+  for (int n = 0; n < 2; ++n) {
+    const __m256i bits = load32(b.qs + 32 * n);
+    for (int j = 0; j < 4; ++j) k.u[n * 4 + j] = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * j)), m3);
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - corr[r];
+  for (int c = 0; c < 8; ++c) k.scl[c] = pair_scales(b.scales[2 * c] & 0xF, b.scales[2 * c + 1] & 0xF);
+  for (int g = 0; g < 16; ++g) off[g] = b.scales[g] >> 4;
+  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  k.d = fp16(b.d);
+  k.off_scale = fp16(b.dmin);  // value = d·sc·q - dmin·m
 }
 
-template <int R>
-void dot_q3_K(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
-  __m256 acc[R];
-  float corr[R];
-  const dml_block_q8_K* rows[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    corr[r] = 0.f;
-    rows[r] = a8k_row<R>(a, stride, r);
-  }
-  const auto* w = static_cast<const dml_block_q3_K*>(wv);
+inline void unpack(const dml_block_q3_K& b, KUnpacked& k) {
   const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < nb; ++i) {
-    const float dw = fp16(w[i].d);
-    int8_t s[16];
-    dinoml::quant::q3_K_unpack_scales(w[i].scales, s);
-    for (int g = 0; g < 16; ++g) s[g] -= 32;
-    const __m256i hbits = load32(w[i].hmask);
-    __m256i u[8];
-    for (int n = 0; n < 2; ++n) {
-      const __m256i bits = load32(w[i].qs + 32 * n);
-      for (int j = 0; j < 4; ++j) {
-        const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * j)), m3);
-        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(4 * n + j)), m1);
-        u[n * 4 + j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));  // value = u - 4
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const dml_block_q8_K& ab = rows[r][i];
-      __m256i sumi = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sumi = _mm256_add_epi32(sumi, dot_u8s8_scaled(u[c], load32(ab.qs + 32 * c), s[2 * c], s[2 * c + 1]));
-      int summ = 0;
-      for (int g = 0; g < 16; ++g) summ += s[g] * ab.bsums[g];
-      const float d = dw * ab.d;
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
-      corr[r] += d * 4.f * (float)summ;
-    }
-  }
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - corr[r];
-}
-
-// q4_K (H = false) and q5_K (H = true): 8 sub-blocks of 32 with 6-bit scales and mins.
-template <bool H, int R>
-void dot_q45_K(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
-  __m256 acc[R];
-  float corr[R];
-  const dml_block_q8_K* rows[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    corr[r] = 0.f;
-    rows[r] = a8k_row<R>(a, stride, r);
-  }
-  using Block = std::conditional_t<H, dml_block_q5_K, dml_block_q4_K>;
-  const auto* w = static_cast<const Block*>(wv);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
-  for (int64_t i = 0; i < nb; ++i) {
-    const float dw = fp16(w[i].d), mw = fp16(w[i].dmin);
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) dinoml::quant::get_scale_min_k4(j, w[i].scales, &sc[j], &mn[j]);
-    __m256i u[8];
-    __m256i hbits = _mm256_setzero_si256();
-    if constexpr (H) hbits = load32(w[i].qh);
+  int8_t s[16];
+  dinoml::quant::q3_K_unpack_scales(b.scales, s);
+  alignas(32) int16_t off[16];
+  for (int g = 0; g < 16; ++g) off[g] = (int16_t)(s[g] - 32);
+  const __m256i hbits = load32(b.hmask);
+  for (int n = 0; n < 2; ++n) {
+    const __m256i bits = load32(b.qs + 32 * n);
     for (int j = 0; j < 4; ++j) {
-      const __m256i bits = load32(w[i].qs + 32 * j);
-      u[2 * j] = _mm256_and_si256(bits, m4);
-      u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      if constexpr (H) {
-        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j)), m1);
-        const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j + 1)), m1);
-        u[2 * j] = _mm256_or_si256(u[2 * j], _mm256_slli_epi16(h0, 4));
-        u[2 * j + 1] = _mm256_or_si256(u[2 * j + 1], _mm256_slli_epi16(h1, 4));
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const dml_block_q8_K& ab = rows[r][i];
-      __m256i sumi = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sumi = _mm256_add_epi32(sumi, dot_u8s8_scaled(u[c], load32(ab.qs + 32 * c), sc[c], sc[c]));
-      int summ = 0;
-      for (int c = 0; c < 8; ++c) summ += mn[c] * (ab.bsums[2 * c] + ab.bsums[2 * c + 1]);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), _mm256_cvtepi32_ps(sumi), acc[r]);
-      corr[r] += mw * ab.d * (float)summ;
+      const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * j)), m3);
+      const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(4 * n + j)), m1);
+      k.u[n * 4 + j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));  // value = u - 4
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - corr[r];
+  for (int c = 0; c < 8; ++c) k.scl[c] = pair_scales(off[2 * c], off[2 * c + 1]);
+  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  k.d = fp16(b.d);
+  k.off_scale = 4.f * k.d;
 }
 
-template <int R>
-void dot_q6_K(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
-  __m256 acc[R];
-  float corr[R];
+template <class Block>
+inline void unpack_k45(const Block& b, KUnpacked& k, bool high) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) dinoml::quant::get_scale_min_k4(j, b.scales, &sc[j], &mn[j]);
+  alignas(32) int16_t off[16];
+  for (int g = 0; g < 16; ++g) off[g] = mn[g / 2];
+  __m256i hbits = _mm256_setzero_si256();
+  if constexpr (std::is_same_v<Block, dml_block_q5_K>) hbits = load32(b.qh);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i bits = load32(b.qs + 32 * j);
+    k.u[2 * j] = _mm256_and_si256(bits, m4);
+    k.u[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+    if (high) {
+      const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j)), m1);
+      const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j + 1)), m1);
+      k.u[2 * j] = _mm256_or_si256(k.u[2 * j], _mm256_slli_epi16(h0, 4));
+      k.u[2 * j + 1] = _mm256_or_si256(k.u[2 * j + 1], _mm256_slli_epi16(h1, 4));
+    }
+  }
+  for (int c = 0; c < 8; ++c) k.scl[c] = _mm256_set1_epi16((short)sc[c]);
+  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  k.d = fp16(b.d);
+  k.off_scale = fp16(b.dmin);
+}
+inline void unpack(const dml_block_q4_K& b, KUnpacked& k) { unpack_k45(b, k, false); }
+inline void unpack(const dml_block_q5_K& b, KUnpacked& k) { unpack_k45(b, k, true); }
+
+inline void unpack(const dml_block_q6_K& b, KUnpacked& k) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  for (int n = 0; n < 2; ++n) {
+    const __m256i qh = load32(b.qh + 32 * n);
+    const __m256i l0 = load32(b.ql + 64 * n), l1 = load32(b.ql + 64 * n + 32);
+    k.u[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+    k.u[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+    k.u[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+    k.u[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+  }
+  alignas(32) int16_t off[16];
+  for (int g = 0; g < 16; ++g) off[g] = b.scales[g];
+  for (int c = 0; c < 8; ++c) k.scl[c] = pair_scales(off[2 * c], off[2 * c + 1]);
+  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  k.d = fp16(b.d);
+  k.off_scale = 32.f * k.d;  // value = u - 32
+}
+
+// Σ over the super-blocks of d·Σ_c scl·(u·q) - off_scale·Σ_g off·bsums, for R activation rows.
+template <class Block, int R>
+void dot_kquant(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
+  __m256 acc[R], corr[R];
   const dml_block_q8_K* rows[R];
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm256_setzero_ps();
-    corr[r] = 0.f;
+    corr[r] = _mm256_setzero_ps();
     rows[r] = a8k_row<R>(a, stride, r);
   }
-  const auto* w = static_cast<const dml_block_q6_K*>(wv);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  const auto* w = static_cast<const Block*>(wv);
+  KUnpacked k;
   for (int64_t i = 0; i < nb; ++i) {
-    const float dw = fp16(w[i].d);
-    const int8_t* sc = w[i].scales;
-    __m256i u[8];
-    for (int n = 0; n < 2; ++n) {
-      const __m256i qh = load32(w[i].qh + 32 * n);
-      const __m256i l0 = load32(w[i].ql + 64 * n), l1 = load32(w[i].ql + 64 * n + 32);
-      u[4 * n + 0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
-      u[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
-      u[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
-      u[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
-    }
+    unpack(w[i], k);
     for (int r = 0; r < R; ++r) {
       const dml_block_q8_K& ab = rows[r][i];
-      __m256i sumi = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c)
-        sumi = _mm256_add_epi32(sumi, dot_u8s8_scaled(u[c], load32(ab.qs + 32 * c), sc[2 * c], sc[2 * c + 1]));
-      int summ = 0;
-      for (int g = 0; g < 16; ++g) summ += sc[g] * ab.bsums[g];
-      const float d = dw * ab.d;
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[r]);
-      corr[r] += d * 32.f * (float)summ;  // value = u - 32
+      __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(k.u[0], load32(ab.qs)), k.scl[0]);
+      __m256i s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(k.u[1], load32(ab.qs + 32)), k.scl[1]);
+      for (int c = 2; c < 8; c += 2) {
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(k.u[c], load32(ab.qs + 32 * c)), k.scl[c]));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(k.u[c + 1], load32(ab.qs + 32 * c + 32)), k.scl[c + 1]));
+      }
+      const __m256i o = _mm256_madd_epi16(load32(ab.bsums), k.off16);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.d * ab.d), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc[r]);
+      corr[r] = _mm256_fmadd_ps(_mm256_set1_ps(k.off_scale * ab.d), _mm256_cvtepi32_ps(o), corr[r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) - corr[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_sub_ps(acc[r], corr[r]));
 }
 
 template <int R>
@@ -349,11 +316,11 @@ DML_QDOT(KQ4_1, (dot_legacy<1, R>(nb, w, a, s, n, o)))
 DML_QDOT(KQ5_0, (dot_legacy<2, R>(nb, w, a, s, n, o)))
 DML_QDOT(KQ5_1, (dot_legacy<3, R>(nb, w, a, s, n, o)))
 DML_QDOT(KQ8_0, (dot_q8_0<R>(nb, w, a, s, n, o)))
-DML_QDOT(KQ2_K, (dot_q2_K<R>(nb, w, a, s, n, o)))
-DML_QDOT(KQ3_K, (dot_q3_K<R>(nb, w, a, s, n, o)))
-DML_QDOT(KQ4_K, (dot_q45_K<false, R>(nb, w, a, s, n, o)))
-DML_QDOT(KQ5_K, (dot_q45_K<true, R>(nb, w, a, s, n, o)))
-DML_QDOT(KQ6_K, (dot_q6_K<R>(nb, w, a, s, n, o)))
+DML_QDOT(KQ2_K, (dot_kquant<dml_block_q2_K, R>(nb, w, a, s, n, o)))
+DML_QDOT(KQ3_K, (dot_kquant<dml_block_q3_K, R>(nb, w, a, s, n, o)))
+DML_QDOT(KQ4_K, (dot_kquant<dml_block_q4_K, R>(nb, w, a, s, n, o)))
+DML_QDOT(KQ5_K, (dot_kquant<dml_block_q5_K, R>(nb, w, a, s, n, o)))
+DML_QDOT(KQ6_K, (dot_kquant<dml_block_q6_K, R>(nb, w, a, s, n, o)))
 DML_QDOT(KQ8_K, (dot_q8_K<R>(nb, w, a, s, n, o)))
 #undef DML_QDOT
 
