@@ -154,30 +154,59 @@ struct KUnpacked {
   float off_scale;  // scale of the offset term (dmin for q2_K/q4_K/q5_K; d·4 for q3_K; d·32 for q6_K)
 };
 
-inline __m256i pair_scales(int s0, int s1) {
-  return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+// scl[c] from the 16 sub-block scales as int16 (s16[g] for elements 16g..16g+15): chunk c's low
+// 128-bit lane gets s[2c] broadcast, its high lane s[2c+1]. Register shuffles only: building the
+// scales through memory (16 small stores, one wide load) stalls on store forwarding every block.
+struct PairMasks {
+  alignas(32) int8_t m[8][32];
+  PairMasks() {
+    for (int c = 0; c < 8; ++c)
+      for (int b = 0; b < 32; ++b) {
+        const int idx = (2 * c + (b >= 16 ? 1 : 0)) % 8;  // int16 index within the 8-wide lane
+        m[c][b] = (int8_t)(2 * idx + (b & 1));
+      }
+  }
+};
+const PairMasks kPairMasks;
+
+inline void pair_scales(__m256i s16, __m256i* scl) {
+  const __m256i lo = _mm256_permute2x128_si256(s16, s16, 0x00);  // s0..s7 in both lanes
+  const __m256i hi = _mm256_permute2x128_si256(s16, s16, 0x11);  // s8..s15 in both lanes
+  for (int c = 0; c < 8; ++c)
+    scl[c] = _mm256_shuffle_epi8(c < 4 ? lo : hi,
+                                 _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairMasks.m[c])));
 }
+
+inline __m128i load16(const void* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
 inline void unpack(const dml_block_q2_K& b, KUnpacked& k) {
   const __m256i m3 = _mm256_set1_epi8(3);
-  alignas(32) int16_t off[16];
   for (int n = 0; n < 2; ++n) {
     const __m256i bits = load32(b.qs + 32 * n);
     for (int j = 0; j < 4; ++j) k.u[n * 4 + j] = _mm256_and_si256(_mm256_srl_epi16(bits, _mm_cvtsi32_si128(2 * j)), m3);
   }
-  for (int c = 0; c < 8; ++c) k.scl[c] = pair_scales(b.scales[2 * c] & 0xF, b.scales[2 * c + 1] & 0xF);
-  for (int g = 0; g < 16; ++g) off[g] = b.scales[g] >> 4;
-  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  const __m128i sc = load16(b.scales), m4 = _mm_set1_epi8(0x0F);
+  pair_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, m4)), k.scl);
+  k.off16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
   k.d = fp16(b.d);
   k.off_scale = fp16(b.dmin);  // value = d·sc·q - dmin·m
 }
 
 inline void unpack(const dml_block_q3_K& b, KUnpacked& k) {
   const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-  int8_t s[16];
-  dinoml::quant::q3_K_unpack_scales(b.scales, s);
-  alignas(32) int16_t off[16];
-  for (int g = 0; g < 16; ++g) off[g] = (int16_t)(s[g] - 32);
+  // The 16 6-bit scales (q3_K_unpack_scales), kept in registers.
+  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t a0, a1, tmp;
+  memcpy(&a0, b.scales, 4);
+  memcpy(&a1, b.scales + 4, 4);
+  memcpy(&tmp, b.scales + 8, 4);
+  const uint32_t s2 = ((a0 >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  const uint32_t s3 = ((a1 >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  const uint32_t s0 = (a0 & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  const uint32_t s1 = (a1 & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  const __m128i sc = _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
+  k.off16 = _mm256_cvtepi8_epi16(sc);
+  pair_scales(k.off16, k.scl);
   const __m256i hbits = load32(b.hmask);
   for (int n = 0; n < 2; ++n) {
     const __m256i bits = load32(b.qs + 32 * n);
@@ -187,8 +216,6 @@ inline void unpack(const dml_block_q3_K& b, KUnpacked& k) {
       k.u[n * 4 + j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));  // value = u - 4
     }
   }
-  for (int c = 0; c < 8; ++c) k.scl[c] = pair_scales(off[2 * c], off[2 * c + 1]);
-  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
   k.d = fp16(b.d);
   k.off_scale = 4.f * k.d;
 }
@@ -196,10 +223,22 @@ inline void unpack(const dml_block_q3_K& b, KUnpacked& k) {
 template <class Block>
 inline void unpack_k45(const Block& b, KUnpacked& k, bool high) {
   const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
-  uint8_t sc[8], mn[8];
-  for (int j = 0; j < 8; ++j) dinoml::quant::get_scale_min_k4(j, b.scales, &sc[j], &mn[j]);
-  alignas(32) int16_t off[16];
-  for (int g = 0; g < 16; ++g) off[g] = mn[g / 2];
+  // 8 6-bit scales and mins (get_scale_min_k4) in registers: bytes 0..7 scales, 8..15 mins.
+  const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  uint32_t u0, u1, u2;
+  memcpy(&u0, b.scales, 4);
+  memcpy(&u1, b.scales + 4, 4);
+  memcpy(&u2, b.scales + 8, 4);
+  const uint32_t m_hi = ((u2 >> 4) & kmask2) | (((u1 >> 6) & kmask3) << 4);
+  const uint32_t m_lo = u1 & kmask1;
+  const uint32_t s_hi = (u2 & kmask2) | (((u0 >> 6) & kmask3) << 4);
+  const uint32_t s_lo = u0 & kmask1;
+  const __m128i sm = _mm_set_epi32((int)m_hi, (int)m_lo, (int)s_hi, (int)s_lo);
+  // One scale/min per 32 elements → per 16-element group: each byte twice.
+  const __m128i dup_s = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m128i dup_m = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  pair_scales(_mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup_s)), k.scl);
+  k.off16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup_m));
   __m256i hbits = _mm256_setzero_si256();
   if constexpr (std::is_same_v<Block, dml_block_q5_K>) hbits = load32(b.qh);
   for (int j = 0; j < 4; ++j) {
@@ -213,8 +252,6 @@ inline void unpack_k45(const Block& b, KUnpacked& k, bool high) {
       k.u[2 * j + 1] = _mm256_or_si256(k.u[2 * j + 1], _mm256_slli_epi16(h1, 4));
     }
   }
-  for (int c = 0; c < 8; ++c) k.scl[c] = _mm256_set1_epi16((short)sc[c]);
-  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
   k.d = fp16(b.d);
   k.off_scale = fp16(b.dmin);
 }
@@ -234,10 +271,8 @@ inline void unpack(const dml_block_q6_K& b, KUnpacked& k) {
     k.u[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
   }
-  alignas(32) int16_t off[16];
-  for (int g = 0; g < 16; ++g) off[g] = b.scales[g];
-  for (int c = 0; c < 8; ++c) k.scl[c] = pair_scales(off[2 * c], off[2 * c + 1]);
-  k.off16 = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+  k.off16 = _mm256_cvtepi8_epi16(load16(b.scales));
+  pair_scales(k.off16, k.scl);
   k.d = fp16(b.d);
   k.off_scale = 32.f * k.d;  // value = u - 32
 }
