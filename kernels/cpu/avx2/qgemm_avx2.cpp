@@ -72,11 +72,13 @@ const dml_block_q8_K* a8k_row(const void* a, int64_t stride, int r) {
 // 3 q5_1 (u·d + m).
 template <int Kind, int R>
 void dot_legacy(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
-  __m256 acc[R];
+  // Two accumulators per row (even/odd blocks): one fmadd chain would bound a row at one block
+  // per fmadd latency.
+  __m256 acc[2][R];
   float corr[R];
   const BlockA8* rows[R];
   for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
+    acc[0][r] = acc[1][r] = _mm256_setzero_ps();
     corr[r] = 0.f;
     rows[r] = a8_row<R>(a, stride, r);
   }
@@ -105,24 +107,34 @@ void dot_legacy(int64_t nb, const void* wv, const void* a, int64_t stride, int, 
       mw = fp16(b->m);
       u = _mm256_or_si256(nibbles32(b->qs), _mm256_and_si256(bytes_from_bits32(b->qh), _mm256_set1_epi8(0x10)));
     }
-    for (int r = 0; r < R; ++r) {
-      const BlockA8& ab = rows[r][i];
-      const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(u, load32(ab.qs)));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), p, acc[r]);
-      // value = d·(u - off) or d·u + m: the offset/min times the activation block sum.
-      corr[r] += (Kind == 1 || Kind == 3) ? mw * ab.s : dw * ab.s;
+    if constexpr (Kind == 0 || Kind == 2) {
+      // Symmetric formats: q = u - 8 (or 16) as s8, and the sign trick |q| · (y·sign q) keeps
+      // maddubs's u8 × s8 form without an offset term.
+      const __m256i q = _mm256_sub_epi8(u, _mm256_set1_epi8(Kind == 0 ? 8 : 16));
+      const __m256i aq = _mm256_sign_epi8(q, q);
+      for (int r = 0; r < R; ++r) {
+        const BlockA8& ab = rows[r][i];
+        const __m256i sy = _mm256_sign_epi8(load32(ab.qs), q);
+        acc[i & 1][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), _mm256_cvtepi32_ps(dot_u8s8(aq, sy)), acc[i & 1][r]);
+      }
+    } else {
+      for (int r = 0; r < R; ++r) {
+        const BlockA8& ab = rows[r][i];
+        const __m256 p = _mm256_cvtepi32_ps(dot_u8s8(u, load32(ab.qs)));
+        acc[i & 1][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), p, acc[i & 1][r]);
+        corr[r] += mw * ab.s;  // value = d·u + m: the min times the activation block sum
+      }
     }
   }
-  constexpr float off = Kind == 0 ? -8.f : Kind == 2 ? -16.f : 1.f;
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]) + off * corr[r];
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r])) + corr[r];
 }
 
 template <int R>
 void dot_q8_0(int64_t nb, const void* wv, const void* a, int64_t stride, int, float* out) {
-  __m256 acc[R];
+  __m256 acc[2][R];
   const BlockA8* rows[R];
   for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
+    acc[0][r] = acc[1][r] = _mm256_setzero_ps();
     rows[r] = a8_row<R>(a, stride, r);
   }
   const auto* w = static_cast<const dml_block_q8_0*>(wv);
@@ -133,10 +145,10 @@ void dot_q8_0(int64_t nb, const void* wv, const void* a, int64_t stride, int, fl
     for (int r = 0; r < R; ++r) {
       const BlockA8& ab = rows[r][i];
       const __m256i sy = _mm256_sign_epi8(load32(ab.qs), qx);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), _mm256_cvtepi32_ps(dot_u8s8(ax, sy)), acc[r]);
+      acc[i & 1][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * ab.d), _mm256_cvtepi32_ps(dot_u8s8(ax, sy)), acc[i & 1][r]);
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
+  for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc[0][r], acc[1][r]));
 }
 
 // ---- K-quants (256-element super-blocks, q8_K activations) -------------------------------------
