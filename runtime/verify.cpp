@@ -1,3 +1,4 @@
+#include "dinoml/quant_blocks.h"
 #include "verify.h"
 
 #include "dtype.h"
@@ -155,7 +156,24 @@ std::string check_graph_constants(const json& graph, size_t constants_size, bool
         else dims.push_back(r.integer((*shape)[a], cat(where, ".shape[", a, "]")));
       }
       auto dt = dtype_from_name(dtype->get<std::string>());
-      if (dt && is_static) {
+      if (const json* quant = r.optional_field(t, "quant", where); quant && is_static) {
+        // Kept as GGUF blocks: rows of shape[-1] / block_size blocks (dinoml/quant_blocks.h).
+        r.object(*quant, where + ".quant");
+        const std::string qname = r.string_field(*quant, "type", where + ".quant");
+        const dml_qtype_traits* tr = dml_qtype_get(dml_qtype_by_name(qname.c_str()));
+        const int64_t bs = size_field(r, *quant, "block_size", where + ".quant");
+        const int64_t bb = size_field(r, *quant, "block_bytes", where + ".quant");
+        if (!tr || !tr->is_quantized || tr->block_size != bs || tr->type_size != bb || dims.empty() || bs == 0 ||
+            dims.back() % bs != 0) {
+          r.bad(where + ".quant", cat("constant '", name, "': quant ", qname, " with blocks of ", bs, "/", bb,
+                                      " bytes does not describe its shape", shape_string(dims)));
+        } else {
+          auto dense = tensor_bytes(DINOML_UINT8, dims);  // element count, overflow-checked
+          if (!dense || static_cast<int64_t>(*dense / static_cast<uint64_t>(bs) * static_cast<uint64_t>(bb)) != nbytes)
+            r.bad(swhere + ".nbytes", cat("quantized constant '", name, "' (", qname, shape_string(dims),
+                                          ") does not fill its slot of ", nbytes, " bytes"));
+        }
+      } else if (dt && is_static) {
         auto want = tensor_bytes(*dt, dims);
         if (!want || static_cast<int64_t>(*want) != nbytes) {
           r.bad(swhere + ".nbytes", cat("constant '", name, "' of ", dtype_name(*dt), shape_string(dims), " needs ",

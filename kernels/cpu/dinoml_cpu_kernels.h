@@ -232,6 +232,24 @@ DML_CPU_API int dml_cpu_interpolate(int dtype, int mode, int coord_mode, int nea
 DML_CPU_API int dml_cpu_batch_norm(int dtype, int64_t N, int64_t C, int64_t spatial, const void* x, const void* mean,
                                    const void* var, const void* gamma, const void* beta, float eps, void* y);
 
+/* ---- quantized weights (kernels/cpu/qgemm.cpp; GGUF block formats, dinoml/quant_blocks.h) ----
+ * c[M, N] = epilogue(a[M, K] · wᵀ + bias[N] + d[M, N]) with w[N, K] stored as N rows of K/block
+ * GGUF blocks of `qtype` (ggml_type numbering: q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K
+ * q8_K); K must be a multiple of the block size (32, or 256 for the K-quants). a, bias, d and c
+ * are float32; bias and d may be NULL (d is required by the ADD epilogues). */
+DML_CPU_API int dml_cpu_qgemm(int qtype, int64_t M, int64_t N, int64_t K, const float* a, const void* w,
+                              const float* bias, const float* d, float* c, int epilogue);
+/* dml_cpu_qgemm with the path and thread count forced (the profiler's candidates). path 0: by M;
+ * 1: int8 dot products (activation rows quantized on the fly to 8-bit blocks, d = max|x|/127;
+ * the result differs from the fp32 product by at most sum over blocks of max|a_block|/254 ·
+ * sum|w| of that block, plus fp32 rounding); 2: weight tiles dequantized exactly to fp32 and
+ * multiplied by the fp32 GEMM tiles. threads 0 = default, n > 0 = exactly n. */
+DML_CPU_API int dml_cpu_qgemm_variant(int qtype, int64_t M, int64_t N, int64_t K, const float* a, const void* w,
+                                      const float* bias, const float* d, float* c, int epilogue, int path,
+                                      int threads);
+/* dst[0, n) = dequantize(src) (bit-identical to ggml's dequantize_row_*); f32/f16/bf16 too. */
+DML_CPU_API int dml_cpu_dequantize(int qtype, int64_t n, const void* src, float* dst);
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,8 @@
     art = dml.compile(spec, target="cpu", out="out/model")
     outputs = dml.runtime.load(art.path).create_session().run_numpy({"x": x})
 """
-from . import dtypes, nn, ops, runtime  # noqa: F401
+from . import dtypes, gguf, nn, ops, runtime  # noqa: F401
+from .gguf import gguf_constant
 from .compiler import Artifact, compile  # noqa: A004
 from .dims import Dim, SymDim, TensorSpec
 from .errors import (ArtifactError, CompileError, DinoMLRuntimeError, InvalidArgumentError, IrError, NotFoundError,
@@ -21,4 +22,5 @@ __version__ = "0.1.0"
 
 __all__ = ["Dim", "SymDim", "TensorSpec", "Module", "Parameter", "Tensor", "Spec", "trace", "state", "ops", "nn",
            "compile", "Artifact", "runtime", "reference", "ShapeError", "IrError", "CompileError",
-           "DinoMLRuntimeError", "InvalidArgumentError", "NotFoundError", "ArtifactError", "TraceError", "dtypes"]
+           "DinoMLRuntimeError", "InvalidArgumentError", "NotFoundError", "ArtifactError", "TraceError", "dtypes",
+           "gguf", "gguf_constant"]

@@ -17,6 +17,7 @@ from . import dtypes
 from ._ext import ext
 from .dims import Dim, TensorSpec, _to_expr
 from .errors import IrError, ShapeError, TraceError
+from .gguf import GgufConstant
 from .module import Module, Parameter
 from .spec import Spec
 from .tensor import Tensor, TensorLike
@@ -82,6 +83,10 @@ class Tracer:
 
     def bind_parameter(self, p: Parameter, name: str, arr: np.ndarray):
         self._params[id(p)] = self.constant(name, p.dtype, p.shape, arr)
+
+    def bind_gguf_parameter(self, p: Parameter, name: str, g: "GgufConstant"):
+        self._params[id(p)] = Tensor(self, ext.gguf_constant(self.builder, name, g.path, g.tensor, g.policy,
+                                                             [int(s) for s in p.shape]))
 
     def parameter_tensor(self, p: Parameter) -> Tensor:
         t = self._params.get(id(p))
@@ -177,6 +182,12 @@ def _bind_parameters(tr: Tracer, model, constants: Mapping, strict: bool):
                              "pass strict=False to ignore them")
     for n, p in params:
         value = provided[n] if n in provided else p.data
+        if isinstance(value, GgufConstant):  # bound to a GGUF tensor (dml.gguf_constant)
+            if p.dtype != "float32":
+                raise ValueError(f"constant '{n}': a GGUF tensor becomes a float32 parameter (dequantized or kept "
+                                 f"as blocks), the Parameter is declared {p.dtype}")
+            tr.bind_gguf_parameter(p, n, value)
+            continue
         arr = _numpy_value(value, f"constant '{n}'")
         if tuple(arr.shape) != p.shape:
             raise ValueError(f"constant '{n}': value has shape {list(arr.shape)}, the Parameter is declared "

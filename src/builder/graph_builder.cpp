@@ -57,6 +57,24 @@ std::string GraphBuilder::constant(const std::string& name, ir::DType dtype, con
   return name;
 }
 
+std::string GraphBuilder::constant(const std::string& name, ir::DType dtype, const std::vector<int64_t>& shape,
+                                   std::vector<uint8_t> bytes, std::optional<ir::QuantInfo> quant,
+                                   std::optional<ir::ConstantSource> source) {
+  check_name(g_, name, "constant");
+  for (auto s : shape)
+    if (s < 0) throw IrError("constant '" + name + "': negative extent");
+  ir::Tensor t{name, dtype, ir::Shape(shape.begin(), shape.end()), "row_major", ir::TensorKind::constant, std::nullopt,
+               std::move(quant), std::move(source)};
+  const size_t want = ir::storage_bytes(t);
+  if (bytes.size() != want)
+    throw IrError("constant '" + name + "': got " + std::to_string(bytes.size()) + " bytes, its shape and " +
+                  (t.quant ? t.quant->type + " blocks" : std::string(ir::dtype_name(dtype))) + " need " +
+                  std::to_string(want));
+  g_.add_tensor(std::move(t));
+  g_.constant_data[name] = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return name;
+}
+
 std::string GraphBuilder::state(const std::string& name, ir::DType dtype, const std::vector<int64_t>& shape) {
   check_name(g_, name, "state");
   g_.add_tensor({name, dtype, ir::Shape(shape.begin(), shape.end()), "row_major", ir::TensorKind::state, std::nullopt});

@@ -20,6 +20,11 @@ class GraphBuilder {
   // A constant (parameter) with its row-major bytes; throws naming it if the size is wrong.
   std::string constant(const std::string& name, ir::DType dtype, const std::vector<int64_t>& shape,
                        std::vector<uint8_t> bytes);
+  // A constant with provenance and, for weights kept as GGUF blocks, its quant format (the bytes
+  // are then the blocks: ir::storage_bytes). Used by gguf::add_gguf_constant.
+  std::string constant(const std::string& name, ir::DType dtype, const std::vector<int64_t>& shape,
+                       std::vector<uint8_t> bytes, std::optional<ir::QuantInfo> quant,
+                       std::optional<ir::ConstantSource> source);
   // A persistent per-session tensor (static shape), zero at session creation.
   std::string state(const std::string& name, ir::DType dtype, const std::vector<int64_t>& shape);
   // Adds a node; returns its output tensor names. `output_names` optionally names the outputs.

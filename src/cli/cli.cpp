@@ -91,6 +91,14 @@ int main(int argc, char** argv) {
   vf->add_option("artifact", artifact)->required();
   vf->add_flag("--json", verify_json, "machine-readable report");
 
+  std::string gguf_path;
+  bool gguf_json = false;
+  size_t gguf_items = 8;
+  auto* gi = app.add_subcommand("gguf-info", "list a GGUF file's metadata and tensors");
+  gi->add_option("file", gguf_path)->required();
+  gi->add_flag("--json", gguf_json, "machine-readable listing");
+  gi->add_option("--max-items", gguf_items, "array elements shown per key (default 8)");
+
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
   o->add_flag("--markdown", markdown);
@@ -110,6 +118,7 @@ int main(int argc, char** argv) {
     if (v->parsed()) return cmd_validate(artifact, atol, rtol, seed);
     if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations);
     if (o->parsed()) return cmd_ops(markdown);
+    if (gi->parsed()) return cmd_gguf_info(gguf_path, gguf_json, gguf_items);
   } catch (const std::exception& e) {
     std::cerr << "dinoml: error: " << e.what() << "\n";
     return 1;

@@ -32,6 +32,8 @@ int cmd_validate(const std::string& artifact, double atol, double rtol, int seed
 int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dims, int warmup, int iterations);
 int cmd_ops(bool markdown);
 int cmd_verify(const std::string& artifact, bool as_json);
+// `dinoml gguf-info FILE` (src/cli/cmd_gguf.cpp).
+int cmd_gguf_info(const std::string& path, bool as_json, size_t max_items);
 // Writes the self-contained HTML report of an artifact (src/cli/inspect_html.cpp).
 int cmd_inspect_html(const std::string& artifact, const std::string& out_html);
 

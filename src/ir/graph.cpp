@@ -189,6 +189,20 @@ void Graph::remove_unused_tensors() {
   }
 }
 
+size_t storage_bytes(const Tensor& t) {
+  int64_t numel = 1;
+  for (const auto& e : t.shape) {
+    if (!e.is_const()) throw IrError("tensor '" + t.name + "' has a dynamic shape; its size is not static");
+    numel *= e.const_value();
+  }
+  if (!t.quant) return static_cast<size_t>(numel) * dtype_size(t.dtype);
+  const int64_t last = t.shape.empty() ? 1 : t.shape.back().const_value();
+  if (t.quant->block_size <= 0 || t.quant->block_bytes <= 0 || last % t.quant->block_size != 0)
+    throw IrError("tensor '" + t.name + "': last extent " + std::to_string(last) + " is not a whole number of " +
+                  t.quant->type + " blocks of " + std::to_string(t.quant->block_size));
+  return static_cast<size_t>(numel / t.quant->block_size) * static_cast<size_t>(t.quant->block_bytes);
+}
+
 size_t Graph::constant_bytes(const std::string& n) const {
   auto it = constant_data.find(n);
   return it == constant_data.end() || !it->second ? 0 : it->second->size();

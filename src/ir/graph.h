@@ -18,6 +18,27 @@ enum class TensorKind : uint8_t { input, constant, state, intermediate, output }
 std::string_view tensor_kind_name(TensorKind k);
 TensorKind tensor_kind_from_name(std::string_view n);
 
+// A constant kept in a GGUF block format (gguf_constant policy `keep`): the tensor's dtype stays
+// the logical float dtype and its shape the logical [N, K]; the constant's bytes are N rows of
+// K / block_size blocks of block_bytes each (dinoml/quant_blocks.h). Only gemm_rcr* may read it,
+// as its weight operand b.
+struct QuantInfo {
+  std::string type;        // ggml type name: "q4_0", "q4_K", ...
+  int64_t block_size = 0;  // elements per block
+  int64_t block_bytes = 0; // bytes per block
+  bool operator==(const QuantInfo& o) const = default;
+};
+
+// Where a constant's bytes came from (recorded in graph.dinoir.json): a GGUF tensor and the
+// policy that turned it into this constant ("dequantize" or "keep").
+struct ConstantSource {
+  std::string format;  // "gguf"
+  std::string tensor;  // tensor name in the file
+  std::string type;    // its stored type ("q4_K", "f16", ...)
+  std::string policy;  // "dequantize" | "keep"
+  bool operator==(const ConstantSource& o) const = default;
+};
+
 struct Tensor {
   std::string name;
   DType dtype = DType::f32;
@@ -26,7 +47,13 @@ struct Tensor {
   TensorKind kind = TensorKind::intermediate;
   // Set by eliminate_views: this tensor shares the buffer of `view_of` (same bytes, new shape).
   std::optional<std::string> view_of;
+  std::optional<QuantInfo> quant = std::nullopt;        // constants only: stored as GGUF blocks
+  std::optional<ConstantSource> source = std::nullopt;  // constants only: provenance
 };
+
+// Bytes a tensor of static shape occupies as stored (quantized constants: their blocks); throws
+// IrError naming the tensor for a dynamic shape or a last extent that is not whole blocks.
+size_t storage_bytes(const Tensor& t);
 
 using AttrValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
                                std::vector<double>, std::vector<std::string>, Shape>;

@@ -118,6 +118,11 @@ json graph_to_json(const Graph& g, const std::string& constants_file) {
                {"layout", t.layout},
                {"kind", tensor_kind_name(t.kind)}};
     if (t.view_of) jt["view_of"] = *t.view_of;
+    if (t.quant)
+      jt["quant"] = {{"type", t.quant->type}, {"block_size", t.quant->block_size}, {"block_bytes", t.quant->block_bytes}};
+    if (t.source)
+      jt["source"] = {{"format", t.source->format}, {"tensor", t.source->tensor}, {"type", t.source->type},
+                      {"policy", t.source->policy}};
     if (auto it = layout.find(name); it != layout.end())
       jt["constant"] = {{"offset", it->second.offset}, {"nbytes", it->second.nbytes}, {"sha256", it->second.sha256}};
     j["tensors"].push_back(std::move(jt));
@@ -173,6 +178,16 @@ Graph graph_from_json(const json& j, const std::vector<uint8_t>& constants) {
     t.layout = jt.value("layout", std::string("row_major"));
     t.kind = tensor_kind_from_name(field<std::string>(jt, "kind", where));
     if (jt.contains("view_of")) t.view_of = field<std::string>(jt, "view_of", where);
+    if (jt.contains("quant")) {
+      const auto& q = jt["quant"];
+      t.quant = QuantInfo{field<std::string>(q, "type", where + " quant"), field<int64_t>(q, "block_size", where + " quant"),
+                          field<int64_t>(q, "block_bytes", where + " quant")};
+    }
+    if (jt.contains("source")) {
+      const auto& s = jt["source"];
+      t.source = ConstantSource{field<std::string>(s, "format", where + " source"), field<std::string>(s, "tensor", where + " source"),
+                                field<std::string>(s, "type", where + " source"), field<std::string>(s, "policy", where + " source")};
+    }
     if (t.kind == TensorKind::constant) {
       if (!jt.contains("constant")) throw IrError(where + ": constant tensor without a 'constant' slot");
       const auto& c = jt["constant"];

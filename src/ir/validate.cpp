@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "dinoml/quant_blocks.h"
 #include "ir/error.h"
 
 namespace dinoml::ir {
@@ -48,13 +49,25 @@ void validate_structure(const Graph& g) {
       if (!shape_is_static(t.shape))
         fail(g, what, "a " + std::string(tensor_kind_name(t.kind)) + " must have a static shape, got " + shape_to_string(t.shape));
     }
+    if (t.quant) {
+      if (t.kind != TensorKind::constant) fail(g, what, "only constants can be stored quantized ('quant')");
+      if (t.dtype != DType::f32 || t.shape.size() != 2)
+        fail(g, what, "a quantized constant must be a 2-d float32 weight [N, K], got " + std::string(dtype_name(t.dtype)) +
+                          shape_to_string(t.shape));
+      const dml_qtype_traits* tr = dml_qtype_get(dml_qtype_by_name(t.quant->type.c_str()));
+      if (!tr || !tr->supported || !tr->is_quantized)
+        fail(g, what, "unknown or unsupported quant type '" + t.quant->type + "'");
+      if (t.quant->block_size != tr->block_size || t.quant->block_bytes != tr->type_size)
+        fail(g, what, "quant " + t.quant->type + " has blocks of " + std::to_string(tr->block_size) + " elements / " +
+                          std::to_string(tr->type_size) + " bytes, the tensor says " + std::to_string(t.quant->block_size) +
+                          " / " + std::to_string(t.quant->block_bytes));
+    }
     if (t.kind == TensorKind::constant) {
-      int64_t numel = 1;
-      for (const auto& e : t.shape) numel *= e.const_value();
-      size_t want = static_cast<size_t>(numel) * dtype_size(t.dtype);
+      const size_t want = storage_bytes(t);
       if (g.constant_bytes(name) != want)
         fail(g, what, "constant holds " + std::to_string(g.constant_bytes(name)) + " bytes, its shape " +
-                          shape_to_string(t.shape) + " x " + std::string(dtype_name(t.dtype)) + " needs " + std::to_string(want));
+                          shape_to_string(t.shape) + " x " + std::string(dtype_name(t.dtype)) +
+                          (t.quant ? " in " + t.quant->type + " blocks" : std::string()) + " needs " + std::to_string(want));
     }
     if (t.kind == TensorKind::input)
       for (const auto& e : t.shape)
@@ -77,8 +90,13 @@ void validate_structure(const Graph& g) {
     if (n.name.empty()) fail(g, "a node of op '" + n.op + "'", "has an empty name");
     if (!node_names.insert(n.name).second) fail(g, what, "node name used twice");
     if (n.op.empty()) fail(g, what, "has no op");
-    for (const auto& in : n.inputs) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const auto& in = n.inputs[i];
       if (!g.has_tensor(in)) fail(g, what, "input '" + in + "' is not a tensor of the graph");
+      if (const auto& q = g.tensor(in).quant; q && !(i == 1 && n.op.rfind("gemm_rcr", 0) == 0))
+        fail(g, what, "reads quantized constant '" + in + "' (" + q->type + ", kept as GGUF blocks) as input " +
+                          std::to_string(i) + "; only gemm_rcr* can consume quantized weights (as b): bind it with "
+                          "policy 'dequantize' instead");
       if (!available.count(in)) fail(g, what, "input '" + in + "' is used before any node produces it (nodes must be in topological order)");
     }
     for (const auto& out : n.outputs) {

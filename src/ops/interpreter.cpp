@@ -1,3 +1,4 @@
+#include "dinoml/quant_ref.h"
 #include "ops/interpreter.h"
 
 #include "ir/error.h"
@@ -51,6 +52,16 @@ HostTensor constant_tensor(const ir::Graph& g, const std::string& name) {
   for (const auto& e : t.shape) shape.push_back(e.const_value());
   auto it = g.constant_data.find(name);
   if (it == g.constant_data.end() || !it->second) throw IrError("constant '" + name + "' has no data");
+  if (t.quant) {
+    // Reference semantics of a quantized constant: its exact dequantization (bit-identical to ggml).
+    if (it->second->size() != ir::storage_bytes(t)) throw IrError("constant '" + name + "' has the wrong byte size");
+    int64_t numel = 1;
+    for (int64_t s : shape) numel *= s;
+    std::vector<float> dense(static_cast<size_t>(numel));
+    if (!quant::dequantize_row(dml_qtype_by_name(t.quant->type.c_str()), it->second->data(), dense.data(), numel))
+      throw IrError("constant '" + name + "': cannot dequantize quant type '" + t.quant->type + "'");
+    return HostTensor::from_bytes(t.dtype, shape, reinterpret_cast<const uint8_t*>(dense.data()), dense.size() * sizeof(float));
+  }
   return HostTensor::from_bytes(t.dtype, shape, it->second->data(), it->second->size());
 }
 

@@ -37,7 +37,9 @@ std::string problem_signature(const ir::Graph& g, const ir::Node& n, const std::
     std::string s;
     for (size_t i = 0; i < names.size(); ++i) {
       const auto& t = g.tensor(names[i]);
-      s += " " + std::string(prefix) + std::to_string(i) + ":" + std::string(ir::dtype_name(t.dtype)) + "[";
+      s += " " + std::string(prefix) + std::to_string(i) + ":" + std::string(ir::dtype_name(t.dtype));
+      if (t.quant) s.append("/").append(t.quant->type);  // a q4_0 weight is another problem than q4_K
+      s += "[";
       auto shape = ir::eval_shape(t.shape, dims);
       for (size_t a = 0; a < shape.size(); ++a) s += (a ? "," : "") + std::to_string(shape[a]);
       s += "]";

@@ -6,6 +6,8 @@
 //  * bmm: the thread split (across the batch vs inside each GEMM) is what matters for attention
 //    shapes (many small GEMMs vs few large ones).
 //  * softmax: serial vs split rows — same trade-off as the serial GEMM.
+//  * qgemm (quantized weights): integer dot products read the compressed weights once (bandwidth-
+//    bound decode), dequantized fp32 tiles reuse the FMA tiles (compute-bound prefill).
 #include "lower/cpu/candidates.h"
 
 #include <sstream>
@@ -17,6 +19,7 @@ const char* family_name(CandidateFamily f) {
     case CandidateFamily::gemm: return "gemm";
     case CandidateFamily::bmm: return "bmm";
     case CandidateFamily::softmax: return "softmax";
+    case CandidateFamily::qgemm: return "qgemm";
   }
   return "?";
 }
@@ -41,6 +44,10 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::softmax, "dml.softmax.rowwise",                 "dml_cpu_softmax",      "",                   "", "library default (size threshold)"},
     {F::softmax, "dml.softmax.rows.serial",             "dml_cpu_softmax_rows", "1",                  "", "single-threaded"},
     {F::softmax, "dml.softmax.rows.parallel",           "dml_cpu_softmax_rows", "0",                  "", "rows split over every thread"},
+    {F::qgemm,   "dml.qgemm.auto",                      "dml_cpu_qgemm",        "",                   "", "library default: int8 dot for small M, dequantize tiles above"},
+    {F::qgemm,   "dml.qgemm.int8dot",                   "dml_cpu_qgemm_variant", "1, 0",              "avx2,fma", "activations quantized to 8-bit blocks, integer dot products (decode)"},
+    {F::qgemm,   "dml.qgemm.dequant_tile",              "dml_cpu_qgemm_variant", "2, 0",              "avx2,fma", "weight tiles dequantized to fp32, fp32 GEMM register tiles (prefill)"},
+    {F::qgemm,   "dml.qgemm.int8dot.st",                "dml_cpu_qgemm_variant", "1, 1",              "avx2,fma", "int8 dot, single-threaded: no OpenMP wake-up"},
   };
   // clang-format on
   return table;

@@ -15,7 +15,8 @@ namespace dinoml::lower::cpu {
 //   gemm:    (dtype, b_layout, M, N, K, a, b, bias, d, c, epilogue [, extra])
 //   bmm:     (dtype, b_layout, batch_rank, batch_shape, a_batch, b_batch, M, N, K, a, b, c [, extra])
 //   softmax: (dtype, outer, axis_len, inner, log, x, y [, extra])
-enum class CandidateFamily { gemm, bmm, softmax };
+//   qgemm:   (qtype, M, N, K, a, w, bias, d, c, epilogue [, extra])  — gemm_rcr* with a quantized b
+enum class CandidateFamily { gemm, bmm, softmax, qgemm };
 
 struct KernelCandidate {
   CandidateFamily family;

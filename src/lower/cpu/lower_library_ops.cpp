@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 
+#include "dinoml/quant_blocks.h"
 #include "ir/error.h"
 #include "lower/cpu/emit_context.h"
 #include "lower/cpu/lower_conv.h"
@@ -81,6 +82,17 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
   size_t next = 2;
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
   const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  if (b.quant) {
+    // A weight kept as GGUF blocks (gguf_constant policy keep): the quantized GEMM family.
+    if (!k.rcr) no_lowering(n, "a quantized weight needs the rcr layout (b[N, K])");
+    if (a.dtype != ir::DType::f32) no_lowering(n, "quantized weights take float32 activations");
+    const int qt = dml_qtype_by_name(b.quant->type.c_str());
+    if (qt < 0) no_lowering(n, "unknown quant type " + b.quant->type);
+    const std::string qargs = std::to_string(qt) + " /* " + b.quant->type + " */, " + M + ", " + N + ", " + K + ", " +
+                              "(const float*)" + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", (const float*)" +
+                              bias + ", (const float*)" + d + ", (float*)" + cx.ptr(y) + ", " + k.epilogue;
+    return emit_tunable(cx, n, CandidateFamily::qgemm, qargs, body);
+  }
   const std::string args = dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
                            N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
                            d + ", " + cx.ptr(y) + ", " + k.epilogue;
