@@ -205,16 +205,39 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
           inside[lane] = ih0s[lane] >= 0 && iw0s[lane] >= 0 && ih0s[lane] + 4 <= g.H && iw0s[lane] + 4 <= g.W;
           base[lane] = ih0s[lane] * g.W + iw0s[lane];
         }
+        // Runs of lanes whose tiles sit side by side inside one tile row of one image: their 4x4
+        // inputs are stride-2 columns of the same 4 rows, gathered with vectorisable loops.
+        int64_t run_start[kNR], run_len[kNR], nruns = 0;
+        for (int64_t lane = 0; lane < kNR;) {
+          if (!valid[lane] || !inside[lane]) {
+            ++lane;
+            continue;
+          }
+          int64_t e = lane + 1;
+          while (e < kNR && valid[e] && inside[e] && nimg[e] == nimg[lane] && ih0s[e] == ih0s[lane] &&
+                 iw0s[e] == iw0s[e - 1] + 2)
+            ++e;
+          run_start[nruns] = lane;
+          run_len[nruns++] = e - lane;
+          lane = e;
+        }
         for (int64_t c = 0; c < C; ++c) {
           alignas(64) float d[16][kNR];
+          for (int64_t ri = 0; ri < nruns; ++ri) {
+            const int64_t l0 = run_start[ri], len = run_len[ri];
+            const T* src = x + (nimg[l0] * g.C + c) * g.H * g.W + base[l0];
+            for (int a = 0; a < 4; ++a)
+              for (int bb = 0; bb < 4; ++bb) {
+                float* dd = d[a * 4 + bb] + l0;
+                const T* sr = src + a * g.W + bb;
+                for (int64_t l = 0; l < len; ++l) dd[l] = load_f(sr, 2 * l);
+              }
+          }
           for (int64_t lane = 0; lane < kNR; ++lane) {
             const T* plane = x + (nimg[lane] * g.C + c) * g.H * g.W;
+            if (valid[lane] && inside[lane]) continue;  // gathered by its run
             if (!valid[lane]) {
               for (int e = 0; e < 16; ++e) d[e][lane] = 0.0f;
-            } else if (inside[lane]) {
-              const T* src = plane + base[lane];
-              for (int a = 0; a < 4; ++a)
-                for (int bb = 0; bb < 4; ++bb) d[a * 4 + bb][lane] = load_f(src, a * g.W + bb);
             } else {
               for (int a = 0; a < 4; ++a)
                 for (int bb = 0; bb < 4; ++bb) {
@@ -284,8 +307,39 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
             out[3][l] = s1[1] - s1[2] - s1[3] + b;
           }
           const int64_t lanes = std::min(kNR, nt - p * kNR);
-          for (int64_t l = 0; l < lanes; ++l) {
-            const int64_t t = t0 + p * kNR + l, n = t / T1, rt = t % T1, oy0 = (rt / tw) * 2, ox0 = (rt % tw) * 2;
+          for (int64_t l = 0; l < lanes;) {
+            const int64_t t = t0 + p * kNR + l, n = t / T1, rt = t % T1, ty = rt / tw, tx = rt % tw;
+            const int64_t oy0 = ty * 2, ox0 = tx * 2;
+            // Tiles l .. l+len-1 share the tile row and lie fully inside the output: interleaved stores.
+            const int64_t len = std::min({lanes - l, tw - tx, (g.Wo / 2) - tx});
+            if (len > 0 && oy0 + 1 < g.Ho) {
+              for (int a = 0; a < 2; ++a) {
+                const int64_t yrow = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0;
+                T* yr = y + yrow;
+                const float* e0 = out[a * 2] + l;
+                const float* e1 = out[a * 2 + 1] + l;
+                if (add) {
+                  const T* rr = r + yrow;
+                  for (int64_t q = 0; q < len; ++q) {
+                    float v0 = e0[q] + load_f(rr, 2 * q), v1 = e1[q] + load_f(rr, 2 * q + 1);
+                    if (relu) {
+                      v0 = std::max(v0, 0.0f);
+                      v1 = std::max(v1, 0.0f);
+                    }
+                    store_f(yr, 2 * q, v0);
+                    store_f(yr, 2 * q + 1, v1);
+                  }
+                } else {
+                  for (int64_t q = 0; q < len; ++q) {
+                    const float v0 = relu ? std::max(e0[q], 0.0f) : e0[q], v1 = relu ? std::max(e1[q], 0.0f) : e1[q];
+                    store_f(yr, 2 * q, v0);
+                    store_f(yr, 2 * q + 1, v1);
+                  }
+                }
+              }
+              l += len;
+              continue;
+            }
             for (int a = 0; a < 2 && oy0 + a < g.Ho; ++a)
               for (int bb = 0; bb < 2 && ox0 + bb < g.Wo; ++bb) {
                 const int64_t yi = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0 + bb;
@@ -293,6 +347,7 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
                 if (add) v += load_f(r, yi);
                 store_f(y, yi, relu ? std::max(v, 0.0f) : v);
               }
+            ++l;
           }
         }
       }
