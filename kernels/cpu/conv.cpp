@@ -38,7 +38,7 @@ constexpr char kMagic[8] = {'D', 'M', 'L', 'C', 'O', 'N', 'V', '1'};
 constexpr int64_t kHeaderBytes = 64;
 struct PackedHeader {
   char magic[8];
-  int64_t o, cg, kh, kw, groups, dtype, variant;  // variant: 0 GEMM panels, 1 Winograd F(2x2, 3x3)
+  int64_t o, cg, kh, kw, groups, dtype, variant;  // variant: 0 GEMM panels, 2 / 4 Winograd F(2x2 / 4x4, 3x3)
 };
 static_assert(sizeof(PackedHeader) == kHeaderBytes, "packed conv header must be 64 bytes");
 
@@ -112,60 +112,107 @@ void pack_w(const T* w, const Geo& g, float* out) {
   }
 }
 
-// ---- Winograd F(2x2, 3x3) for 3x3 stride-1 undilated ungrouped convs ----------------------------
-// y tile (2x2) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over 4x4 input tiles d: 16 independent GEMMs
-// M_ξ[O, tiles] = U_ξ[O, C] · V_ξ[C, tiles] (ξ = one of the 4x4 transform positions), 2.25× fewer
-// multiplies than direct. Tiles of every image share the column dimension, so small late-layer
-// images still fill the 16-wide panels. U is packed once (6-row panels per ξ); each column block
-// transforms its input tiles into 16-column B panels, runs the 16 GEMMs with the 6×16 tile, and
-// applies the output transform with bias / residual / relu while storing.
-bool winograd_enabled() {
-  static const bool on = [] {
+// ---- Winograd F(MxM, 3x3) for 3x3 stride-1 undilated ungrouped convs ---------------------------
+// y tile (MxM) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over (M+2)x(M+2) input tiles d: (M+2)² independent
+// GEMMs M_ξ[O, tiles] = U_ξ[O, C] · V_ξ[C, tiles], with 2.25× (M=2) or 4× (M=4) fewer multiplies
+// than direct. Tiles of every image share the column dimension, so small late-layer images still
+// fill the 16-wide panels. U is packed once (6-row panels per ξ); each column block transforms its
+// input tiles into 16-column B panels, runs the GEMMs with the 6×16 tile, and applies the output
+// transform with bias / residual / relu while storing. F(4x4) needs 36/16 more transformed
+// weights and its rounding error grows with C (relative ~1e-5 at C = 128 vs ~3e-6 for F(2x2)), so
+// it is used only for C ≤ 128 and O·C ≤ 128·256 (the wide early layers, where its cheaper
+// per-output transforms pay most); larger convs use F(2x2).
+// The transform matrices are constexpr and the loops fully unrolled, so zero / ±1 coefficients
+// cost nothing. DINOML_CONV_WINOGRAD (read at load): 0 off, 2 only F(2x2), 4 F(4x4) where it fits.
+template <int M>
+struct Wino;
+template <>
+struct Wino<2> {
+  static constexpr int A = 4;
+  static constexpr float BT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  static constexpr float AT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+};
+template <>
+struct Wino<4> {
+  static constexpr int A = 6;
+  static constexpr float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float G[6][3] = {{1.0f / 4, 0, 0},
+                                    {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                    {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                    {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                    {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                    {0, 0, 1}};
+  static constexpr float AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+};
+
+// acc += c * v with the constant c folded (0: nothing, ±1: add / subtract).
+#define DML_WINO_MAC(acc, c, v) \
+  do {                          \
+    if ((c) == 1.0f)            \
+      (acc) += (v);             \
+    else if ((c) == -1.0f)      \
+      (acc) -= (v);             \
+    else if ((c) != 0.0f)       \
+      (acc) += (c) * (v);       \
+  } while (0)
+
+int winograd_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("DINOML_CONV_WINOGRAD");
-    return !(v && v[0] == '0');
+    if (!v || !*v) return 4;
+    return v[0] == '0' ? 0 : v[0] == '2' ? 2 : 4;
   }();
-  return on;
+  return mode;
 }
 bool winograd_fits(const Geo& g) {
   return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.G == 1 && g.Cg >= 16 &&
          g.O >= 16;
 }
-int64_t winograd_floats(const Geo& g) { return 16 * g.mpanels * kMR * g.Cg; }
+// Packed variant for these weights: 0 GEMM panels, 2 F(2x2, 3x3), 4 F(4x4, 3x3).
+int winograd_variant(const Geo& g) {
+  const int mode = winograd_mode();
+  if (mode == 0 || !winograd_fits(g)) return 0;
+  return (mode == 4 && g.Cg <= 128 && g.O * g.Cg <= 128 * 256) ? 4 : 2;
+}
+int64_t winograd_floats(const Geo& g, int m) { return (m + 2) * (m + 2) * g.mpanels * kMR * g.Cg; }
 
-template <typename T>
+template <int M, typename T>
 void pack_w_winograd(const T* w, const Geo& g, float* out) {
+  using W = Wino<M>;
+  constexpr int A = W::A;
 #pragma omp parallel for schedule(static) if (g.O * g.Cg > 4096)
   for (int64_t o = 0; o < g.mpanels * kMR; ++o) {
     const int64_t mp = o / kMR, i = o % kMR;
     for (int64_t c = 0; c < g.Cg; ++c) {
-      float u[16] = {};
+      double u[A][A] = {};
       if (o < g.O) {
-        float k[3][3], gg[4][3];
-        for (int a = 0; a < 9; ++a) k[a / 3][a % 3] = load_f(w, (o * g.Cg + c) * 9 + a);
-        for (int b = 0; b < 3; ++b) {  // G g: rows of G = (1,0,0) (.5,.5,.5) (.5,-.5,.5) (0,0,1)
-          gg[0][b] = k[0][b];
-          gg[1][b] = 0.5f * (k[0][b] + k[1][b] + k[2][b]);
-          gg[2][b] = 0.5f * (k[0][b] - k[1][b] + k[2][b]);
-          gg[3][b] = k[2][b];
-        }
-        for (int a = 0; a < 4; ++a) {  // (G g) Gᵀ
-          u[a * 4 + 0] = gg[a][0];
-          u[a * 4 + 1] = 0.5f * (gg[a][0] + gg[a][1] + gg[a][2]);
-          u[a * 4 + 2] = 0.5f * (gg[a][0] - gg[a][1] + gg[a][2]);
-          u[a * 4 + 3] = gg[a][2];
-        }
+        double k[3][3], gg[A][3];
+        for (int q = 0; q < 9; ++q) k[q / 3][q % 3] = load_f(w, (o * g.Cg + c) * 9 + q);
+        for (int a = 0; a < A; ++a)
+          for (int b = 0; b < 3; ++b) {
+            gg[a][b] = 0;
+            for (int q = 0; q < 3; ++q) gg[a][b] += double(W::G[a][q]) * k[q][b];
+          }
+        for (int a = 0; a < A; ++a)
+          for (int b = 0; b < A; ++b)
+            for (int q = 0; q < 3; ++q) u[a][b] += gg[a][q] * double(W::G[b][q]);
       }
-      for (int xi = 0; xi < 16; ++xi) out[((xi * g.mpanels + mp) * g.Cg + c) * kMR + i] = u[xi];
+      for (int xi = 0; xi < A * A; ++xi)
+        out[((xi * g.mpanels + mp) * g.Cg + c) * kMR + i] = static_cast<float>(u[xi / A][xi % A]);
     }
   }
 }
 
-template <typename T>
+template <int M, typename T>
 int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const T* r, T* y, int epi) {
+  using W = Wino<M>;
+  constexpr int A = W::A, XI = A * A;
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  const int64_t th = cdiv(g.Ho, 2), tw = cdiv(g.Wo, 2), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
-  // Column block: V block (16 × C × TB floats) about 512 KiB.
-  const int64_t TB = std::clamp<int64_t>((8192 / C) / kNR * kNR, kNR, 128);
+  const int64_t th = cdiv(g.Ho, M), tw = cdiv(g.Wo, M), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
+  // Column block: V block (XI × C × TB floats) about 512 KiB.
+  const int64_t TB = std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kNR, 128);
   const int64_t ncb = cdiv(tiles, TB);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   int64_t msplit = 1;
@@ -177,8 +224,8 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* vbuf = scratch(kSlotB, static_cast<size_t>(16 * C * TB));
-    float* mbuf = scratch(kSlotC, static_cast<size_t>(16 * mper * kMR * TB));
+    float* vbuf = scratch(kSlotB, static_cast<size_t>(XI * C * TB));
+    float* mbuf = scratch(kSlotC, static_cast<size_t>(XI * mper * kMR * TB));
     if (!vbuf || !mbuf) {
 #pragma omp atomic write
       status = DML_CPU_ERR_MEMORY;
@@ -190,23 +237,22 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
       const int64_t t0 = cb * TB, nt = std::min(TB, tiles - t0), panels = cdiv(nt, kNR), ldv = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
       // V_ξ panels: vbuf[((ξ * panels + p) * C + c) * 16 + lane]. Per panel of 16 tiles: gather the
-      // 4x4 input tiles of one channel lane by lane, then transform all 16 lanes at once (vectorised).
+      // input tiles of one channel, then transform all 16 lanes at once (vectorised).
       for (int64_t p = 0; p < panels; ++p) {
-        int64_t base[kNR];
+        int64_t base[kNR], ih0s[kNR], iw0s[kNR], nimg[kNR];
         bool inside[kNR], valid[kNR];
-        int64_t ih0s[kNR], iw0s[kNR], nimg[kNR];
         for (int64_t lane = 0; lane < kNR; ++lane) {
           const int64_t tl = p * kNR + lane;
           valid[lane] = tl < nt;
           const int64_t t = t0 + std::min(tl, nt - 1), n = t / T1, rt = t % T1;
           nimg[lane] = n;
-          ih0s[lane] = 2 * (rt / tw) - g.pt;
-          iw0s[lane] = 2 * (rt % tw) - g.pl;
-          inside[lane] = ih0s[lane] >= 0 && iw0s[lane] >= 0 && ih0s[lane] + 4 <= g.H && iw0s[lane] + 4 <= g.W;
+          ih0s[lane] = M * (rt / tw) - g.pt;
+          iw0s[lane] = M * (rt % tw) - g.pl;
+          inside[lane] = ih0s[lane] >= 0 && iw0s[lane] >= 0 && ih0s[lane] + A <= g.H && iw0s[lane] + A <= g.W;
           base[lane] = ih0s[lane] * g.W + iw0s[lane];
         }
-        // Runs of lanes whose tiles sit side by side inside one tile row of one image: their 4x4
-        // inputs are stride-2 columns of the same 4 rows, gathered with vectorisable loops.
+        // Runs of lanes whose tiles sit side by side inside one tile row of one image: their inputs
+        // are stride-M columns of the same A rows, gathered with vectorisable loops.
         int64_t run_start[kNR], run_len[kNR], nruns = 0;
         for (int64_t lane = 0; lane < kNR;) {
           if (!valid[lane] || !inside[lane]) {
@@ -215,61 +261,64 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
           }
           int64_t e = lane + 1;
           while (e < kNR && valid[e] && inside[e] && nimg[e] == nimg[lane] && ih0s[e] == ih0s[lane] &&
-                 iw0s[e] == iw0s[e - 1] + 2)
+                 iw0s[e] == iw0s[e - 1] + M)
             ++e;
           run_start[nruns] = lane;
           run_len[nruns++] = e - lane;
           lane = e;
         }
+        const int64_t xs = panels * C * kNR;  // stride between ξ planes
         for (int64_t c = 0; c < C; ++c) {
-          alignas(64) float d[16][kNR];
+          alignas(64) float d[XI][kNR];
           for (int64_t ri = 0; ri < nruns; ++ri) {
             const int64_t l0 = run_start[ri], len = run_len[ri];
             const T* src = x + (nimg[l0] * g.C + c) * g.H * g.W + base[l0];
-            for (int a = 0; a < 4; ++a)
-              for (int bb = 0; bb < 4; ++bb) {
-                float* dd = d[a * 4 + bb] + l0;
+            for (int a = 0; a < A; ++a)
+              for (int bb = 0; bb < A; ++bb) {
+                float* dd = d[a * A + bb] + l0;
                 const T* sr = src + a * g.W + bb;
-                for (int64_t l = 0; l < len; ++l) dd[l] = load_f(sr, 2 * l);
+                for (int64_t l = 0; l < len; ++l) dd[l] = load_f(sr, M * l);
               }
           }
           for (int64_t lane = 0; lane < kNR; ++lane) {
-            const T* plane = x + (nimg[lane] * g.C + c) * g.H * g.W;
             if (valid[lane] && inside[lane]) continue;  // gathered by its run
-            if (!valid[lane]) {
-              for (int e = 0; e < 16; ++e) d[e][lane] = 0.0f;
-            } else {
-              for (int a = 0; a < 4; ++a)
-                for (int bb = 0; bb < 4; ++bb) {
-                  const int64_t ih = ih0s[lane] + a, iw = iw0s[lane] + bb;
-                  d[a * 4 + bb][lane] =
-                      (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? load_f(plane, ih * g.W + iw) : 0.0f;
-                }
-            }
+            const T* plane = x + (nimg[lane] * g.C + c) * g.H * g.W;
+            for (int a = 0; a < A; ++a)
+              for (int bb = 0; bb < A; ++bb) {
+                const int64_t ih = ih0s[lane] + a, iw = iw0s[lane] + bb;
+                d[a * A + bb][lane] = (valid[lane] && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+                                          ? load_f(plane, ih * g.W + iw)
+                                          : 0.0f;
+              }
           }
           float* vo = vbuf + (p * C + c) * kNR;
-          const int64_t xs = panels * C * kNR;  // stride between ξ planes
 #pragma omp simd
           for (int64_t l = 0; l < kNR; ++l) {
-            float t4[4][4];
-            for (int bb = 0; bb < 4; ++bb) {  // Bᵀ d
-              t4[0][bb] = d[0 * 4 + bb][l] - d[2 * 4 + bb][l];
-              t4[1][bb] = d[1 * 4 + bb][l] + d[2 * 4 + bb][l];
-              t4[2][bb] = d[2 * 4 + bb][l] - d[1 * 4 + bb][l];
-              t4[3][bb] = d[1 * 4 + bb][l] - d[3 * 4 + bb][l];
-            }
-            for (int a = 0; a < 4; ++a) {  // (Bᵀ d) B
-              vo[(a * 4 + 0) * xs + l] = t4[a][0] - t4[a][2];
-              vo[(a * 4 + 1) * xs + l] = t4[a][1] + t4[a][2];
-              vo[(a * 4 + 2) * xs + l] = t4[a][2] - t4[a][1];
-              vo[(a * 4 + 3) * xs + l] = t4[a][1] - t4[a][3];
-            }
+            float t[A][A];
+#pragma GCC unroll 8
+            for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+              for (int bb = 0; bb < A; ++bb) {  // t = Bᵀ d
+                float acc = 0.0f;
+#pragma GCC unroll 8
+                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[a][k], d[k * A + bb][l]);
+                t[a][bb] = acc;
+              }
+#pragma GCC unroll 8
+            for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+              for (int bb = 0; bb < A; ++bb) {  // v = t B
+                float acc = 0.0f;
+#pragma GCC unroll 8
+                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[bb][k], t[a][k]);
+                vo[(a * A + bb) * xs + l] = acc;
+              }
           }
         }
       }
-      // 16 GEMMs: M_ξ[rows, ldv] (mbuf[(ξ * mrows + row) * ldv + col]) = U_ξ · V_ξ.
+      // XI GEMMs: M_ξ[rows, ldv] (mbuf[(ξ * mrows + row) * ldv + col]) = U_ξ · V_ξ.
       const int64_t mrows = (mp1 - mp0) * kMR;
-      for (int xi = 0; xi < 16; ++xi) {
+      for (int xi = 0; xi < XI; ++xi) {
         const float* Ux = U + xi * g.mpanels * C * kMR;
         float* Mx = mbuf + xi * mrows * ldv;
         for (int64_t k0 = 0; k0 < C; k0 += kKC) {
@@ -282,68 +331,63 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
           }
         }
       }
-      // Output transform Aᵀ m A (rows of Aᵀ = (1,1,1,0) (0,1,-1,-1)), 16 tiles at a time, then the
-      // fused bias / residual / relu while scattering the 2x2 outputs.
+      // Output transform Aᵀ m A, 16 tiles at a time, then bias / residual / relu while storing.
       const int64_t rows = std::min(g.O, mp1 * kMR) - rows0;
       for (int64_t ro = 0; ro < rows; ++ro) {
         const int64_t o = rows0 + ro;
         const float b = bias ? load_f(bias, o) : 0.0f;
         for (int64_t p = 0; p < panels; ++p) {
-          alignas(64) float out[4][kNR];
+          alignas(64) float out[M * M][kNR];
           const float* mrow = mbuf + ro * ldv + p * kNR;
           const int64_t xs = mrows * ldv;
 #pragma omp simd
           for (int64_t l = 0; l < kNR; ++l) {
-            float m[16];
-            for (int xi = 0; xi < 16; ++xi) m[xi] = mrow[xi * xs + l];
-            float s0[4], s1[4];
-            for (int bc = 0; bc < 4; ++bc) {
-              s0[bc] = m[0 * 4 + bc] + m[1 * 4 + bc] + m[2 * 4 + bc];
-              s1[bc] = m[1 * 4 + bc] - m[2 * 4 + bc] - m[3 * 4 + bc];
-            }
-            out[0][l] = s0[0] + s0[1] + s0[2] + b;
-            out[1][l] = s0[1] - s0[2] - s0[3] + b;
-            out[2][l] = s1[0] + s1[1] + s1[2] + b;
-            out[3][l] = s1[1] - s1[2] - s1[3] + b;
+            float sm[M][A];
+#pragma GCC unroll 8
+            for (int a = 0; a < M; ++a)
+#pragma GCC unroll 8
+              for (int bb = 0; bb < A; ++bb) {  // s = Aᵀ m
+                float acc = 0.0f;
+#pragma GCC unroll 8
+                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[a][k], mrow[(k * A + bb) * xs + l]);
+                sm[a][bb] = acc;
+              }
+#pragma GCC unroll 8
+            for (int a = 0; a < M; ++a)
+#pragma GCC unroll 8
+              for (int bb = 0; bb < M; ++bb) {  // out = s A
+                float acc = b;
+#pragma GCC unroll 8
+                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[bb][k], sm[a][k]);
+                out[a * M + bb][l] = acc;
+              }
           }
           const int64_t lanes = std::min(kNR, nt - p * kNR);
           for (int64_t l = 0; l < lanes;) {
             const int64_t t = t0 + p * kNR + l, n = t / T1, rt = t % T1, ty = rt / tw, tx = rt % tw;
-            const int64_t oy0 = ty * 2, ox0 = tx * 2;
-            // Tiles l .. l+len-1 share the tile row and lie fully inside the output: interleaved stores.
-            const int64_t len = std::min({lanes - l, tw - tx, (g.Wo / 2) - tx});
-            if (len > 0 && oy0 + 1 < g.Ho) {
-              for (int a = 0; a < 2; ++a) {
+            const int64_t oy0 = ty * M, ox0 = tx * M;
+            // Tiles l .. l+len-1 share the tile row and lie fully inside the output: strided stores.
+            const int64_t len = std::min({lanes - l, tw - tx, (g.Wo / M) - tx});
+            if (len > 0 && oy0 + M <= g.Ho) {
+              for (int a = 0; a < M; ++a) {
                 const int64_t yrow = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0;
                 T* yr = y + yrow;
-                const float* e0 = out[a * 2] + l;
-                const float* e1 = out[a * 2 + 1] + l;
-                if (add) {
-                  const T* rr = r + yrow;
+                const T* rr = add ? r + yrow : nullptr;
+                for (int bb = 0; bb < M; ++bb) {
+                  const float* e = out[a * M + bb] + l;
                   for (int64_t q = 0; q < len; ++q) {
-                    float v0 = e0[q] + load_f(rr, 2 * q), v1 = e1[q] + load_f(rr, 2 * q + 1);
-                    if (relu) {
-                      v0 = std::max(v0, 0.0f);
-                      v1 = std::max(v1, 0.0f);
-                    }
-                    store_f(yr, 2 * q, v0);
-                    store_f(yr, 2 * q + 1, v1);
-                  }
-                } else {
-                  for (int64_t q = 0; q < len; ++q) {
-                    const float v0 = relu ? std::max(e0[q], 0.0f) : e0[q], v1 = relu ? std::max(e1[q], 0.0f) : e1[q];
-                    store_f(yr, 2 * q, v0);
-                    store_f(yr, 2 * q + 1, v1);
+                    float v = e[q] + (add ? load_f(rr, M * q + bb) : 0.0f);
+                    store_f(yr, M * q + bb, relu ? std::max(v, 0.0f) : v);
                   }
                 }
               }
               l += len;
               continue;
             }
-            for (int a = 0; a < 2 && oy0 + a < g.Ho; ++a)
-              for (int bb = 0; bb < 2 && ox0 + bb < g.Wo; ++bb) {
+            for (int a = 0; a < M && oy0 + a < g.Ho; ++a)
+              for (int bb = 0; bb < M && ox0 + bb < g.Wo; ++bb) {
                 const int64_t yi = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0 + bb;
-                float v = out[a * 2 + bb][l];
+                float v = out[a * M + bb][l];
                 if (add) v += load_f(r, yi);
                 store_f(y, yi, relu ? std::max(v, 0.0f) : v);
               }
@@ -355,6 +399,7 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
   }
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
+#undef DML_WINO_MAC
 
 // Writes n values into B-panel columns [col, col+n) of row `row` (panel stride kc*16).
 struct PanelRow {
@@ -567,7 +612,7 @@ int run_depthwise(const Geo& g, const T* x, const T* w, const T* bias, const T* 
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
-const float* check_packed(const void* packed, const Geo& g, int* st, bool* winograd) {
+const float* check_packed(const void* packed, const Geo& g, int* st, int* variant) {
   if (reinterpret_cast<uintptr_t>(packed) % alignof(float) != 0) {
     *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w must be at least 4-byte aligned");
     return nullptr;
@@ -587,8 +632,8 @@ const float* check_packed(const void* packed, const Geo& g, int* st, bool* winog
                                          std::to_string(g.G));
     return nullptr;
   }
-  *winograd = h.variant == 1;
-  if (*winograd && !winograd_fits(g)) {
+  *variant = static_cast<int>(h.variant);
+  if (h.variant != 0 && (!winograd_fits(g) || (h.variant != 2 && h.variant != 4))) {
     *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w holds Winograd weights but the call is not a 3x3 "
                                      "stride-1 undilated conv; pack with this call's strides and dilations");
     return nullptr;
@@ -630,12 +675,12 @@ static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel)
   return DML_CPU_OK;
 }
 
-static bool use_winograd(const Geo& g) { return winograd_enabled() && winograd_fits(g); }
 
 extern "C" int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s) {
   Geo g;
   if (weight_geo(s, g, "dml_cpu_conv2d_packed_w_size")) return -1;
-  return kHeaderBytes + (use_winograd(g) ? winograd_floats(g) : packed_floats(g)) * static_cast<int64_t>(sizeof(float));
+  const int v = winograd_variant(g);
+  return kHeaderBytes + (v ? winograd_floats(g, v) : packed_floats(g)) * static_cast<int64_t>(sizeof(float));
 }
 
 extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w) {
@@ -644,7 +689,7 @@ extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, c
   if (!w || !packed_w) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: w and packed_w must not be NULL");
   if (reinterpret_cast<uintptr_t>(packed_w) % alignof(float) != 0)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: packed_w must be at least 4-byte aligned");
-  const bool wino = use_winograd(g);
+  const int wino = winograd_variant(g);
   PackedHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.o = g.O;
@@ -653,12 +698,13 @@ extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, c
   h.kw = g.kw;
   h.groups = g.G;
   h.dtype = dtype;
-  h.variant = wino ? 1 : 0;
+  h.variant = wino;
   std::memcpy(packed_w, &h, sizeof h);
   float* out = reinterpret_cast<float*>(static_cast<char*>(packed_w) + kHeaderBytes);
   return dispatch_float(dtype, "dml_cpu_conv2d_pack_w", [&](auto tag) -> int {
     using T = decltype(tag);
-    if (wino) pack_w_winograd(static_cast<const T*>(w), g, out);
+    if (wino == 4) pack_w_winograd<4>(static_cast<const T*>(w), g, out);
+    else if (wino == 2) pack_w_winograd<2>(static_cast<const T*>(w), g, out);
     else pack_w(static_cast<const T*>(w), g, out);
     return DML_CPU_OK;
   });
@@ -687,10 +733,11 @@ extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const vo
     const float* A;
     if (packed_w) {
       int st = DML_CPU_OK;
-      bool wino = false;
-      A = check_packed(packed_w, g, &st, &wino);
+      int variant = 0;
+      A = check_packed(packed_w, g, &st, &variant);
       if (st) return st;
-      if (wino) return run_winograd(g, xt, A, bt, rt, yt, epilogue);
+      if (variant == 4) return run_winograd<4>(g, xt, A, bt, rt, yt, epilogue);
+      if (variant == 2) return run_winograd<2>(g, xt, A, bt, rt, yt, epilogue);
     } else {
       float* buf = scratch(kSlotW, static_cast<size_t>(packed_floats(g)));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the packed weights");
