@@ -112,6 +112,24 @@ void pack_w(const T* w, const Geo& g, float* out) {
   }
 }
 
+// Splits `panels` 16-column panels into column blocks of at most `max_panels` each, with the block
+// count rounded up to a multiple of the thread count (when that keeps blocks non-empty) so threads
+// get equal work without duplicating a block's packing work across a weight-row split.
+int64_t balanced_blocks(int64_t panels, int64_t max_panels, int64_t units, int threads) {
+  int64_t nb = cdiv(panels, max_panels);
+  if (threads > 1 && (units * nb) % threads != 0 && units * nb < 8 * threads) {
+    int64_t up = nb;
+    while ((units * up) % threads != 0) ++up;
+    if (up <= panels) nb = up;
+  }
+  return nb;
+}
+// Panel range [first, last) of block b of nb over `panels` panels.
+inline void block_panels(int64_t b, int64_t nb, int64_t panels, int64_t& first, int64_t& last) {
+  first = b * panels / nb;
+  last = (b + 1) * panels / nb;
+}
+
 // ---- Winograd F(MxM, 3x3) for 3x3 stride-1 undilated ungrouped convs ---------------------------
 // y tile (MxM) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over (M+2)x(M+2) input tiles d: (M+2)² independent
 // GEMMs M_ξ[O, tiles] = U_ξ[O, C] · V_ξ[C, tiles], with 2.25× (M=2) or 4× (M=4) fewer multiplies
@@ -213,8 +231,9 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
   const int64_t th = cdiv(g.Ho, M), tw = cdiv(g.Wo, M), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
   // Column block: V block (XI × C × TB floats) about 512 KiB.
   const int64_t TB = std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kNR, 128);
-  const int64_t ncb = cdiv(tiles, TB);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t tpanels = cdiv(tiles, kNR);
+  const int64_t ncb = balanced_blocks(tpanels, TB / kNR, 1, threads);
   int64_t msplit = 1;
   while (threads > 1 && msplit < g.mpanels && ncb * msplit % threads != 0 && ncb * msplit < 4 * threads) ++msplit;
   const int64_t mper = cdiv(g.mpanels, msplit);
@@ -234,7 +253,9 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
     for (int64_t it = 0; it < ncb * msplit; ++it) {
       if (!vbuf || !mbuf) continue;
       const int64_t cb = it / msplit, ms = it % msplit;
-      const int64_t t0 = cb * TB, nt = std::min(TB, tiles - t0), panels = cdiv(nt, kNR), ldv = panels * kNR;
+      int64_t pf, pl;
+      block_panels(cb, ncb, tpanels, pf, pl);
+      const int64_t t0 = pf * kNR, nt = std::min(pl * kNR, tiles) - t0, panels = pl - pf, ldv = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
       // V_ξ panels: vbuf[((ξ * panels + p) * C + c) * 16 + lane]. Per panel of 16 tiles: gather the
       // input tiles of one channel, then transform all 16 lanes at once (vectorised).
@@ -507,10 +528,11 @@ void store_rows(const Geo& g, const float* cb, int64_t ldcb, int64_t n, int64_t 
 template <typename T>
 int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const T* r, T* y, int epi) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  const int64_t ncb = cdiv(g.P, kNCB);
-  const int64_t base = g.N * g.G * ncb;
   const int64_t macs = g.N * g.O * g.P * g.K;
   const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
+  const int64_t ppanels = cdiv(g.P, kNR);
+  const int64_t ncb = balanced_blocks(ppanels, kNCB / kNR, g.N * g.G, threads);
+  const int64_t base = g.N * g.G * ncb;
   // Split the weight rows only when the column blocks cannot feed every thread evenly.
   int64_t msplit = 1;
   while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
@@ -536,7 +558,9 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
       const int64_t cb = rest % ncb;
       rest /= ncb;
       const int64_t grp = rest % g.G, n = rest / g.G;
-      const int64_t p0 = cb * kNCB, cols = std::min(kNCB, g.P - p0), panels = cdiv(cols, kNR), ldcb = panels * kNR;
+      int64_t pf, pl;
+      block_panels(cb, ncb, ppanels, pf, pl);
+      const int64_t p0 = pf * kNR, cols = std::min(pl * kNR, g.P) - p0, panels = pl - pf, ldcb = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper);
       const T* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
       const float* Ag = A + grp * g.mpanels * g.K * kMR;
