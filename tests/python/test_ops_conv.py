@@ -346,11 +346,16 @@ CONST_CASES = [_const_conv_case(n, "float32", C, Hh, W, O, k, s, p, d, g, epi)
                for epi in ("conv2d_bias", "conv2d_bias_relu", "conv2d_bias_add_relu")]
 CONST_HALF = [_const_conv_case(n, dt, C, Hh, W, O, k, s, p, d, g, "conv2d_bias_add_relu")
               for dt in ("float16", "bfloat16")
-              for (n, C, Hh, W, O, k, s, p, d, g) in (CONST_SHAPES[1], CONST_SHAPES[7])]
+              for (n, C, Hh, W, O, k, s, p, d, g) in (CONST_SHAPES[1], CONST_SHAPES[9])]
 BATCHES.append(Batch("conv_const", CONST_CASES + CONST_HALF, B_DIM, B_RUNS))
+# Prepacked paths (F(4x4), F(2x2), GEMM panels) with a dynamic height as well as batch.
+CONST_DYN_H = [_const_conv_case(n, "float32", C, "H", W, O, k, s, p, d, g, "conv2d_bias_relu")
+               for (n, C, _, W, O, k, s, p, d, g) in (CONST_SHAPES[1], CONST_SHAPES[6], CONST_SHAPES[9],
+                                                      CONST_SHAPES[10])]
+BATCHES.append(Batch("conv_const_dyn_h", CONST_DYN_H, HW_DIM, HW_RUNS))
 
 
-@pytest.mark.parametrize("batch,case,ri", H.params([BATCHES[-1]]))
+@pytest.mark.parametrize("batch,case,ri", H.params(BATCHES[-2:]))
 def test_conv_const_compiled(batch, case, ri, tmp_path_factory):
     H.check(batch, case, ri, "compiled", tmp_path_factory)
 
