@@ -1,9 +1,11 @@
 // Winograd F(m×m, 3×3) convolution for constant-weight 3×3 stride-1 undilated ungrouped convs
 // (called by dml_cpu_conv2d in conv.cpp when the packed weights say so).
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "conv_internal.h"
 
@@ -74,6 +76,21 @@ int winograd_variant(const Geo& g) {
   return (mode == 4 && g.Cg <= 128 && g.O * g.Cg <= 128 * 256) ? 4 : 2;
 }
 int64_t winograd_floats(const Geo& g, int m) { return (m + 2) * (m + 2) * g.mpanels * kMR * g.Cg; }
+
+// Columns 0..3 of 8 consecutive 4-float groups r[4l .. 4l+3] (l = 0..7) as 4 vectors over l.
+inline void transpose_stride4(const float* r, __m256& c0, __m256& c1, __m256& c2, __m256& c3) {
+  const __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8), v2 = _mm256_loadu_ps(r + 16),
+               v3 = _mm256_loadu_ps(r + 24);
+  // Per 128-bit half: v0 = [l0 | l1], v1 = [l2 | l3], v2 = [l4 | l5], v3 = [l6 | l7].
+  const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+  const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+  // Lane order after the shuffles is (0 2 4 6 | 1 3 5 7); the permute restores 0..7.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  c0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
+  c1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
+  c2 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
+  c3 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
+}
 
 template <int M, typename T>
 void pack_w_winograd(const T* w, const Geo& g, float* out) {
@@ -173,11 +190,29 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
           for (int64_t ri = 0; ri < nruns; ++ri) {
             const int64_t l0 = run_start[ri], len = run_len[ri];
             const T* src = x + (nimg[l0] * g.C + c) * g.H * g.W + base[l0];
+            int64_t done = 0;
+            if constexpr (M == 4 && std::is_same_v<T, float>) {
+              // 8 tiles at a time: their 6 columns are 4x8 transposes of contiguous row data
+              // (columns 4..5 are columns 0..1 of the next tile). Reads 36 floats from the tile's
+              // first column, so only while that stays inside the row.
+              const int64_t col0 = iw0s[l0];
+              for (; done + 8 <= len && col0 + M * (done + 8) + 4 <= g.W; done += 8)
+                for (int a = 0; a < A; ++a) {
+                  const float* ra = src + a * g.W + M * done;
+                  __m256 b[6];
+                  transpose_stride4(ra, b[0], b[1], b[2], b[3]);
+                  __m256 e0, e1, e2, e3;
+                  transpose_stride4(ra + 4, e0, e1, e2, e3);
+                  b[4] = e0;
+                  b[5] = e1;
+                  for (int bb = 0; bb < A; ++bb) _mm256_storeu_ps(d[a * A + bb] + l0 + done, b[bb]);
+                }
+            }
             for (int a = 0; a < A; ++a)
               for (int bb = 0; bb < A; ++bb) {
                 float* dd = d[a * A + bb] + l0;
                 const T* sr = src + a * g.W + bb;
-                for (int64_t l = 0; l < len; ++l) dd[l] = load_f(sr, M * l);
+                for (int64_t l = done; l < len; ++l) dd[l] = load_f(sr, M * l);
               }
           }
           for (int64_t lane = 0; lane < kNR; ++lane) {

@@ -340,6 +340,7 @@ CONST_SHAPES = [
     ("gemm-dil", 16, 12, 11, 16, 3, (1, 1), 2, (2, 2), 1),
     ("gemm-groups", 16, 8, 9, 24, 3, (1, 1), 1, (1, 1), 4),
     ("depthwise", 16, 9, 8, 16, 3, (2, 1), 1, (1, 1), 16),
+    ("wino-f4-wide-rows", 16, 6, 75, 20, 3, (1, 1), (1, 0, 1, 2), (1, 1), 1),  # 8-tile vector gathers
 ]
 CONST_CASES = [_const_conv_case(n, "float32", C, Hh, W, O, k, s, p, d, g, epi)
                for (n, C, Hh, W, O, k, s, p, d, g) in CONST_SHAPES
