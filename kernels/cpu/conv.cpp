@@ -226,14 +226,17 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
       for (int64_t k0 = 0; k0 < g.K; k0 += kKC) {
         const int64_t kc = std::min(kKC, g.K - k0);
         build_b(xg, g, k0, kc, p0, cols, bbuf);
-        for (int64_t jp = 0; jp < panels; ++jp) {
-          const float* bp = bbuf + jp * kc * kNR;
-          for (int64_t mp = mp0; mp < mp1; ++mp) {
-            const int rows = static_cast<int>(std::min(kMR, g.Og - mp * kMR));
-            isa.tile_packed_a(kc, Ag + (mp * g.K + k0) * kMR, bp, cbuf + (mp - mp0) * kMR * ldcb + jp * kNR, ldcb, rows,
-                              k0 > 0);
+        // Weight rows in blocks of kMCP panels, so the A block (≤ 96 × KC floats) stays in L2 while
+        // every B panel of the column block passes over it.
+        for (int64_t mb = mp0; mb < mp1; mb += kMCP)
+          for (int64_t jp = 0; jp < panels; ++jp) {
+            const float* bp = bbuf + jp * kc * kNR;
+            for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
+              const int rows = static_cast<int>(std::min(kMR, g.Og - mp * kMR));
+              isa.tile_packed_a(kc, Ag + (mp * g.K + k0) * kMR, bp, cbuf + (mp - mp0) * kMR * ldcb + jp * kNR, ldcb,
+                                rows, k0 > 0);
+            }
           }
-        }
       }
       const int64_t o0 = mp0 * kMR, rows = std::min(g.Og, mp1 * kMR) - o0;
       store_rows(g, cbuf, ldcb, n, grp * g.Og + o0, rows, p0, cols, bias, r, y, epi);

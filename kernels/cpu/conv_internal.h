@@ -14,6 +14,7 @@ using gemm::kMR;
 constexpr int64_t kNR = 16;
 constexpr int64_t kKC = 256;  // a KC×16 fp32 B slice = 16 KiB: half of L1
 constexpr int64_t kNCB = 128; // output columns per work item (8 panels)
+constexpr int64_t kMCP = 16;  // weight-row panels per L2 block: 96 rows × KC floats ≤ 96 KiB
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
