@@ -12,10 +12,17 @@ import argparse
 import ctypes
 import os
 import statistics
+import sys
 import time
 
-import numpy as np
-import torch
+# libgomp (shared by torch and the DinoML kernels) reads these when it loads: set them before
+# importing torch.
+if "--cpu-time" in sys.argv:
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+os.environ["OMP_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "2"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 # name, C, O, H(=W), k, stride, pad, count in ResNet-18
 RESNET18 = [
@@ -49,19 +56,30 @@ def load_lib():
     return lib
 
 
-CLOCK = time.perf_counter
+CPU_TIME = False
+THREADS = 1
 
 
 def median_ms(fn, reps):
-    """Median over `reps` runs after one warm-up. With --cpu-time the clock is the process CPU
-    time divided by the thread count (a loaded shared machine inflates wall time with time spent
-    descheduled; OMP_WAIT_POLICY=passive keeps idle threads from burning CPU in barriers)."""
+    """Median over `reps` runs after one warm-up. With --cpu-time: process CPU time / threads,
+    averaged over back-to-back runs of at least 0.4 s (the kernel accounts CPU time in scheduler
+    ticks, so single short runs cannot be timed that way; OMP_WAIT_POLICY=passive keeps idle
+    threads from burning CPU in barriers). A loaded shared machine inflates wall time with time
+    spent descheduled, which CPU time excludes."""
     fn()
+    if CPU_TIME:
+        t0 = time.perf_counter()
+        fn()
+        n = max(3, int(0.4 / max(time.perf_counter() - t0, 1e-6)))
+        c0 = time.process_time()
+        for _ in range(n):
+            fn()
+        return (time.process_time() - c0) / THREADS / n * 1e3
     ts = []
     for _ in range(reps):
-        t0 = CLOCK()
+        t0 = time.perf_counter()
         fn()
-        ts.append(CLOCK() - t0)
+        ts.append(time.perf_counter() - t0)
     return statistics.median(ts) * 1e3
 
 
@@ -104,15 +122,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cpu-time", action="store_true", help="time with process CPU time / threads (loaded machine)")
     args = ap.parse_args()
-    global CLOCK
-    if args.cpu_time:
-        os.environ["OMP_WAIT_POLICY"] = "passive"
-        CLOCK = lambda: time.process_time() / args.threads  # noqa: E731
+    global CPU_TIME, THREADS
+    CPU_TIME, THREADS = args.cpu_time, args.threads
     torch.set_num_threads(args.threads)
-    # libgomp reads OMP_NUM_THREADS when the kernel library is loaded (below).
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     lib = load_lib()
-    print(f"torch {torch.__version__}, {args.threads} threads, {'CPU time / threads' if args.cpu_time else 'wall time'}; DinoML dml_cpu_conv2d (prepacked weights, bias+relu fused)")
+    print(f"torch {torch.__version__}, {args.threads} threads, {'mean CPU time / threads' if args.cpu_time else 'median wall time'}; DinoML dml_cpu_conv2d (prepacked weights, bias+relu fused)")
     for n in args.batches:
         tot_d = tot_t = 0.0
         print(f"\nbatch {n}\n{'shape':<14}{'C->O':>10}{'HxW':>6}{'DinoML ms':>11}{'GF/s':>7}{'torch ms':>10}{'GF/s':>7}"

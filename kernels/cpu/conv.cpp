@@ -1,4 +1,5 @@
-// Convolution kernels (NCHW): dml_cpu_conv2d and its packed-weights ABI.
+// Convolution kernels (NCHW): dml_cpu_conv2d and its packed-weights ABI. The Winograd path for
+// 3×3 stride-1 convs lives in conv_winograd.cpp; the packed header says which path runs.
 //
 // General path = implicit GEMM per (image, group): y[o, p] = Σ_k w[o, k] · col[k, p] with
 // k = (c, i, j) over C/groups × kH × kW and p = output position. The weights are the GEMM's A
@@ -23,32 +24,18 @@
 #include <string>
 #include <type_traits>
 
-#include "gemm_isa.h"
-#include "kernel_common.h"
+#include "conv_internal.h"
 
 namespace dml_cpu::conv {
 namespace {
-
-using gemm::kMR;
-constexpr int64_t kNR = 16;
-constexpr int64_t kKC = 256;  // a KC×16 fp32 B slice = 16 KiB: half of L1
-constexpr int64_t kNCB = 128; // output columns per work item (8 panels)
 
 constexpr char kMagic[8] = {'D', 'M', 'L', 'C', 'O', 'N', 'V', '1'};
 constexpr int64_t kHeaderBytes = 64;
 struct PackedHeader {
   char magic[8];
-  int64_t o, cg, kh, kw, groups, dtype, variant;  // variant: 0 GEMM panels, 1 Winograd F(2x2, 3x3)
+  int64_t o, cg, kh, kw, groups, dtype, variant;  // variant: 0 GEMM panels, 2 / 4 Winograd F(2x2 / 4x4, 3x3)
 };
 static_assert(sizeof(PackedHeader) == kHeaderBytes, "packed conv header must be 64 bytes");
-
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-struct Geo {
-  int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, G;
-  int64_t Ho, Wo, P, Cg, Og, K, mpanels;
-  bool pointwise;  // 1×1, stride 1, no padding: B rows are rows of x
-};
 
 int make_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel) {
   if (!s) return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": shape is NULL");
@@ -79,24 +66,6 @@ bool is_depthwise(const Geo& g) { return g.G == g.C && g.O == g.C && g.G > 1; }
 
 int64_t packed_floats(const Geo& g) { return g.G * g.mpanels * g.K * kMR; }
 
-// Grow-only per-thread scratch (64-byte aligned), like the GEMM's: convs run every inference.
-float* scratch(int slot, size_t n) {
-  struct Buf {
-    float* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[3];
-  Buf& b = bufs[slot];
-  if (n > b.cap) {
-    std::free(b.p);
-    b.p = static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64));
-    b.cap = b.p ? n : 0;
-  }
-  return b.p;
-}
-enum Slot { kSlotB = 0, kSlotC = 1, kSlotW = 2 };
-
 // w[O, Cg, kh, kw] -> per group, per 6-row panel: K × 6 floats (a[k*6 + i]), rows past Og zero.
 template <typename T>
 void pack_w(const T* w, const Geo& g, float* out) {
@@ -110,195 +79,6 @@ void pack_w(const T* w, const Geo& g, float* out) {
       for (int64_t k = 0; k < g.K; ++k) dst[k * kMR + i] = src ? load_f(src, k) : 0.0f;
     }
   }
-}
-
-// ---- Winograd F(2x2, 3x3) for 3x3 stride-1 undilated ungrouped convs ----------------------------
-// y tile (2x2) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over 4x4 input tiles d: 16 independent GEMMs
-// M_ξ[O, tiles] = U_ξ[O, C] · V_ξ[C, tiles] (ξ = one of the 4x4 transform positions), 2.25× fewer
-// multiplies than direct. Tiles of every image share the column dimension, so small late-layer
-// images still fill the 16-wide panels. U is packed once (6-row panels per ξ); each column block
-// transforms its input tiles into 16-column B panels, runs the 16 GEMMs with the 6×16 tile, and
-// applies the output transform with bias / residual / relu while storing.
-bool winograd_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("DINOML_CONV_WINOGRAD");
-    return !(v && v[0] == '0');
-  }();
-  return on;
-}
-bool winograd_fits(const Geo& g) {
-  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.G == 1 && g.Cg >= 16 &&
-         g.O >= 16;
-}
-int64_t winograd_floats(const Geo& g) { return 16 * g.mpanels * kMR * g.Cg; }
-
-template <typename T>
-void pack_w_winograd(const T* w, const Geo& g, float* out) {
-#pragma omp parallel for schedule(static) if (g.O * g.Cg > 4096)
-  for (int64_t o = 0; o < g.mpanels * kMR; ++o) {
-    const int64_t mp = o / kMR, i = o % kMR;
-    for (int64_t c = 0; c < g.Cg; ++c) {
-      float u[16] = {};
-      if (o < g.O) {
-        float k[3][3], gg[4][3];
-        for (int a = 0; a < 9; ++a) k[a / 3][a % 3] = load_f(w, (o * g.Cg + c) * 9 + a);
-        for (int b = 0; b < 3; ++b) {  // G g: rows of G = (1,0,0) (.5,.5,.5) (.5,-.5,.5) (0,0,1)
-          gg[0][b] = k[0][b];
-          gg[1][b] = 0.5f * (k[0][b] + k[1][b] + k[2][b]);
-          gg[2][b] = 0.5f * (k[0][b] - k[1][b] + k[2][b]);
-          gg[3][b] = k[2][b];
-        }
-        for (int a = 0; a < 4; ++a) {  // (G g) Gᵀ
-          u[a * 4 + 0] = gg[a][0];
-          u[a * 4 + 1] = 0.5f * (gg[a][0] + gg[a][1] + gg[a][2]);
-          u[a * 4 + 2] = 0.5f * (gg[a][0] - gg[a][1] + gg[a][2]);
-          u[a * 4 + 3] = gg[a][2];
-        }
-      }
-      for (int xi = 0; xi < 16; ++xi) out[((xi * g.mpanels + mp) * g.Cg + c) * kMR + i] = u[xi];
-    }
-  }
-}
-
-template <typename T>
-int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const T* r, T* y, int epi) {
-  const gemm::IsaKernels& isa = *gemm::active_isa();
-  const int64_t th = cdiv(g.Ho, 2), tw = cdiv(g.Wo, 2), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
-  // Column block: V block (16 × C × TB floats) about 512 KiB.
-  const int64_t TB = std::clamp<int64_t>((8192 / C) / kNR * kNR, kNR, 128);
-  const int64_t ncb = cdiv(tiles, TB);
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  int64_t msplit = 1;
-  while (threads > 1 && msplit < g.mpanels && ncb * msplit % threads != 0 && ncb * msplit < 4 * threads) ++msplit;
-  const int64_t mper = cdiv(g.mpanels, msplit);
-  msplit = cdiv(g.mpanels, mper);
-  const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
-  const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
-  int status = DML_CPU_OK;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    float* vbuf = scratch(kSlotB, static_cast<size_t>(16 * C * TB));
-    float* mbuf = scratch(kSlotC, static_cast<size_t>(16 * mper * kMR * TB));
-    if (!vbuf || !mbuf) {
-#pragma omp atomic write
-      status = DML_CPU_ERR_MEMORY;
-    }
-#pragma omp for schedule(static)
-    for (int64_t it = 0; it < ncb * msplit; ++it) {
-      if (!vbuf || !mbuf) continue;
-      const int64_t cb = it / msplit, ms = it % msplit;
-      const int64_t t0 = cb * TB, nt = std::min(TB, tiles - t0), panels = cdiv(nt, kNR), ldv = panels * kNR;
-      const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
-      // V_ξ panels: vbuf[((ξ * panels + p) * C + c) * 16 + lane]. Per panel of 16 tiles: gather the
-      // 4x4 input tiles of one channel lane by lane, then transform all 16 lanes at once (vectorised).
-      for (int64_t p = 0; p < panels; ++p) {
-        int64_t base[kNR];
-        bool inside[kNR], valid[kNR];
-        int64_t ih0s[kNR], iw0s[kNR], nimg[kNR];
-        for (int64_t lane = 0; lane < kNR; ++lane) {
-          const int64_t tl = p * kNR + lane;
-          valid[lane] = tl < nt;
-          const int64_t t = t0 + std::min(tl, nt - 1), n = t / T1, rt = t % T1;
-          nimg[lane] = n;
-          ih0s[lane] = 2 * (rt / tw) - g.pt;
-          iw0s[lane] = 2 * (rt % tw) - g.pl;
-          inside[lane] = ih0s[lane] >= 0 && iw0s[lane] >= 0 && ih0s[lane] + 4 <= g.H && iw0s[lane] + 4 <= g.W;
-          base[lane] = ih0s[lane] * g.W + iw0s[lane];
-        }
-        for (int64_t c = 0; c < C; ++c) {
-          alignas(64) float d[16][kNR];
-          for (int64_t lane = 0; lane < kNR; ++lane) {
-            const T* plane = x + (nimg[lane] * g.C + c) * g.H * g.W;
-            if (!valid[lane]) {
-              for (int e = 0; e < 16; ++e) d[e][lane] = 0.0f;
-            } else if (inside[lane]) {
-              const T* src = plane + base[lane];
-              for (int a = 0; a < 4; ++a)
-                for (int bb = 0; bb < 4; ++bb) d[a * 4 + bb][lane] = load_f(src, a * g.W + bb);
-            } else {
-              for (int a = 0; a < 4; ++a)
-                for (int bb = 0; bb < 4; ++bb) {
-                  const int64_t ih = ih0s[lane] + a, iw = iw0s[lane] + bb;
-                  d[a * 4 + bb][lane] =
-                      (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) ? load_f(plane, ih * g.W + iw) : 0.0f;
-                }
-            }
-          }
-          float* vo = vbuf + (p * C + c) * kNR;
-          const int64_t xs = panels * C * kNR;  // stride between ξ planes
-#pragma omp simd
-          for (int64_t l = 0; l < kNR; ++l) {
-            float t4[4][4];
-            for (int bb = 0; bb < 4; ++bb) {  // Bᵀ d
-              t4[0][bb] = d[0 * 4 + bb][l] - d[2 * 4 + bb][l];
-              t4[1][bb] = d[1 * 4 + bb][l] + d[2 * 4 + bb][l];
-              t4[2][bb] = d[2 * 4 + bb][l] - d[1 * 4 + bb][l];
-              t4[3][bb] = d[1 * 4 + bb][l] - d[3 * 4 + bb][l];
-            }
-            for (int a = 0; a < 4; ++a) {  // (Bᵀ d) B
-              vo[(a * 4 + 0) * xs + l] = t4[a][0] - t4[a][2];
-              vo[(a * 4 + 1) * xs + l] = t4[a][1] + t4[a][2];
-              vo[(a * 4 + 2) * xs + l] = t4[a][2] - t4[a][1];
-              vo[(a * 4 + 3) * xs + l] = t4[a][1] - t4[a][3];
-            }
-          }
-        }
-      }
-      // 16 GEMMs: M_ξ[rows, ldv] (mbuf[(ξ * mrows + row) * ldv + col]) = U_ξ · V_ξ.
-      const int64_t mrows = (mp1 - mp0) * kMR;
-      for (int xi = 0; xi < 16; ++xi) {
-        const float* Ux = U + xi * g.mpanels * C * kMR;
-        float* Mx = mbuf + xi * mrows * ldv;
-        for (int64_t k0 = 0; k0 < C; k0 += kKC) {
-          const int64_t kc = std::min(kKC, C - k0);
-          for (int64_t p = 0; p < panels; ++p) {
-            const float* bp = vbuf + ((xi * panels + p) * C + k0) * kNR;
-            for (int64_t mp = mp0; mp < mp1; ++mp)
-              isa.tile_packed_a(kc, Ux + (mp * C + k0) * kMR, bp, Mx + (mp - mp0) * kMR * ldv + p * kNR, ldv,
-                                static_cast<int>(std::min(kMR, g.O - mp * kMR)), k0 > 0);
-          }
-        }
-      }
-      // Output transform Aᵀ m A (rows of Aᵀ = (1,1,1,0) (0,1,-1,-1)), 16 tiles at a time, then the
-      // fused bias / residual / relu while scattering the 2x2 outputs.
-      const int64_t rows = std::min(g.O, mp1 * kMR) - rows0;
-      for (int64_t ro = 0; ro < rows; ++ro) {
-        const int64_t o = rows0 + ro;
-        const float b = bias ? load_f(bias, o) : 0.0f;
-        for (int64_t p = 0; p < panels; ++p) {
-          alignas(64) float out[4][kNR];
-          const float* mrow = mbuf + ro * ldv + p * kNR;
-          const int64_t xs = mrows * ldv;
-#pragma omp simd
-          for (int64_t l = 0; l < kNR; ++l) {
-            float m[16];
-            for (int xi = 0; xi < 16; ++xi) m[xi] = mrow[xi * xs + l];
-            float s0[4], s1[4];
-            for (int bc = 0; bc < 4; ++bc) {
-              s0[bc] = m[0 * 4 + bc] + m[1 * 4 + bc] + m[2 * 4 + bc];
-              s1[bc] = m[1 * 4 + bc] - m[2 * 4 + bc] - m[3 * 4 + bc];
-            }
-            out[0][l] = s0[0] + s0[1] + s0[2] + b;
-            out[1][l] = s0[1] - s0[2] - s0[3] + b;
-            out[2][l] = s1[0] + s1[1] + s1[2] + b;
-            out[3][l] = s1[1] - s1[2] - s1[3] + b;
-          }
-          const int64_t lanes = std::min(kNR, nt - p * kNR);
-          for (int64_t l = 0; l < lanes; ++l) {
-            const int64_t t = t0 + p * kNR + l, n = t / T1, rt = t % T1, oy0 = (rt / tw) * 2, ox0 = (rt % tw) * 2;
-            for (int a = 0; a < 2 && oy0 + a < g.Ho; ++a)
-              for (int bb = 0; bb < 2 && ox0 + bb < g.Wo; ++bb) {
-                const int64_t yi = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0 + bb;
-                float v = out[a * 2 + bb][l];
-                if (add) v += load_f(r, yi);
-                store_f(y, yi, relu ? std::max(v, 0.0f) : v);
-              }
-          }
-        }
-      }
-    }
-  }
-  return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
 // Writes n values into B-panel columns [col, col+n) of row `row` (panel stride kc*16).
@@ -407,10 +187,11 @@ void store_rows(const Geo& g, const float* cb, int64_t ldcb, int64_t n, int64_t 
 template <typename T>
 int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const T* r, T* y, int epi) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  const int64_t ncb = cdiv(g.P, kNCB);
-  const int64_t base = g.N * g.G * ncb;
   const int64_t macs = g.N * g.O * g.P * g.K;
   const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
+  const int64_t ppanels = cdiv(g.P, kNR);
+  const int64_t ncb = balanced_blocks(ppanels, kNCB / kNR, g.N * g.G, threads);
+  const int64_t base = g.N * g.G * ncb;
   // Split the weight rows only when the column blocks cannot feed every thread evenly.
   int64_t msplit = 1;
   while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
@@ -436,21 +217,26 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
       const int64_t cb = rest % ncb;
       rest /= ncb;
       const int64_t grp = rest % g.G, n = rest / g.G;
-      const int64_t p0 = cb * kNCB, cols = std::min(kNCB, g.P - p0), panels = cdiv(cols, kNR), ldcb = panels * kNR;
+      int64_t pf, pl;
+      block_panels(cb, ncb, ppanels, pf, pl);
+      const int64_t p0 = pf * kNR, cols = std::min(pl * kNR, g.P) - p0, panels = pl - pf, ldcb = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper);
       const T* xg = x + (n * g.C + grp * g.Cg) * g.H * g.W;
       const float* Ag = A + grp * g.mpanels * g.K * kMR;
       for (int64_t k0 = 0; k0 < g.K; k0 += kKC) {
         const int64_t kc = std::min(kKC, g.K - k0);
         build_b(xg, g, k0, kc, p0, cols, bbuf);
-        for (int64_t jp = 0; jp < panels; ++jp) {
-          const float* bp = bbuf + jp * kc * kNR;
-          for (int64_t mp = mp0; mp < mp1; ++mp) {
-            const int rows = static_cast<int>(std::min(kMR, g.Og - mp * kMR));
-            isa.tile_packed_a(kc, Ag + (mp * g.K + k0) * kMR, bp, cbuf + (mp - mp0) * kMR * ldcb + jp * kNR, ldcb, rows,
-                              k0 > 0);
+        // Weight rows in blocks of kMCP panels, so the A block (≤ 96 × KC floats) stays in L2 while
+        // every B panel of the column block passes over it.
+        for (int64_t mb = mp0; mb < mp1; mb += kMCP)
+          for (int64_t jp = 0; jp < panels; ++jp) {
+            const float* bp = bbuf + jp * kc * kNR;
+            for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
+              const int rows = static_cast<int>(std::min(kMR, g.Og - mp * kMR));
+              isa.tile_packed_a(kc, Ag + (mp * g.K + k0) * kMR, bp, cbuf + (mp - mp0) * kMR * ldcb + jp * kNR, ldcb,
+                                rows, k0 > 0);
+            }
           }
-        }
       }
       const int64_t o0 = mp0 * kMR, rows = std::min(g.Og, mp1 * kMR) - o0;
       store_rows(g, cbuf, ldcb, n, grp * g.Og + o0, rows, p0, cols, bias, r, y, epi);
@@ -512,7 +298,7 @@ int run_depthwise(const Geo& g, const T* x, const T* w, const T* bias, const T* 
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
-const float* check_packed(const void* packed, const Geo& g, int* st, bool* winograd) {
+const float* check_packed(const void* packed, const Geo& g, int* st, int* variant) {
   if (reinterpret_cast<uintptr_t>(packed) % alignof(float) != 0) {
     *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w must be at least 4-byte aligned");
     return nullptr;
@@ -532,8 +318,8 @@ const float* check_packed(const void* packed, const Geo& g, int* st, bool* winog
                                          std::to_string(g.G));
     return nullptr;
   }
-  *winograd = h.variant == 1;
-  if (*winograd && !winograd_fits(g)) {
+  *variant = static_cast<int>(h.variant);
+  if (h.variant != 0 && (!winograd_fits(g) || (h.variant != 2 && h.variant != 4))) {
     *st = fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d: packed_w holds Winograd weights but the call is not a 3x3 "
                                      "stride-1 undilated conv; pack with this call's strides and dilations");
     return nullptr;
@@ -543,6 +329,24 @@ const float* check_packed(const void* packed, const Geo& g, int* st, bool* winog
 }
 
 }  // namespace
+
+// Grow-only per-thread scratch (64-byte aligned), like the GEMM's: convs run every inference.
+float* scratch(int slot, size_t n) {
+  struct Buf {
+    float* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf bufs[3];
+  Buf& b = bufs[slot];
+  if (n > b.cap) {
+    std::free(b.p);
+    b.p = static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64));
+    b.cap = b.p ? n : 0;
+  }
+  return b.p;
+}
+
 }  // namespace dml_cpu::conv
 
 using namespace dml_cpu;
@@ -575,12 +379,11 @@ static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel)
   return DML_CPU_OK;
 }
 
-static bool use_winograd(const Geo& g) { return winograd_enabled() && winograd_fits(g); }
-
 extern "C" int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s) {
   Geo g;
   if (weight_geo(s, g, "dml_cpu_conv2d_packed_w_size")) return -1;
-  return kHeaderBytes + (use_winograd(g) ? winograd_floats(g) : packed_floats(g)) * static_cast<int64_t>(sizeof(float));
+  const int v = winograd_variant(g);
+  return kHeaderBytes + (v ? winograd_floats(g, v) : packed_floats(g)) * static_cast<int64_t>(sizeof(float));
 }
 
 extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w) {
@@ -589,7 +392,7 @@ extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, c
   if (!w || !packed_w) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: w and packed_w must not be NULL");
   if (reinterpret_cast<uintptr_t>(packed_w) % alignof(float) != 0)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: packed_w must be at least 4-byte aligned");
-  const bool wino = use_winograd(g);
+  const int wino = winograd_variant(g);
   PackedHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.o = g.O;
@@ -598,12 +401,13 @@ extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, c
   h.kw = g.kw;
   h.groups = g.G;
   h.dtype = dtype;
-  h.variant = wino ? 1 : 0;
+  h.variant = wino;
   std::memcpy(packed_w, &h, sizeof h);
   float* out = reinterpret_cast<float*>(static_cast<char*>(packed_w) + kHeaderBytes);
   return dispatch_float(dtype, "dml_cpu_conv2d_pack_w", [&](auto tag) -> int {
     using T = decltype(tag);
-    if (wino) pack_w_winograd(static_cast<const T*>(w), g, out);
+    if (wino == 4) pack_w_winograd<4>(static_cast<const T*>(w), g, out);
+    else if (wino == 2) pack_w_winograd<2>(static_cast<const T*>(w), g, out);
     else pack_w(static_cast<const T*>(w), g, out);
     return DML_CPU_OK;
   });
@@ -632,10 +436,11 @@ extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const vo
     const float* A;
     if (packed_w) {
       int st = DML_CPU_OK;
-      bool wino = false;
-      A = check_packed(packed_w, g, &st, &wino);
+      int variant = 0;
+      A = check_packed(packed_w, g, &st, &variant);
       if (st) return st;
-      if (wino) return run_winograd(g, xt, A, bt, rt, yt, epilogue);
+      if (variant == 4) return run_winograd<4>(g, xt, A, bt, rt, yt, epilogue);
+      if (variant == 2) return run_winograd<2>(g, xt, A, bt, rt, yt, epilogue);
     } else {
       float* buf = scratch(kSlotW, static_cast<size_t>(packed_floats(g)));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the packed weights");

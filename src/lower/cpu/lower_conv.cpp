@@ -92,9 +92,14 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
     packed = var;
     const bool wino = win.kh == 3 && win.kw == 3 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1 &&
                       win.groups == 1 && Cg >= 16 && O >= 16;
-    kernel = wino ? "dml_cpu_conv2d.winograd_f2x2_3x3.prepacked" : "dml_cpu_conv2d.implicit_gemm_6x16.prepacked";
+    const bool f4 = wino && Cg <= 128 && O * Cg <= 128 * 256;
+    kernel = !wino ? "dml_cpu_conv2d.implicit_gemm_6x16.prepacked"
+             : f4  ? "dml_cpu_conv2d.winograd_f4x4_3x3.prepacked"
+                   : "dml_cpu_conv2d.winograd_f2x2_3x3.prepacked";
     reason = std::string("only candidate (not tunable); constant weights packed once at module init") +
-             (wino ? " as Winograd-transformed weights (DINOML_CONV_WINOGRAD=0 at load packs GEMM panels instead)" : "");
+             (wino ? " as Winograd-transformed weights (environment DINOML_CONV_WINOGRAD at load: 2 = F(2x2) "
+                     "only, 0 = GEMM panels)"
+                   : "");
   }
   const std::vector<std::string> fields = {
       cx.cpp(x.shape[0]), cx.cpp(x.shape[1]), cx.cpp(x.shape[2]), cx.cpp(x.shape[3]), i64(O),  i64(win.kh),
