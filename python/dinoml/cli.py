@@ -72,6 +72,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compile":
         return _compile(argv[1:])
+    if argv and argv[0] in ("benchmark-ops", "benchmark-torch-ops"):
+        from .tools import benchmark_ops
+        return benchmark_ops.main(argv[1:], torch_only=argv[0] == "benchmark-torch-ops")
     # The C++ CLI writes to the process's stdout/stderr directly: flush Python's buffers first
     # so the output stays in order.
     sys.stdout.flush()

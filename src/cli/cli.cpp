@@ -99,6 +99,12 @@ int main(int argc, char** argv) {
   gi->add_flag("--json", gguf_json, "machine-readable listing");
   gi->add_option("--max-items", gguf_items, "array elements shown per key (default 8)");
 
+  // Benchmarks against PyTorch / oneDNN / OpenBLAS live in Python (python/dinoml/tools): forwarded.
+  auto* bo = app.add_subcommand("benchmark-ops", "time ops over shape sweeps vs PyTorch, oneDNN, OpenBLAS (ratios)");
+  bo->prefix_command();
+  auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu)");
+  bt->prefix_command();
+
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
   o->add_flag("--markdown", markdown);
@@ -109,6 +115,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    for (auto* fwd : {bo, bt})
+      if (fwd->parsed()) {
+        std::vector<std::string> args = {fwd->get_name()};
+        for (const auto& r : fwd->remaining()) args.push_back(r);
+        return run_python_cli(args);
+      }
     if (c->parsed()) return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse, tune);
     if (df->parsed()) return cmd_diff(diff_a, diff_b, diff_json);
     if (i->parsed() && !html_out.empty()) return cmd_inspect_html(artifact, html_out);

@@ -31,6 +31,9 @@ int cmd_run(const std::string& artifact, const std::vector<std::string>& inputs,
 int cmd_validate(const std::string& artifact, double atol, double rtol, int seed);
 int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dims, int warmup, int iterations);
 int cmd_ops(bool markdown);
+// Runs `python -m dinoml.cli ARGS...` ($DINOML_PYTHON, default /usr/bin/python3) with the source
+// tree's python/ on PYTHONPATH; returns its exit status.
+int run_python_cli(const std::vector<std::string>& args);
 int cmd_verify(const std::string& artifact, bool as_json);
 // `dinoml gguf-info FILE` (src/cli/cmd_gguf.cpp).
 int cmd_gguf_info(const std::string& path, bool as_json, size_t max_items);

@@ -16,7 +16,7 @@
 namespace dinoml::cli {
 namespace fs = std::filesystem;
 
-static int run_python_compile(const std::vector<std::string>& args) {
+int run_python_cli(const std::vector<std::string>& args) {
   std::string python = std::getenv("DINOML_PYTHON") ? std::getenv("DINOML_PYTHON") : "/usr/bin/python3";
   std::string pypath = std::string(DINOML_SOURCE_DIR) + "/python";
   if (const char* old = std::getenv("PYTHONPATH")) pypath += std::string(":") + old;
@@ -29,7 +29,7 @@ static int run_python_compile(const std::vector<std::string>& args) {
     for (auto& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);
     execv(python.c_str(), argv.data());
-    std::cerr << "dinoml: error: cannot run '" << python << "' to load a Python model (set DINOML_PYTHON)\n";
+    std::cerr << "dinoml: error: cannot run '" << python << "' (set DINOML_PYTHON to a python3 that sees Debian's packages)\n";
     _exit(127);
   }
   int status = 0;
@@ -48,7 +48,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     if (tune.profile) args.push_back("--profile");
     if (!tune.execution_plan.empty()) args.insert(args.end(), {"--execution-plan", tune.execution_plan});
     if (tune.strict) args.push_back("--strict");
-    return run_python_compile(args);
+    return run_python_cli(args);
   }
   ir::Graph g = ir::read_graph(model);
   CompileOptions opts;
