@@ -57,6 +57,7 @@ const char* dinoml_status_name(dinoml_status status) {
     case DINOML_ERR_RUNTIME: return "RUNTIME";
     case DINOML_ERR_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
     case DINOML_ERR_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
+    case DINOML_ERR_DEVICE: return "DEVICE";
   }
   return "UNKNOWN_STATUS";
 }
@@ -147,5 +148,21 @@ dinoml_status dinoml_session_reset_states(dinoml_session* session) {
 }
 
 size_t dinoml_session_arena_bytes(const dinoml_session* session) { return session ? session->impl.arena_bytes() : 0; }
+
+const char* dinoml_module_target(const dinoml_module* module) { return module ? module->impl->target().c_str() : nullptr; }
+
+dinoml_status dinoml_session_set_stream(dinoml_session* session, void* stream) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    session->impl.set_stream(stream);
+  });
+}
+
+dinoml_status dinoml_session_synchronize(dinoml_session* session) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    session->impl.synchronize();
+  });
+}
 
 }  // extern "C"
