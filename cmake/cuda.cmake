@@ -11,11 +11,20 @@ file(GLOB DINOML_CUDA_LOWER_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/lower/
 target_sources(dinoml_compiler PRIVATE ${DINOML_CUDA_LOWER_SRC})
 
 include(CheckLanguage)
-if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+option(DINOML_CUDA "Build the CUDA kernel library when a CUDA compiler is found" ON)
+if(DINOML_SANITIZE OR DINOML_FUZZ)
+  # Sanitizer/fuzz flags go on every target (fuzz_sanitize.cmake) and nvcc rejects them; those
+  # builds test host code, so the CUDA library is left out of them.
+  set(DINOML_CUDA OFF)
+  message(STATUS "DinoML CUDA: kernel library skipped in sanitizer/fuzz builds")
+endif()
+if(DINOML_CUDA AND NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
 endif()
-check_language(CUDA)
-if(CMAKE_CUDA_COMPILER)
+if(DINOML_CUDA)
+  check_language(CUDA)
+endif()
+if(DINOML_CUDA AND CMAKE_CUDA_COMPILER)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
   file(GLOB DINOML_CUDA_KERNELS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)

@@ -14,14 +14,20 @@ struct Strided {
   int64_t stride[8];   // input element stride per output axis
 };
 
-template <class E>
-__global__ void gather_kernel(Strided g, int64_t n, const E* __restrict__ x, E* __restrict__ y) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t rem = i, off = 0;
-    for (int a = g.rank - 1; a >= 0; --a) {
-      const int64_t q = rem % g.shape[a];
-      rem /= g.shape[a];
-      off += q * g.stride[a];
+// I: the index type. 32-bit whenever every index and offset fits (64-bit division is slow).
+template <class E, class I>
+__global__ void gather_kernel(Strided g, I n, const E* __restrict__ x, E* __restrict__ y) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    I rem = i, off = 0;
+    // Unrolled over all 8 slots: constant indices keep `g` in parameter space (a run-time index
+    // would copy it to local memory in every thread).
+#pragma unroll
+    for (int a = 7; a >= 0; --a) {
+      if (a >= g.rank) continue;
+      const I ext = (I)g.shape[a];
+      const I q = rem % ext;
+      rem /= ext;
+      off += q * (I)g.stride[a];
     }
     y[i] = x[off];
   }
@@ -32,14 +38,22 @@ int strided_gather(size_t esize, const Strided& g, const void* x, void* y, cudaS
   for (int a = 0; a < g.rank; ++a) n *= g.shape[a];
   if (n == 0) return 0;
   const unsigned blocks = blocks_for(n, 256);
+  int64_t max_off = 0;
+  for (int a = 0; a < g.rank; ++a) max_off += (g.shape[a] - 1) * g.stride[a];
+  const bool small = n < (int64_t{1} << 31) && max_off < (int64_t{1} << 31);
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    if (small) gather_kernel<E, uint32_t><<<blocks, 256, 0, s>>>(g, (uint32_t)n, (const E*)x, (E*)y);
+    else gather_kernel<E, int64_t><<<blocks, 256, 0, s>>>(g, n, (const E*)x, (E*)y);
+    return check_launch(what);
+  };
   switch (esize) {
-    case 1: gather_kernel<uint8_t><<<blocks, 256, 0, s>>>(g, n, (const uint8_t*)x, (uint8_t*)y); break;
-    case 2: gather_kernel<uint16_t><<<blocks, 256, 0, s>>>(g, n, (const uint16_t*)x, (uint16_t*)y); break;
-    case 4: gather_kernel<uint32_t><<<blocks, 256, 0, s>>>(g, n, (const uint32_t*)x, (uint32_t*)y); break;
-    case 8: gather_kernel<uint64_t><<<blocks, 256, 0, s>>>(g, n, (const uint64_t*)x, (uint64_t*)y); break;
+    case 1: return go(uint8_t{});
+    case 2: return go(uint16_t{});
+    case 4: return go(uint32_t{});
+    case 8: return go(uint64_t{});
     default: return fail(std::string(what) + ": element size " + std::to_string(esize) + " is not 1, 2, 4 or 8");
   }
-  return check_launch(what);
 }
 
 void contiguous_strides(int rank, const int64_t* shape, int64_t* st) {

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "common.cuh"
+#include "gemm_internal.h"
 
 namespace dml_cuda {
 namespace {
@@ -281,6 +282,10 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
   if (M == 0 || N == 0 || batch == 0) return 0;
   if (impl == DML_CUDA_GEMM_SIMT || K == 0)  // K == 0: y = epi(bias + d), which the own kernel does
     return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  if (impl == DML_CUDA_GEMM_MMA) {
+    if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no mma path
+    return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  }
   if (impl != DML_CUDA_GEMM_CUBLASLT) return fail("dml_cuda_gemm: unknown implementation " + std::to_string(impl));
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX)
     return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);

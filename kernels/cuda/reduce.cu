@@ -39,14 +39,18 @@ __global__ void reduce_general_kernel(int op, ReduceGeom g, int64_t nout, int64_
                                       T* __restrict__ y) {
   for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < nout; o += (int64_t)gridDim.x * blockDim.x) {
     int64_t rem = o, base = 0;
-    for (int a = g.kr - 1; a >= 0; --a) {
+#pragma unroll  // constant indices into the by-value `g` (no local-memory copy)
+    for (int a = 7; a >= 0; --a) {
+      if (a >= g.kr) continue;
       base += (rem % g.kshape[a]) * g.kstride[a];
       rem /= g.kshape[a];
     }
     float acc = identity(op);
     for (int64_t r = 0; r < nred; ++r) {
       int64_t rr = r, off = base;
-      for (int a = g.rr - 1; a >= 0; --a) {
+#pragma unroll
+      for (int a = 7; a >= 0; --a) {
+        if (a >= g.rr) continue;
         off += (rr % g.rshape[a]) * g.rstride[a];
         rr /= g.rshape[a];
       }

@@ -68,8 +68,8 @@ CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, s
   lo.allow_tf32 = opts.allow_tf32;
   if (const char* impl = std::getenv("DINOML_CUDA_GEMM")) {
     lo.gemm_impl = impl;
-    if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt")
-      throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt or simt");
+    if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt" && lo.gemm_impl != "mma")
+      throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt or mma");
   }
   auto ctc = build::find_cuda_toolchain();
   ir::validate_structure(input);

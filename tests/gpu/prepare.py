@@ -46,9 +46,20 @@ def main():
     import dinoml as dml
     os.makedirs(a.out, exist_ok=True)
     index = []
-    todo = [(c, c.tf32) for c in C.cases()]
-    for case, tf32 in todo:
-        key = case.key + ("_tf32" if tf32 else "")
+    # (case, gemm implementation, arch): every case with the default (cuBLASLt); the own GEMM
+    # kernels on the GEMM-heavy cases (SIMT for float32, mma.sync for fp16/bf16); and one sm_80
+    # artifact that an sm_90 GPU must refuse before running anything.
+    todo = []
+    for c in C.cases():
+        todo.append((c, "cublaslt", a.arch))
+        if c.name in ("gemm", "bmm_softmax"):
+            todo.append((c, "simt" if c.dtype == "float32" else "mma", a.arch))
+        if c.name == "transformer" and c.dtype == "float16":
+            todo.append((c, "mma", a.arch))
+        if c.name == "gemm" and c.dtype == "float32":
+            todo.append((c, "cublaslt", "sm_80"))
+    for case, impl, arch in todo:
+        key = case.key + ("" if impl == "cublaslt" else "_" + impl) + ("" if arch == a.arch else "_" + arch)
         if a.only and not any(o in key for o in a.only):
             continue
         t0 = time.time()
@@ -56,14 +67,17 @@ def main():
         spec = build_spec(dml, case, W)
         d = os.path.join(a.out, key)
         os.makedirs(d, exist_ok=True)
-        art = dml.compile(spec, target="cuda", arch=a.arch, tf32=tf32, out=os.path.join(d, "artifact"))
+        os.environ["DINOML_CUDA_GEMM"] = impl
+        art = dml.compile(spec, target="cuda", arch=arch, tf32=case.tf32, out=os.path.join(d, "artifact"))
+        os.environ.pop("DINOML_CUDA_GEMM")
         meta = {"key": key, "name": case.name, "dtype": case.dtype, "inputs": case.inputs, "dims": case.dims,
-                "grid": case.grid, "tol": case.tol, "tf32": tf32, "outputs": [o["name"] for o in art.metadata["outputs"]],
+                "grid": case.grid, "tol": case.tol, "tf32": case.tf32, "gemm_impl": impl, "arch": arch,
+                "expect_refusal": arch != a.arch, "outputs": [o["name"] for o in art.metadata["outputs"]],
                 "kernels": sorted({k["selected"] for k in art.kernel_manifest}), "weights_sha256": C.weights_digest(W)}
         with open(os.path.join(d, "case.json"), "w") as f:
             json.dump(meta, f, indent=1)
         index.append(key)
-        print(f"[prepare] {key}: compiled in {time.time() - t0:.1f} s", flush=True)
+        print(f"[prepare] {key}: compiled in {time.time() - t0:.1f} s ({arch}, gemm {impl})", flush=True)
     with open(os.path.join(a.out, "index.json"), "w") as f:
         json.dump({"arch": a.arch, "cases": index}, f, indent=1)
 

@@ -29,7 +29,7 @@ CASES = {c.key: c for c in C.cases()}
 def load_weights(meta):
     """The weights the artifact was compiled with, regenerated (cases.make_weights) and checked
     against the digest prepare.py recorded."""
-    case = CASES[meta["key"].replace("_tf32", "")]
+    case = CASES[f"{meta['name']}_{meta['dtype']}"]
     W = C.make_weights(case, seed=C.seed_of(meta["key"]))
     if C.weights_digest(W) != meta["weights_sha256"]:
         raise RuntimeError(f"{meta['key']}: regenerated weights differ from the compiled ones (NumPy {np.__version__})")
@@ -58,8 +58,21 @@ def compare(out, ref):
     return {"max_err": max_err, "rel_l2": rel_l2}
 
 
+def run_refusal(d, meta):
+    """An artifact for another arch must fail at load, before any kernel runs, saying why."""
+    try:
+        D.Module(os.path.join(d, "artifact"))
+    except D.DinoMLError as e:
+        msg = str(e)
+        ok = "DEVICE" in msg and meta["arch"] in msg and "compute capability" in msg
+        return {"key": meta["key"], "ok": ok, "refused_with": msg, "points": []}
+    return {"key": meta["key"], "ok": False, "error": f"an {meta['arch']} artifact loaded on this GPU"}
+
+
 def run_case(d, meta, stream):
-    case = CASES[meta["key"].replace("_tf32", "")]
+    if meta.get("expect_refusal"):
+        return run_refusal(d, meta)
+    case = CASES[f"{meta['name']}_{meta['dtype']}"]
     mod = D.Module(os.path.join(d, "artifact"))
     sess = mod.session()
     sess.set_stream(stream.cuda_stream)
@@ -129,10 +142,41 @@ def bench(d, meta, stream, batches=(1, 8), seq=128, iters=100, reps=5):
             tref = tm(x)
             pt = time_it(lambda: tm(x))
         err = compare(y, tref)
-        out.append({"batch": b, "seq": seq, "dinoml_ms": dm, "torch_eager_ms": pt, "speedup": pt[0] / dm[0],
+        out.append({"batch": b, "seq": seq, "gemm_impl": meta.get("gemm_impl", "cublaslt"), "dinoml_ms": dm, "torch_eager_ms": pt, "speedup": pt[0] / dm[0],
                     "vs_torch_same_dtype": err})
     torch.backends.cuda.matmul.allow_tf32 = False
     return out
+
+
+def kernel_profile(d, meta, stream, batch=8, seq=128, runs=20, top=12):
+    """Per-kernel GPU time of `runs` DinoML runs (CUPTI through torch.profiler sees every kernel
+    of the process, cuBLASLt's and the artifact's)."""
+    dt = TORCH_DT[meta["dtype"]]
+    sess = D.Module(os.path.join(d, "artifact")).session()
+    sess.set_stream(stream.cuda_stream)
+    x = torch.randn(batch, seq, C.D_MODEL, device="cuda").to(dt)
+    y = torch.empty_like(x)
+    ins, outs = sess.prepare({"x": x}, {"output": y})
+    for _ in range(5):
+        sess.run_prepared(ins, outs)
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            sess.run_prepared(ins, outs)
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if t:
+            rows.append((t / runs, e.count // runs, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"[kernels] {meta['key']} batch={batch} seq={seq}: {total:.1f} us of GPU time per run", flush=True)
+    for us, n, name in rows[:top]:
+        print(f"[kernels]   {us:8.1f} us  x{n:<3d} {name[:110]}", flush=True)
+    return {"key": meta["key"], "batch": batch, "gpu_us_per_run": total,
+            "kernels": [{"us": us, "count": n, "name": name} for us, n, name in rows]}
 
 
 def main():
@@ -140,6 +184,7 @@ def main():
     ap.add_argument("bundle")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--kernels", action="append", default=[], help="per-kernel GPU times of this transformer case key")
     a = ap.parse_args()
     idx = json.load(open(os.path.join(a.bundle, "index.json")))
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -153,8 +198,6 @@ def main():
     for key in idx["cases"]:
         d = os.path.join(a.bundle, key)
         meta = json.load(open(os.path.join(d, "case.json")))
-        if meta["tf32"]:
-            continue  # benchmark-only variant
         t0 = time.time()
         try:
             r = run_case(d, meta, stream)
@@ -164,17 +207,19 @@ def main():
         results.append(r)
         worst = max((o.get("max_err", float("nan")) for p in r.get("points", []) for o in p["outputs"].values()), default=float("nan"))
         worst_l2 = max((o.get("rel_l2", float("nan")) for p in r.get("points", []) for o in p["outputs"].values()), default=float("nan"))
-        print(f"[parity] {key:34s} {'PASS' if r['ok'] else 'FAIL'}  points={len(r.get('points', []))} "
-              f"max_err={worst:.2e} rel_l2={worst_l2:.2e} host_path={r.get('host_path_identical')} {r.get('error', '')}",
-              flush=True)
+        if "refused_with" in r:
+            print(f"[parity] {key:34s} {'PASS' if r['ok'] else 'FAIL'}  refused at load: {r['refused_with']}", flush=True)
+        else:
+            print(f"[parity] {key:34s} {'PASS' if r['ok'] else 'FAIL'}  points={len(r.get('points', []))} "
+                  f"max_err={worst:.2e} rel_l2={worst_l2:.2e} host_path={r.get('host_path_identical')} {r.get('error', '')}",
+                  flush=True)
         if not r["ok"] and "points" in r:
             for p in r["points"]:
                 for n, o in p["outputs"].items():
                     if not o["ok"]:
                         print(f"    {p['dims']} {n}: {o}", flush=True)
     if not a.no_bench:
-        for name, dt in C.BENCH:
-            key = f"{name}_{dt}" + ("_tf32" if dt == "float32" else "")
+        for key in [f"{n}_{dt}" for n, dt in C.BENCH] + [f"{n}_{dt}_mma" for n, dt in C.BENCH]:
             d = os.path.join(a.bundle, key)
             if not os.path.isdir(d):
                 continue
@@ -188,6 +233,13 @@ def main():
                           f"(max_err vs torch {b['vs_torch_same_dtype']['max_err']:.1e})", flush=True)
             except Exception as e:  # noqa: BLE001
                 print(f"[bench] {key}: ERROR {type(e).__name__}: {e}", flush=True)
+    kprof = []
+    for key in a.kernels:
+        d = os.path.join(a.bundle, key)
+        try:
+            kprof.append(kernel_profile(d, json.load(open(os.path.join(d, "case.json"))), stream))
+        except Exception as e:  # noqa: BLE001
+            print(f"[kernels] {key}: ERROR {type(e).__name__}: {e}", flush=True)
     n_ok = sum(r["ok"] for r in results)
     print(f"\n[gpu-check] parity: {n_ok}/{len(results)} cases pass on {info['gpu']} ({info['arch']})")
     for b in benches:
@@ -195,7 +247,7 @@ def main():
               f"{b['torch_eager_ms'][0]:.3f} ms, {b['speedup']:.2f}x")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"info": info, "parity": results, "bench": benches}, f, indent=1)
+            json.dump({"info": info, "parity": results, "bench": benches, "kernel_profiles": kprof}, f, indent=1)
     return 0 if n_ok == len(results) else 1
 
 

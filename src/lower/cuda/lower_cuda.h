@@ -30,7 +30,7 @@ const std::vector<std::string>& supported_archs();
 struct CudaLowerOptions {
   CudaArch arch;
   bool allow_tf32 = true;          // float32 GEMMs may use TF32 tensor cores (--no-tf32 turns it off)
-  std::string gemm_impl = "cublaslt";  // "cublaslt" (default) or "simt" (the library's own kernel)
+  std::string gemm_impl = "cublaslt";  // "cublaslt" (default), "simt" or "mma" (the library's own kernels)
 };
 
 struct CudaLoweredModule {

@@ -104,19 +104,27 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   if (ir::is_float(y.dtype)) b += "    out[i] = dml_from_float<" + oty + ">((float)" + last + ");\n";
   else b += "    out[i] = (" + oty + ")" + last + ";\n";
 
+  // Each input is read flat (it has the output's element count), as a scalar (one element) or
+  // through per-axis strides; only strided inputs pay for the index decomposition, which uses
+  // 32-bit arithmetic whenever the output has fewer than 2^31 elements (64-bit division is slow).
   std::ostringstream f;
   f << "// fused kernel for node " << comment_text(n.name) << "\n";
-  f << "__global__ void " << name << "_k(int64_t n, int rank, int flat, DmlShape8 os";
-  for (size_t i = 0; i < K; ++i) f << ", DmlShape8 st" << i;
+  f << "template <typename I>\n__global__ void " << name << "_k(I n, int rank, DmlShape8 os";
+  for (size_t i = 0; i < K; ++i) f << ", int kind" << i << ", DmlShape8 st" << i;
   for (size_t i = 0; i < K; ++i) f << ", const " << ir::dtype_ctype(in_dt[i]) << "* __restrict__ in" << i;
   f << ", " << oty << "* __restrict__ out) {\n";
-  f << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {\n";
-  for (size_t i = 0; i < K; ++i) f << "    int64_t o" << i << " = i;\n";
-  f << "    if (!flat) {\n";
-  for (size_t i = 0; i < K; ++i) f << "      o" << i << " = 0;\n";
-  f << "      int64_t rem = i;\n      for (int a = rank - 1; a >= 0; --a) {\n"
-       "        const int64_t q = rem % os.v[a];\n        rem /= os.v[a];\n";
-  for (size_t i = 0; i < K; ++i) f << "        o" << i << " += q * st" << i << ".v[a];\n";
+  f << "  const bool any_strided = false";
+  for (size_t i = 0; i < K; ++i) f << " || kind" << i << " == 2";
+  f << ";\n";
+  f << "  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {\n";
+  for (size_t i = 0; i < K; ++i) f << "    I o" << i << " = kind" << i << " == 0 ? i : 0;\n";
+  // The axis loop is unrolled over all 8 slots so the shape/stride parameters are only indexed
+  // with constants: a run-time index into a by-value kernel parameter makes nvcc copy it to
+  // local memory in every thread (measured: 77 us instead of ~3 us for a 1.5M-element multiply).
+  f << "    if (any_strided) {\n      I rem = i;\n#pragma unroll\n      for (int a = 7; a >= 0; --a) {\n"
+       "        if (a >= rank) continue;\n"
+       "        const I ext = (I)os.v[a];\n        const I q = rem % ext;\n        rem /= ext;\n";
+  for (size_t i = 0; i < K; ++i) f << "        if (kind" << i << " == 2) o" << i << " += q * (I)st" << i << ".v[a];\n";
   f << "        (void)q;\n      }\n    }\n";
   for (size_t i = 0; i < K; ++i) f << "    (void)o" << i << ";\n";
   f << b << "  }\n}\n\n";
@@ -124,15 +132,19 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   f << "static cudaError_t " << name
     << "(int rank, const int64_t* os, const int64_t* st, const int64_t* in_numel, const void* const* in, void* outp, cudaStream_t s) {\n"
     << "  int64_t n = 1;\n  for (int a = 0; a < rank; ++a) n *= os[a];\n  if (n == 0) return cudaSuccess;\n"
-    << "  int flat = 1;\n  for (int k = 0; k < " << K << "; ++k) flat = flat && in_numel[k] == n;\n"
     << "  DmlShape8 o8 = {{0}};\n  for (int a = 0; a < rank; ++a) o8.v[a] = os[a];\n";
   for (size_t i = 0; i < K; ++i)
-    f << "  DmlShape8 s" << i << " = {{0}};\n  for (int a = 0; a < rank; ++a) s" << i << ".v[a] = st[" << i << " * rank + a];\n";
+    f << "  DmlShape8 s" << i << " = {{0}};\n  for (int a = 0; a < rank; ++a) s" << i << ".v[a] = st[" << i << " * rank + a];\n"
+      << "  const int k" << i << " = in_numel[" << i << "] == n ? 0 : in_numel[" << i << "] == 1 ? 1 : 2;\n";
   f << "  int64_t blocks = (n + 255) / 256;\n  if (blocks > 65536) blocks = 65536;\n";
-  f << "  " << name << "_k<<<(unsigned)blocks, 256, 0, s>>>(n, rank, flat, o8";
-  for (size_t i = 0; i < K; ++i) f << ", s" << i;
-  for (size_t i = 0; i < K; ++i) f << ", (const " << ir::dtype_ctype(in_dt[i]) << "*)in[" << i << "]";
-  f << ", (" << oty << "*)outp);\n  return cudaGetLastError();\n}\n\n";
+  auto launch = [&](const std::string& I) {
+    std::string t = "    " + name + "_k<" + I + "><<<(unsigned)blocks, 256, 0, s>>>((" + I + ")n, rank, o8";
+    for (size_t i = 0; i < K; ++i) t += ", k" + std::to_string(i) + ", s" + std::to_string(i);
+    for (size_t i = 0; i < K; ++i) t += ", (const " + std::string(ir::dtype_ctype(in_dt[i])) + "*)in[" + std::to_string(i) + "]";
+    return t + ", (" + oty + "*)outp);\n";
+  };
+  f << "  if (n < ((int64_t)1 << 31))\n" << launch("uint32_t") << "  else\n" << launch("int64_t");
+  f << "  return cudaGetLastError();\n}\n\n";
   cx.functions << f.str();
 
   // Call site: as the CPU lowering's (output shape, broadcast strides, element counts).

@@ -36,14 +36,29 @@ void expect_gpu_float(const ir::Node& n, ir::DType t) {
     no_cuda_lowering(n, "dtype " + std::string(ir::dtype_name(t)) + " (float32/float16/bfloat16 only)");
 }
 
-std::string impl_code(const CudaLowerOptions& o) { return o.gemm_impl == "simt" ? "DML_CUDA_GEMM_SIMT" : "DML_CUDA_GEMM_CUBLASLT"; }
+std::string impl_code(const CudaLowerOptions& o) {
+  if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
+  if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
+  return "DML_CUDA_GEMM_CUBLASLT";
+}
 
+// Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, and for fp16/bf16 the own
+// mma.sync tensor-core kernel. Without profiling the default (cuBLASLt) is selected unless
+// DINOML_CUDA_GEMM forced another at compile time.
 json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
   const bool tf32 = o.allow_tf32 && dtype == "float32";
   const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
-  const std::string sel = o.gemm_impl == "simt" ? "simt_tiled_64x64" : lt;
-  return {{"node", n.name}, {"op", n.op}, {"candidates", {lt, "simt_tiled_64x64"}}, {"selected", sel},
-          {"reason", o.gemm_impl == "simt" ? "forced by DINOML_CUDA_GEMM=simt" : "default (not profiled)"}};
+  json cands = {lt, "simt_tiled_64x64"};
+  if (dtype != "float32") cands.push_back("mma_sync_m16n8k16_64x64x32");
+  std::string sel = lt, reason = "default (not profiled)";
+  if (o.gemm_impl == "simt") {
+    sel = "simt_tiled_64x64";
+    reason = "forced by DINOML_CUDA_GEMM=simt";
+  } else if (o.gemm_impl == "mma") {
+    sel = dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
+    reason = dtype == "float32" ? "forced by DINOML_CUDA_GEMM=mma (float32 has no mma kernel: SIMT)" : "forced by DINOML_CUDA_GEMM=mma";
+  }
+  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
 
 struct GemmKind {
