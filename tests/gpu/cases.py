@@ -102,6 +102,7 @@ def _move_build(ops, W, X):
     x = X["x"]
     a, b = ops.split(x, [2, 4], axis=1)
     return {"permute": ops.permute(x, dims=[2, 0, 1]), "transpose": ops.transpose(x, dim0=1, dim1=2),
+            "permute_keep_last": ops.permute(x, dims=[1, 0, 2]),
             "concat": ops.concatenate([x, x * 2.0], axis=1), "split_a": a, "split_b": b,
             "slice": ops.slice(x, starts=[1, 0], ends=[5, 10], axes=[1, 2], steps=[2, 3]),
             "expand": ops.expand(X["e"], shape=[X["x"].shape[0], 6, 10]),
@@ -111,7 +112,8 @@ def _move_build(ops, W, X):
 def _move_ref(torch, W, X):
     x = X["x"]
     B = x.shape[0]
-    return {"permute": x.permute(2, 0, 1), "transpose": x.transpose(1, 2), "concat": torch.cat([x, x * 2.0], 1),
+    return {"permute": x.permute(2, 0, 1), "transpose": x.transpose(1, 2), "permute_keep_last": x.permute(1, 0, 2),
+            "concat": torch.cat([x, x * 2.0], 1),
             "split_a": x[:, :2], "split_b": x[:, 2:], "slice": x[:, 1:5:2, 0:10:3],
             "expand": X["e"].expand(B, 6, 10), "reshape_permute": x.reshape(B, 3, 2, 10).permute(0, 2, 3, 1)}
 
