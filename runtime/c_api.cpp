@@ -57,6 +57,7 @@ const char* dinoml_status_name(dinoml_status status) {
     case DINOML_ERR_RUNTIME: return "RUNTIME";
     case DINOML_ERR_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
     case DINOML_ERR_BUFFER_TOO_SMALL: return "BUFFER_TOO_SMALL";
+    case DINOML_ERR_DEVICE: return "DEVICE";
   }
   return "UNKNOWN_STATUS";
 }
@@ -159,6 +160,22 @@ dinoml_status dinoml_session_memory_info(const dinoml_session* session, dinoml_s
 
 size_t dinoml_session_overhead_bytes(size_t num_states, size_t num_outputs) {
   return Session::overhead_bytes(sizeof(dinoml_session), num_states, num_outputs);
+}
+
+const char* dinoml_module_target(const dinoml_module* module) { return module ? module->impl->target().c_str() : nullptr; }
+
+dinoml_status dinoml_session_set_stream(dinoml_session* session, void* stream) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    session->impl.set_stream(stream);
+  });
+}
+
+dinoml_status dinoml_session_synchronize(dinoml_session* session) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    session->impl.synchronize();
+  });
 }
 
 }  // extern "C"

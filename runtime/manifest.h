@@ -18,7 +18,8 @@ inline constexpr const char* kConstantsFile = "constants.bin";
 struct Manifest {
   std::string name;
   std::string target;
-  std::string arch;  // "x86-64"; empty when the manifest predates the field
+  std::string arch;  // cpu: "x86-64" (empty when the manifest predates the field); cuda: "sm_90a", ...
+  int cuda_runtime_major = 0;  // cuda: the CUDA major version module.so was built with
   std::string graph_hash;
   std::vector<std::string> required_isa;
   std::map<std::string, std::string> files;  // artifact-relative path -> lowercase sha256 hex

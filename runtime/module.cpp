@@ -68,6 +68,25 @@ void Module::load_code() {
   entry_.release = resolve<dinoml_module_release_fn>(handle_, DINOML_MODULE_SYM_RELEASE, dir_);
   entry_.plan = resolve<dinoml_module_plan_fn>(handle_, DINOML_MODULE_SYM_PLAN, dir_);
   entry_.run = resolve<dinoml_module_run_fn>(handle_, DINOML_MODULE_SYM_RUN, dir_);
+  if (is_cuda()) {
+    cuda_.device_check = resolve<dinoml_module_cuda_device_check_fn>(handle_, DINOML_MODULE_SYM_CUDA_DEVICE_CHECK, dir_);
+    cuda_.run = resolve<dinoml_module_run_cuda_fn>(handle_, DINOML_MODULE_SYM_RUN_CUDA, dir_);
+    cuda_.malloc = resolve<dinoml_module_cuda_malloc_fn>(handle_, DINOML_MODULE_SYM_CUDA_MALLOC, dir_);
+    cuda_.free = resolve<dinoml_module_cuda_free_fn>(handle_, DINOML_MODULE_SYM_CUDA_FREE, dir_);
+    cuda_.memcpy = resolve<dinoml_module_cuda_memcpy_fn>(handle_, DINOML_MODULE_SYM_CUDA_MEMCPY, dir_);
+    cuda_.memset = resolve<dinoml_module_cuda_memset_fn>(handle_, DINOML_MODULE_SYM_CUDA_MEMSET, dir_);
+    cuda_.stream_create = resolve<dinoml_module_cuda_stream_create_fn>(handle_, DINOML_MODULE_SYM_CUDA_STREAM_CREATE, dir_);
+    cuda_.stream_destroy = resolve<dinoml_module_cuda_stream_destroy_fn>(handle_, DINOML_MODULE_SYM_CUDA_STREAM_DESTROY, dir_);
+    cuda_.stream_sync = resolve<dinoml_module_cuda_stream_sync_fn>(handle_, DINOML_MODULE_SYM_CUDA_STREAM_SYNC, dir_);
+    cuda_.pointer_is_device =
+        resolve<dinoml_module_cuda_pointer_is_device_fn>(handle_, DINOML_MODULE_SYM_CUDA_POINTER_IS_DEVICE, dir_);
+    // The runtime checked device 0 through the driver; the module checks the current device.
+    std::array<char, kErrLen> err{};
+    if (cuda_.device_check(err.data(), err.size()) != 0) {
+      err.back() = '\0';
+      fail(DINOML_ERR_DEVICE, "artifact '", dir_, "': ", err.data());
+    }
+  }
 
   uint32_t abi = entry_.abi_version();
   if (abi != DINOML_MODULE_ABI_VERSION) {
@@ -101,6 +120,9 @@ void Module::check_library_identity() const {
     if (path.rfind("lib/", 0) != 0) continue;
     const std::string base = fs::path(path).filename().string();
     if (base.rfind("libdinoml_runtime.so", 0) == 0) continue;
+    // The CUDA runtime is NVIDIA's, ABI-stable within its major version: a process that already
+    // has one (PyTorch's, another artifact's) shares it, and with it the context and streams.
+    if (base.rfind("libcudart.so", 0) == 0) continue;
     void* h = dlopen(base.c_str(), RTLD_NOLOAD | RTLD_LAZY);
     if (!h) continue;
     struct link_map* map = nullptr;

@@ -26,6 +26,20 @@ struct ModuleEntryPoints {
   dinoml_module_run_fn run = nullptr;
 };
 
+// The CUDA part of a module's ABI (resolved for target "cuda" only).
+struct CudaEntryPoints {
+  dinoml_module_cuda_device_check_fn device_check = nullptr;
+  dinoml_module_run_cuda_fn run = nullptr;
+  dinoml_module_cuda_malloc_fn malloc = nullptr;
+  dinoml_module_cuda_free_fn free = nullptr;
+  dinoml_module_cuda_memcpy_fn memcpy = nullptr;
+  dinoml_module_cuda_memset_fn memset = nullptr;
+  dinoml_module_cuda_stream_create_fn stream_create = nullptr;
+  dinoml_module_cuda_stream_destroy_fn stream_destroy = nullptr;
+  dinoml_module_cuda_stream_sync_fn stream_sync = nullptr;
+  dinoml_module_cuda_pointer_is_device_fn pointer_is_device = nullptr;
+};
+
 class Module {
  public:
   static std::shared_ptr<const Module> load(const std::string& artifact_dir);
@@ -38,6 +52,9 @@ class Module {
   const std::string& graph_hash() const noexcept { return manifest_.graph_hash; }
   const Metadata& metadata() const noexcept { return metadata_; }
   const ModuleEntryPoints& entry() const noexcept { return entry_; }
+  const std::string& target() const noexcept { return manifest_.target; }
+  bool is_cuda() const noexcept { return manifest_.target == "cuda"; }
+  const CudaEntryPoints& cuda() const noexcept { return cuda_; }
   void* module_state() const noexcept { return module_state_; }
   size_t constants_bytes() const noexcept { return constants_.size(); }
 
@@ -59,6 +76,7 @@ class Module {
   MappedFile constants_;
   void* handle_ = nullptr;
   ModuleEntryPoints entry_;
+  CudaEntryPoints cuda_;
   void* module_state_ = nullptr;
   bool initialised_ = false;
 

@@ -22,6 +22,10 @@ std::string module_message(const std::array<char, kErrLen>& err) {
 }  // namespace
 
 Session::Session(std::shared_ptr<const Module> module) : module_(std::move(module)) {
+  if (module_->is_cuda()) {
+    init_cuda();
+    return;
+  }
   const Metadata& md = module_->metadata();
   states_.resize(md.states.size());
   for (size_t i = 0; i < md.states.size(); ++i) {
@@ -69,6 +73,16 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
 
   BoundInputs bound = bind_inputs(md, inputs, num_inputs);
   std::vector<dinoml_tensor*> slots = match_outputs(outputs, num_outputs);
+  if (!m.is_cuda()) {
+    for (size_t i = 0; i < num_inputs; ++i)
+      if (inputs[i].device != DINOML_DEVICE_HOST)
+        fail(kInvalid, "input ", inputs[i].name ? inputs[i].name : std::to_string(i).c_str(), " has device ", inputs[i].device,
+             " but model '", m.name(), "' is a CPU artifact: pass host memory (device = DINOML_DEVICE_HOST)");
+    for (size_t i = 0; i < num_outputs; ++i)
+      if (outputs[i].device != DINOML_DEVICE_HOST)
+        fail(kInvalid, "output ", outputs[i].name ? outputs[i].name : std::to_string(i).c_str(), " has device ",
+             outputs[i].device, " but model '", m.name(), "' is a CPU artifact: pass host memory (device = DINOML_DEVICE_HOST)");
+  }
 
   const size_t n_out = md.outputs.size();
   std::vector<int64_t> out_shapes(std::max<size_t>(n_out, 1) * DINOML_MAX_RANK, 0);
@@ -109,6 +123,10 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
     }
   }
 
+  if (m.is_cuda()) {
+    run_cuda(bound.data, inputs, num_inputs, bound.dims, slots, out_shapes, out_bytes, arena_needed);
+    return;
+  }
   arena_.reserve(arena_needed);
   if (arena_needed > arena_bytes_.load(std::memory_order_relaxed)) {
     arena_bytes_.store(arena_needed, std::memory_order_relaxed);
@@ -164,6 +182,13 @@ void Session::get_state(const char* name, void* dst, size_t nbytes) {
          shape_string(st.shape), ", ", dtype_name(st.dtype), ") but the destination holds ", nbytes);
   }
   if (st.nbytes && !dst) fail(kInvalid, "destination for state '", st.name, "' is NULL");
+  if (module_->is_cuda()) {
+    std::array<char, kErrLen> err{};
+    if (module_->cuda().memcpy(dst, dev_states_[i].ptr, st.nbytes, DINOML_MODULE_CUDA_D2H, stream_, err.data(), err.size()))
+      fail(DINOML_ERR_RUNTIME, "reading state '", st.name, "' from the GPU failed: ", module_message(err));
+    cuda_sync(stream_);
+    return;
+  }
   if (st.nbytes) std::memcpy(dst, states_[i].data(), st.nbytes);
 }
 
@@ -176,6 +201,13 @@ void Session::set_state(const char* name, const void* src, size_t nbytes) {
          dtype_name(st.dtype), ") but ", nbytes, " bytes were given");
   }
   if (st.nbytes && !src) fail(kInvalid, "source for state '", st.name, "' is NULL");
+  if (module_->is_cuda()) {
+    std::array<char, kErrLen> err{};
+    if (module_->cuda().memcpy(dev_states_[i].ptr, src, st.nbytes, DINOML_MODULE_CUDA_H2D, stream_, err.data(), err.size()))
+      fail(DINOML_ERR_RUNTIME, "writing state '", st.name, "' to the GPU failed: ", module_message(err));
+    cuda_sync(stream_);
+    return;
+  }
   if (st.nbytes) std::memcpy(states_[i].data(), src, st.nbytes);
 }
 
@@ -203,6 +235,15 @@ dinoml_session_memory Session::memory(size_t wrapper_bytes) {
 
 void Session::reset_states() {
   std::lock_guard lock(mutex_);
+  if (module_->is_cuda()) {
+    const Metadata& md = module_->metadata();
+    std::array<char, kErrLen> err{};
+    for (size_t i = 0; i < dev_states_.size(); ++i)
+      if (module_->cuda().memset(dev_states_[i].ptr, 0, md.states[i].nbytes, stream_, err.data(), err.size()))
+        fail(DINOML_ERR_RUNTIME, "clearing state '", md.states[i].name, "' on the GPU failed: ", module_message(err));
+    cuda_sync(stream_);
+    return;
+  }
   for (AlignedBuffer& s : states_) s.zero();
 }
 

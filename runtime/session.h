@@ -14,9 +14,18 @@
 
 namespace dinoml::runtime {
 
+// Device memory owned by a session of a CUDA module (allocated through the module's ABI).
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t capacity = 0;
+};
+
 class Session {
  public:
   explicit Session(std::shared_ptr<const Module> module);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs);
   void get_state(const char* name, void* dst, size_t nbytes);
@@ -28,8 +37,19 @@ class Session {
   dinoml_session_memory memory(size_t wrapper_bytes);
   // Upper bound of the fixed overhead (see dinoml_session_overhead_bytes).
   static size_t overhead_bytes(size_t wrapper_bytes, size_t num_states, size_t num_outputs) noexcept;
+  // CUDA artifacts (session_cuda.cpp); INVALID_ARGUMENT for CPU ones.
+  void set_stream(void* stream);
+  void synchronize();
 
  private:
+  // The CUDA half of run(), after the shared validation and planning.
+  void run_cuda(const std::vector<const void*>& inputs, const dinoml_tensor* in_tensors, size_t num_inputs,
+                const std::vector<int64_t>& dims, std::vector<dinoml_tensor*>& slots, const std::vector<int64_t>& out_shapes,
+                const std::vector<size_t>& out_bytes, size_t arena_needed);
+  void init_cuda();
+  void release_cuda() noexcept;
+  void reserve(DeviceBuffer& b, size_t bytes);
+  void cuda_sync(void* stream);
   size_t state_index(const char* name) const;
   // Maps caller output slots to metadata "outputs" order (nullptr = not requested).
   std::vector<dinoml_tensor*> match_outputs(dinoml_tensor* outputs, size_t n) const;
@@ -42,6 +62,13 @@ class Session {
   // Largest arena any run planned (the buffer itself is rounded up to the alignment). Atomic:
   // dinoml_session_arena_bytes reads it without the mutex.
   std::atomic<size_t> arena_bytes_{0};
+
+  // CUDA: the session's own stream, the stream runs use, device arena / states / outputs, and
+  // device staging for host inputs.
+  void* own_stream_ = nullptr;
+  void* stream_ = nullptr;
+  DeviceBuffer dev_arena_;
+  std::vector<DeviceBuffer> dev_states_, dev_outputs_, dev_inputs_;
 };
 
 }  // namespace dinoml::runtime

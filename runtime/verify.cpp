@@ -3,6 +3,7 @@
 
 #include "dtype.h"
 #include "errors.h"
+#include "cuda_driver.h"
 #include "isa.h"
 #include "json_util.h"
 #include "sha256.h"
@@ -258,6 +259,15 @@ VerifiedArtifact verify_artifact(const fs::path& dir, VerifyObserver* observer) 
                    ", module ABI ", DINOML_MODULE_ABI_VERSION, ", target ", v.manifest.target, ", arch ",
                    v.manifest.arch.empty() ? std::string("(unrecorded)") : v.manifest.arch, ", ISA ", join(isa),
                    " supported by this CPU"));
+
+  if (v.manifest.target == "cuda") {
+    // Before anything is hashed or loaded: a CUDA artifact on a machine without a driver, a GPU
+    // or with a GPU of another arch is refused here, with the reason.
+    steps.begin("CUDA driver and GPU arch");
+    CudaDeviceInfo dev = check_cuda_device(v.manifest.arch, v.manifest.cuda_runtime_major, shown);
+    steps.passed(cat(dev.name, ", compute capability ", dev.major, ".", dev.minor, ", driver CUDA ", dev.driver_version / 1000,
+                     ".", (dev.driver_version % 1000) / 10, " fits ", v.manifest.arch));
+  }
 
   steps.begin("file paths");
   check_artifact_files(dir, v.manifest);

@@ -11,7 +11,9 @@ class Graph;
 }
 
 struct CompileOptions {
-  std::string target = "cpu";
+  std::string target = "cpu";     // "cpu" or "cuda"
+  std::string arch;              // cuda: "sm_80", "sm_86" or "sm_90a" (default sm_90a); cpu: empty
+  bool allow_tf32 = true;        // cuda: float32 GEMMs may use TF32 tensor cores (--no-tf32: false)
   std::string out_dir;           // artifact directory (created / replaced)
   bool dump_passes = false;      // writes debug/passes/NN_<pass>.dinoir.json
   bool fuse = true;

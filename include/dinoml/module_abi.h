@@ -38,6 +38,32 @@ typedef int (*dinoml_module_run_fn)(void* module_state, const int64_t* dims,
                                     const void* const* inputs, void* const* outputs,
                                     void* const* states, void* arena, char* err, size_t errlen);
 
+/* ---- CUDA modules (manifest "target": "cuda") ---------------------------------------------
+ * The module owns every CUDA call: the runtime never links or includes CUDA. It checks for a
+ * driver and a GPU of the artifact's arch before dlopen (runtime/cuda_driver.cpp), then uses
+ * these entry points for device memory, copies and streams. `dinoml_module_run` of a CUDA module
+ * takes device pointers and runs on the legacy default stream, synchronously;
+ * `dinoml_module_run_cuda` enqueues the whole graph on `stream` (a cudaStream_t) and returns
+ * without synchronising. init() copies constants.bin to device memory. */
+#define DINOML_MODULE_CUDA_H2D 1
+#define DINOML_MODULE_CUDA_D2H 2
+#define DINOML_MODULE_CUDA_D2D 3
+typedef int (*dinoml_module_cuda_device_check_fn)(char* err, size_t errlen);
+typedef int (*dinoml_module_run_cuda_fn)(void* module_state, const int64_t* dims, const void* const* inputs,
+                                         void* const* outputs, void* const* states, void* arena, void* stream,
+                                         char* err, size_t errlen);
+typedef int (*dinoml_module_cuda_malloc_fn)(size_t bytes, void** ptr, char* err, size_t errlen);
+typedef void (*dinoml_module_cuda_free_fn)(void* ptr);
+typedef int (*dinoml_module_cuda_memcpy_fn)(void* dst, const void* src, size_t bytes, int kind, void* stream,
+                                            char* err, size_t errlen);
+typedef int (*dinoml_module_cuda_memset_fn)(void* dst, int value, size_t bytes, void* stream, char* err,
+                                            size_t errlen);
+typedef int (*dinoml_module_cuda_stream_create_fn)(void** stream, char* err, size_t errlen);
+typedef void (*dinoml_module_cuda_stream_destroy_fn)(void* stream);
+typedef int (*dinoml_module_cuda_stream_sync_fn)(void* stream, char* err, size_t errlen);
+/* 1: device (or managed) memory usable by kernels, 0: host memory / unknown to CUDA. */
+typedef int (*dinoml_module_cuda_pointer_is_device_fn)(const void* ptr);
+
 #ifdef __cplusplus
 }
 #endif
@@ -49,5 +75,15 @@ typedef int (*dinoml_module_run_fn)(void* module_state, const int64_t* dims,
 #define DINOML_MODULE_SYM_RELEASE "dinoml_module_release"
 #define DINOML_MODULE_SYM_PLAN "dinoml_module_plan"
 #define DINOML_MODULE_SYM_RUN "dinoml_module_run"
+#define DINOML_MODULE_SYM_CUDA_DEVICE_CHECK "dinoml_module_cuda_device_check"
+#define DINOML_MODULE_SYM_RUN_CUDA "dinoml_module_run_cuda"
+#define DINOML_MODULE_SYM_CUDA_MALLOC "dinoml_module_cuda_malloc"
+#define DINOML_MODULE_SYM_CUDA_FREE "dinoml_module_cuda_free"
+#define DINOML_MODULE_SYM_CUDA_MEMCPY "dinoml_module_cuda_memcpy"
+#define DINOML_MODULE_SYM_CUDA_MEMSET "dinoml_module_cuda_memset"
+#define DINOML_MODULE_SYM_CUDA_STREAM_CREATE "dinoml_module_cuda_stream_create"
+#define DINOML_MODULE_SYM_CUDA_STREAM_DESTROY "dinoml_module_cuda_stream_destroy"
+#define DINOML_MODULE_SYM_CUDA_STREAM_SYNC "dinoml_module_cuda_stream_sync"
+#define DINOML_MODULE_SYM_CUDA_POINTER_IS_DEVICE "dinoml_module_cuda_pointer_is_device"
 
 #endif /* DINOML_MODULE_ABI_H */

@@ -24,8 +24,9 @@ extern "C" {
 #define DINOML_API
 #endif
 
-/* Bumped on any incompatible change of this header or of the artifact layout the runtime reads. */
-#define DINOML_RUNTIME_ABI_VERSION 1u
+/* Bumped on any incompatible change of this header or of the artifact layout the runtime reads.
+ * 2: dinoml_tensor.device (host or CUDA device memory), CUDA artifacts, DINOML_ERR_DEVICE. */
+#define DINOML_RUNTIME_ABI_VERSION 2u
 #define DINOML_MAX_RANK 8
 
 typedef enum dinoml_status {
@@ -37,8 +38,17 @@ typedef enum dinoml_status {
   DINOML_ERR_ISA_MISMATCH = 5,     /* this CPU lacks an instruction set the artifact needs */
   DINOML_ERR_RUNTIME = 6,          /* failure while running a kernel */
   DINOML_ERR_OUT_OF_MEMORY = 7,
-  DINOML_ERR_BUFFER_TOO_SMALL = 8  /* caller-provided output buffer smaller than the output */
+  DINOML_ERR_BUFFER_TOO_SMALL = 8, /* caller-provided output buffer smaller than the output */
+  DINOML_ERR_DEVICE = 9            /* no usable GPU: no driver, no device, or a GPU of another arch */
 } dinoml_status;
+
+/* Where a tensor's `data` lives. CPU artifacts accept host memory only. CUDA artifacts accept
+ * both: host tensors are copied to/from the GPU by the session (the run then waits for its
+ * results); CUDA tensors are device pointers of the current device, used in place. */
+typedef enum dinoml_device {
+  DINOML_DEVICE_HOST = 0,
+  DINOML_DEVICE_CUDA = 1
+} dinoml_device;
 
 /* Numbering is part of the ABI and matches the IR's dtype order. */
 typedef enum dinoml_dtype {
@@ -58,7 +68,9 @@ typedef enum dinoml_dtype {
  * allocates the output in session-owned memory that stays valid until the next run or until the
  * session is freed, and stores the pointer in `data`. If `data` is set, `nbytes` is its capacity
  * and DINOML_ERR_BUFFER_TOO_SMALL is returned when the output does not fit. On success `dtype`,
- * `ndim`, `shape` and `nbytes` describe the produced output. */
+ * `ndim`, `shape` and `nbytes` describe the produced output.
+ * `device` (last, so zero-initialised tensors are host tensors) says where `data` lives; for an
+ * output with data == NULL it selects where the session allocates it. */
 typedef struct dinoml_tensor {
   const char* name;
   void* data;
@@ -66,6 +78,7 @@ typedef struct dinoml_tensor {
   dinoml_dtype dtype;
   int32_t ndim;
   int64_t shape[DINOML_MAX_RANK];
+  int32_t device; /* dinoml_device */
 } dinoml_tensor;
 
 typedef struct dinoml_module dinoml_module;
@@ -158,6 +171,19 @@ DINOML_API dinoml_status dinoml_session_memory_info(const dinoml_session* sessio
  * buffer handles, and per-buffer allocator headers and page rounding. The same number
  * dinoml_session_memory_info reports and `dinoml inspect` prints. */
 DINOML_API size_t dinoml_session_overhead_bytes(size_t num_states, size_t num_outputs);
+
+/* "cpu" or "cuda": the manifest's target. */
+DINOML_API const char* dinoml_module_target(const dinoml_module* module);
+
+/* CUDA artifacts. Every session owns a stream (created with the session, non-blocking) and its
+ * device arena/states, and runs on that stream until set_stream makes later runs enqueue on
+ * `stream` (a cudaStream_t of the current device; NULL is CUDA's default stream, e.g.
+ * PyTorch's default). Work queued on the previous stream is finished first. A run whose inputs and outputs are all
+ * DINOML_DEVICE_CUDA returns once its work is enqueued (synchronise the stream, or call
+ * dinoml_session_synchronize, before reading outputs); a run with any host tensor returns with
+ * its results in place. Both return DINOML_ERR_INVALID_ARGUMENT for CPU artifacts. */
+DINOML_API dinoml_status dinoml_session_set_stream(dinoml_session* session, void* stream);
+DINOML_API dinoml_status dinoml_session_synchronize(dinoml_session* session);
 
 #ifdef __cplusplus
 }

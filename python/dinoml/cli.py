@@ -52,13 +52,15 @@ def _compile(argv: List[str]) -> int:
                    help="time every kernel candidate per shape bucket and keep the fastest")
     p.add_argument("--execution-plan", default=None, help="reuse the kernel choices of this execution_plan.json")
     p.add_argument("--strict", action="store_true", help="fail when a tunable node has no measured kernel choice")
+    p.add_argument("--arch", default=None, help="target cuda: sm_80, sm_86 or sm_90a (default sm_90a)")
+    p.add_argument("--no-tf32", action="store_true", help="target cuda: float32 GEMMs without TF32")
     a = p.parse_args(argv)
     from .compiler import compile as dml_compile
     try:
         spec = load_model_file(a.model) if a.model.endswith(".py") else Spec.load(a.model)
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
-                          execution_plan=a.execution_plan, strict=a.strict)
+                          execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32)
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1

@@ -83,7 +83,7 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
             dump_passes: bool = False, fuse: bool = True, cache_dir: Optional[str] = None, use_cache: bool = True,
             verbose: bool = False, profile: bool = False, execution_plan: Optional[str] = None,
             strict: bool = False, profile_cache: Optional[str] = None, use_profile_cache: bool = True,
-            progress: bool = True) -> Artifact:
+            progress: bool = True, arch: Optional[str] = None, tf32: bool = True) -> Artifact:
     """Compiles `spec` (a Spec, or the path of a .dinoir.json) for `target` into the directory
     `out` (created or replaced; default: a new temporary directory). Errors raise CompileError
     with the compiler's message. The GIL is released while compiling.
@@ -91,7 +91,11 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
     Kernel selection: `profile=True` times every kernel candidate of every tunable node per shape
     bucket and keeps the fastest (execution_plan.json in the artifact; timings cached in
     `profile_cache`, default $DINOML_CACHE_DIR/profile.sqlite); `execution_plan=FILE` reuses a
-    plan; `strict=True` fails when a tunable node has no measured choice."""
+    plan; `strict=True` fails when a tunable node has no measured choice.
+
+    target="cuda": `arch` is "sm_80", "sm_86" or "sm_90a" (default "sm_90a"); `tf32=False` keeps
+    float32 GEMMs exact (no TF32 tensor cores). Needs nvcc and a DinoML build with the CUDA kernel
+    library; the artifact runs on a GPU of that arch (docs/architecture.md, "CUDA target")."""
     if isinstance(spec, (str, os.PathLike)):
         spec = Spec.load(spec)
     if not isinstance(spec, Spec):
@@ -104,5 +108,5 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
                     cache_dir=cache_dir or "", use_cache=use_cache, verbose=verbose, profile=profile,
                     execution_plan=os.fspath(execution_plan) if execution_plan else "", strict=strict,
                     profile_cache=os.fspath(profile_cache) if profile_cache else "",
-                    use_profile_cache=use_profile_cache, progress=progress)
+                    use_profile_cache=use_profile_cache, progress=progress, arch=arch or "", allow_tf32=tf32)
     return Artifact(r["artifact_dir"] or out, r)

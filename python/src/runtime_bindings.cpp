@@ -21,7 +21,8 @@ namespace {
     case DINOML_ERR_NOT_FOUND: cls = e.not_found; break;
     case DINOML_ERR_ARTIFACT:
     case DINOML_ERR_ABI_MISMATCH:
-    case DINOML_ERR_ISA_MISMATCH: cls = e.artifact_error; break;
+    case DINOML_ERR_ISA_MISMATCH:
+    case DINOML_ERR_DEVICE: cls = e.artifact_error; break;
     default: break;
   }
   py::object exc = py::reinterpret_steal<py::object>(PyObject_CallFunction(cls, "s", msg.c_str()));

@@ -8,6 +8,7 @@
 
 #include "ir/graph.h"
 #include "lower/cpu/lower_cpu.h"
+#include "lower/cuda/lower_cuda.h"
 #include "passes/plan_memory.h"
 
 namespace dinoml::build {
@@ -28,11 +29,28 @@ bool compile_module(const Toolchain& tc, const std::string& source, const std::v
 
 std::string default_cache_dir();
 
+// nvcc and the CUDA files a CUDA artifact ships (src/build/cuda_toolchain.cpp).
+struct CudaToolchain {
+  std::string nvcc;           // path or name of nvcc
+  std::string version;        // "release 13.0, V13.0.88"
+  std::string cudart;         // libcudart.so.13 copied into artifacts' lib/
+  std::string cuda_lib_dir;
+  std::string lib_dir;        // where libdinoml_cuda_kernels.so is
+  std::string include_flags;  // -I include -I kernels/cuda
+};
+// Throws BuildError saying what is missing (no nvcc, no CUDA kernel library in this build).
+CudaToolchain find_cuda_toolchain();
+bool compile_cuda_module(const CudaToolchain& tc, const std::string& source, const std::vector<std::string>& flags,
+                         const std::string& out_so, const std::string& cache_dir, bool use_cache);
+
 // Everything an artifact directory is made of, gathered by dinoml::compile.
 struct ArtifactContents {
   const ir::Graph* graph = nullptr;  // optimised graph
   const passes::MemoryPlan* plan = nullptr;
-  const lower::cpu::LoweredModule* lowered = nullptr;
+  const lower::cpu::LoweredModule* lowered = nullptr;      // target cpu
+  const lower::cuda::CudaLoweredModule* cuda = nullptr;   // target cuda (lowered is then null)
+  const CudaToolchain* cuda_tc = nullptr;
+  std::string cuda_arch;                                  // "sm_90a"
   std::string module_so_path;         // built module to copy in
   nlohmann::json compile_config;      // options (no paths, no times)
   std::string pass_dump_dir;          // optional: copied to debug/passes

@@ -77,13 +77,22 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
   write_json(tmp / "graph.dinoir.json", ir::graph_to_json(g, "constants.bin"));
   write_json(tmp / "metadata.json", build_metadata(g, *c.plan));
   write_json(tmp / "compile_config.json", c.compile_config);
-  write_json(tmp / "kernel_manifest.json", c.lowered->kernel_manifest);
-  write_json(tmp / "kernel_codegen_plan.json", c.lowered->kernel_codegen_plan);
-  write_file(tmp / "debug/module.cpp", c.lowered->source);
+  const bool cuda = c.cuda != nullptr;
+  write_json(tmp / "kernel_manifest.json", cuda ? c.cuda->kernel_manifest : c.lowered->kernel_manifest);
+  write_json(tmp / "kernel_codegen_plan.json", cuda ? c.cuda->kernel_codegen_plan : c.lowered->kernel_codegen_plan);
+  if (cuda) write_file(tmp / "debug/module.cu", c.cuda->source);
+  else write_file(tmp / "debug/module.cpp", c.lowered->source);
   for (const auto& [rel, text] : c.extra_files) write_file(tmp / rel, text);
   fs::copy_file(c.module_so_path, tmp / "module.so");
-  for (const char* lib : {"libdinoml_runtime.so", "libdinoml_cpu_kernels.so"})
-    fs::copy_file(fs::path(tc.lib_dir) / lib, tmp / "lib" / lib);
+  fs::copy_file(fs::path(tc.lib_dir) / "libdinoml_runtime.so", tmp / "lib" / "libdinoml_runtime.so");
+  if (cuda) {
+    // The module links the CUDA runtime dynamically; it ships here so a machine with only the
+    // driver runs the artifact. cuBLASLt (over 500 MB) is not shipped: the system's libcublasLt.so.13.
+    fs::copy_file(fs::path(c.cuda_tc->lib_dir) / "libdinoml_cuda_kernels.so", tmp / "lib" / "libdinoml_cuda_kernels.so");
+    fs::copy_file(c.cuda_tc->cudart, tmp / "lib" / "libcudart.so.13");
+  } else {
+    fs::copy_file(fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so", tmp / "lib" / "libdinoml_cpu_kernels.so");
+  }
   if (!c.pass_dump_dir.empty() && fs::exists(c.pass_dump_dir)) {
     fs::create_directories(tmp / "debug/passes");
     for (const auto& e : fs::directory_iterator(c.pass_dump_dir))
@@ -99,12 +108,29 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
   manifest["runtime_abi_version"] = DINOML_RUNTIME_ABI_VERSION;
   manifest["module_abi_version"] = DINOML_MODULE_ABI_VERSION;
   manifest["name"] = g.name;
-  manifest["target"] = "cpu";
-  manifest["arch"] = "x86-64";
-  manifest["required_isa"] = c.lowered->required_isa;
+  if (cuda) {
+    const auto a = lower::cuda::parse_arch(c.cuda_arch);
+    manifest["target"] = "cuda";
+    manifest["arch"] = c.cuda_arch;
+    manifest["host_arch"] = "x86-64";
+    manifest["required_isa"] = json::array();
+    manifest["cuda"] = {{"arch", c.cuda_arch},
+                        {"compute_capability", std::to_string(a.major) + "." + std::to_string(a.minor)},
+                        {"arch_specific", a.arch_specific},
+                        {"cuda_runtime_major", 13},
+                        {"runtime_libraries", {"lib/libcudart.so.13"}},
+                        {"system_libraries", {"libcublasLt.so.13", "libcuda.so.1"}}};
+  } else {
+    manifest["target"] = "cpu";
+    manifest["arch"] = "x86-64";
+    manifest["required_isa"] = c.lowered->required_isa;
+  }
   manifest["graph_hash"] = ir::graph_hash(g);
   manifest["dinoml_version"] = DINOML_VERSION;
-  manifest["toolchain"] = {{"cxx", tc.version}, {"cxx_flags", c.lowered->cxx_flags}};
+  if (cuda)
+    manifest["toolchain"] = {{"cxx", tc.version}, {"nvcc", c.cuda_tc->version}, {"nvcc_flags", c.cuda->nvcc_flags}};
+  else
+    manifest["toolchain"] = {{"cxx", tc.version}, {"cxx_flags", c.lowered->cxx_flags}};
   manifest["constants"] = {{"file", "constants.bin"}, {"policy", "mmap_readonly"}, {"nbytes", blob.size()}};
   manifest["files"] = files;
   write_json(tmp / "manifest.json", manifest);

@@ -20,6 +20,8 @@ struct CompileTuneFlags {
   bool profile = false;
   std::string execution_plan;
   bool strict = false;
+  std::string arch;       // target cuda: sm_80 | sm_86 | sm_90a
+  bool no_tf32 = false;   // target cuda: exact float32 GEMMs
 };
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
                 bool no_cache, bool no_fuse, const CompileTuneFlags& tune = {});

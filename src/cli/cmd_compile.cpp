@@ -48,6 +48,8 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     if (tune.profile) args.push_back("--profile");
     if (!tune.execution_plan.empty()) args.insert(args.end(), {"--execution-plan", tune.execution_plan});
     if (tune.strict) args.push_back("--strict");
+    if (!tune.arch.empty()) args.insert(args.end(), {"--arch", tune.arch});
+    if (tune.no_tf32) args.push_back("--no-tf32");
     return run_python_cli(args);
   }
   ir::Graph g = ir::read_graph(model);
@@ -60,6 +62,8 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   opts.profile = tune.profile;
   opts.execution_plan = tune.execution_plan;
   opts.strict = tune.strict;
+  opts.arch = tune.arch;
+  opts.allow_tf32 = !tune.no_tf32;
   auto res = compile(g, opts);
   std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
             << (res.cache_hit ? " (module from cache)" : "") << "\n";

@@ -1,5 +1,6 @@
 // dinoml::compile: passes → memory plan → CPU lowering → module build → artifact directory.
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "ir/serialize.h"
 #include "ir/validate.h"
 #include "lower/cpu/lower_cpu.h"
+#include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
 #include "tune/execution_plan.h"
@@ -54,11 +56,75 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
 
 }  // namespace
 
+// target cuda: passes → memory plan → CUDA lowering (module.cu) → nvcc → artifact.
+CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
+  if (opts.profile || !opts.execution_plan.empty())
+    throw BuildError("--profile / --execution-plan are not available for target cuda yet: CUDA kernels use their defaults "
+                     "(cuBLASLt for GEMMs), listed per node in kernel_manifest.json");
+  if (opts.strict)
+    throw BuildError("--strict: target cuda has no measured kernel selection yet (every GEMM uses its default)");
+  lower::cuda::CudaLowerOptions lo;
+  lo.arch = lower::cuda::parse_arch(opts.arch.empty() ? "sm_90a" : opts.arch);
+  lo.allow_tf32 = opts.allow_tf32;
+  if (const char* impl = std::getenv("DINOML_CUDA_GEMM")) {
+    lo.gemm_impl = impl;
+    if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt" && lo.gemm_impl != "mma")
+      throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt or mma");
+  }
+  auto ctc = build::find_cuda_toolchain();
+  ir::validate_structure(input);
+  ir::Graph g = input;
+  fs::path dump_dir;
+  passes::PipelineOptions popts;
+  popts.fuse = opts.fuse;
+  if (opts.dump_passes) {
+    dump_dir = fs::temp_directory_path() / ("dinoml-passes-" + std::to_string(getpid()) + "-" + ir::graph_hash(input).substr(0, 12));
+    fs::remove_all(dump_dir);
+    popts.dump_dir = dump_dir.string();
+  }
+  auto report = passes::run_pipeline(g, popts);
+  auto plan = passes::plan_memory(g);
+  auto tc = build::find_toolchain();
+  auto lowered = lower::cuda::lower(g, plan, lo);
+  CompileResult res;
+  res.kernel_selection = "default";
+  fs::path so = fs::temp_directory_path() / ("dinoml-cuda-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
+  res.cache_hit = build::compile_cuda_module(ctc, lowered.source, lowered.nvcc_flags, so.string(), opts.cache_dir, opts.use_cache);
+
+  nlohmann::json config = {{"target", "cuda"}, {"arch", lo.arch.name}, {"allow_tf32", lo.allow_tf32},
+                           {"gemm_impl", lo.gemm_impl}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
+                           {"nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection}};
+  nlohmann::json pass_report = nlohmann::json::array();
+  for (const auto& e : report.entries)
+    pass_report.push_back({{"pass", e.pass}, {"changed", e.changed}, {"stats", e.stats}, {"graph_hash", e.graph_hash}});
+  config["passes"] = pass_report;
+  build::ArtifactContents contents;
+  contents.graph = &g;
+  contents.plan = &plan;
+  contents.cuda = &lowered;
+  contents.cuda_tc = &ctc;
+  contents.cuda_arch = lo.arch.name;
+  contents.module_so_path = so.string();
+  contents.compile_config = config;
+  contents.pass_dump_dir = dump_dir.string();
+  build::write_artifact(contents, tc, opts.out_dir);
+  fs::remove(so);
+  if (!dump_dir.empty()) fs::remove_all(dump_dir);
+  res.artifact_dir = fs::absolute(opts.out_dir).lexically_normal().string();
+  res.graph_hash = ir::graph_hash(g);
+  res.pass_report = pass_report;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
 CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
-  if (opts.target != "cpu")
-    throw BuildError("target '" + opts.target + "' is not available in this build (available: cpu)");
+  if (opts.target != "cpu" && opts.target != "cuda")
+    throw BuildError("target '" + opts.target + "' is not available in this build (available: cpu, cuda)");
   if (opts.out_dir.empty()) throw BuildError("no output directory given (--out DIR)");
+  if (opts.target == "cuda") return compile_cuda(input, opts, t0);
+  if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
+    throw BuildError("--arch '" + opts.arch + "' is for target cuda; target cpu builds for this machine (x86-64)");
   ir::validate_structure(input);
 
   ir::Graph g = input;

@@ -1,7 +1,9 @@
 // Shared state and text helpers of the CPU lowering: how a tensor's storage is named in the
 // generated run() body, how shape expressions become C++, and the per-node emitters.
 #pragma once
+#include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,7 +63,29 @@ class EmitContext {
   std::string cpp_prod(const ir::Shape& s, size_t b, size_t e) const;
   std::string numel(const std::string& tensor) const;
   std::string nbytes(const std::string& tensor) const;
+  // Statement copying `bytes` from src to dst (both storage expressions). CPU: memcpy; the CUDA
+  // lowering sets a device-to-device copy on the run's stream.
+  std::function<std::string(const std::string& dst, const std::string& src, const std::string& bytes)> copy_fn;
+  std::string copy_stmt(const std::string& dst, const std::string& src, const std::string& bytes) const {
+    if (copy_fn) return copy_fn(dst, src, bytes);
+    return "  memcpy(" + dst + ", " + src + ", " + bytes + ");\n";
+  }
 };
+
+// ---- module skeleton pieces shared with other targets' lowerings (lower_cpu.cpp) ----
+// Storage roots of kind intermediate, i.e. the tensors that live in the arena.
+std::vector<std::string> arena_tensors(const ir::Graph& g, const std::set<std::string>& roots);
+// kArenaBytes[bucket] and kOffsets[bucket][arena tensor].
+std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan, const std::vector<std::string>& arena);
+// dml_check_dims(d, err, errlen) and dml_bucket_index(d).
+void emit_bucket_selection(std::ostringstream& os, const ir::Graph& g, const passes::MemoryPlan& plan);
+// One `unsigned char* const tN` per storage root at the top of run(), fills cx.storage_var.
+void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std::string>& arena);
+// Graph plumbing ops, copies through cx.copy_stmt.
+bool is_view_op(const std::string& op);
+nlohmann::json emit_output(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+nlohmann::json emit_view(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+nlohmann::json emit_state_assign(EmitContext& cx, const ir::Node& n, size_t index, std::ostringstream& body);
 
 // Thrown text for an op the CPU target cannot lower.
 [[noreturn]] void no_lowering(const ir::Node& n, const std::string& why = "");

@@ -13,18 +13,12 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
+#include "lower/cpu/fused_program.h"
 
 namespace dinoml::lower::cpu {
 namespace {
 
 using nlohmann::json;
-
-struct Step {
-  std::string op;
-  std::vector<std::string> args;
-  ir::DType dtype = ir::DType::f32;
-  ir::Attrs attrs;
-};
 
 // Minimum output size for the OpenMP team: below it the loop stays on the calling thread.
 constexpr int64_t kParallelElems = 1 << 15;
@@ -55,6 +49,8 @@ std::string var(const char* prefix, size_t i) {
   s += std::to_string(i);
   return s;
 }
+
+}  // namespace
 
 // C++ type a value of `t` is computed in.
 std::string compute_type(ir::DType t) {
@@ -90,7 +86,7 @@ std::vector<Step> parse_program(const ir::Node& n) {
   return steps;
 }
 
-double step_float_attr(const ir::Node& n, const Step& s, const std::string& key, bool& present) {
+static double step_float_attr(const ir::Node& n, const Step& s, const std::string& key, bool& present) {
   auto it = s.attrs.find(key);
   present = it != s.attrs.end();
   if (!present) return 0.0;
@@ -175,6 +171,8 @@ std::string step_expr(const ir::Node& n, const Step& s, const std::vector<std::s
   }
   no_lowering(n, "fused step op '" + op + "'");
 }
+
+namespace {
 
 // The whole kernel function text and, separately, the call site.
 struct Kernel {

@@ -1,0 +1,72 @@
+// Shared helpers of libdinoml_cuda_kernels: error reporting, dtype load/store in float, launch
+// checks. Internal to the library (not installed).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "dinoml_cuda_kernels.h"
+
+namespace dml_cuda {
+
+// Sets the thread-local message and returns a non-zero status.
+int fail(const std::string& msg);
+// Turns a CUDA error (of the call or of the last launch) into a status + message naming `what`.
+int check(cudaError_t e, const char* what);
+inline int check_launch(const char* what) { return check(cudaGetLastError(), what); }
+
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Calls f.template operator()<T>() for the float dtype code; returns an error for others.
+template <class F>
+int dispatch_float(int dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case 0: return f(float{});
+    case 1: return f(__half{});
+    case 2: return f(__nv_bfloat16{});
+    default: return fail(std::string(what) + ": dtype code " + std::to_string(dtype) + " is not float32/float16/bfloat16");
+  }
+}
+
+inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b > cap ? cap : b);
+}
+
+// Block-wide sum / max of one float per thread (blockDim.x a multiple of 32, <= 1024).
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <bool Max>
+__device__ float block_reduce(float v) {
+  __shared__ float sh[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  v = Max ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // sh may still be read by a previous call
+  if (lane == 0) sh[warp] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : (Max ? -INFINITY : 0.0f);
+  if (warp == 0) v = Max ? warp_max(v) : warp_sum(v);
+  if (threadIdx.x == 0) sh[0] = v;
+  __syncthreads();
+  return sh[0];
+}
+
+}  // namespace dml_cuda

@@ -1,0 +1,189 @@
+// permute / slice / expand as one strided gather (thread per output element, rank <= 8), and
+// concat / split as 2-D device copies (one cudaMemcpy2DAsync per part).
+#include <string>
+#include <vector>
+
+#include "common.cuh"
+
+namespace dml_cuda {
+namespace {
+
+struct Strided {
+  int rank;
+  int64_t shape[8];    // output extents
+  int64_t stride[8];   // input element stride per output axis
+};
+
+// I: the index type. 32-bit whenever every index and offset fits (64-bit division is slow).
+template <class E, class I>
+__global__ void gather_kernel(Strided g, I n, const E* __restrict__ x, E* __restrict__ y) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+    I rem = i, off = 0;
+    // Unrolled over all 8 slots: constant indices keep `g` in parameter space (a run-time index
+    // would copy it to local memory in every thread).
+#pragma unroll
+    for (int a = 7; a >= 0; --a) {
+      if (a >= g.rank) continue;
+      const I ext = (I)g.shape[a];
+      const I q = rem % ext;
+      rem /= ext;
+      off += q * (I)g.stride[a];
+    }
+    y[i] = x[off];
+  }
+}
+
+int strided_gather(size_t esize, const Strided& g, const void* x, void* y, cudaStream_t s, const char* what) {
+  int64_t n = 1;
+  for (int a = 0; a < g.rank; ++a) n *= g.shape[a];
+  if (n == 0) return 0;
+  const unsigned blocks = blocks_for(n, 256);
+  int64_t max_off = 0;
+  for (int a = 0; a < g.rank; ++a) max_off += (g.shape[a] - 1) * g.stride[a];
+  const bool small = n < (int64_t{1} << 31) && max_off < (int64_t{1} << 31);
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    if (small) gather_kernel<E, uint32_t><<<blocks, 256, 0, s>>>(g, (uint32_t)n, (const E*)x, (E*)y);
+    else gather_kernel<E, int64_t><<<blocks, 256, 0, s>>>(g, n, (const E*)x, (E*)y);
+    return check_launch(what);
+  };
+  switch (esize) {
+    case 1: return go(uint8_t{});
+    case 2: return go(uint16_t{});
+    case 4: return go(uint32_t{});
+    case 8: return go(uint64_t{});
+    case 16: return go(uint4{});
+    default: return fail(std::string(what) + ": element size " + std::to_string(esize) + " is not 1, 2, 4, 8 or 16");
+  }
+}
+
+void contiguous_strides(int rank, const int64_t* shape, int64_t* st) {
+  int64_t s = 1;
+  for (int a = rank - 1; a >= 0; --a) {
+    st[a] = s;
+    s *= shape[a];
+  }
+}
+
+}  // namespace
+}  // namespace dml_cuda
+
+using namespace dml_cuda;
+
+extern "C" int dml_cuda_permute(size_t esize, int rank, const int64_t* xs, const int32_t* perm, const void* x, void* y,
+                                void* stream) {
+  if (rank < 0 || rank > 8) return fail("dml_cuda_permute: rank " + std::to_string(rank) + " is outside [0, 8]");
+  int64_t st[8];
+  contiguous_strides(rank, xs, st);
+  Strided g{rank, {}, {}};
+  unsigned seen = 0;
+  for (int a = 0; a < rank; ++a) {
+    if (perm[a] < 0 || perm[a] >= rank || (seen >> perm[a]) & 1u) return fail("dml_cuda_permute: perm is not a permutation");
+    seen |= 1u << perm[a];
+    g.shape[a] = xs[perm[a]];
+    g.stride[a] = st[perm[a]];
+  }
+  if (rank == 0) return dml_cuda_copy(y, x, esize, stream);
+  // When the last axis stays last, its contiguous run moves as wider elements (up to 16 bytes
+  // per thread): fewer threads, and a fraction of the index arithmetic per byte.
+  if (perm[rank - 1] == rank - 1 && esize < 16) {
+    const size_t run = static_cast<size_t>(xs[rank - 1]) * esize;
+    const uintptr_t align = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y);
+    size_t w = esize;
+    for (size_t cand : {size_t{16}, size_t{8}, size_t{4}})
+      if (cand > esize && run % cand == 0 && align % cand == 0) {
+        w = cand;
+        break;
+      }
+    if (w > esize) {
+      const int64_t f = static_cast<int64_t>(w / esize);
+      g.shape[rank - 1] /= f;
+      for (int a = 0; a < rank; ++a) g.stride[a] = a == rank - 1 ? 1 : g.stride[a] / f;
+      return strided_gather(w, g, x, y, as_stream(stream), "dml_cuda_permute");
+    }
+  }
+  return strided_gather(esize, g, x, y, as_stream(stream), "dml_cuda_permute");
+}
+
+extern "C" int dml_cuda_slice(size_t esize, int rank, const int64_t* xs, const int64_t* starts, const int64_t* ends,
+                              const int64_t* steps, const int64_t* ys, const void* x, void* y, void* stream) {
+  if (rank < 1 || rank > 8) return fail("dml_cuda_slice: rank " + std::to_string(rank) + " is outside [1, 8]");
+  int64_t st[8];
+  contiguous_strides(rank, xs, st);
+  Strided g{rank, {}, {}};
+  int64_t offset = 0;
+  for (int i = 0; i < rank; ++i) {
+    const int64_t n = xs[i], step = steps[i];
+    if (step <= 0) return fail("dml_cuda_slice: axis " + std::to_string(i) + " has step " + std::to_string(step) + " (must be positive)");
+    int64_t s = starts[i] < 0 ? starts[i] + n : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + n : ends[i];
+    s = s < 0 ? 0 : (s > n ? n : s);
+    e = e < 0 ? 0 : (e > n ? n : e);
+    const int64_t count = e > s ? (e - s + step - 1) / step : 0;
+    if (count != ys[i])
+      return fail("dml_cuda_slice: axis " + std::to_string(i) + " yields " + std::to_string(count) +
+                  " elements but the output has " + std::to_string(ys[i]));
+    offset += s * st[i];
+    g.shape[i] = count;
+    g.stride[i] = step * st[i];
+  }
+  return strided_gather(esize, g, static_cast<const char*>(x) + offset * (int64_t)esize, y, as_stream(stream),
+                        "dml_cuda_slice");
+}
+
+extern "C" int dml_cuda_expand(size_t esize, int rank, const int64_t* xs, const int64_t* ys, const void* x, void* y,
+                               void* stream) {
+  if (rank < 1 || rank > 8) return fail("dml_cuda_expand: rank " + std::to_string(rank) + " is outside [1, 8]");
+  int64_t st[8];
+  contiguous_strides(rank, xs, st);
+  Strided g{rank, {}, {}};
+  for (int i = 0; i < rank; ++i) {
+    if (xs[i] != ys[i] && xs[i] != 1)
+      return fail("dml_cuda_expand: axis " + std::to_string(i) + " of extent " + std::to_string(xs[i]) +
+                  " cannot broadcast to " + std::to_string(ys[i]));
+    g.shape[i] = ys[i];
+    g.stride[i] = xs[i] == 1 ? 0 : st[i];
+  }
+  return strided_gather(esize, g, x, y, as_stream(stream), "dml_cuda_expand");
+}
+
+extern "C" int dml_cuda_concat(size_t esize, int n, const void* const* parts, const int64_t* sizes, int64_t outer,
+                               int64_t inner, void* y, void* stream) {
+  int64_t total = 0;
+  for (int p = 0; p < n; ++p) total += sizes[p];
+  const size_t dpitch = static_cast<size_t>(total * inner) * esize;
+  size_t off = 0;
+  for (int p = 0; p < n; ++p) {
+    const size_t w = static_cast<size_t>(sizes[p] * inner) * esize;
+    if (w && outer)
+      if (int rc = check(cudaMemcpy2DAsync(static_cast<char*>(y) + off, dpitch, parts[p], w, w, static_cast<size_t>(outer),
+                                           cudaMemcpyDeviceToDevice, as_stream(stream)),
+                         "dml_cuda_concat: cudaMemcpy2DAsync"))
+        return rc;
+    off += w;
+  }
+  return 0;
+}
+
+extern "C" int dml_cuda_split(size_t esize, int n, void* const* parts, const int64_t* sizes, int64_t outer, int64_t inner,
+                              const void* x, void* stream) {
+  int64_t total = 0;
+  for (int p = 0; p < n; ++p) total += sizes[p];
+  const size_t spitch = static_cast<size_t>(total * inner) * esize;
+  size_t off = 0;
+  for (int p = 0; p < n; ++p) {
+    const size_t w = static_cast<size_t>(sizes[p] * inner) * esize;
+    if (w && outer)
+      if (int rc = check(cudaMemcpy2DAsync(parts[p], w, static_cast<const char*>(x) + off, spitch, w, static_cast<size_t>(outer),
+                                           cudaMemcpyDeviceToDevice, as_stream(stream)),
+                         "dml_cuda_split: cudaMemcpy2DAsync"))
+        return rc;
+    off += w;
+  }
+  return 0;
+}
+
+extern "C" int dml_cuda_copy(void* dst, const void* src, size_t bytes, void* stream) {
+  if (!bytes || dst == src) return 0;
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, as_stream(stream)), "dml_cuda_copy");
+}

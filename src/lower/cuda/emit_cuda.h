@@ -1,0 +1,25 @@
+// Per-node emitters of the CUDA lowering (module.cu run() body). They reuse the CPU lowering's
+// EmitContext (storage pointers, shape expressions, generated functions, codegen plan).
+#pragma once
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lower/cpu/emit_context.h"
+#include "lower/cuda/lower_cuda.h"
+
+namespace dinoml::lower::cuda {
+
+[[noreturn]] void no_cuda_lowering(const ir::Node& n, const std::string& why);
+// `DML_CHECK(call, node, op)` for a libdinoml_cuda_kernels call.
+std::string checked_cuda_call(const ir::Node& n, const std::string& call);
+
+// Elementwise ops and fused_elementwise: one generated __global__ kernel each.
+nlohmann::json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+// Library ops: calls into libdinoml_cuda_kernels.
+bool is_cuda_library_op(const std::string& op);
+nlohmann::json emit_cuda_library_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts,
+                                    std::ostringstream& body);
+
+}  // namespace dinoml::lower::cuda

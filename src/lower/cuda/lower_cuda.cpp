@@ -1,0 +1,279 @@
+// CUDA lowering driver: the module.cu skeleton (module ABI + its CUDA part, constants copied to
+// the device at init), reusing the CPU lowering's host plumbing (arena tables, bucket selection,
+// storage pointers, output/view/state copies — here device-to-device on the run's stream).
+// Library ops: lower_cuda_library.cpp; generated elementwise kernels: lower_cuda_fused.cpp.
+#include "lower/cuda/lower_cuda.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/error.h"
+#include "ir/serialize.h"
+#include "lower/cpu/emit_context.h"
+#include "lower/cuda/emit_cuda.h"
+
+namespace dinoml::lower::cuda {
+
+using cpu::comment_text;
+using cpu::cpp_string_literal;
+
+const std::vector<std::string>& supported_archs() {
+  static const std::vector<std::string> a = {"sm_80", "sm_86", "sm_90a"};
+  return a;
+}
+
+CudaArch parse_arch(const std::string& arch) {
+  CudaArch a;
+  a.name = arch;
+  if (arch == "sm_80") { a.major = 8; a.minor = 0; }
+  else if (arch == "sm_86") { a.major = 8; a.minor = 6; }
+  else if (arch == "sm_90a") { a.major = 9; a.minor = 0; a.arch_specific = true; }
+  else {
+    std::string list;
+    for (const auto& s : supported_archs()) list += (list.empty() ? "" : ", ") + s;
+    throw BuildError("CUDA arch '" + arch + "' is not supported (supported: " + list + "); pass --arch");
+  }
+  return a;
+}
+
+void no_cuda_lowering(const ir::Node& n, const std::string& why) {
+  throw OpError("node '" + n.name + "' (" + n.op + "): no CUDA lowering for op " + n.op + (why.empty() ? "" : ": " + why));
+}
+
+std::string checked_cuda_call(const ir::Node& n, const std::string& call) {
+  return "  DML_CHECK(" + call + ", " + cpp_string_literal(n.name) + ", " + cpp_string_literal(n.op) + ");\n";
+}
+
+namespace {
+
+constexpr const char* kPrelude = R"DML(#include <dinoml/module_abi.h>
+#include "dinoml_cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DML_EXPORT extern "C" __attribute__((visibility("default")))
+
+typedef __half dml_half;
+typedef __nv_bfloat16 dml_bfloat16;
+__device__ __forceinline__ float dml_to_float(float v) { return v; }
+__device__ __forceinline__ float dml_to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float dml_to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T> __device__ __forceinline__ T dml_from_float(float v);
+template <> __device__ __forceinline__ float dml_from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half dml_from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 dml_from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ float dml_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float dml_geluf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float dml_fast_geluf(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
+__device__ __forceinline__ float dml_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
+__device__ __forceinline__ float dml_minf(float a, float b) { return (a != a || a < b) ? a : b; }
+template <typename T> __device__ __forceinline__ T dml_idiv(T a, T b) {
+  if (b == 0) return 0;
+  T q = (T)(a / b);
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+static inline int64_t dml_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+struct DmlShape8 { int64_t v[8]; };
+
+static inline int dml_node_error(char* err, size_t errlen, const char* node, const char* op, int status, const char* why) {
+  if (err && errlen) snprintf(err, errlen, "node '%s' (%s): CUDA kernel failed with status %d: %s", node, op, status, why);
+  return status ? status : 1;
+}
+// Library calls report through dml_cuda_last_error(); generated kernels through cudaGetLastError().
+#define DML_CHECK(call, node, op)                                                                   \
+  do {                                                                                              \
+    int dml_status_ = (call);                                                                       \
+    if (dml_status_ != 0) return dml_node_error(err, errlen, node, op, dml_status_, dml_cuda_last_error()); \
+  } while (0)
+#define DML_LAUNCH(call, node, op)                                                                  \
+  do {                                                                                              \
+    cudaError_t dml_e_ = (call);                                                                    \
+    if (dml_e_ != cudaSuccess) return dml_node_error(err, errlen, node, op, (int)dml_e_, cudaGetErrorString(dml_e_)); \
+  } while (0)
+static inline int dml_cuda_fail(char* err, size_t errlen, const char* what, cudaError_t e) {
+  if (err && errlen) snprintf(err, errlen, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+  return 1;
+}
+)DML";
+
+// The module's device check, memory and stream entry points (the runtime never calls CUDA).
+std::string cuda_entry_points(const CudaArch& a) {
+  std::string s = R"DML(
+DML_EXPORT int dinoml_module_cuda_device_check(char* err, size_t errlen) {
+  int n = 0, dev = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return dml_cuda_fail(err, errlen, "no usable CUDA device (cudaGetDeviceCount)", e);
+  if (n == 0) { if (err && errlen) snprintf(err, errlen, "no CUDA device is visible"); return 1; }
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess) return dml_cuda_fail(err, errlen, "cudaGetDevice", e);
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+)DML";
+  s += "  const int ok = " + std::string(a.arch_specific ? "major == MAJ && minor == MIN" : "major == MAJ && minor >= MIN") + ";\n";
+  s += R"DML(  if (!ok) {
+    if (err && errlen) snprintf(err, errlen, "this module was built for ARCH but CUDA device %d has compute capability %d.%d; recompile with --arch for that GPU", dev, major, minor);
+    return 1;
+  }
+  return 0;
+}
+DML_EXPORT int dinoml_module_cuda_malloc(size_t bytes, void** ptr, char* err, size_t errlen) {
+  *ptr = NULL;
+  if (bytes == 0) return 0;
+  cudaError_t e = cudaMalloc(ptr, bytes);
+  if (e != cudaSuccess) { *ptr = NULL; return dml_cuda_fail(err, errlen, "cudaMalloc", e); }
+  return 0;
+}
+DML_EXPORT void dinoml_module_cuda_free(void* ptr) { if (ptr) cudaFree(ptr); }
+DML_EXPORT int dinoml_module_cuda_memcpy(void* dst, const void* src, size_t bytes, int kind, void* stream, char* err, size_t errlen) {
+  if (bytes == 0) return 0;
+  const cudaMemcpyKind k = kind == DINOML_MODULE_CUDA_H2D ? cudaMemcpyHostToDevice : kind == DINOML_MODULE_CUDA_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)stream);
+  return e == cudaSuccess ? 0 : dml_cuda_fail(err, errlen, "cudaMemcpyAsync", e);
+}
+DML_EXPORT int dinoml_module_cuda_memset(void* dst, int value, size_t bytes, void* stream, char* err, size_t errlen) {
+  if (bytes == 0) return 0;
+  cudaError_t e = cudaMemsetAsync(dst, value, bytes, (cudaStream_t)stream);
+  return e == cudaSuccess ? 0 : dml_cuda_fail(err, errlen, "cudaMemsetAsync", e);
+}
+DML_EXPORT int dinoml_module_cuda_stream_create(void** stream, char* err, size_t errlen) {
+  cudaStream_t s = NULL;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return dml_cuda_fail(err, errlen, "cudaStreamCreateWithFlags", e);
+  *stream = (void*)s;
+  return 0;
+}
+DML_EXPORT void dinoml_module_cuda_stream_destroy(void* stream) { if (stream) cudaStreamDestroy((cudaStream_t)stream); }
+DML_EXPORT int dinoml_module_cuda_stream_sync(void* stream, char* err, size_t errlen) {
+  cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+  return e == cudaSuccess ? 0 : dml_cuda_fail(err, errlen, "cudaStreamSynchronize (a kernel of this run failed)", e);
+}
+DML_EXPORT int dinoml_module_cuda_pointer_is_device(const void* ptr) {
+  cudaPointerAttributes at;
+  if (cudaPointerGetAttributes(&at, ptr) != cudaSuccess) { cudaGetLastError(); return 0; }
+  return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+}
+)DML";
+  auto replace = [&](const std::string& from, const std::string& to) {
+    for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  };
+  replace("MAJ", std::to_string(a.major));
+  replace("MIN", std::to_string(a.minor));
+  replace("ARCH", a.name);
+  return s;
+}
+
+}  // namespace
+
+CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CudaLowerOptions& opts) {
+  cpu::EmitContext cx(g, plan);
+  cx.copy_fn = [](const std::string& dst, const std::string& src, const std::string& bytes) {
+    return "  DML_CHECK(dml_cuda_copy(" + dst + ", " + src + ", " + bytes + ", stream), \"copy\", \"copy\");\n";
+  };
+  std::set<std::string> roots;
+  for (const auto& [name, t] : g.tensors) roots.insert(passes::storage_root(g, name));
+  const std::vector<std::string> arena = cpu::arena_tensors(g, roots);
+  const std::string tables = cpu::emit_arena_tables(g, plan, arena);
+  std::ostringstream storage;
+  cpu::emit_storage(cx, storage, arena);
+
+  CudaLoweredModule m;
+  m.kernel_manifest = nlohmann::json::array();
+  std::ostringstream body;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    body << "  // node " << i << ": " << comment_text(n.name) << " (" << comment_text(n.op) << ")\n";
+    nlohmann::json entry;
+    if (n.op == "output") entry = cpu::emit_output(cx, n, body);
+    else if (n.op == "state_assign") entry = cpu::emit_state_assign(cx, n, i, body);
+    else if (cpu::is_view_op(n.op)) entry = cpu::emit_view(cx, n, body);
+    else if (n.op == "fused_elementwise" || cpu::is_elementwise_op(n.op)) entry = emit_cuda_fused(cx, n, body);
+    else if (is_cuda_library_op(n.op)) entry = emit_cuda_library_op(cx, n, opts, body);
+    else no_cuda_lowering(n, "");
+    if (entry.contains("selected") && entry["selected"] == "memcpy") {
+      entry["selected"] = "cuda_memcpy_d2d";
+      entry["candidates"] = {"cuda_memcpy_d2d"};
+    }
+    m.kernel_manifest.push_back(entry);
+  }
+
+  size_t constants_needed = 0;
+  for (const auto& [cname, slot] : ir::layout_constants(g))
+    constants_needed = std::max(constants_needed, size_t(slot.offset + slot.nbytes));
+
+  std::ostringstream os;
+  os << "// module.cu generated by the DinoML CUDA lowering (" << opts.arch.name << ") for graph " << comment_text(g.name)
+     << ". Do not edit.\n" << kPrelude << "\n" << tables;
+  cpu::emit_bucket_selection(os, g, plan);
+  os << cx.functions.str();
+  os << "struct DmlModuleState { unsigned char* dconst; };\n\n";
+  os << "DML_EXPORT uint32_t dinoml_module_abi_version(void) { return DINOML_MODULE_ABI_VERSION; }\n\n";
+  os << "DML_EXPORT const char* dinoml_module_graph_hash(void) { return " << cpp_string_literal(ir::graph_hash(g))
+     << "; }\n";
+  os << cuda_entry_points(opts.arch);
+  os << "\nDML_EXPORT int dinoml_module_init(const uint8_t* constants, size_t constants_size, void** module_state,\n"
+        "                                    char* err, size_t errlen) {\n"
+        "  if (dinoml_module_cuda_device_check(err, errlen)) return 1;\n";
+  os << "  if (constants_size < " << constants_needed << "u) {\n"
+        "    if (err && errlen) snprintf(err, errlen, \"constants.bin holds %zu bytes but this module reads " << constants_needed
+     << "\", constants_size);\n    return 1;\n  }\n";
+  os << "  DmlModuleState* st = (DmlModuleState*)calloc(1, sizeof(DmlModuleState));\n"
+        "  if (!st) { if (err && errlen) snprintf(err, errlen, \"out of host memory\"); return 1; }\n"
+        "  if (constants_size > 0) {\n"
+        "    cudaError_t e = cudaMalloc((void**)&st->dconst, constants_size);\n"
+        "    if (e == cudaSuccess) e = cudaMemcpy(st->dconst, constants, constants_size, cudaMemcpyHostToDevice);\n"
+        "    if (e != cudaSuccess) { if (st->dconst) cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"copying constants.bin to the GPU\", e); }\n"
+        "  }\n"
+        "  *module_state = st;\n  return 0;\n}\n\n";
+  os << "DML_EXPORT void dinoml_module_release(void* module_state) {\n"
+        "  DmlModuleState* st = (DmlModuleState*)module_state;\n"
+        "  if (!st) return;\n  if (st->dconst) cudaFree(st->dconst);\n  free(st);\n}\n\n";
+  os << "DML_EXPORT int dinoml_module_plan(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes, char* err,\n"
+        "                                    size_t errlen) {\n"
+        "  const int64_t* d = dims;\n"
+        "  if (dml_check_dims(d, err, errlen)) return 1;\n"
+        "  const int b = dml_bucket_index(d);\n"
+        "  *arena_bytes = (size_t)kArenaBytes[b];\n";
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const auto& shape = g.tensor(g.outputs[i]).shape;
+    if (shape.size() > 8) throw IrError("CUDA lowering: output '" + g.outputs[i] + "' has rank > 8");
+    for (size_t a = 0; a < shape.size(); ++a) os << "  out_shapes[" << i * 8 + a << "] = " << cx.cpp(shape[a]) << ";\n";
+  }
+  if (g.outputs.empty()) os << "  (void)out_shapes;\n";
+  os << "  return 0;\n}\n\n";
+  os << "DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                                        void* const* outputs, void* const* states, void* arena, void* stream_,\n"
+        "                                        char* err, size_t errlen) {\n"
+        "  (void)inputs; (void)outputs; (void)states;\n"
+        "  [[maybe_unused]] cudaStream_t stream = (cudaStream_t)stream_;\n"
+        "  const int64_t* d = dims;\n"
+        "  if (dml_check_dims(d, err, errlen)) return 1;\n"
+        "  [[maybe_unused]] const int b = dml_bucket_index(d);\n"
+        "  [[maybe_unused]] const unsigned char* const cbase = ((const DmlModuleState*)module_state)->dconst;\n"
+        "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
+  os << storage.str() << body.str();
+  os << "  // deferred state updates\n" << cx.tail.str();
+  os << "  return 0;\n}\n\n";
+  os << "DML_EXPORT int dinoml_module_run(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                                   void* const* outputs, void* const* states, void* arena, char* err,\n"
+        "                                   size_t errlen) {\n"
+        "  if (dinoml_module_run_cuda(module_state, dims, inputs, outputs, states, arena, NULL, err, errlen)) return 1;\n"
+        "  return dinoml_module_cuda_stream_sync(NULL, err, errlen);\n}\n";
+
+  m.source = os.str();
+  m.kernel_codegen_plan = cx.codegen_plan;
+  const std::string num = std::to_string(opts.arch.major) + std::to_string(opts.arch.minor) + (opts.arch.arch_specific ? "a" : "");
+  m.nvcc_flags = {"-O3", "-std=c++17", "-gencode=arch=compute_" + num + ",code=sm_" + num};
+  return m;
+}
+
+}  // namespace dinoml::lower::cuda

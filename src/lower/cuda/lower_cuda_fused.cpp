@@ -1,0 +1,183 @@
+// Generated elementwise kernels of the CUDA lowering. Each fused_elementwise node (a lone
+// elementwise op is a one-step program) becomes a grid-stride __global__ kernel computing the
+// program's steps per output element with the shared step expressions (lower/cpu/fused_program.h),
+// so CPU and CUDA evaluate exactly the same program text. Inputs that already have the output's
+// element count are read flat; broadcast inputs through per-axis strides (0 on broadcast axes),
+// the same call-site layout as the CPU loops.
+#include <set>
+
+#include "ir/error.h"
+#include "ir/serialize.h"
+#include "lower/cpu/fused_program.h"
+#include "lower/cuda/emit_cuda.h"
+
+namespace dinoml::lower::cuda {
+namespace {
+
+using nlohmann::json;
+using cpu::brace_list;
+using cpu::comment_text;
+using cpu::Step;
+
+std::string var(const char* prefix, size_t i) {
+  std::string s(prefix);
+  s += std::to_string(i);
+  return s;
+}
+
+size_t parse_index(const std::string& a, size_t prefix) {
+  if (a.size() <= prefix || a.size() > prefix + 9) return SIZE_MAX;
+  size_t v = 0;
+  for (size_t i = prefix; i < a.size(); ++i) {
+    if (a[i] < '0' || a[i] > '9') return SIZE_MAX;
+    v = v * 10 + static_cast<size_t>(a[i] - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& y = cx.tensor(n.outputs.at(0));
+  std::vector<Step> steps;
+  std::string program_text;
+  if (n.op == "fused_elementwise") {
+    steps = cpu::parse_program(n);
+    program_text = n.attr_str("program");
+  } else {
+    Step s;
+    s.op = n.op;
+    for (size_t i = 0; i < n.inputs.size(); ++i) s.args.push_back(var("in", i));
+    s.dtype = y.dtype;
+    s.attrs = n.attrs;
+    json attrs = json::object();
+    for (const auto& [key, v] : n.attrs) attrs[key] = ir::attr_to_json(v);
+    program_text = json::array({{{"op", s.op}, {"args", s.args}, {"dtype", ir::dtype_name(s.dtype)}, {"attrs", attrs}}}).dump();
+    steps.push_back(std::move(s));
+  }
+  const size_t K = n.inputs.size();
+  if (K > 16) no_cuda_lowering(n, "more than 16 inputs in one fused kernel");
+  std::vector<ir::DType> in_dt;
+  for (const auto& in : n.inputs) in_dt.push_back(cx.tensor(in).dtype);
+  const std::string name = "dml_fused_" + std::to_string(cx.next_kernel_id++);
+  const std::string oty(ir::dtype_ctype(y.dtype));
+
+  // Kernel body: loads of used inputs, the steps, the store.
+  std::vector<bool> used(K, false);
+  for (const auto& st : steps)
+    for (const auto& a : st.args)
+      if (a.rfind("in", 0) == 0) {
+        const size_t i = parse_index(a, 2);
+        if (i >= K) throw OpError("node '" + n.name + "': program uses " + a + " but the node has " + std::to_string(K) + " inputs");
+        used[i] = true;
+      }
+  std::string b;
+  for (size_t i = 0; i < K; ++i) {
+    if (!used[i]) continue;
+    const std::string load = ir::is_float(in_dt[i]) ? "dml_to_float(in" + std::to_string(i) + "[o" + std::to_string(i) + "])"
+                                                    : var("in", i) + "[" + var("o", i) + "]";
+    b += "    const " + cpu::compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + load + ";\n";
+  }
+  std::vector<ir::DType> step_dt;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    std::vector<std::string> args;
+    std::vector<ir::DType> arg_dt;
+    for (const auto& a : steps[j].args) {
+      const bool is_in = a.rfind("in", 0) == 0, is_step = !is_in && a.rfind("s", 0) == 0;
+      const size_t v = parse_index(a, is_in ? 2 : 1);
+      if (is_in && v < K) {
+        args.push_back(var("a", v));
+        arg_dt.push_back(in_dt[v]);
+      } else if (is_step && v < j) {
+        args.push_back(var("s", v));
+        arg_dt.push_back(step_dt.at(v));
+      } else {
+        throw OpError("node '" + n.name + "': program step " + std::to_string(j) + " argument '" + a +
+                      "' is not an input of the node or an earlier step");
+      }
+    }
+    b += "    const " + cpu::compute_type(steps[j].dtype) + " s" + std::to_string(j) + " = " +
+         cpu::step_expr(n, steps[j], args, arg_dt) + ";\n";
+    step_dt.push_back(steps[j].dtype);
+  }
+  const std::string last = var("s", steps.size() - 1);
+  if (ir::is_float(y.dtype)) b += "    out[i] = dml_from_float<" + oty + ">((float)" + last + ");\n";
+  else b += "    out[i] = (" + oty + ")" + last + ";\n";
+
+  // Each input is read flat (it has the output's element count), as a scalar (one element) or
+  // through per-axis strides; only strided inputs pay for the index decomposition, which uses
+  // 32-bit arithmetic whenever the output has fewer than 2^31 elements (64-bit division is slow).
+  std::ostringstream f;
+  f << "// fused kernel for node " << comment_text(n.name) << "\n";
+  f << "template <typename I>\n__global__ void " << name << "_k(I n, int rank, DmlShape8 os";
+  for (size_t i = 0; i < K; ++i) f << ", int kind" << i << ", DmlShape8 st" << i;
+  for (size_t i = 0; i < K; ++i) f << ", const " << ir::dtype_ctype(in_dt[i]) << "* __restrict__ in" << i;
+  f << ", " << oty << "* __restrict__ out) {\n";
+  f << "  const bool any_strided = false";
+  for (size_t i = 0; i < K; ++i) f << " || kind" << i << " == 2";
+  f << ";\n";
+  f << "  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {\n";
+  for (size_t i = 0; i < K; ++i) f << "    I o" << i << " = kind" << i << " == 0 ? i : 0;\n";
+  // The axis loop is unrolled over all 8 slots so the shape/stride parameters are only indexed
+  // with constants: a run-time index into a by-value kernel parameter makes nvcc copy it to
+  // local memory in every thread (measured: 77 us instead of ~3 us for a 1.5M-element multiply).
+  f << "    if (any_strided) {\n      I rem = i;\n#pragma unroll\n      for (int a = 7; a >= 0; --a) {\n"
+       "        if (a >= rank) continue;\n"
+       "        const I ext = (I)os.v[a];\n        const I q = rem % ext;\n        rem /= ext;\n";
+  for (size_t i = 0; i < K; ++i) f << "        if (kind" << i << " == 2) o" << i << " += q * (I)st" << i << ".v[a];\n";
+  f << "        (void)q;\n      }\n    }\n";
+  for (size_t i = 0; i < K; ++i) f << "    (void)o" << i << ";\n";
+  f << b << "  }\n}\n\n";
+  // Host launcher with the CPU call-site signature plus the stream.
+  f << "static cudaError_t " << name
+    << "(int rank, const int64_t* os, const int64_t* st, const int64_t* in_numel, const void* const* in, void* outp, cudaStream_t s) {\n"
+    << "  int64_t n = 1;\n  for (int a = 0; a < rank; ++a) n *= os[a];\n  if (n == 0) return cudaSuccess;\n"
+    << "  DmlShape8 o8 = {{0}};\n  for (int a = 0; a < rank; ++a) o8.v[a] = os[a];\n";
+  for (size_t i = 0; i < K; ++i)
+    f << "  DmlShape8 s" << i << " = {{0}};\n  for (int a = 0; a < rank; ++a) s" << i << ".v[a] = st[" << i << " * rank + a];\n"
+      << "  const int k" << i << " = in_numel[" << i << "] == n ? 0 : in_numel[" << i << "] == 1 ? 1 : 2;\n";
+  f << "  int64_t blocks = (n + 255) / 256;\n  if (blocks > 65536) blocks = 65536;\n";
+  auto launch = [&](const std::string& I) {
+    std::string t = "    " + name + "_k<" + I + "><<<(unsigned)blocks, 256, 0, s>>>((" + I + ")n, rank, o8";
+    for (size_t i = 0; i < K; ++i) t += ", k" + std::to_string(i) + ", s" + std::to_string(i);
+    for (size_t i = 0; i < K; ++i) t += ", (const " + std::string(ir::dtype_ctype(in_dt[i])) + "*)in[" + std::to_string(i) + "]";
+    return t + ", (" + oty + "*)outp);\n";
+  };
+  f << "  if (n < ((int64_t)1 << 31))\n" << launch("uint32_t") << "  else\n" << launch("int64_t");
+  f << "  return cudaGetLastError();\n}\n\n";
+  cx.functions << f.str();
+
+  // Call site: as the CPU lowering's (output shape, broadcast strides, element counts).
+  const size_t R = std::max<size_t>(y.shape.size(), 1);
+  if (R > 8) no_cuda_lowering(n, "rank > 8");
+  std::vector<std::string> os = y.shape.empty() ? std::vector<std::string>{"INT64_C(1)"} : cx.cpp_shape(y.shape);
+  std::vector<std::string> st, numels, ptrs;
+  for (const auto& in : n.inputs) {
+    const auto& s = cx.tensor(in).shape;
+    if (s.size() > R) no_cuda_lowering(n, "input '" + in + "' has a higher rank than the output");
+    for (size_t a = 0; a < R; ++a) {
+      const size_t off = R - s.size();
+      if (a < off || (s[a - off].is_const() && s[a - off].const_value() == 1)) st.push_back("0");
+      else st.push_back(cx.cpp_prod(s, a - off + 1, s.size()));
+    }
+    numels.push_back(cx.numel(in));
+    ptrs.push_back(cx.ptr(in));
+  }
+  body << "  {\n    const int64_t os[] = " << brace_list(os) << ";\n    const int64_t st[] = " << brace_list(st)
+       << ";\n    const int64_t nk[] = " << brace_list(numels) << ";\n    const void* const in[] = " << brace_list(ptrs)
+       << ";\n    DML_LAUNCH(" << name << "(" << R << ", os, st, nk, in, " << cx.ptr(n.outputs[0]) << ", stream), "
+       << cpu::cpp_string_literal(n.name) << ", " << cpu::cpp_string_literal(n.op) << ");\n  }\n";
+
+  json members = json::array();
+  if (n.has_attr("members")) {
+    for (const auto& m : n.attr_strs("members")) members.push_back(m);
+  } else {
+    members.push_back(n.name);
+  }
+  cx.codegen_plan.push_back({{"name", name}, {"node", n.name}, {"members", members}, {"program", program_text},
+                             {"dtype", ir::dtype_name(y.dtype)}, {"target", "cuda"}});
+  return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + name}}, {"selected", "generated." + name},
+          {"reason", "generated CUDA elementwise kernel (only candidate)"}};
+}
+
+}  // namespace dinoml::lower::cuda

@@ -1,0 +1,326 @@
+// Library ops of the CUDA lowering: one call into libdinoml_cuda_kernels per node, with the same
+// canonical shapes as the CPU lowering (outer × axis × inner, padded batch shapes, axis masks)
+// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT kernel) in
+// kernel_manifest.json; the selected one is the default unless the compile chose otherwise.
+#include <map>
+#include <set>
+
+#include "ir/error.h"
+#include "lower/cuda/emit_cuda.h"
+
+namespace dinoml::lower::cuda {
+namespace {
+
+using nlohmann::json;
+using cpu::brace_list;
+using cpu::EmitContext;
+
+std::string dtype_code(ir::DType t) { return std::to_string(static_cast<int>(t)); }
+
+json manifest(const ir::Node& n, const std::string& kernel) {
+  return {{"node", n.name}, {"op", n.op}, {"candidates", {kernel}}, {"selected", kernel},
+          {"reason", "only candidate (not tunable)"}};
+}
+
+int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr) {
+  const int64_t r = static_cast<int64_t>(rank);
+  const int64_t a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= std::max<int64_t>(r, 1))
+    throw OpError("node '" + n.name + "' (" + n.op + "): attribute " + attr + " = " + std::to_string(axis) +
+                  " is outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
+  return a;
+}
+
+void expect_gpu_float(const ir::Node& n, ir::DType t) {
+  if (t != ir::DType::f32 && t != ir::DType::f16 && t != ir::DType::bf16)
+    no_cuda_lowering(n, "dtype " + std::string(ir::dtype_name(t)) + " (float32/float16/bfloat16 only)");
+}
+
+std::string impl_code(const CudaLowerOptions& o) {
+  if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
+  if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
+  return "DML_CUDA_GEMM_CUBLASLT";
+}
+
+// Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, and for fp16/bf16 the own
+// mma.sync tensor-core kernel. Without profiling the default (cuBLASLt) is selected unless
+// DINOML_CUDA_GEMM forced another at compile time.
+json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
+  const bool tf32 = o.allow_tf32 && dtype == "float32";
+  const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
+  json cands = {lt, "simt_tiled_64x64"};
+  if (dtype != "float32") cands.push_back("mma_sync_m16n8k16_64x64x32");
+  std::string sel = lt, reason = "default (not profiled)";
+  if (o.gemm_impl == "simt") {
+    sel = "simt_tiled_64x64";
+    reason = "forced by DINOML_CUDA_GEMM=simt";
+  } else if (o.gemm_impl == "mma") {
+    sel = dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
+    reason = dtype == "float32" ? "forced by DINOML_CUDA_GEMM=mma (float32 has no mma kernel: SIMT)" : "forced by DINOML_CUDA_GEMM=mma";
+  }
+  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
+}
+
+struct GemmKind {
+  bool rcr = false, bias = false, add = false;
+  std::string epilogue = "DML_CUDA_EPI_NONE";
+};
+
+bool parse_gemm(const std::string& op, GemmKind& k) {
+  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
+  else if (op.rfind("gemm_rrr", 0) != 0) return false;
+  const std::string rest = op.substr(8);
+  static const std::map<std::string, std::string> acts = {
+      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
+      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
+  if (rest.empty()) return true;
+  if (rest.rfind("_bias", 0) != 0) return false;
+  k.bias = true;
+  auto it = acts.find(rest.substr(5));
+  if (it == acts.end()) return false;
+  k.epilogue = "DML_CUDA_EPI_" + it->second;
+  k.add = it->second == "ADD" || it->second == "ADD_RELU";
+  return true;
+}
+
+json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
+  const auto& a = cx.tensor(n.inputs.at(0));
+  const auto& b = cx.tensor(n.inputs.at(1));
+  expect_gpu_float(n, a.dtype);
+  if (a.shape.size() < 2 || b.shape.size() != 2) no_cuda_lowering(n, "expects a[..., M, K] and a 2-d b");
+  const size_t ra = a.shape.size();
+  const std::string M = cx.cpp_prod(a.shape, 0, ra - 1), K = cx.cpp(a.shape[ra - 1]);
+  const std::string N = cx.cpp(k.rcr ? b.shape[0] : b.shape[1]);
+  size_t next = 2;
+  const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  body << checked_cuda_call(n, "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
+                                   ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
+                                   ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
+                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o) + ", stream)");
+  return gemm_manifest(n, o, std::string(ir::dtype_name(a.dtype)));
+}
+
+json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
+  const auto& a = cx.tensor(n.inputs.at(0));
+  const auto& b = cx.tensor(n.inputs.at(1));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  expect_gpu_float(n, a.dtype);
+  const size_t r = y.shape.size();
+  if (r < 3 || a.shape.size() < 2 || b.shape.size() < 2) no_cuda_lowering(n, "expects rank >= 3 operands");
+  const size_t br = r - 2;
+  if (br > 6) no_cuda_lowering(n, "more than 6 batch axes");
+  auto padded_batch = [&](const ir::Shape& s) {
+    std::vector<std::string> out;
+    const size_t sb = s.size() - 2;
+    if (sb > br) no_cuda_lowering(n, "operand has more batch axes than the output");
+    for (size_t i = 0; i < br; ++i) out.push_back(i < br - sb ? "INT64_C(1)" : cx.cpp(s[i - (br - sb)]));
+    return out;
+  };
+  std::vector<std::string> yb;
+  for (size_t i = 0; i < br; ++i) yb.push_back(cx.cpp(y.shape[i]));
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  const std::string M = cx.cpp(a.shape[ra - 2]), K = cx.cpp(a.shape[ra - 1]);
+  const std::string N = cx.cpp(rcr ? b.shape[rb - 2] : b.shape[rb - 1]);
+  body << "  {\n    const int64_t ys[] = " << brace_list(yb) << ";\n    const int64_t as[] = " << brace_list(padded_batch(a.shape))
+       << ";\n    const int64_t bs[] = " << brace_list(padded_batch(b.shape)) << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " + (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
+                                   ", " + std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " +
+                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]) + ", " +
+                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o) + ", stream)")
+       << "  }\n";
+  return gemm_manifest(n, o, std::string(ir::dtype_name(a.dtype)));
+}
+
+std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {
+  const size_t a = static_cast<size_t>(axis);
+  if (s.empty()) return "INT64_C(1), INT64_C(1), INT64_C(1)";
+  return cx.cpp_prod(s, 0, a) + ", " + cx.cpp(s[a]) + ", " + cx.cpp_prod(s, a + 1, s.size());
+}
+
+json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_gpu_float(n, x.dtype);
+  const int64_t axis = norm_axis(n, n.attr_int("axis", -1), x.shape.size(), "axis");
+  body << checked_cuda_call(n, "dml_cuda_softmax(" + dtype_code(x.dtype) + ", " + oai(cx, x.shape, axis) + ", " +
+                                   (n.op == "log_softmax" ? "1" : "0") + ", " + cx.ptr(n.inputs[0]) + ", " +
+                                   cx.ptr(n.outputs[0]) + ", stream)");
+  return manifest(n, "dml_cuda_softmax.warp_or_block_rows");
+}
+
+json emit_layer_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_gpu_float(n, x.dtype);
+  const bool has_gamma = n.inputs.size() > 1, has_beta = n.inputs.size() > 2;
+  const size_t nd = has_gamma ? cx.tensor(n.inputs[1]).shape.size() : static_cast<size_t>(n.attr_int("normalized_ndim", 1));
+  if (nd < 1 || nd > x.shape.size()) no_cuda_lowering(n, "normalized_ndim outside [1, rank]");
+  const size_t r = x.shape.size();
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (cx.tensor(n.inputs[i]).dtype != x.dtype) no_cuda_lowering(n, "gamma/beta dtype differs from x");
+  body << checked_cuda_call(n, "dml_cuda_layer_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - nd) + ", " +
+                                   cx.cpp_prod(x.shape, r - nd, r) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                                   (has_gamma ? cx.ptr(n.inputs[1]) : "NULL") + ", " + (has_beta ? cx.ptr(n.inputs[2]) : "NULL") +
+                                   ", " + cpu::float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  return manifest(n, "dml_cuda_layer_norm.block_rows");
+}
+
+json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_gpu_float(n, x.dtype);
+  const size_t r = x.shape.size();
+  if (r < 1) no_cuda_lowering(n, "rank-0 input");
+  const bool has_w = n.inputs.size() > 1;
+  if (has_w && cx.tensor(n.inputs[1]).dtype != x.dtype) no_cuda_lowering(n, "weight dtype differs from x");
+  body << checked_cuda_call(n, "dml_cuda_rms_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - 1) + ", " +
+                                   cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                                   (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
+                                   cpu::float_literal(n.attr_float("eps", 1e-6)) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  return manifest(n, "dml_cuda_rms_norm.block_rows");
+}
+
+json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  expect_gpu_float(n, x.dtype);
+  const size_t r = x.shape.size();
+  if (r > 8) no_cuda_lowering(n, "rank > 8");
+  if (x.dtype != y.dtype) no_cuda_lowering(n, "output dtype differs from the input's");
+  uint32_t mask = 0;
+  const std::vector<int64_t> axes = n.attr_ints("axes", {});
+  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
+  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
+  static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CUDA_REDUCE_SUM"},
+                                                          {"reduce_mean", "DML_CUDA_REDUCE_MEAN"},
+                                                          {"reduce_max", "DML_CUDA_REDUCE_MAX"},
+                                                          {"reduce_min", "DML_CUDA_REDUCE_MIN"}};
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_reduce(" + dtype_code(x.dtype) + ", " + ops.at(n.op) + ", " + std::to_string(r) +
+                                   ", xs, UINT32_C(" + std::to_string(mask) + "), " + cx.ptr(n.inputs[0]) + ", " +
+                                   cx.ptr(n.outputs[0]) + ", stream)")
+       << "  }\n";
+  return manifest(n, "dml_cuda_reduce.rows_or_strided");
+}
+
+std::string esize(EmitContext& cx, const std::string& t) {
+  return "(size_t)" + std::to_string(ir::dtype_size(cx.tensor(t).dtype));
+}
+
+json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  if (r > 8) no_cuda_lowering(n, "rank > 8");
+  std::vector<int64_t> perm;
+  if (n.op == "transpose") {
+    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(i));
+    std::swap(perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim0"), r, "dim0"))],
+              perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim1"), r, "dim1"))]);
+  } else {
+    for (int64_t p : n.attr_ints("dims")) perm.push_back(norm_axis(n, p, r, "dims"));
+  }
+  std::vector<std::string> ps;
+  for (int64_t p : perm) ps.push_back(std::to_string(p));
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int32_t perm[] = "
+       << brace_list(ps) << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_permute(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, perm, " +
+                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
+       << "  }\n";
+  return manifest(n, "dml_cuda_permute.strided_gather");
+}
+
+json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
+  const std::vector<std::string>& parts = split ? n.outputs : n.inputs;
+  const auto& whole = cx.tensor(split ? n.inputs.at(0) : n.outputs.at(0));
+  const int64_t axis = norm_axis(n, n.attr_int("axis", 0), whole.shape.size(), "axis");
+  const size_t a = static_cast<size_t>(axis);
+  std::vector<std::string> ptrs, sizes;
+  for (const auto& p : parts) {
+    ptrs.push_back(cx.ptr(p));
+    sizes.push_back(cx.cpp(cx.tensor(p).shape.at(a)));
+  }
+  const std::string outer = cx.cpp_prod(whole.shape, 0, a), inner = cx.cpp_prod(whole.shape, a + 1, whole.shape.size());
+  body << "  {\n    " << (split ? "void* const" : "const void* const") << " parts[] = " << brace_list(ptrs)
+       << ";\n    const int64_t sizes[] = " << brace_list(sizes) << ";\n  ";
+  if (split)
+    body << checked_cuda_call(n, "dml_cuda_split(" + esize(cx, n.inputs[0]) + ", " + std::to_string(parts.size()) +
+                                     ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.inputs[0]) + ", stream)");
+  else
+    body << checked_cuda_call(n, "dml_cuda_concat(" + esize(cx, n.outputs[0]) + ", " + std::to_string(parts.size()) +
+                                     ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  body << "  }\n";
+  return manifest(n, split ? "dml_cuda_split.memcpy2d" : "dml_cuda_concat.memcpy2d");
+}
+
+json emit_slice(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t r = x.shape.size();
+  if (r > 8 || r < 1) no_cuda_lowering(n, "rank outside [1, 8]");
+  std::vector<std::string> starts(r, "0"), ends(r, "INT64_MAX"), steps(r, "1");
+  const auto& st = n.attr_ints("starts");
+  const auto& en = n.attr_ints("ends");
+  std::vector<int64_t> axes;
+  if (n.has_attr("axes")) axes = n.attr_ints("axes");
+  else
+    for (size_t i = 0; i < st.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  std::vector<int64_t> stp = n.attr_ints("steps", std::vector<int64_t>(axes.size(), 1));
+  if (st.size() != axes.size() || en.size() != axes.size() || stp.size() != axes.size())
+    no_cuda_lowering(n, "starts/ends/axes/steps lengths differ");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(norm_axis(n, axes[i], r, "axes"));
+    starts[a] = "INT64_C(" + std::to_string(st[i]) + ")";
+    ends[a] = en[i] == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(en[i]) + ")";
+    steps[a] = "INT64_C(" + std::to_string(stp[i]) + ")";
+  }
+  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int64_t ys[] = "
+       << brace_list(cx.cpp_shape(y.shape)) << ";\n    const int64_t st[] = " << brace_list(starts)
+       << ";\n    const int64_t en[] = " << brace_list(ends) << ";\n    const int64_t sp[] = " << brace_list(steps) << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_slice(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, st, en, sp, ys, " +
+                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
+       << "  }\n";
+  return manifest(n, "dml_cuda_slice.strided_gather");
+}
+
+json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t r = y.shape.size();
+  if (r > 8 || r < 1 || x.shape.size() > r) no_cuda_lowering(n, "rank outside [1, 8] or input rank above output rank");
+  std::vector<std::string> xs;
+  for (size_t i = 0; i < r; ++i) xs.push_back(i < r - x.shape.size() ? "INT64_C(1)" : cx.cpp(x.shape[i - (r - x.shape.size())]));
+  body << "  {\n    const int64_t xs[] = " << brace_list(xs) << ";\n    const int64_t ys[] = " << brace_list(cx.cpp_shape(y.shape))
+       << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_expand(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, ys, " +
+                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
+       << "  }\n";
+  return manifest(n, "dml_cuda_expand.strided_gather");
+}
+
+}  // namespace
+
+bool is_cuda_library_op(const std::string& op) {
+  static const std::set<std::string> ops = {"bmm_rrr",   "bmm_rcr",    "reduce_sum", "reduce_mean", "reduce_max",
+                                            "reduce_min", "softmax",   "log_softmax", "layer_norm", "rms_norm",
+                                            "permute",   "transpose",  "concatenate", "split",      "slice",
+                                            "expand"};
+  GemmKind k;
+  return ops.count(op) != 0 || parse_gemm(op, k);
+}
+
+json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
+  const std::string& op = n.op;
+  GemmKind k;
+  if (parse_gemm(op, k)) return emit_gemm(cx, n, k, o, body);
+  if (op == "bmm_rrr" || op == "bmm_rcr") return emit_bmm(cx, n, op == "bmm_rcr", o, body);
+  if (op.rfind("reduce_", 0) == 0) return emit_reduce(cx, n, body);
+  if (op == "softmax" || op == "log_softmax") return emit_softmax(cx, n, body);
+  if (op == "layer_norm") return emit_layer_norm(cx, n, body);
+  if (op == "rms_norm") return emit_rms_norm(cx, n, body);
+  if (op == "permute" || op == "transpose") return emit_permute(cx, n, body);
+  if (op == "concatenate") return emit_concat_split(cx, n, false, body);
+  if (op == "split") return emit_concat_split(cx, n, true, body);
+  if (op == "slice") return emit_slice(cx, n, body);
+  if (op == "expand") return emit_expand(cx, n, body);
+  no_cuda_lowering(n, "");
+}
+
+}  // namespace dinoml::lower::cuda

@@ -1,0 +1,285 @@
+"""CUDA parity cases: each is a small model (built with dinoml where the compiler runs) and its
+PyTorch oracle (evaluated on the GPU machine in float64 on CUDA). Importable without dinoml:
+`build` functions import it lazily, so the GPU machine only needs torch.
+
+A case groups several ops of one family and dtype into one model with many outputs (one nvcc
+compile each), evaluated at every listed dim assignment, with fresh random inputs each time.
+"""
+from __future__ import annotations
+
+import math
+
+DT = ("float32", "float16", "bfloat16")
+# (max |out - ref| / max(1, max |ref|), ||out - ref|| / ||ref||) limits per dtype. float32 is
+# compiled with --no-tf32 (exact fp32 GEMMs): the issue's 1e-4.
+TOL = {"float32": (1e-4, 1e-5), "float16": (1e-2, 5e-3), "bfloat16": (5e-2, 2e-2)}
+
+
+class Case:
+    def __init__(self, name, dtype, inputs, weights, dims, grid, build, ref, tol=None, tf32=False):
+        self.name, self.dtype = name, dtype
+        self.inputs = inputs      # name -> shape (ints and dim names)
+        self.weights = weights    # name -> (shape, kind: "w" (1/sqrt(fan_in)) | "one" (1 + noise) | "small")
+        self.dims = dims          # name -> (min, max, buckets)
+        self.grid = grid          # list of {dim: value}
+        self.build = build        # build(ops, W, X) -> {output name: tensor}   (dinoml side)
+        self.ref = ref            # ref(torch, W, X) -> {output name: tensor} (float64 CUDA)
+        self.tol = tol or TOL[dtype]
+        self.tf32 = tf32
+
+    @property
+    def key(self):
+        return f"{self.name}_{self.dtype}"
+
+
+# ---- GEMM family ---------------------------------------------------------------------------
+
+def _gemm_build(ops, W, X):
+    x, d = X["x"], X["d"]
+    w, b, w2 = W["w"], W["b"], W["w2"]
+    return {
+        "rcr": ops.gemm_rcr(x, w), "bias": ops.gemm_rcr_bias(x, w, b),
+        "relu": ops.gemm_rcr_bias_relu(x, w, b), "gelu": ops.gemm_rcr_bias_gelu(x, w, b),
+        "fast_gelu": ops.gemm_rcr_bias_fast_gelu(x, w, b), "swish": ops.gemm_rcr_bias_swish(x, w, b),
+        "sigmoid": ops.gemm_rcr_bias_sigmoid(x, w, b), "tanh": ops.gemm_rcr_bias_tanh(x, w, b),
+        "add": ops.gemm_rcr_bias_add(x, w, b, d), "add_relu": ops.gemm_rcr_bias_add_relu(x, w, b, d),
+        "rrr": ops.gemm_rrr(x, w2), "rrr_bias": ops.gemm_rrr_bias(x, w2, b),
+    }
+
+
+def _gemm_ref(torch, W, X):
+    F = torch.nn.functional
+    x, d, w, b, w2 = X["x"], X["d"], W["w"], W["b"], W["w2"]
+    lin = F.linear(x, w, b)
+    return {"rcr": F.linear(x, w), "bias": lin, "relu": torch.relu(lin), "gelu": F.gelu(lin),
+            "fast_gelu": F.gelu(lin, approximate="tanh"), "swish": F.silu(lin), "sigmoid": torch.sigmoid(lin),
+            "tanh": torch.tanh(lin), "add": lin + d, "add_relu": torch.relu(lin + d), "rrr": x @ w2, "rrr_bias": x @ w2 + b}
+
+
+# ---- batched matmul and softmax ----------------------------------------------------------------
+
+def _bmm_build(ops, W, X):
+    q, k, v = X["q"], X["k"], X["v"]
+    s = ops.bmm_rcr(q, k)
+    p = ops.softmax(s * 0.17677669529663687, axis=-1)
+    return {"scores": s, "probs": p, "attn": ops.bmm_rrr(p, v), "softmax_axis1": ops.softmax(q, axis=1),
+            "log_softmax": ops.log_softmax(s, axis=-1),
+            "bcast_head": ops.bmm_rrr(q, W["wh"]),   # [b,4,s,32] x [1,4,32,16]: partial broadcast
+            "bcast_all": ops.bmm_rrr(q, W["wa"])}    # [b,4,s,32] x [1,1,32,8]: operand broadcast whole
+
+
+def _bmm_ref(torch, W, X):
+    q, k, v = X["q"], X["k"], X["v"]
+    s = q @ k.transpose(-1, -2)
+    p = torch.softmax(s * 0.17677669529663687, dim=-1)
+    return {"scores": s, "probs": p, "attn": p @ v, "softmax_axis1": torch.softmax(q, dim=1),
+            "log_softmax": torch.log_softmax(s, dim=-1), "bcast_head": q @ W["wh"], "bcast_all": q @ W["wa"]}
+
+
+# ---- norms and reductions ------------------------------------------------------------------------
+
+def _norm_build(ops, W, X):
+    x, x3 = X["x"], X["x3"]
+    return {"layer_norm": ops.layer_norm(x, W["g"], W["b"], eps=1e-5),
+            "rms_norm": ops.rms_norm(x, W["g"], eps=1e-6),
+            "sum_last": ops.reduce_sum(x, axes=[-1]), "mean_first": ops.reduce_mean(x, axes=[0]),
+            "max_last": ops.reduce_max(x, axes=[-1]), "min_all": ops.reduce_min(x3),
+            "sum_middle": ops.reduce_sum(x3, axes=[1]), "mean_02": ops.reduce_mean(x3, axes=[0, 2])}
+
+
+def _norm_ref(torch, W, X):
+    F = torch.nn.functional
+    x, x3 = X["x"], X["x3"]
+    rms = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * W["g"]
+    return {"layer_norm": F.layer_norm(x, (x.shape[-1],), W["g"], W["b"], 1e-5), "rms_norm": rms,
+            "sum_last": x.sum(-1), "mean_first": x.mean(0), "max_last": x.amax(-1), "min_all": x3.amin(),
+            "sum_middle": x3.sum(1), "mean_02": x3.mean((0, 2))}
+
+
+# ---- data movement ------------------------------------------------------------------------------
+
+def _move_build(ops, W, X):
+    x = X["x"]
+    a, b = ops.split(x, [2, 4], axis=1)
+    return {"permute": ops.permute(x, dims=[2, 0, 1]), "transpose": ops.transpose(x, dim0=1, dim1=2),
+            "permute_keep_last": ops.permute(x, dims=[1, 0, 2]),
+            "concat": ops.concatenate([x, x * 2.0], axis=1), "split_a": a, "split_b": b,
+            "slice": ops.slice(x, starts=[1, 0], ends=[5, 10], axes=[1, 2], steps=[2, 3]),
+            "expand": ops.expand(X["e"], shape=[X["x"].shape[0], 6, 10]),
+            "reshape_permute": ops.permute(ops.reshape(x, [X["x"].shape[0], 3, 2, 10]), dims=[0, 2, 3, 1])}
+
+
+def _move_ref(torch, W, X):
+    x = X["x"]
+    B = x.shape[0]
+    return {"permute": x.permute(2, 0, 1), "transpose": x.transpose(1, 2), "permute_keep_last": x.permute(1, 0, 2),
+            "concat": torch.cat([x, x * 2.0], 1),
+            "split_a": x[:, :2], "split_b": x[:, 2:], "slice": x[:, 1:5:2, 0:10:3],
+            "expand": X["e"].expand(B, 6, 10), "reshape_permute": x.reshape(B, 3, 2, 10).permute(0, 2, 3, 1)}
+
+
+# ---- fused elementwise ------------------------------------------------------------------------
+
+def _ew_build(ops, W, X):
+    x, y, z = X["x"], X["y"], X["z"]
+    t = x * y + z                     # broadcast [b,32] * [32] + [b,1]
+    return {"gelu_chain": ops.gelu(t) * 0.5 - ops.tanh(x),
+            "sigmoid_div": ops.sigmoid(t) / (ops.abs(z) + 1.0),
+            "where": ops.where(x > 0.0, x, z * 0.5),
+            "clamp_exp_log": ops.log(ops.exp(ops.clamp(t, min=-3.0, max=3.0)) + 1.0),
+            "max_min": ops.max(x, y) - ops.min(x, z),
+            "silu_sqrt": ops.silu(x) + ops.sqrt(ops.abs(x))}
+
+
+def _ew_ref(torch, W, X):
+    x, y, z = X["x"], X["y"], X["z"]
+    t = x * y + z
+    F = torch.nn.functional
+    return {"gelu_chain": F.gelu(t) * 0.5 - torch.tanh(x), "sigmoid_div": torch.sigmoid(t) / (z.abs() + 1.0),
+            "where": torch.where(x > 0, x, z * 0.5), "clamp_exp_log": torch.log(torch.exp(t.clamp(-3, 3)) + 1.0),
+            "max_min": torch.maximum(x, y) - torch.minimum(x, z), "silu_sqrt": F.silu(x) + x.abs().sqrt()}
+
+
+# ---- transformer block (d=768, 12 heads, ff 2048: the benchmark's model) and the MLP example -----
+
+D_MODEL, HEADS, FF = 768, 12, 2048  # FF: PyTorch's default dim_feedforward
+
+
+def transformer_module(dml, dtype):
+    return dml.nn.TransformerEncoderLayer(D_MODEL, HEADS, dim_feedforward=FF, activation="gelu", layer_norm_eps=1e-5,
+                                          batch_first=True, norm_first=False, dtype=dtype)
+
+
+def transformer_torch(torch, W, dtype):
+    m = torch.nn.TransformerEncoderLayer(D_MODEL, HEADS, dim_feedforward=FF, dropout=0.0, activation="gelu",
+                                         layer_norm_eps=1e-5, batch_first=True, norm_first=False)
+    m.load_state_dict({k: v for k, v in W.items()})
+    return m.to(device="cuda", dtype=dtype).eval()
+
+
+def _tb_ref(torch, W, X):
+    m = transformer_torch(torch, W, torch.float64)
+    # The oracle is the plain float64 composition, not the fused inference fast path.
+    fast = getattr(torch.backends.mha, "get_fastpath_enabled", lambda: None)()
+    if fast is not None:
+        torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.no_grad():
+            return {"output": m(X["x"])}
+    finally:
+        if fast is not None:
+            torch.backends.mha.set_fastpath_enabled(fast)
+
+
+MLP_IN, MLP_HID, MLP_OUT = 32, 64, 16
+
+
+def mlp_module(dml, dtype):
+    return dml.nn.Sequential(dml.nn.Linear(MLP_IN, MLP_HID, dtype=dtype), dml.nn.GELU(), dml.nn.Linear(MLP_HID, MLP_OUT, dtype=dtype))
+
+
+def _mlp_ref(torch, W, X):
+    F = torch.nn.functional
+    return {"output": F.linear(F.gelu(F.linear(X["x"], W["0.weight"], W["0.bias"])), W["2.weight"], W["2.bias"])}
+
+
+def tb_weights():
+    w = {"self_attn.in_proj_weight": ([3 * D_MODEL, D_MODEL], "w"), "self_attn.in_proj_bias": ([3 * D_MODEL], "small"),
+         "self_attn.out_proj.weight": ([D_MODEL, D_MODEL], "w"), "self_attn.out_proj.bias": ([D_MODEL], "small"),
+         "linear1.weight": ([FF, D_MODEL], "w"), "linear1.bias": ([FF], "small"),
+         "linear2.weight": ([D_MODEL, FF], "w"), "linear2.bias": ([D_MODEL], "small"),
+         "norm1.weight": ([D_MODEL], "one"), "norm1.bias": ([D_MODEL], "small"),
+         "norm2.weight": ([D_MODEL], "one"), "norm2.bias": ([D_MODEL], "small")}
+    return w
+
+
+def cases():
+    out = []
+    for dt in DT:
+        out.append(Case("gemm", dt, {"x": [2, "m", 64], "d": [2, "m", 96]},
+                        {"w": ([96, 64], "w"), "b": ([96], "small"), "w2": ([64, 96], "w")},
+                        {"m": (1, 256, [16, 256])}, [{"m": 1}, {"m": 16}, {"m": 100}, {"m": 256}], _gemm_build, _gemm_ref))
+        out.append(Case("bmm_softmax", dt, {"q": ["b", 4, "s", 32], "k": ["b", 4, "s", 32], "v": ["b", 4, "s", 32]},
+                        {"wh": ([1, 4, 32, 16], "w"), "wa": ([1, 1, 32, 8], "w")},
+                        {"b": (1, 4, [1, 4]), "s": (1, 64, [8, 64])}, [{"b": 1, "s": 1}, {"b": 4, "s": 8}, {"b": 3, "s": 50}],
+                        _bmm_build, _bmm_ref))
+        out.append(Case("norm_reduce", dt, {"x": ["r", 96], "x3": ["r", 6, 16]}, {"g": ([96], "one"), "b": ([96], "small")},
+                        {"r": (1, 64, [8, 64])}, [{"r": 1}, {"r": 8}, {"r": 37}], _norm_build, _norm_ref))
+        out.append(Case("data_movement", dt, {"x": ["b", 6, 10], "e": [1, 1, 10]}, {}, {"b": (1, 8, [8])},
+                        [{"b": 1}, {"b": 5}], _move_build, _move_ref))
+        out.append(Case("elementwise", dt, {"x": ["b", 32], "y": [32], "z": ["b", 1]}, {}, {"b": (1, 512, [512])},
+                        [{"b": 1}, {"b": 333}], _ew_build, _ew_ref))
+        out.append(Case("mlp", dt, {"x": ["batch", "seq", MLP_IN]},
+                        {"0.weight": ([MLP_HID, MLP_IN], "w"), "0.bias": ([MLP_HID], "small"),
+                         "2.weight": ([MLP_OUT, MLP_HID], "w"), "2.bias": ([MLP_OUT], "small")},
+                        {"batch": (1, 8, [1, 4, 8]), "seq": (1, 64, [16, 64])},
+                        [{"batch": 1, "seq": 1}, {"batch": 4, "seq": 16}, {"batch": 8, "seq": 64}], "mlp", _mlp_ref))
+        tol = {"float32": (1e-4, 1e-5), "float16": (2e-2, 5e-3), "bfloat16": (8e-2, 2e-2)}[dt]
+        out.append(Case("transformer", dt, {"x": ["batch", "seq", D_MODEL]}, tb_weights(),
+                        {"batch": (1, 8, [1, 8]), "seq": (1, 128, [64, 128])},
+                        [{"batch": 1, "seq": 128}, {"batch": 8, "seq": 128}, {"batch": 3, "seq": 50}], "transformer",
+                        _tb_ref, tol=tol))
+    return out
+
+
+# Benchmarks: the transformer block at batch 1 and 8, seq 128, per dtype (the parity artifacts:
+# float32 without TF32 on both sides).
+BENCH = [("transformer", dt) for dt in DT]
+
+
+# ---- weights: a counter-based generator (splitmix64), bit-identical under any NumPy version, so
+# the GPU machine regenerates exactly the weights the artifact was compiled with (checked by hash).
+
+def det_uniform(n, seed):
+    import numpy as np
+    with np.errstate(over="ignore"):
+        z = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64((seed * 0xD1B54A32D192ED03) % 2**64)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+def round_bf16(x):
+    import numpy as np
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return bits.astype(np.uint32).view(np.float32).reshape(x.shape)
+
+
+def make_weights(case, seed):
+    """{name: array} in the case's dtype (bf16 as rounded float32), unit-variance uniform noise
+    scaled by kind: "w" 1/sqrt(fan_in), "one" 1 + 0.1 noise, "small" 0.1 noise."""
+    import numpy as np
+    out = {}
+    for k, (name, (shape, kind)) in enumerate(sorted(case.weights.items())):
+        n = int(np.prod(shape))
+        v = ((det_uniform(n, seed * 1000 + k) * 2.0 - 1.0) * np.sqrt(3.0)).reshape(shape)
+        if kind == "w":
+            v = v / np.sqrt(shape[-1] if len(shape) > 1 else shape[0])
+        elif kind == "one":
+            v = 1.0 + 0.1 * v
+        else:
+            v = 0.1 * v
+        v = v.astype(np.float32)
+        if case.dtype == "float16":
+            v = v.astype(np.float16)
+        elif case.dtype == "bfloat16":
+            v = round_bf16(v)
+        out[name] = v
+    return out
+
+
+def seed_of(key):
+    import zlib
+    return zlib.crc32(key.encode()) % 100000
+
+
+def weights_digest(W):
+    import hashlib
+    h = hashlib.sha256()
+    for name in sorted(W):
+        h.update(name.encode())
+        h.update(W[name].tobytes())
+    return h.hexdigest()

@@ -1,0 +1,255 @@
+"""Runs the CUDA bundle made by prepare.py on a GPU machine: every parity case against PyTorch
+CUDA in float64 (fresh random inputs per dim assignment, poisoned outputs, device pointers in and
+out on PyTorch's stream; one host-tensor run per case checks the copy path), then the transformer
+benchmark against PyTorch eager. Prints a summary; --json writes everything.
+
+    python3 tests/gpu/run_device.py BUNDLE [--json FILE] [--no-bench]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import zlib
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cases as C  # noqa: E402
+import dml_ctypes as D  # noqa: E402
+
+TORCH_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+CASES = {c.key: c for c in C.cases()}
+
+
+def load_weights(meta):
+    """The weights the artifact was compiled with, regenerated (cases.make_weights) and checked
+    against the digest prepare.py recorded."""
+    case = CASES[f"{meta['name']}_{meta['dtype']}"]
+    W = C.make_weights(case, seed=C.seed_of(meta["key"]))
+    if C.weights_digest(W) != meta["weights_sha256"]:
+        raise RuntimeError(f"{meta['key']}: regenerated weights differ from the compiled ones (NumPy {np.__version__})")
+    return {k: torch.from_numpy(np.asarray(v, dtype=np.float64)).cuda() for k, v in W.items()}
+
+
+def shape_of(shape, dims):
+    return [dims[s] if isinstance(s, str) else s for s in shape]
+
+
+def make_inputs(meta, dims, gen):
+    dt = TORCH_DT[meta["dtype"]]
+    return {n: (torch.randn(shape_of(s, dims), generator=gen, device="cuda", dtype=torch.float32)).to(dt).contiguous()
+            for n, s in meta["inputs"].items()}
+
+
+def compare(out, ref):
+    a, r = out.double(), ref.double()
+    if a.shape != r.shape:
+        return {"ok": False, "why": f"shape {tuple(a.shape)} vs {tuple(r.shape)}"}
+    if not torch.isfinite(a).all():
+        return {"ok": False, "why": "non-finite values (unwritten or NaN)", "max_err": float("nan"), "rel_l2": float("nan")}
+    diff = (a - r).abs()
+    max_err = float(diff.max() / max(1.0, float(r.abs().max()))) if diff.numel() else 0.0
+    rel_l2 = float((a - r).norm() / max(float(r.norm()), 1e-30)) if diff.numel() else 0.0
+    return {"max_err": max_err, "rel_l2": rel_l2}
+
+
+def run_refusal(d, meta):
+    """An artifact for another arch must fail at load, before any kernel runs, saying why."""
+    try:
+        D.Module(os.path.join(d, "artifact"))
+    except D.DinoMLError as e:
+        msg = str(e)
+        ok = "DEVICE" in msg and meta["arch"] in msg and "compute capability" in msg
+        return {"key": meta["key"], "ok": ok, "refused_with": msg, "points": []}
+    return {"key": meta["key"], "ok": False, "error": f"an {meta['arch']} artifact loaded on this GPU"}
+
+
+def run_case(d, meta, stream):
+    if meta.get("expect_refusal"):
+        return run_refusal(d, meta)
+    case = CASES[f"{meta['name']}_{meta['dtype']}"]
+    mod = D.Module(os.path.join(d, "artifact"))
+    sess = mod.session()
+    sess.set_stream(stream.cuda_stream)
+    W = load_weights(meta)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(zlib.crc32(meta["key"].encode()))
+    res = {"key": meta["key"], "points": [], "ok": True}
+    for dims in meta["grid"]:
+        X = make_inputs(meta, dims, gen)
+        with torch.no_grad():
+            ref = case.ref(torch, W, {n: t.double() for n, t in X.items()})
+        outs = {n: torch.full(tuple(ref[n].shape), float("nan"), device="cuda", dtype=TORCH_DT[meta["dtype"]])
+                for n in meta["outputs"]}
+        sess.run(X, outs)
+        torch.cuda.synchronize()
+        point = {"dims": dims, "outputs": {}}
+        for n in meta["outputs"]:
+            c = compare(outs[n], ref[n])
+            tmax, tl2 = meta["tol"]
+            c["ok"] = c.get("ok", True) and c["max_err"] <= tmax and c["rel_l2"] <= tl2
+            res["ok"] &= c["ok"]
+            point["outputs"][n] = c
+        res["points"].append(point)
+        last = (X, outs)
+    # Host tensors in and out: the session copies; results must equal the device run's bits.
+    X, outs = last
+    hx = {n: t.cpu() for n, t in X.items()}
+    hout = {n: torch.empty_like(t, device="cpu") for n, t in outs.items()}
+    sess.run(hx, hout)
+    same = all(torch.equal(hout[n], outs[n].cpu()) for n in outs)
+    res["host_path_identical"] = bool(same)
+    res["ok"] &= same
+    return res
+
+
+def bench(d, meta, stream, batches=(1, 8), seq=128, iters=100, reps=5):
+    dt = TORCH_DT[meta["dtype"]]
+    mod = D.Module(os.path.join(d, "artifact"))
+    sess = mod.session()
+    sess.set_stream(stream.cuda_stream)
+    W = load_weights(meta)
+    torch.backends.cuda.matmul.allow_tf32 = bool(meta["tf32"])
+    tm = C.transformer_torch(torch, {k: v.float() for k, v in W.items()}, dt)
+    out = []
+    for b in batches:
+        x = torch.randn(b, seq, C.D_MODEL, device="cuda").to(dt)
+        y = torch.empty(b, seq, C.D_MODEL, device="cuda", dtype=dt)
+        ins, outs = sess.prepare({"x": x}, {"output": y})
+
+        def time_it(fn):
+            for _ in range(10):
+                fn()
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(reps):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                for _ in range(iters):
+                    fn()
+                e1.record()
+                e1.synchronize()
+                ts.append(e0.elapsed_time(e1) / iters)
+            return statistics.median(ts), min(ts), max(ts)
+
+        dm = time_it(lambda: sess.run_prepared(ins, outs))
+        with torch.inference_mode():
+            tref = tm(x)
+            pt = time_it(lambda: tm(x))
+        err = compare(y, tref)
+        out.append({"batch": b, "seq": seq, "gemm_impl": meta.get("gemm_impl", "cublaslt"), "dinoml_ms": dm, "torch_eager_ms": pt, "speedup": pt[0] / dm[0],
+                    "vs_torch_same_dtype": err})
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return out
+
+
+def kernel_profile(d, meta, stream, batch=8, seq=128, runs=20, top=12):
+    """Per-kernel GPU time of `runs` DinoML runs (CUPTI through torch.profiler sees every kernel
+    of the process, cuBLASLt's and the artifact's)."""
+    dt = TORCH_DT[meta["dtype"]]
+    sess = D.Module(os.path.join(d, "artifact")).session()
+    sess.set_stream(stream.cuda_stream)
+    x = torch.randn(batch, seq, C.D_MODEL, device="cuda").to(dt)
+    y = torch.empty_like(x)
+    ins, outs = sess.prepare({"x": x}, {"output": y})
+    for _ in range(5):
+        sess.run_prepared(ins, outs)
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            sess.run_prepared(ins, outs)
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if t:
+            rows.append((t / runs, e.count // runs, e.key))
+    rows.sort(reverse=True)
+    total = sum(r[0] for r in rows)
+    print(f"[kernels] {meta['key']} batch={batch} seq={seq}: {total:.1f} us of GPU time per run", flush=True)
+    for us, n, name in rows[:top]:
+        print(f"[kernels]   {us:8.1f} us  x{n:<3d} {name[:110]}", flush=True)
+    return {"key": meta["key"], "batch": batch, "gpu_us_per_run": total,
+            "kernels": [{"us": us, "count": n, "name": name} for us, n, name in rows]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bundle")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--kernels", action="append", default=[], help="per-kernel GPU times of this transformer case key")
+    a = ap.parse_args()
+    idx = json.load(open(os.path.join(a.bundle, "index.json")))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.cuda.get_device_properties(0)
+    info = {"gpu": dev.name, "cc": f"{dev.major}.{dev.minor}", "torch": torch.__version__, "cuda": torch.version.cuda,
+            "arch": idx["arch"]}
+    print(f"[gpu-check] {info}", flush=True)
+    stream = torch.cuda.current_stream()
+    results, benches = [], []
+    for key in idx["cases"]:
+        d = os.path.join(a.bundle, key)
+        meta = json.load(open(os.path.join(d, "case.json")))
+        t0 = time.time()
+        try:
+            r = run_case(d, meta, stream)
+        except Exception as e:  # noqa: BLE001 - reported per case
+            r = {"key": key, "ok": False, "error": f"{type(e).__name__}: {e}"}
+        r["seconds"] = time.time() - t0
+        results.append(r)
+        worst = max((o.get("max_err", float("nan")) for p in r.get("points", []) for o in p["outputs"].values()), default=float("nan"))
+        worst_l2 = max((o.get("rel_l2", float("nan")) for p in r.get("points", []) for o in p["outputs"].values()), default=float("nan"))
+        if "refused_with" in r:
+            print(f"[parity] {key:34s} {'PASS' if r['ok'] else 'FAIL'}  refused at load: {r['refused_with']}", flush=True)
+        else:
+            print(f"[parity] {key:34s} {'PASS' if r['ok'] else 'FAIL'}  points={len(r.get('points', []))} "
+                  f"max_err={worst:.2e} rel_l2={worst_l2:.2e} host_path={r.get('host_path_identical')} {r.get('error', '')}",
+                  flush=True)
+        if not r["ok"] and "points" in r:
+            for p in r["points"]:
+                for n, o in p["outputs"].items():
+                    if not o["ok"]:
+                        print(f"    {p['dims']} {n}: {o}", flush=True)
+    if not a.no_bench:
+        for key in [f"{n}_{dt}" for n, dt in C.BENCH] + [f"{n}_{dt}_mma" for n, dt in C.BENCH]:
+            d = os.path.join(a.bundle, key)
+            if not os.path.isdir(d):
+                continue
+            meta = json.load(open(os.path.join(d, "case.json")))
+            try:
+                for b in bench(d, meta, stream):
+                    b["key"] = key
+                    benches.append(b)
+                    print(f"[bench] {key:28s} batch={b['batch']} seq={b['seq']} dinoml={b['dinoml_ms'][0]:.3f} ms "
+                          f"torch_eager={b['torch_eager_ms'][0]:.3f} ms speedup={b['speedup']:.2f}x "
+                          f"(max_err vs torch {b['vs_torch_same_dtype']['max_err']:.1e})", flush=True)
+            except Exception as e:  # noqa: BLE001
+                print(f"[bench] {key}: ERROR {type(e).__name__}: {e}", flush=True)
+    kprof = []
+    for key in a.kernels:
+        d = os.path.join(a.bundle, key)
+        try:
+            kprof.append(kernel_profile(d, json.load(open(os.path.join(d, "case.json"))), stream))
+        except Exception as e:  # noqa: BLE001
+            print(f"[kernels] {key}: ERROR {type(e).__name__}: {e}", flush=True)
+    n_ok = sum(r["ok"] for r in results)
+    print(f"\n[gpu-check] parity: {n_ok}/{len(results)} cases pass on {info['gpu']} ({info['arch']})")
+    for b in benches:
+        print(f"[gpu-check] bench {b['key']} b={b['batch']}: DinoML {b['dinoml_ms'][0]:.3f} ms, PyTorch eager "
+              f"{b['torch_eager_ms'][0]:.3f} ms, {b['speedup']:.2f}x")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"info": info, "parity": results, "bench": benches, "kernel_profiles": kprof}, f, indent=1)
+    return 0 if n_ok == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
