@@ -68,15 +68,13 @@ def transformer(layers: int, seq: int = 128, d: int = 768, heads: int = 12, ff: 
 
 
 def resnet18():
-    import torchvision
-    torch.manual_seed(0)
-    tmodel = torchvision.models.resnet18(weights=None).eval()
     sys.path.insert(0, str(ROOT / "examples"))
-    import resnet18 as ex  # examples/resnet18.py (dml.nn ResNet-18 with torchvision's names)
-    consts = {k: v.detach().numpy() for k, v in tmodel.state_dict().items() if not k.endswith("num_batches_tracked")}
+    import resnet18 as ex  # examples/resnet18.py: dml.nn ResNet-18 with torchvision's names
+    tmodel = ex.torch_model(0)  # torchvision resnet18(weights=None), eval, randomised BN statistics
+    consts = {k: v.detach().numpy() for k, v in tmodel.state_dict().items()}
 
     def spec(batch_dim):
-        return dml.trace(ex.ResNet18(), inputs={"x": dml.TensorSpec([batch_dim, 3, 224, 224], "float32")},
+        return dml.trace(ex.ResNet(), inputs={"x": dml.TensorSpec([batch_dim, 3, 224, 224], "float32")},
                          constants=consts, name="resnet18")
 
     return tmodel, spec, lambda b: {"x": np.random.default_rng(b).standard_normal((b, 3, 224, 224)).astype(np.float32)}
