@@ -13,4 +13,5 @@ PYBIND11_MODULE(_dinoml, m) {
   bind_compiler(m);
   bind_runtime(m);
   bind_cli(m);
+  bind_onnx(m);
 }
