@@ -21,6 +21,7 @@
 #include <iomanip>
 #include <iostream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <dinoml/compiler.hpp>
@@ -99,6 +100,18 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
   return out;
 }
 
+// "node 'n' (Op): reason; ..." without the file path and the headline.
+std::string problems_text(const onnx_import::OnnxImportError& e) {
+  if (e.problems.empty()) return one_line(e.what());
+  std::string out;
+  for (const auto& p : e.problems) {
+    if (!out.empty()) out += "; ";
+    if (!p.node.empty()) out += "node '" + p.node + "' (" + p.op + "): ";
+    out += p.what;
+  }
+  return one_line(out, 600);
+}
+
 // Runs one case in the current process (the child).
 CaseResult run_case(const fs::path& dir, const fs::path& work) {
   CaseResult r;
@@ -122,41 +135,75 @@ CaseResult run_case(const fs::path& dir, const fs::path& work) {
     std::vector<std::pair<std::string, ops::HostTensor>> v;
     for (const auto& f : sorted_files(set, "input_")) {
       std::string name;
-      auto t = onnx_import::read_tensor_pb(f.string(), &name);
+      auto t = onnx_import::read_tensor_pb(f.string(), &name, true);
       v.push_back({name, std::move(t)});
     }
     return v;
   };
   std::vector<std::pair<std::string, ops::HostTensor>> first_inputs;
-  try {
-    first_inputs = load_inputs(sets[0]);
-  } catch (const onnx_import::OnnxImportError& e) {
-    r.status = e.all_unsupported() ? "unsupported" : "failed";
-    r.reason = "test data: " + one_line(e.what());
-    return r;
-  }
+  // The model is imported first: sequence/optional inputs (whose test data are not tensors) are
+  // reported by the importer as unsupported before the data is read.
+  auto read_first = [&]() {
+    try {
+      first_inputs = load_inputs(sets[0]);
+      return true;
+    } catch (const onnx_import::OnnxImportError& e) {
+      r.status = e.all_unsupported() ? "unsupported" : "failed";
+      r.reason = "test data: " + problems_text(e);
+      return false;
+    }
+  };
   try {
     try_import(opts);
+    if (!read_first()) return r;
   } catch (const onnx_import::OnnxImportError& e) {
     const std::string msg = e.what();
     // DinoML compiles static shapes: a shape-deciding graph input is bound to its test value.
     if (msg.find("must be known at compile time") != std::string::npos) {
-      for (const auto& [name, t] : first_inputs)
-        if (ir::is_int(t.dtype) && t.rank() <= 1) {
-          opts.bind_inputs[name] = t;
-          bound.push_back(name);
+      if (!read_first()) return r;
+      // Bind exactly the inputs the importer names ("input 'what' ('NAME') must be known ...");
+      // each converter stops at its first unknown input, so this repeats while it makes progress.
+      // A value computed from graph inputs (not one itself) binds the small integer inputs.
+      static const std::regex named(R"(\('([^']*)'\) must be known at compile time)");
+      onnx_import::OnnxImportError last = e;
+      bool ok = false;
+      for (int round = 0; round < 8 && !ok; ++round) {
+        std::set<std::string> wanted;
+        for (const auto& p : last.problems)
+          for (std::sregex_iterator it(p.what.begin(), p.what.end(), named), end; it != end; ++it)
+            wanted.insert((*it)[1].str());
+        size_t added = 0;
+        for (const auto& [name, t] : first_inputs)
+          if (wanted.count(name) && !opts.bind_inputs.count(name)) {
+            opts.bind_inputs[name] = t;
+            bound.push_back(name);
+            ++added;
+          }
+        if (added == 0)
+          for (const auto& [name, t] : first_inputs)
+            if (ir::is_int(t.dtype) && t.numel() <= 8 && !opts.bind_inputs.count(name)) {
+              opts.bind_inputs[name] = t;
+              bound.push_back(name);
+              ++added;
+            }
+        if (added == 0) break;
+        try {
+          try_import(opts);
+          ok = true;
+        } catch (const onnx_import::OnnxImportError& e2) {
+          last = e2;
+          if (std::string(e2.what()).find("must be known at compile time") == std::string::npos) break;
         }
-      try {
-        try_import(opts);
-      } catch (const onnx_import::OnnxImportError& e2) {
-        r.status = e2.all_unsupported() ? "unsupported" : "failed";
-        r.reason = one_line(e2.what());
+      }
+      if (!ok) {
+        r.status = last.all_unsupported() ? "unsupported" : "failed";
+        r.reason = problems_text(last);
         return r;
       }
       r.bound_inputs = true;
     } else {
       r.status = e.all_unsupported() ? "unsupported" : "failed";
-      r.reason = one_line(msg);
+      r.reason = problems_text(e);
       return r;
     }
   } catch (const std::exception& e) {
@@ -185,7 +232,7 @@ CaseResult run_case(const fs::path& dir, const fs::path& work) {
         if (std::find(bound.begin(), bound.end(), name) != bound.end()) continue;
         inputs[name] = t;
       }
-      for (const auto& f : sorted_files(set, "output_")) expected.push_back(onnx_import::read_tensor_pb(f.string()));
+      for (const auto& f : sorted_files(set, "output_")) expected.push_back(onnx_import::read_tensor_pb(f.string(), nullptr, true));
     } catch (const std::exception& e) {
       r.status = "failed";
       r.reason = "test data: " + one_line(e.what());

@@ -30,7 +30,8 @@ struct Invalid : std::runtime_error {
 ir::DType dtype_from_onnx(int onnx_type, const std::string& what);
 std::string onnx_type_name(int onnx_type);
 // TensorProto → host tensor (raw or typed fields, external data resolved against base_dir).
-ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir);
+// `uint16_as_bfloat16`: read UINT16 payloads as bfloat16 bits (ONNX test data stores bfloat16 so).
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false);
 
 // One ONNX node with checked attribute access. Every attribute a converter reads is marked;
 // the importer reports attributes present on the node that the converter never read.
@@ -107,6 +108,8 @@ class Importer {
   // Constant int values of input k (all must be static).
   std::vector<int64_t> ints_of(NodeView& n, size_t k, const char* what);
   std::vector<double> floats_of(NodeView& n, size_t k, const char* what);
+  // Concrete value of input k; throws Unsupported "input 'what' ('name') must be known at compile time".
+  const ops::HostTensor& value_of(NodeView& n, size_t k, const char* what);
 
   // Binds the ONNX output k of node n to a DinoML tensor / a symbolic value.
   void set(NodeView& n, size_t k, const std::string& dml_name);
@@ -131,6 +134,7 @@ class Importer {
   std::map<std::string, SymValue> syms;            // ONNX value → symbolic int64 value
   std::map<std::string, ops::HostTensor> dml_known;  // DinoML tensor → concrete value
   std::string base_dir;
+  std::set<std::string> reserved;  // graph output names: never given to other tensors
 };
 
 // Helpers for converters.

@@ -132,10 +132,17 @@ std::vector<int64_t> Importer::ints_of(NodeView& n, size_t k, const char* what) 
   return out;
 }
 
-std::vector<double> Importer::floats_of(NodeView& n, size_t k, const char* what) {
-  const auto* v = in_value(n, k);
+const ops::HostTensor& Importer::value_of(NodeView& n, size_t k, const char* what) {
+  if (!n.has_input(k)) throw Invalid("node '" + n.name + "' (" + n.op() + "): input '" + what + "' is missing");
+  const auto* v = value(n.input(k));
   if (!v)
-    throw Unsupported("node '" + n.name + "' (" + n.op() + "): input '" + what + "' must be a constant");
+    throw Unsupported("node '" + n.name + "' (" + n.op() + "): input '" + what + "' ('" + n.input(k) +
+                      "') must be known at compile time (a constant); DinoML compiles static shapes");
+  return *v;
+}
+
+std::vector<double> Importer::floats_of(NodeView& n, size_t k, const char* what) {
+  const auto* v = &value_of(n, k, what);
   std::vector<double> out;
   for (int64_t i = 0; i < v->numel(); ++i) out.push_back(v->get_as(i));
   return out;
@@ -183,6 +190,7 @@ std::vector<std::string> Importer::opn(const std::string& op, const std::vector<
 
 std::string Importer::constant(const ops::HostTensor& v, const std::string& base) {
   std::string name = b.graph().unique_name(base);
+  while (reserved.count(name)) name = b.graph().unique_name(name + "_value");
   b.constant(name, v.dtype, v.shape, v.data);
   dml_known[name] = v;
   return name;
@@ -271,6 +279,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   Importer im(opts.name.empty() ? (g.name().empty() ? std::string("onnx_model") : g.name()) : opts.name);
   im.opset = opset;
   im.base_dir = base_dir;
+  for (const auto& vi : g.output()) im.reserved.insert(sanitize(vi.name()));
   std::set<std::string> poisoned;
 
   // Initializers.
@@ -453,7 +462,7 @@ ir::Graph import_onnx_file(const std::string& path, const ImportOptions& opts) {
   }
 }
 
-ops::HostTensor read_tensor_pb(const std::string& path, std::string* name) {
+ops::HostTensor read_tensor_pb(const std::string& path, std::string* name, bool uint16_as_bfloat16) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw OnnxImportError("cannot open tensor file '" + path + "'", {{"", "", "cannot open file", false}});
   std::stringstream ss;
@@ -463,7 +472,7 @@ ops::HostTensor read_tensor_pb(const std::string& path, std::string* name) {
     throw OnnxImportError("'" + path + "' is not a valid ONNX TensorProto", {{"", "", "protobuf parse failed", false}});
   if (name) *name = t.name();
   try {
-    return tensor_from_proto(t, std::filesystem::path(path).parent_path().string());
+    return tensor_from_proto(t, std::filesystem::path(path).parent_path().string(), uint16_as_bfloat16);
   } catch (const Unsupported& e) {
     throw OnnxImportError("'" + path + "': " + e.what(), {{"", "", e.what(), true}});
   } catch (const Invalid& e) {

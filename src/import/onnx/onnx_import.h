@@ -55,7 +55,8 @@ ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_di
 
 // Reads a serialized onnx TensorProto (.pb file of the ONNX test data format) as a host tensor.
 // Throws OnnxImportError on malformed data or unsupported element types.
-ops::HostTensor read_tensor_pb(const std::string& path, std::string* name = nullptr);
+// `uint16_as_bfloat16`: UINT16 payloads are bfloat16 bit patterns (how ONNX's test data stores bfloat16).
+ops::HostTensor read_tensor_pb(const std::string& path, std::string* name = nullptr, bool uint16_as_bfloat16 = false);
 
 // Names of the ONNX op types the importer converts.
 std::vector<std::string> supported_onnx_ops();

@@ -50,8 +50,13 @@ void convert_div(Importer& im, NodeView& n) {
 void convert_pow(Importer& im, NodeView& n) {
   std::string a = im.in(n, 0), b = im.in(n, 1);
   const DType dt = im.type(a).dtype;
-  if (!ir::is_float(dt))
-    throw Unsupported("Pow with integer base (" + std::string(ir::dtype_name(dt)) + ") is not supported");
+  if (ir::is_bool(dt)) throw Unsupported("Pow with a bool base");
+  if (!ir::is_float(dt)) {
+    // Integer base: computed in float32 and rounded (exact while results stay below 2^24).
+    std::string p = im.op("pow", {im.cast(a, DType::f32), im.cast(b, DType::f32)});
+    im.set(n, 0, im.cast(im.op("round", {p}), dt));
+    return;
+  }
   im.set(n, 0, im.op("pow", {a, im.cast(b, dt)}));
 }
 
@@ -111,9 +116,16 @@ void convert_dropout(Importer& im, NodeView& n) {
   if (n.opset < 7) n.ignore("is_test");
   if (n.has("ratio")) n.f("ratio", 0.5f);
   if (n.has_input(2)) {
-    const auto* tm = im.in_value(n, 2);
-    if (!tm) throw Unsupported("training_mode must be a constant");
-    if (tm->numel() > 0 && tm->get_as(0) != 0.0) throw Unsupported("training_mode = true (random dropout)");
+    const auto& tm = im.value_of(n, 2, "training_mode");
+    if (tm.numel() > 0 && tm.get_as(0) != 0.0) {
+      // Training mode drops at random unless the ratio is 0 (then it is the identity).
+      double ratio = 0.5;
+      if (n.has_input(1)) {
+        const auto& r = im.value_of(n, 1, "ratio");
+        if (r.numel() > 0) ratio = r.get_as(0);
+      }
+      if (ratio != 0.0) throw Unsupported("training_mode = true with a non-zero ratio (random dropout)");
+    }
   }
   std::string x = im.in(n, 0);
   im.set(n, 0, x);

@@ -72,8 +72,7 @@ RnnSpec common(Importer& im, NodeView& n, int gates, const std::vector<std::stri
   s.batch = xs[1];
   s.input = xs[2];
   if (n.has_input(4)) {
-    const auto* sl = im.in_value(n, 4);
-    if (!sl) throw Unsupported("sequence_lens given at run time");
+    const auto* sl = &im.value_of(n, 4, "sequence_lens");
     for (int64_t i = 0; i < sl->numel(); ++i)
       if (sl->get_i64(i) != s.seq) throw Unsupported("sequence_lens shorter than the sequence");
   }
@@ -138,7 +137,7 @@ void convert_rnn_family(Importer& im, NodeView& n, const std::string& kind) {
   const int64_t H = s.hidden;
   const bool lbr = kind == "GRU" && n.i("linear_before_reset", 0) != 0;
   if (kind == "LSTM" && n.i("input_forget", 0) != 0) throw Unsupported("input_forget");
-  if (kind == "LSTM" && n.has_input(7)) throw Unsupported("peephole weights (P)");
+
   std::string W = im.in(n, 1), R = im.in(n, 2);
   std::string B = n.has_input(3) ? im.in(n, 3) : "";
   std::vector<std::vector<std::string>> hs(static_cast<size_t>(s.dirs));
@@ -169,6 +168,17 @@ void convert_rnn_family(Importer& im, NodeView& n, const std::string& kind) {
     std::string P = project(im, x, Wd, proj_bias, s, G);
     std::string h = initial(im, n, 5, d, s, dt);
     std::string c = kind == "LSTM" ? initial(im, n, 6, d, s, dt) : "";
+    // Peepholes P[d] = [Pi, Po, Pf] ([3H]): i and f see the previous cell, o the new one.
+    std::string Pi, Po, Pf;
+    if (kind == "LSTM" && n.has_input(7)) {
+      std::string Pd = take(im, im.in(n, 7), 0, d);
+      auto part = [&](int64_t k) {
+        return im.op("slice", {Pd}, {{"starts", std::vector<int64_t>{k * H}}, {"ends", std::vector<int64_t>{(k + 1) * H}}});
+      };
+      Pi = part(0);
+      Po = part(1);
+      Pf = part(2);
+    }
     std::string Rzr, Rh, Rbh;
     if (kind == "GRU") {
       Rzr = im.op("slice", {Rd}, {{"starts", std::vector<int64_t>{0}}, {"ends", std::vector<int64_t>{2 * H}}, {"axes", std::vector<int64_t>{0}}});
@@ -181,11 +191,17 @@ void convert_rnn_family(Importer& im, NodeView& n, const std::string& kind) {
       std::string xt = take(im, P, 0, t);  // [batch, G*H]
       if (kind == "LSTM") {
         std::string g = im.op("add", {xt, im.op("gemm_rcr", {h, Rd})});
-        std::string it = act(im, s.acts[a0], cols(im, g, 0, H));
-        std::string ot = act(im, s.acts[a0], cols(im, g, 1, H));
-        std::string ft = act(im, s.acts[a0], cols(im, g, 2, H));
+        std::string gi = cols(im, g, 0, H), go = cols(im, g, 1, H), gf = cols(im, g, 2, H);
+        if (!Pi.empty()) {
+          gi = im.op("add", {gi, im.op("mul", {Pi, c})});
+          gf = im.op("add", {gf, im.op("mul", {Pf, c})});
+        }
+        std::string it = act(im, s.acts[a0], gi);
+        std::string ft = act(im, s.acts[a0], gf);
         std::string ct = act(im, s.acts[a0 + 1], cols(im, g, 3, H));
         c = im.op("add", {im.op("mul", {ft, c}), im.op("mul", {it, ct})});
+        if (!Po.empty()) go = im.op("add", {go, im.op("mul", {Po, c})});
+        std::string ot = act(im, s.acts[a0], go);
         h = im.op("mul", {ot, act(im, s.acts[a0 + 2], c)});
       } else if (kind == "GRU") {
         std::string gzr = im.op("add", {cols(im, xt, 0, 2 * H), im.op("gemm_rcr", {h, Rzr})});

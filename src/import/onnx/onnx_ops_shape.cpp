@@ -451,8 +451,7 @@ void convert_pad(Importer& im, NodeView& n) {
   } else {
     pads = im.ints_of(n, 1, "pads");
     if (n.has_input(2)) {
-      const auto* v = im.in_value(n, 2);
-      if (!v) throw Unsupported("Pad constant_value must be a constant");
+      const auto* v = &im.value_of(n, 2, "constant_value");
       if (v->numel() > 0) value = v->get_as(0);
     }
     if (n.has_input(3)) {
@@ -492,10 +491,9 @@ void convert_constant_of_shape(Importer& im, NodeView& n) {
 }
 
 void convert_range(Importer& im, NodeView& n) {
-  const auto* s = im.in_value(n, 0);
-  const auto* l = im.in_value(n, 1);
-  const auto* d = im.in_value(n, 2);
-  if (!s || !l || !d) throw Unsupported("Range bounds must be constants (the output length is data-dependent otherwise)");
+  const auto* s = &im.value_of(n, 0, "start");
+  const auto* l = &im.value_of(n, 1, "limit");
+  const auto* d = &im.value_of(n, 2, "delta");
   const DType dt = s->dtype;
   im.set(n, 0, im.op("arange", {}, {{"start", s->get_as(0)}, {"end", l->get_as(0)}, {"step", d->get_as(0)},
                                      {"dtype", std::string(ir::dtype_name(dt))}}));
@@ -588,9 +586,8 @@ void convert_trilu(Importer& im, NodeView& n) {
 
 void convert_one_hot(Importer& im, NodeView& n) {
   std::string idx = im.in(n, 0);
-  const auto* depth_v = im.in_value(n, 1);
-  const auto* values = im.in_value(n, 2);
-  if (!depth_v || !values) throw Unsupported("OneHot depth and values must be constants");
+  const auto* depth_v = &im.value_of(n, 1, "depth");
+  const auto* values = &im.value_of(n, 2, "values");
   const int64_t depth = static_cast<int64_t>(depth_v->get_as(0));
   const int64_t r = static_cast<int64_t>(im.type(idx).shape.size());
   int64_t axis = n.i("axis", -1);
@@ -617,8 +614,7 @@ void convert_one_hot(Importer& im, NodeView& n) {
 
 void convert_compress(Importer& im, NodeView& n) {
   std::string x = im.in(n, 0);
-  const auto* cond = im.in_value(n, 1);
-  if (!cond) throw Unsupported("Compress condition must be a constant (the output size is data-dependent)");
+  const auto* cond = &im.value_of(n, 1, "condition");
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < cond->numel(); ++i)
     if (cond->get_i64(i)) idx.push_back(i);
@@ -630,6 +626,46 @@ void convert_compress(Importer& im, NodeView& n) {
     std::string flat = im.reshape(x, {ir::shape_numel(im.type(x).shape)});
     im.set(n, 0, im.op("gather", {flat, im.constant(ints_tensor(idx), "compress_idx")}, {{"axis", int64_t{0}}}));
   }
+}
+
+// GatherElements as a one-hot selection: out[p] = Σ_l (idx[p] == l) · data'[p, l], where data'
+// is data restricted to the index tensor's extents with the gathered axis moved last. O(numel·L)
+// work, exact for every dtype but bool.
+void convert_gather_elements(Importer& im, NodeView& n) {
+  std::string data = im.in(n, 0), idx = im.in(n, 1);
+  const auto ds = im.type(data).shape, is = im.type(idx).shape;
+  const int64_t r = static_cast<int64_t>(ds.size());
+  if (static_cast<int64_t>(is.size()) != r) throw Invalid("GatherElements: data and indices ranks differ");
+  const int64_t axis = normalize_axis(n.i("axis", 0), r, n);
+  const auto& le = ds[static_cast<size_t>(axis)];
+  if (!le.is_const()) throw Unsupported("GatherElements over a symbolic axis");
+  if (ir::is_bool(im.type(data).dtype)) throw Unsupported("GatherElements on bool data");
+  const int64_t L = le.const_value();
+  // Restrict data to the indices' extents on the other axes.
+  std::vector<int64_t> starts, ends, axes;
+  for (int64_t a = 0; a < r; ++a) {
+    if (a == axis || ds[static_cast<size_t>(a)] == is[static_cast<size_t>(a)]) continue;
+    if (!is[static_cast<size_t>(a)].is_const()) throw Unsupported("GatherElements with symbolic index extents");
+    starts.push_back(0);
+    ends.push_back(is[static_cast<size_t>(a)].const_value());
+    axes.push_back(a);
+  }
+  if (!axes.empty()) data = im.op("slice", {data}, {{"starts", starts}, {"ends", ends}, {"axes", axes}});
+  std::vector<int64_t> perm;
+  for (int64_t a = 0; a < r; ++a)
+    if (a != axis) perm.push_back(a);
+  perm.push_back(axis);
+  if (axis != r - 1) data = im.op("permute", {data}, {{"dims", perm}});
+  data = im.op("unsqueeze", {data}, {{"axes", std::vector<int64_t>{axis}}});  // [.., 1 at axis, .., L]
+  std::string iv = im.cast(idx, DType::i64);
+  iv = im.op("where", {im.op("lt", {iv, im.scalar(DType::i64, 0)}), im.op("add", {iv, im.scalar(DType::i64, double(L))}), iv});
+  iv = im.op("unsqueeze", {iv}, {{"axes", std::vector<int64_t>{r}}});
+  ir::Shape ar_shape(static_cast<size_t>(r + 1), IntExpr(1));
+  ar_shape[static_cast<size_t>(r)] = L;
+  std::string ar = im.reshape(im.op("arange", {}, {{"end", L}, {"dtype", std::string("int64")}}), ar_shape);
+  std::string hot = im.op("eq", {iv, ar});
+  std::string picked = im.op("where", {hot, data, im.scalar(im.type(data).dtype, 0)});
+  im.set(n, 0, im.op("reduce_sum", {picked}, attrs_axes({r}, false)));
 }
 
 }  // namespace
@@ -664,6 +700,7 @@ void register_shape_converters(ConverterTable& t) {
   t["Trilu"] = convert_trilu;
   t["OneHot"] = convert_one_hot;
   t["Compress"] = convert_compress;
+  t["GatherElements"] = convert_gather_elements;
   // Arithmetic and selection on shape values (the tensor converters run otherwise).
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Identity", "Cast", "Equal", "Where"}) {
     auto it = t.find(op);

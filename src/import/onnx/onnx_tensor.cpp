@@ -69,10 +69,11 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
 
 }  // namespace
 
-ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir) {
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16) {
   const std::string what = "tensor '" + t.name() + "'";
   if (t.has_segment()) throw Unsupported(what + ": segmented tensors are not supported");
-  DType dt = dtype_from_onnx(t.data_type(), what);
+  const bool u16_bits = uint16_as_bfloat16 && t.data_type() == onnx::TensorProto::UINT16;
+  DType dt = u16_bits ? DType::bf16 : dtype_from_onnx(t.data_type(), what);
   std::vector<int64_t> shape;
   int64_t n = 1;
   for (int64_t d : t.dims()) {
@@ -101,7 +102,7 @@ ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string&
     std::memcpy(h.data.data(), raw.data(), want);
     return h;
   }
-  switch (t.data_type()) {
+  switch (u16_bits ? static_cast<int>(onnx::TensorProto::BFLOAT16) : t.data_type()) {
     case onnx::TensorProto::FLOAT:
       if (t.float_data_size() != n) throw size_error(static_cast<size_t>(t.float_data_size()), "float_data");
       std::memcpy(h.data.data(), t.float_data().data(), want);
