@@ -1,6 +1,7 @@
 // ONNX MatMul/Gemm, softmax family, reductions, arg-reductions and normalisations → DinoML
 // gemm/bmm, softmax, reduce_*, argmax, layer_norm, group_norm (+ elementwise glue).
 #include <cmath>
+#include <limits>
 
 #include "import/onnx/onnx_context.h"
 
@@ -188,7 +189,22 @@ Converter reduce(Red kind, int axes_input_opset) {
         y = im.op("add", {im.op("log", {s}), mk});
         break;
       }
-      case Red::prod: throw Unsupported("ReduceProd");
+      case Red::prod: {
+        // Float product as sign · exp(Σ log|x|), exactly 0 when a factor is 0; the sign is the
+        // parity of the negative factors.
+        expect_float(im, n, x);
+        std::string zero = like(im, x, 0.0);
+        std::string mag = im.op("exp", {red("reduce_sum", im.op("log", {im.op("abs", {x})}), keep)});
+        std::string negs = red("reduce_sum", im.cast(im.op("lt", {x, zero}), DType::i32), keep);
+        std::string odd = im.op("ne", {im.op("sub", {negs, im.op("mul", {im.op("div", {negs, im.scalar(DType::i32, 2)}),
+                                                                          im.scalar(DType::i32, 2)})}),
+                                        im.scalar(DType::i32, 0)});
+        std::string signed_mag = im.op("where", {odd, im.op("neg", {mag}), mag});
+        std::string any_zero = im.op("gt", {red("reduce_sum", im.cast(im.op("eq", {x, zero}), DType::i32), keep),
+                                            im.scalar(DType::i32, 0)});
+        y = im.op("where", {any_zero, zero, signed_mag});
+        break;
+      }
     }
     im.set(n, 0, y);
   };
@@ -345,6 +361,65 @@ void convert_softmax_ce(Importer& im, NodeView& n) {
   im.set(n, 1, lp);
 }
 
+// LRN over channels: x / (bias + alpha/size · Σ_window x²)^beta, the window being
+// [c - ⌊(size-1)/2⌋, c + ⌈(size-1)/2⌉] (zero-padded at the edges).
+void convert_lrn(Importer& im, NodeView& n) {
+  std::string x = im.in(n, 0);
+  expect_float(im, n, x);
+  const auto s = im.type(x).shape;
+  if (s.size() < 3 || !s[1].is_const()) throw Unsupported("LRN needs x[N, C, ...] with a static C");
+  const int64_t size = n.i_req("size");
+  const double alpha = n.f("alpha", 1e-4f), beta = n.f("beta", 0.75f), bias = n.f("bias", 1.0f);
+  const int64_t C = s[1].const_value(), r = static_cast<int64_t>(s.size());
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  std::vector<int64_t> pads(static_cast<size_t>(2 * r), 0);
+  pads[1] = lo;
+  pads[static_cast<size_t>(r + 1)] = hi;
+  std::string sq = im.op("pad", {im.op("mul", {x, x})}, {{"pads", pads}, {"mode", std::string("constant")}, {"value", 0.0}});
+  std::string acc;
+  for (int64_t k = 0; k < size; ++k) {
+    std::string part = im.op("slice", {sq}, {{"starts", std::vector<int64_t>{k}}, {"ends", std::vector<int64_t>{k + C}},
+                                             {"axes", std::vector<int64_t>{1}}});
+    acc = acc.empty() ? part : im.op("add", {acc, part});
+  }
+  std::string den = im.op("add", {like(im, x, bias), im.op("mul", {acc, like(im, x, alpha / static_cast<double>(size))})});
+  im.set(n, 0, im.op("div", {x, im.op("pow", {den, like(im, x, beta)})}));
+}
+
+// TopK with a compile-time k: k rounds of argmax, each masking its winner with -inf (ties go to
+// the lower index, as ONNX specifies). largest = 0 runs on -x.
+void convert_topk(Importer& im, NodeView& n) {
+  std::string x = im.in(n, 0);
+  expect_float(im, n, x);
+  const auto s = im.type(x).shape;
+  const int64_t r = static_cast<int64_t>(s.size());
+  const int64_t axis = normalize_axis(n.i("axis", -1), r, n);
+  const bool largest = n.i("largest", 1) != 0;
+  if (n.i("sorted", 1) == 0) n.ignore("sorted");  // any order is allowed; ours is sorted
+  int64_t k = n.opset >= 10 ? im.ints_of(n, 1, "K").at(0) : n.i_req("k");
+  const auto& le = s[static_cast<size_t>(axis)];
+  if (!le.is_const()) throw Unsupported("TopK over a symbolic axis");
+  const int64_t L = le.const_value();
+  if (k < 1 || k > L) throw Unsupported("TopK with k = " + std::to_string(k) + " on an axis of " + std::to_string(L));
+  std::string v = largest ? x : im.op("neg", {x});
+  ir::Shape ar_shape(static_cast<size_t>(r), ir::IntExpr(1));
+  ar_shape[static_cast<size_t>(axis)] = L;
+  std::string ar = im.reshape(im.op("arange", {}, {{"end", L}, {"dtype", std::string("int64")}}), ar_shape);
+  std::string ninf = like(im, x, -std::numeric_limits<double>::infinity());
+  std::vector<std::string> vals, idxs;
+  for (int64_t i = 0; i < k; ++i) {
+    std::string idx = im.op("argmax", {v}, {{"axis", axis}, {"keepdim", true}});
+    std::string hot = im.op("eq", {ar, idx});
+    vals.push_back(im.op("reduce_max", {im.op("where", {hot, v, ninf})}, attrs_axes({axis}, true)));
+    idxs.push_back(idx);
+    v = im.op("where", {hot, ninf, v});
+  }
+  std::string values = vals.size() == 1 ? vals[0] : im.op("concatenate", vals, {{"axis", axis}});
+  if (!largest) values = im.op("neg", {values});
+  im.set(n, 0, values);
+  im.set(n, 1, idxs.size() == 1 ? idxs[0] : im.op("concatenate", idxs, {{"axis", axis}}));
+}
+
 }  // namespace
 
 void register_math_converters(ConverterTable& t) {
@@ -362,6 +437,7 @@ void register_math_converters(ConverterTable& t) {
   t["ReduceSumSquare"] = reduce(Red::sum_square, 18);
   t["ReduceLogSum"] = reduce(Red::log_sum, 18);
   t["ReduceLogSumExp"] = reduce(Red::log_sum_exp, 18);
+  t["ReduceProd"] = reduce(Red::prod, 18);
   t["ArgMax"] = arg_reduce(true);
   t["ArgMin"] = arg_reduce(false);
   t["LayerNormalization"] = convert_layer_norm;
@@ -369,6 +445,8 @@ void register_math_converters(ConverterTable& t) {
   t["MeanVarianceNormalization"] = convert_mvn;
   t["LpNormalization"] = convert_lp_norm;
   t["NegativeLogLikelihoodLoss"] = convert_nll_loss;
+  t["LRN"] = convert_lrn;
+  t["TopK"] = convert_topk;
   t["SoftmaxCrossEntropyLoss"] = convert_softmax_ce;
 }
 
