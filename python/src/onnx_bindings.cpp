@@ -7,7 +7,7 @@
 namespace dinoml::py_ext {
 
 void bind_onnx(py::module_& m) {
-  static py::exception<onnx_import::OnnxImportError> onnx_error(m, "OnnxImportError", PyExc_ValueError);
+  py::register_exception<onnx_import::OnnxImportError>(m, "OnnxImportError", PyExc_ValueError);
   m.def(
       "import_onnx",
       [](const std::string& path, const std::vector<ir::Dim>& dims, const std::string& name) {

@@ -236,7 +236,7 @@ ir::Shape shape_of(const Importer& im, const std::string& dml_name) { return im.
 
 namespace {
 
-std::string problems_message(const std::vector<ImportProblem>& ps) {
+std::string problems_message(const std::vector<ImportProblem>& ps, size_t skipped) {
   std::ostringstream o;
   size_t uns = 0;
   for (const auto& p : ps) uns += p.unsupported;
@@ -248,6 +248,9 @@ std::string problems_message(const std::vector<ImportProblem>& ps) {
     if (!p.node.empty()) o << "node '" << p.node << "' (" << p.op << "): ";
     o << (p.unsupported ? "unsupported: " : "") << p.what;
   }
+  if (skipped)
+    o << "\n  (" << skipped << " further node(s) depend on these and were not converted; every operator type "
+      << "without a converter is listed above)";
   return o.str();
 }
 
@@ -349,6 +352,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
 
   // Nodes.
   const auto& table = converters();
+  size_t skipped = 0;
   for (int idx = 0; idx < g.node_size(); ++idx) {
     const auto& np = g.node(idx);
     const std::string display = np.name().empty() ? "#" + std::to_string(idx) + " " + np.op_type() : np.name();
@@ -371,6 +375,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       continue;
     }
     if (skip) {
+      ++skipped;
       poison_outputs();
       continue;
     }
@@ -425,7 +430,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       model_problem(e.what(), false);
     }
   }
-  if (!problems.empty()) throw OnnxImportError(problems_message(problems), problems);
+  if (!problems.empty()) throw OnnxImportError(problems_message(problems, skipped), problems);
   if (im.b.graph().outputs.empty())
     throw OnnxImportError("ONNX model has no outputs", {{"", "", "the graph has no outputs", false}});
   return im.b.finish();

@@ -354,6 +354,21 @@ void convert_mod(Importer& im, NodeView& n) {
   im.set(n, 0, im.op("sub", {r, im.op("mul", {im.cast(fix, dt), b})}));
 }
 
+// BitShift on uint8 (DinoML's only unsigned type): x · 2^y or ⌊x / 2^y⌋ computed in int32,
+// wrapped back to uint8 (shifts of 8 or more give 0 as in C on the promoted value, masked).
+void convert_bitshift(Importer& im, NodeView& n) {
+  std::string x = im.in(n, 0), y = im.in(n, 1);
+  const DType dt = im.type(x).dtype;
+  if (dt != DType::u8) throw Unsupported("BitShift on " + std::string(ir::dtype_name(dt)));
+  const std::string dir = n.s("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") throw Invalid("direction must be LEFT or RIGHT");
+  std::string yi = im.op("clamp", {im.cast(y, DType::i32)}, {{"min", 0.0}, {"max", 8.0}});
+  std::string p2 = im.cast(im.op("round", {im.op("pow", {im.scalar(DType::f32, 2.0), im.cast(yi, DType::f32)})}), DType::i32);
+  std::string xi = im.cast(x, DType::i32);
+  std::string r = im.op(dir == "LEFT" ? "mul" : "div", {xi, p2});
+  im.set(n, 0, im.cast(r, DType::u8));
+}
+
 }  // namespace
 
 void register_elementwise_converters(ConverterTable& t) {
@@ -421,6 +436,7 @@ void register_elementwise_converters(ConverterTable& t) {
   t["IsInf"] = convert_isinf;
   t["Clip"] = convert_clip;
   t["Mod"] = convert_mod;
+  t["BitShift"] = convert_bitshift;
 }
 
 }  // namespace dinoml::onnx_import
