@@ -10,6 +10,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "import/onnx/onnx_context.h"
+#include "import/onnx/onnx_patterns.h"
 #include "ir/error.h"
 #include "ops/interpreter.h"
 #include "ops/registry.h"
@@ -352,9 +353,11 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
 
   // Nodes.
   const auto& table = converters();
+  const Patterns patterns = find_patterns(g, im.known);
   size_t skipped = 0;
   for (int idx = 0; idx < g.node_size(); ++idx) {
     const auto& np = g.node(idx);
+    if (patterns.absorbed.count(idx)) continue;  // covered by a replacement below (single consumer)
     const std::string display = np.name().empty() ? "#" + std::to_string(idx) + " " + np.op_type() : np.name();
     auto poison_outputs = [&] {
       for (const auto& o : np.output())
@@ -366,6 +369,22 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     if (!np.domain().empty() && np.domain() != "ai.onnx") {
       problems.push_back({display, np.op_type(), "operator domain '" + np.domain() + "' is not supported", true});
       poison_outputs();
+      continue;
+    }
+    if (auto rp = patterns.replace.find(idx); rp != patterns.replace.end()) {
+      if (poisoned.count(rp->second.input)) {
+        ++skipped;
+        poison_outputs();
+        continue;
+      }
+      try {
+        const std::string x = im.t(rp->second.input);
+        if (!ir::is_float(im.type(x).dtype)) throw Unsupported("the " + rp->second.dinoml_op + " pattern on a non-float tensor");
+        im.set_value(np.output(0), im.op(rp->second.dinoml_op, {x}));
+      } catch (const std::exception& e) {
+        problems.push_back({display, np.op_type(), strip_prefix(e.what(), display), false});
+        poison_outputs();
+      }
       continue;
     }
     auto it = table.find(np.op_type());

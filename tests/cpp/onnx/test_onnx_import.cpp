@@ -327,3 +327,39 @@ TEST(OnnxImport, LstmMatchesAHandWrittenRecurrence) {
   EXPECT_EQ(Y.shape, (std::vector<int64_t>{S, 1, Bt, H}));
   for (int i = 0; i < Bt * H; ++i) EXPECT_NEAR(res.at("Y_h").get_f64(i), h[i], 1e-5);
 }
+
+TEST(OnnxImport, ErfGeluPatternBecomesOneGeluOp) {
+  // x·W + b, then (h * (erf(h / sqrt 2) + 1)) * 0.5 as exporters emit it.
+  ModelBuilder mb;
+  mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
+  mb.init_f32("w", {3, 2}, {0.5f, -1, 2, 0.25f, -0.5f, 1});
+  mb.init_f32("b", {2}, {0.1f, -0.2f});
+  mb.init_f32("sqrt2", {}, {1.41421356f});
+  mb.init_f32("one", {}, {1.0f});
+  mb.init_f32("half", {}, {0.5f});
+  mb.node("MatMul", {"x", "w"}, {"xw"});
+  mb.node("Add", {"xw", "b"}, {"h"});
+  mb.node("Div", {"h", "sqrt2"}, {"t1"});
+  mb.node("Erf", {"t1"}, {"t2"});
+  mb.node("Add", {"t2", "one"}, {"t3"});
+  mb.node("Mul", {"h", "t3"}, {"t4"});
+  mb.node("Mul", {"t4", "half"}, {"y"});
+  mb.output("y");
+  ir::Graph g = onnx_import::import_onnx_bytes(mb.bytes(), "");
+  size_t gelus = 0, erfs = 0;
+  for (const auto& n : g.nodes) {
+    gelus += n.op == "gelu";
+    erfs += n.op == "erf";
+  }
+  EXPECT_EQ(gelus, 1u);
+  EXPECT_EQ(erfs, 0u);
+  std::vector<float> x = {1, -2, 0.5f, 3, 0.25f, -1};
+  auto out = ops::interpret(g, {{"x", f32({2, 3}, x)}}).outputs.begin()->second;
+  const float w[6] = {0.5f, -1, 2, 0.25f, -0.5f, 1}, b[2] = {0.1f, -0.2f};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      double h = b[j];
+      for (int k = 0; k < 3; ++k) h += x[i * 3 + k] * w[k * 2 + j];
+      EXPECT_NEAR(out.get_f64(i * 2 + j), 0.5 * h * (1 + std::erf(h / std::sqrt(2.0))), 1e-5);
+    }
+}
