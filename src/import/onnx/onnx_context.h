@@ -59,7 +59,11 @@ class NodeView {
   // Number of inputs up to the last non-empty one; has_input: present and non-empty.
   size_t num_inputs() const;
   bool has_input(size_t k) const { return k < static_cast<size_t>(p.input_size()) && !p.input(static_cast<int>(k)).empty(); }
-  const std::string& input(size_t k) const { return p.input(static_cast<int>(k)); }
+  const std::string& input(size_t k) const {
+    if (k >= static_cast<size_t>(p.input_size()))
+      throw Invalid("node '" + name + "' (" + op() + "): input " + std::to_string(k) + " is missing");
+    return p.input(static_cast<int>(k));
+  }
   size_t num_outputs() const { return static_cast<size_t>(p.output_size()); }
   bool has_output(size_t k) const { return k < num_outputs() && !p.output(static_cast<int>(k)).empty(); }
 

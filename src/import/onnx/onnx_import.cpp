@@ -2,6 +2,7 @@
 // node conversion through the converter table (collecting every problem), graph outputs.
 #include "import/onnx/onnx_import.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,31 @@
 
 namespace dinoml::onnx_import {
 using ir::DType;
+
+namespace {
+std::string printable(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string o;
+  for (unsigned char c : s) {
+    if ((c >= 0x20 && c < 0x7f) || c == '\n') o += static_cast<char>(c);
+    else {
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  return o;
+}
+}  // namespace
+
+OnnxImportError::OnnxImportError(const std::string& msg, std::vector<ImportProblem> ps)
+    : std::runtime_error(printable(msg)), problems(std::move(ps)) {
+  for (auto& p : problems) {
+    p.node = printable(p.node);
+    p.op = printable(p.op);
+    p.what = printable(p.what);
+  }
+}
 
 bool OnnxImportError::all_unsupported() const {
   for (const auto& p : problems)
@@ -366,6 +392,10 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     bool skip = false;
     for (const auto& i : np.input())
       if (!i.empty() && poisoned.count(i)) skip = true;
+    if (np.output_size() == 0 || std::all_of(np.output().begin(), np.output().end(), [](const std::string& o) { return o.empty(); })) {
+      problems.push_back({display, np.op_type(), "the node has no outputs", false});
+      continue;
+    }
     if (!np.domain().empty() && np.domain() != "ai.onnx") {
       problems.push_back({display, np.op_type(), "operator domain '" + np.domain() + "' is not supported", true});
       poison_outputs();

@@ -28,8 +28,9 @@ struct ImportProblem {
 
 class OnnxImportError : public std::runtime_error {
  public:
-  OnnxImportError(const std::string& msg, std::vector<ImportProblem> problems)
-      : std::runtime_error(msg), problems(std::move(problems)) {}
+  // Names in messages come from the file: bytes outside printable ASCII (and newlines between
+  // problems aside) are escaped as \xNN so every message is valid UTF-8 text.
+  OnnxImportError(const std::string& msg, std::vector<ImportProblem> problems);
   std::vector<ImportProblem> problems;
   // True when every problem is an unsupported feature (the model itself is valid ONNX).
   bool all_unsupported() const;

@@ -47,9 +47,12 @@ Patterns find_patterns(const onnx::GraphProto& g, const std::map<std::string, op
     for (const auto& in : g.node(i).input()) ++gi.uses[in];
   }
   for (const auto& o : g.output()) gi.graph_outputs.insert(o.name());
-  auto node_of = [&](const std::string& v, const char* op) -> int {
+  // Producer of `v` if it is a default-domain `op` node with exactly `arity` inputs.
+  auto node_of = [&](const std::string& v, const char* op, int arity = 2) -> int {
     auto p = gi.producer.find(v);
-    if (p == gi.producer.end() || g.node(p->second).op_type() != op) return -1;
+    if (p == gi.producer.end()) return -1;
+    const auto& n = g.node(p->second);
+    if (n.op_type() != op || !n.domain().empty() || n.input_size() != arity || n.output_size() < 1) return -1;
     return p->second;
   };
   auto single_use = [&](const std::string& v) { return gi.uses[v] == 1 && !gi.graph_outputs.count(v); };
@@ -60,7 +63,7 @@ Patterns find_patterns(const onnx::GraphProto& g, const std::map<std::string, op
   Patterns out;
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& m2 = g.node(i);
-    if (m2.op_type() != "Mul" || m2.input_size() != 2 || !m2.domain().empty()) continue;
+    if (m2.op_type() != "Mul" || m2.input_size() != 2 || m2.output_size() < 1 || !m2.domain().empty()) continue;
     for (int s = 0; s < 2; ++s) {
       const std::string& a = m2.input(s);
       if (!is_const(m2.input(1 - s), 0.5, 1e-7) || !single_use(a)) continue;
@@ -75,7 +78,7 @@ Patterns find_patterns(const onnx::GraphProto& g, const std::map<std::string, op
         for (int u = 0; u < 2 && !matched; ++u) {
           const std::string& t2 = g.node(add).input(u);
           if (!is_const(g.node(add).input(1 - u), 1.0, 1e-7) || !single_use(t2)) continue;
-          const int erf = node_of(t2, "Erf");
+          const int erf = node_of(t2, "Erf", 1);
           if (erf < 0) continue;
           const std::string& t1 = g.node(erf).input(0);
           if (!single_use(t1)) continue;
