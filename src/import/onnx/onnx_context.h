@@ -81,6 +81,7 @@ void register_math_converters(ConverterTable& t);         // onnx_ops_math.cpp
 void register_shape_converters(ConverterTable& t);        // onnx_ops_shape.cpp
 void register_nn_converters(ConverterTable& t);           // onnx_ops_nn.cpp
 void register_rnn_converters(ConverterTable& t);          // onnx_ops_rnn.cpp
+void register_indexing_converters(ConverterTable& t);     // onnx_ops_indexing.cpp
 const ConverterTable& converters();
 
 // A symbolic int64 value (rank 0 or 1) computed from shapes with dims, e.g. Shape(x) of x[batch, 8].

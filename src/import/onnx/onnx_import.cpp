@@ -58,6 +58,7 @@ const ConverterTable& converters() {
     register_shape_converters(t);
     register_nn_converters(t);
     register_rnn_converters(t);
+    register_indexing_converters(t);
     return t;
   }();
   return table;

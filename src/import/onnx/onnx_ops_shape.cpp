@@ -628,86 +628,6 @@ void convert_compress(Importer& im, NodeView& n) {
   }
 }
 
-// GatherElements as a one-hot selection: out[p] = Σ_l (idx[p] == l) · data'[p, l], where data'
-// is data restricted to the index tensor's extents with the gathered axis moved last. O(numel·L)
-// work, exact for every dtype but bool.
-void convert_gather_elements(Importer& im, NodeView& n) {
-  std::string data = im.in(n, 0), idx = im.in(n, 1);
-  const auto ds = im.type(data).shape, is = im.type(idx).shape;
-  const int64_t r = static_cast<int64_t>(ds.size());
-  if (static_cast<int64_t>(is.size()) != r) throw Invalid("GatherElements: data and indices ranks differ");
-  const int64_t axis = normalize_axis(n.i("axis", 0), r, n);
-  const auto& le = ds[static_cast<size_t>(axis)];
-  if (!le.is_const()) throw Unsupported("GatherElements over a symbolic axis");
-  if (ir::is_bool(im.type(data).dtype)) throw Unsupported("GatherElements on bool data");
-  const int64_t L = le.const_value();
-  // Restrict data to the indices' extents on the other axes.
-  std::vector<int64_t> starts, ends, axes;
-  for (int64_t a = 0; a < r; ++a) {
-    if (a == axis || ds[static_cast<size_t>(a)] == is[static_cast<size_t>(a)]) continue;
-    if (!is[static_cast<size_t>(a)].is_const()) throw Unsupported("GatherElements with symbolic index extents");
-    starts.push_back(0);
-    ends.push_back(is[static_cast<size_t>(a)].const_value());
-    axes.push_back(a);
-  }
-  if (!axes.empty()) data = im.op("slice", {data}, {{"starts", starts}, {"ends", ends}, {"axes", axes}});
-  std::vector<int64_t> perm;
-  for (int64_t a = 0; a < r; ++a)
-    if (a != axis) perm.push_back(a);
-  perm.push_back(axis);
-  if (axis != r - 1) data = im.op("permute", {data}, {{"dims", perm}});
-  data = im.op("unsqueeze", {data}, {{"axes", std::vector<int64_t>{axis}}});  // [.., 1 at axis, .., L]
-  std::string iv = im.cast(idx, DType::i64);
-  iv = im.op("where", {im.op("lt", {iv, im.scalar(DType::i64, 0)}), im.op("add", {iv, im.scalar(DType::i64, double(L))}), iv});
-  iv = im.op("unsqueeze", {iv}, {{"axes", std::vector<int64_t>{r}}});
-  ir::Shape ar_shape(static_cast<size_t>(r + 1), IntExpr(1));
-  ar_shape[static_cast<size_t>(r)] = L;
-  std::string ar = im.reshape(im.op("arange", {}, {{"end", L}, {"dtype", std::string("int64")}}), ar_shape);
-  std::string hot = im.op("eq", {iv, ar});
-  std::string picked = im.op("where", {hot, data, im.scalar(im.type(data).dtype, 0)});
-  im.set(n, 0, im.op("reduce_sum", {picked}, attrs_axes({r}, false)));
-}
-
-// ScatterElements (and the older Scatter) as a one-hot selection: for every output position q on
-// the axis, hot[p, q] = (idx[p] == q); the scattered value is Σ_p-on-axis hot · updates, and
-// positions that no index hits keep `data`. Needs the index tensor to span data's other axes.
-void convert_scatter_elements(Importer& im, NodeView& n) {
-  std::string data = im.in(n, 0), idx = im.in(n, 1), upd = im.in(n, 2);
-  const auto ds = im.type(data).shape, is = im.type(idx).shape;
-  const int64_t r = static_cast<int64_t>(ds.size());
-  if (static_cast<int64_t>(is.size()) != r) throw Invalid("ScatterElements: data and indices ranks differ");
-  const int64_t axis = normalize_axis(n.i("axis", 0), r, n);
-  const std::string reduction = n.s("reduction", "none");
-  if (reduction != "none" && reduction != "add") throw Unsupported("reduction '" + reduction + "'");
-  for (int64_t a = 0; a < r; ++a)
-    if (a != axis && !(ds[static_cast<size_t>(a)] == is[static_cast<size_t>(a)]))
-      throw Unsupported("ScatterElements whose indices do not span data's other axes");
-  const auto& le = ds[static_cast<size_t>(axis)];
-  if (!le.is_const()) throw Unsupported("ScatterElements over a symbolic axis");
-  const DType dt = im.type(data).dtype;
-  if (ir::is_bool(dt)) throw Unsupported("ScatterElements on bool data");
-  const int64_t L = le.const_value();
-  std::string iv = im.cast(idx, DType::i64);
-  iv = im.op("where", {im.op("lt", {iv, im.scalar(DType::i64, 0)}), im.op("add", {iv, im.scalar(DType::i64, double(L))}), iv});
-  iv = im.op("unsqueeze", {iv}, {{"axes", std::vector<int64_t>{r}}});  // [I..., 1]
-  ir::Shape ar_shape(static_cast<size_t>(r + 1), IntExpr(1));
-  ar_shape[static_cast<size_t>(r)] = L;
-  std::string ar = im.reshape(im.op("arange", {}, {{"end", L}, {"dtype", std::string("int64")}}), ar_shape);
-  std::string hot = im.op("eq", {iv, ar});  // [I..., L]
-  std::string u = im.op("unsqueeze", {upd}, {{"axes", std::vector<int64_t>{r}}});
-  std::string summed = im.op("reduce_sum", {im.op("where", {hot, u, im.scalar(dt, 0)})}, attrs_axes({axis}, false));
-  std::string hit = im.op("gt", {im.op("reduce_sum", {im.cast(hot, DType::i32)}, attrs_axes({axis}, false)), im.scalar(DType::i32, 0)});
-  // summed/hit have data's axes without `axis`, plus L last: move L back to `axis`.
-  std::vector<int64_t> perm;
-  for (int64_t a = 0; a < r; ++a) perm.push_back(a < axis ? a : (a == axis ? r - 1 : a - 1));
-  if (axis != r - 1) {
-    summed = im.op("permute", {summed}, {{"dims", perm}});
-    hit = im.op("permute", {hit}, {{"dims", perm}});
-  }
-  std::string scattered = reduction == "add" ? im.op("add", {data, summed}) : summed;
-  im.set(n, 0, im.op("where", {hit, scattered, data}));
-}
-
 }  // namespace
 
 void register_shape_converters(ConverterTable& t) {
@@ -740,9 +660,6 @@ void register_shape_converters(ConverterTable& t) {
   t["Trilu"] = convert_trilu;
   t["OneHot"] = convert_one_hot;
   t["Compress"] = convert_compress;
-  t["GatherElements"] = convert_gather_elements;
-  t["ScatterElements"] = convert_scatter_elements;
-  t["Scatter"] = convert_scatter_elements;
   // Arithmetic and selection on shape values (the tensor converters run otherwise).
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Identity", "Cast", "Equal", "Where"}) {
     auto it = t.find(op);
