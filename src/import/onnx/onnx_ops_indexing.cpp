@@ -1,5 +1,5 @@
 // ONNX indexing operators without a direct DinoML op, built from gather / one-hot selections:
-// GatherElements, ScatterElements (and Scatter), GatherND, ReverseSequence.
+// GatherElements, ScatterElements (and Scatter), GatherND, ScatterND, ReverseSequence.
 #include <algorithm>
 
 #include "import/onnx/onnx_context.h"
@@ -153,6 +153,52 @@ void convert_reverse_sequence(Importer& im, NodeView& n) {
   im.set(n, 0, y);
 }
 
+// ScatterND (reduction none/add): index tuples become linear indices into data's first k axes
+// flattened to M rows; a one-hot [U, M] against arange(M) places the U update slices.
+void convert_scatter_nd(Importer& im, NodeView& n) {
+  std::string data = im.in(n, 0), idx = im.in(n, 1), upd = im.in(n, 2);
+  const std::string reduction = n.s("reduction", "none");
+  if (reduction != "none" && reduction != "add") throw Unsupported("reduction '" + reduction + "'");
+  const auto ds = im.type(data).shape, is = im.type(idx).shape;
+  const DType dt = im.type(data).dtype;
+  if (ir::is_bool(dt)) throw Unsupported("ScatterND on bool data");
+  if (is.empty() || !is.back().is_const()) throw Unsupported("ScatterND needs a static index depth");
+  const int64_t k = is.back().const_value();
+  if (k < 1 || k > static_cast<int64_t>(ds.size())) throw Invalid("ScatterND index depth out of range");
+  int64_t M = 1;
+  ops::HostTensor extent(DType::i64, {k}), stride(DType::i64, {k});
+  for (int64_t j = k - 1; j >= 0; --j) {
+    if (!ds[static_cast<size_t>(j)].is_const()) throw Unsupported("ScatterND over symbolic axes");
+    extent.set_i64(j, ds[static_cast<size_t>(j)].const_value());
+    stride.set_i64(j, M);
+    M *= ds[static_cast<size_t>(j)].const_value();
+  }
+  ir::Shape rest(ds.begin() + k, ds.end());
+  const int64_t rr = static_cast<int64_t>(rest.size());
+  std::string iv = im.cast(idx, DType::i64);
+  iv = im.op("where", {im.op("lt", {iv, im.scalar(DType::i64, 0)}), im.op("add", {iv, im.constant(extent, "scatternd_extent")}), iv});
+  const int64_t ri = static_cast<int64_t>(is.size());
+  std::string lin = im.op("reduce_sum", {im.op("mul", {iv, im.constant(stride, "scatternd_stride")})}, attrs_axes({ri - 1}, false));
+  IntExpr U = ir::shape_numel(im.type(lin).shape);
+  ir::Shape hot_shape{U, IntExpr(1)};
+  lin = im.reshape(lin, hot_shape);  // [U, 1]
+  std::string ar = im.reshape(im.op("arange", {}, {{"end", M}, {"dtype", std::string("int64")}}), {IntExpr(1), IntExpr(M)});
+  std::string hot = im.op("eq", {lin, ar});  // [U, M]
+  ir::Shape hot_b{U, IntExpr(M)};
+  for (int64_t a = 0; a < rr; ++a) hot_b.push_back(1);
+  std::string hotb = im.reshape(hot, hot_b);
+  ir::Shape upd_b{U, IntExpr(1)};
+  upd_b.insert(upd_b.end(), rest.begin(), rest.end());
+  std::string u = im.reshape(upd, upd_b);
+  std::string scattered = im.op("reduce_sum", {im.op("where", {hotb, u, im.scalar(dt, 0)})}, attrs_axes({0}, false));
+  std::string hit = im.op("gt", {im.op("reduce_sum", {im.cast(hotb, DType::i32)}, attrs_axes({0}, false)), im.scalar(DType::i32, 0)});
+  ir::Shape flat{IntExpr(M)};
+  flat.insert(flat.end(), rest.begin(), rest.end());
+  std::string d = im.reshape(data, flat);
+  std::string res = reduction == "add" ? im.op("add", {d, scattered}) : scattered;
+  im.set(n, 0, im.reshape(im.op("where", {hit, res, d}), ds));
+}
+
 }  // namespace
 
 void register_indexing_converters(ConverterTable& t) {
@@ -160,6 +206,7 @@ void register_indexing_converters(ConverterTable& t) {
   t["ScatterElements"] = convert_scatter_elements;
   t["Scatter"] = convert_scatter_elements;
   t["GatherND"] = convert_gather_nd;
+  t["ScatterND"] = convert_scatter_nd;
   t["ReverseSequence"] = convert_reverse_sequence;
 }
 
