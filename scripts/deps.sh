@@ -10,6 +10,8 @@ if [[ "${DINOML_WITH_FUZZ:-0}" == 1 ]]; then PKGS+=(clang-14 libclang-rt-14-dev 
 PKGS+=(libdnnl-dev libopenblas-dev)
 # GGUF tests: scripts/fetch-ggml-ref installs llama.cpp's libraries (the oracle) with npm.
 PKGS+=(npm)
+# ONNX import (src/import/onnx, cmake/onnx.cmake) and its conformance data (dinoml onnx-conformance).
+PKGS+=(libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata)
 # Headless Chromium renders `dinoml inspect --html` pages in tests/python/test_trust.py (the test
 # skips with a message when it is absent). DINOML_WITH_CHROMIUM=0 leaves it out (it is large).
 if [[ "${DINOML_WITH_CHROMIUM:-1}" == 1 ]]; then PKGS+=(chromium); fi

@@ -17,10 +17,12 @@ from .reference import reference
 from .spec import Spec
 from .tensor import Tensor
 from .tracer import state, trace
+from .onnx import OnnxImportError, from_onnx  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["Dim", "SymDim", "TensorSpec", "Module", "Parameter", "Tensor", "Spec", "trace", "state", "ops", "nn",
            "compile", "Artifact", "runtime", "reference", "ShapeError", "IrError", "CompileError",
            "DinoMLRuntimeError", "InvalidArgumentError", "NotFoundError", "ArtifactError", "TraceError", "dtypes",
-           "gguf", "gguf_constant"]
+           "gguf", "gguf_constant",
+           "from_onnx", "OnnxImportError"]

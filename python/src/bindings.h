@@ -25,6 +25,7 @@ void bind_compiler(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_cli(py::module_& m);
 void bind_gguf(py::module_& m);  // gguf_bindings.cpp
+void bind_onnx(py::module_& m);  // onnx_bindings.cpp
 
 // Python exception classes created by bind_errors (owned by the module, live for its lifetime).
 struct Errors {

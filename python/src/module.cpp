@@ -14,4 +14,5 @@ PYBIND11_MODULE(_dinoml, m) {
   bind_runtime(m);
   bind_cli(m);
   bind_gguf(m);
+  bind_onnx(m);
 }

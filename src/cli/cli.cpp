@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
 
   std::string model, target = "cpu", out;
   bool dump_passes = false, no_cache = false, no_fuse = false;
-  auto* c = app.add_subcommand("compile", "compile MODEL.py (defines build_spec()) or MODEL.dinoir.json into an artifact");
+  auto* c = app.add_subcommand("compile", "compile MODEL.py (defines build_spec()), MODEL.dinoir.json or MODEL.onnx into an artifact");
   c->add_option("model", model, "model file")->required();
   c->add_option("--target", target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   c->add_option("--out,-o", out, "artifact directory")->required();
@@ -46,6 +46,8 @@ int main(int argc, char** argv) {
   c->add_option("--arch", tune.arch, "target cuda: sm_80, sm_86 or sm_90a (default sm_90a)")
       ->check(CLI::IsMember({"sm_80", "sm_86", "sm_90a"}));
   c->add_flag("--no-tf32", tune.no_tf32, "target cuda: float32 GEMMs without TF32 tensor cores");
+  std::vector<std::string> onnx_dims;
+  c->add_option("--dim", onnx_dims, "ONNX models: bounds of a symbolic dim, name=min:max[:bucket,...] or name=value");
 
   std::string artifact;
   bool as_json = false;
@@ -70,6 +72,10 @@ int main(int argc, char** argv) {
   v->add_option("--atol", atol);
   v->add_option("--rtol", rtol);
   v->add_option("--seed", seed);
+  std::string against;
+  std::vector<std::string> validate_inputs;
+  v->add_option("--against", against, "compare with this ONNX model (imported and run by the reference interpreter)");
+  v->add_option("--input,-i", validate_inputs, "with --against: name=file.npy|file.pb instead of random inputs");
 
   int warmup = 10, iterations = 100;
   auto* b = app.add_subcommand("benchmark", "latency of session.run: warm-up, iterations, p50/p90/p99");
@@ -79,6 +85,22 @@ int main(int argc, char** argv) {
   b->add_option("--iterations,-n", iterations);
 
   // ---- further subcommands register here (one block each) ----
+
+  std::string oc_dir, oc_filter, oc_cases, oc_json, oc_work;
+  int oc_jobs = 2;
+  double oc_timeout = 120;
+  bool oc_require = false, oc_quiet = false;
+  auto* oc = app.add_subcommand("onnx-conformance", "run the ONNX backend node tests in DIR (import, compile for the CPU, "
+                                                    "run, compare) and print passed/failed/unsupported per case");
+  oc->add_option("dir", oc_dir, "e.g. /usr/share/libonnx-testdata/data/node")->required();
+  oc->add_option("--jobs,-j", oc_jobs, "cases compiled and run at once (default 2)");
+  oc->add_option("--filter", oc_filter, "only cases whose name matches this regex");
+  oc->add_option("--cases-file", oc_cases, "only the cases listed in this file (one per line, # comments)");
+  oc->add_option("--timeout", oc_timeout, "seconds per case (default 120)");
+  oc->add_option("--json", oc_json, "write the results as JSON to this file");
+  oc->add_option("--work-dir", oc_work, "keep artifacts here (default: a temporary directory, removed)");
+  oc->add_flag("--require-all-pass", oc_require, "exit 1 unless every selected case passes");
+  oc->add_flag("--quiet,-q", oc_quiet, "only the final table");
 
   std::string diff_a, diff_b;
   bool diff_json = false;
@@ -124,6 +146,12 @@ int main(int argc, char** argv) {
         for (const auto& r : fwd->remaining()) args.push_back(r);
         return run_python_cli(args);
       }
+    if (c->parsed() && is_onnx_path(model))
+      return cmd_compile_onnx(model, target, out, onnx_dims, dump_passes, no_cache, no_fuse, tune);
+    if (c->parsed() && !onnx_dims.empty()) throw std::runtime_error("--dim applies to ONNX models (.onnx) only");
+    if (oc->parsed())
+      return cmd_onnx_conformance(oc_dir, oc_jobs, oc_filter, oc_cases, oc_timeout, oc_json, oc_work, oc_require, oc_quiet);
+    if (v->parsed() && !against.empty()) return cmd_validate_onnx(artifact, against, validate_inputs, atol, rtol, seed);
     if (c->parsed()) return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse, tune);
     if (df->parsed()) return cmd_diff(diff_a, diff_b, diff_json);
     if (i->parsed() && !html_out.empty()) return cmd_inspect_html(artifact, html_out);

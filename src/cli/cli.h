@@ -42,6 +42,17 @@ int cmd_gguf_info(const std::string& path, bool as_json, size_t max_items);
 // Writes the self-contained HTML report of an artifact (src/cli/inspect_html.cpp).
 int cmd_inspect_html(const std::string& artifact, const std::string& out_html);
 
+// ONNX (src/cli/cmd_onnx.cpp, src/cli/onnx_conformance.cpp).
+bool is_onnx_path(const std::string& path);
+int cmd_compile_onnx(const std::string& model, const std::string& target, const std::string& out,
+                     const std::vector<std::string>& dim_specs, bool dump_passes, bool no_cache, bool no_fuse,
+                     const CompileTuneFlags& tune);
+int cmd_validate_onnx(const std::string& artifact, const std::string& model, const std::vector<std::string>& inputs,
+                      double atol, double rtol, int seed);
+int cmd_onnx_conformance(const std::string& dir, int jobs, const std::string& filter, const std::string& cases_file,
+                         double timeout_s, const std::string& json_out, const std::string& work_dir,
+                         bool require_all_pass, bool quiet);
+
 // Shared helpers for commands that run artifacts.
 nlohmann::json read_json_file(const std::string& path);
 // Deterministic random inputs for the artifact's metadata at the given dim values.

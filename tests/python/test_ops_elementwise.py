@@ -116,6 +116,12 @@ UNARY = {
     "sin": (Gen(-4, 4), np.sin, lambda x: x.sin()),
     "cos": (Gen(-4, 4), np.cos, lambda x: x.cos()),
     "erf": (Gen(-3, 3), H.np_erf, lambda x: _torch().erf(x)),
+    "floor": (Gen(-4, 4), np.floor, lambda x: x.floor()),
+    "ceil": (Gen(-4, 4), np.ceil, lambda x: x.ceil()),
+    "round": (Gen(-4, 4), np.round, lambda x: x.round()),
+    "asin": (Gen(-0.99, 0.99), np.arcsin, lambda x: x.asin()),
+    "acos": (Gen(-0.99, 0.99), np.arccos, lambda x: x.acos()),
+    "atan": (Gen(-4, 4), np.arctan, lambda x: x.atan()),
 }
 INT_UNARY = ("relu", "neg", "abs")
 

@@ -27,7 +27,7 @@ const std::set<std::string>& elementwise_ops() {
   static const std::set<std::string> ops = {
       "add", "sub", "mul", "div", "pow", "max", "min", "relu", "neg", "abs", "gelu", "fast_gelu", "silu",
       "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "erf", "clamp", "where", "eq", "ne",
-      "lt", "le", "gt", "ge", "cast"};
+      "lt", "le", "gt", "ge", "cast", "floor", "ceil", "round", "asin", "acos", "atan"};
   return ops;
 }
 
@@ -115,7 +115,9 @@ std::string step_expr(const ir::Node& n, const Step& s, const std::vector<std::s
   static const std::map<std::string, std::string> unary_f = {
       {"gelu", "dml_geluf"}, {"fast_gelu", "dml_fast_geluf"}, {"sigmoid", "dml_sigmoidf"}, {"tanh", "tanhf"},
       {"exp", "expf"},       {"log", "logf"},                 {"sqrt", "sqrtf"},          {"sin", "sinf"},
-      {"cos", "cosf"},       {"erf", "erff"}};
+      {"cos", "cosf"},       {"erf", "erff"},
+      {"floor", "floorf"},   {"ceil", "ceilf"},               {"round", "nearbyintf"},    {"asin", "asinf"},
+      {"acos", "acosf"},     {"atan", "atanf"}};
   if (auto it = binop.find(op); it != binop.end()) {
     need(2);
     return "(" + ct + ")(" + a[0] + " " + it->second + " " + a[1] + ")";

@@ -1,0 +1,44 @@
+"""ONNX import: `dml.from_onnx(path, dims={...})` returns a `Spec` that `dml.compile` takes.
+
+The importer is the C++ one (src/import/onnx/), the same as `dinoml compile model.onnx`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional, Union
+
+from ._ext import ext
+from .dims import Dim
+from .spec import Spec
+
+OnnxImportError = ext.OnnxImportError
+
+DimBound = Union[Dim, int, tuple, list]
+
+
+def _to_dim(name: str, b: DimBound):
+    if isinstance(b, Dim):
+        if b.name != name:
+            raise ValueError(f"dims[{name!r}] is a Dim named {b.name!r}")
+        return b._dim
+    if isinstance(b, int):
+        return Dim(name, b, b)._dim
+    if isinstance(b, (tuple, list)) and len(b) in (2, 3):
+        buckets = list(b[2]) if len(b) == 3 else None
+        return Dim(name, int(b[0]), int(b[1]), buckets=buckets)._dim
+    raise TypeError(f"dims[{name!r}]: expected a Dim, an int, (min, max) or (min, max, buckets); got {b!r}")
+
+
+def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBound]] = None,
+              name: Optional[str] = None) -> Spec:
+    """Imports the ONNX model at `path`. `dims` gives the bounds of its symbolic dims (ONNX
+    `dim_param` names): `{"batch": (1, 8)}`, `{"seq": (1, 512, [128, 256, 512])}` (buckets),
+    a `dml.Dim`, or an int for a fixed size. Unsupported operators or attributes raise
+    `OnnxImportError` (a ValueError) listing every problem with its node name."""
+    dl = [_to_dim(k, v) for k, v in (dims or {}).items()]
+    return Spec(ext.import_onnx(os.fspath(path), dl, name or ""))
+
+
+def supported_ops():
+    """ONNX op types the importer converts."""
+    return list(ext.onnx_supported_ops())

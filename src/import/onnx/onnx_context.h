@@ -1,0 +1,151 @@
+// Internal to the ONNX importer: the per-model conversion state shared by the op converters
+// (src/import/onnx/onnx_ops_*.cpp). Not a public header.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "builder/graph_builder.h"
+#include "import/onnx/onnx_import.h"
+#include "ops/host_tensor.h"
+
+namespace dinoml::onnx_import {
+
+// Thrown by converters for a feature DinoML does not support (op, attribute value, dtype).
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// Thrown for a malformed or inconsistent model.
+struct Invalid : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ONNX TensorProto element type → DinoML dtype; Unsupported names the ONNX type otherwise.
+ir::DType dtype_from_onnx(int onnx_type, const std::string& what);
+std::string onnx_type_name(int onnx_type);
+// TensorProto → host tensor (raw or typed fields, external data resolved against base_dir).
+// `uint16_as_bfloat16`: read UINT16 payloads as bfloat16 bits (ONNX test data stores bfloat16 so).
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false);
+
+// One ONNX node with checked attribute access. Every attribute a converter reads is marked;
+// the importer reports attributes present on the node that the converter never read.
+class NodeView {
+ public:
+  NodeView(const onnx::NodeProto& p, std::string display_name, int opset) : p(p), name(std::move(display_name)), opset(opset) {}
+  const onnx::NodeProto& p;
+  std::string name;
+  int opset;
+
+  const std::string& op() const { return p.op_type(); }
+  bool has(const std::string& a) const;
+  int64_t i(const std::string& a, int64_t dflt);
+  int64_t i_req(const std::string& a);
+  float f(const std::string& a, float dflt);
+  std::string s(const std::string& a, const std::string& dflt);
+  std::vector<int64_t> ints(const std::string& a, const std::vector<int64_t>& dflt = {});
+  std::vector<float> floats(const std::string& a, const std::vector<float>& dflt = {});
+  const onnx::TensorProto* tensor(const std::string& a);
+  // Marks an attribute as understood without reading it (e.g. ignored hints).
+  void ignore(const std::string& a) { used_.insert(a); }
+  // Attributes present but never read by the converter.
+  std::vector<std::string> unread_attributes() const;
+
+  // Number of inputs up to the last non-empty one; has_input: present and non-empty.
+  size_t num_inputs() const;
+  bool has_input(size_t k) const { return k < static_cast<size_t>(p.input_size()) && !p.input(static_cast<int>(k)).empty(); }
+  const std::string& input(size_t k) const {
+    if (k >= static_cast<size_t>(p.input_size()))
+      throw Invalid("node '" + name + "' (" + op() + "): input " + std::to_string(k) + " is missing");
+    return p.input(static_cast<int>(k));
+  }
+  size_t num_outputs() const { return static_cast<size_t>(p.output_size()); }
+  bool has_output(size_t k) const { return k < num_outputs() && !p.output(static_cast<int>(k)).empty(); }
+
+ private:
+  const onnx::AttributeProto* find(const std::string& a, int type);
+  std::set<std::string> used_;
+};
+
+class Importer;
+using Converter = std::function<void(Importer&, NodeView&)>;
+using ConverterTable = std::map<std::string, Converter>;
+
+void register_elementwise_converters(ConverterTable& t);  // onnx_ops_elementwise.cpp
+void register_math_converters(ConverterTable& t);         // onnx_ops_math.cpp
+void register_shape_converters(ConverterTable& t);        // onnx_ops_shape.cpp
+void register_nn_converters(ConverterTable& t);           // onnx_ops_nn.cpp
+void register_rnn_converters(ConverterTable& t);          // onnx_ops_rnn.cpp
+void register_indexing_converters(ConverterTable& t);     // onnx_ops_indexing.cpp
+const ConverterTable& converters();
+
+// A symbolic int64 value (rank 0 or 1) computed from shapes with dims, e.g. Shape(x) of x[batch, 8].
+struct SymValue {
+  std::vector<ir::IntExpr> values;
+  bool scalar = false;  // rank 0
+};
+
+class Importer {
+ public:
+  explicit Importer(const std::string& name) : b(name) {}
+  builder::GraphBuilder b;
+  int opset = 1;
+
+  // ---- values -----------------------------------------------------------------------------
+  // DinoML tensor for ONNX value `onnx_name` (a known value is materialised as a constant).
+  std::string t(const std::string& onnx_name);
+  std::string in(NodeView& n, size_t k);
+  const ir::Tensor& type(const std::string& dml_name) const { return b.tensor(dml_name); }
+  const ir::Tensor& in_type(NodeView& n, size_t k) { return b.tensor(in(n, k)); }
+  ir::DType in_dtype(NodeView& n, size_t k) { return in_type(n, k).dtype; }
+  size_t in_rank(NodeView& n, size_t k) { return in_type(n, k).shape.size(); }
+  // Concrete value of an ONNX value if known at import time.
+  const ops::HostTensor* value(const std::string& onnx_name);
+  const ops::HostTensor* in_value(NodeView& n, size_t k) { return n.has_input(k) ? value(n.input(k)) : nullptr; }
+  // Symbolic (or constant) int values of input k; throws Unsupported naming the input if unknown.
+  SymValue sym_of(NodeView& n, size_t k, const char* what);
+  std::optional<SymValue> try_sym(const std::string& onnx_name);
+  // Constant int values of input k (all must be static).
+  std::vector<int64_t> ints_of(NodeView& n, size_t k, const char* what);
+  std::vector<double> floats_of(NodeView& n, size_t k, const char* what);
+  // Concrete value of input k; throws Unsupported "input 'what' ('name') must be known at compile time".
+  const ops::HostTensor& value_of(NodeView& n, size_t k, const char* what);
+
+  // Binds the ONNX output k of node n to a DinoML tensor / a symbolic value.
+  void set(NodeView& n, size_t k, const std::string& dml_name);
+  void set_value(const std::string& onnx_name, const std::string& dml_name);
+  void set_sym(NodeView& n, size_t k, SymValue v);
+
+  // ---- emission ---------------------------------------------------------------------------
+  // Adds a DinoML op; when all its inputs are known and the result is small, evaluates it with
+  // the reference implementation so that later shape inputs can use the value.
+  std::vector<std::string> opn(const std::string& op, const std::vector<std::string>& inputs, const ir::Attrs& attrs = {});
+  std::string op(const std::string& op, const std::vector<std::string>& inputs, const ir::Attrs& attrs = {}) {
+    return opn(op, inputs, attrs).at(0);
+  }
+  std::string constant(const ops::HostTensor& v, const std::string& base = "const");
+  std::string scalar(ir::DType dt, double v);
+  std::string cast(const std::string& x, ir::DType to);
+  std::string reshape(const std::string& x, const ir::Shape& shape);
+  const ops::HostTensor* dml_value(const std::string& dml_name) const;
+
+  std::map<std::string, std::string> names;        // ONNX value → DinoML tensor
+  std::map<std::string, ops::HostTensor> known;    // ONNX value → concrete value (not yet materialised)
+  std::map<std::string, SymValue> syms;            // ONNX value → symbolic int64 value
+  std::map<std::string, ops::HostTensor> dml_known;  // DinoML tensor → concrete value
+  std::string base_dir;
+  std::set<std::string> reserved;  // graph output names: never given to other tensors
+};
+
+// Helpers for converters.
+ir::Attrs attrs_axes(const std::vector<int64_t>& axes, bool keepdim);
+std::vector<int64_t> normalize_axes(std::vector<int64_t> axes, int64_t rank, const NodeView& n);
+int64_t normalize_axis(int64_t axis, int64_t rank, const NodeView& n);
+ir::Shape shape_of(const Importer& im, const std::string& dml_name);
+
+}  // namespace dinoml::onnx_import

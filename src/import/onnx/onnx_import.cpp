@@ -1,0 +1,538 @@
+// The ONNX import driver: ModelProto checks, graph inputs with symbolic dims, initializers,
+// node conversion through the converter table (collecting every problem), graph outputs.
+#include "import/onnx/onnx_import.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "import/onnx/onnx_context.h"
+#include "import/onnx/onnx_patterns.h"
+#include "ir/error.h"
+#include "ops/interpreter.h"
+#include "ops/registry.h"
+
+namespace dinoml::onnx_import {
+using ir::DType;
+
+namespace {
+std::string printable(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  std::string o;
+  for (unsigned char c : s) {
+    if ((c >= 0x20 && c < 0x7f) || c == '\n') o += static_cast<char>(c);
+    else {
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  return o;
+}
+}  // namespace
+
+OnnxImportError::OnnxImportError(const std::string& msg, std::vector<ImportProblem> ps)
+    : std::runtime_error(printable(msg)), problems(std::move(ps)) {
+  for (auto& p : problems) {
+    p.node = printable(p.node);
+    p.op = printable(p.op);
+    p.what = printable(p.what);
+  }
+}
+
+bool OnnxImportError::all_unsupported() const {
+  for (const auto& p : problems)
+    if (!p.unsupported) return false;
+  return !problems.empty();
+}
+
+const ConverterTable& converters() {
+  static const ConverterTable table = [] {
+    ConverterTable t;
+    register_elementwise_converters(t);
+    register_math_converters(t);
+    register_shape_converters(t);
+    register_nn_converters(t);
+    register_rnn_converters(t);
+    register_indexing_converters(t);
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> supported_onnx_ops() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : converters()) out.push_back(k);
+  return out;
+}
+
+// ---- Importer --------------------------------------------------------------------------------
+
+namespace {
+std::string sanitize(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (o.empty() || std::isdigit(static_cast<unsigned char>(o[0]))) o = "t_" + o;
+  return o;
+}
+}  // namespace
+
+std::string Importer::t(const std::string& onnx_name) {
+  if (auto it = names.find(onnx_name); it != names.end()) return it->second;
+  if (auto it = known.find(onnx_name); it != known.end()) {
+    std::string dml = constant(it->second, sanitize(onnx_name));
+    names[onnx_name] = dml;
+    return dml;
+  }
+  if (auto it = syms.find(onnx_name); it != syms.end()) {
+    for (const auto& e : it->second.values)
+      if (!e.is_const())
+        throw Unsupported("value '" + onnx_name + "' holds the symbolic shape value " + ir::shape_to_string(it->second.values) +
+                          " and is used as tensor data; DinoML needs shape values at compile time");
+    const auto* v = value(onnx_name);
+    std::string dml = constant(*v, sanitize(onnx_name));
+    names[onnx_name] = dml;
+    return dml;
+  }
+  throw Invalid("value '" + onnx_name + "' is used before it is defined");
+}
+
+std::string Importer::in(NodeView& n, size_t k) {
+  if (!n.has_input(k)) throw Invalid("node '" + n.name + "' (" + n.op() + "): input " + std::to_string(k) + " is missing");
+  return t(n.input(k));
+}
+
+const ops::HostTensor* Importer::value(const std::string& onnx_name) {
+  if (auto it = known.find(onnx_name); it != known.end()) return &it->second;
+  if (auto it = names.find(onnx_name); it != names.end()) return dml_value(it->second);
+  if (auto it = syms.find(onnx_name); it != syms.end()) {
+    std::vector<int64_t> vals;
+    for (const auto& e : it->second.values) {
+      if (!e.is_const()) return nullptr;
+      vals.push_back(e.const_value());
+    }
+    std::vector<int64_t> shape;
+    if (!it->second.scalar) shape.push_back(static_cast<int64_t>(vals.size()));
+    ops::HostTensor h(DType::i64, shape);
+    for (size_t i = 0; i < vals.size(); ++i) h.set_i64(static_cast<int64_t>(i), vals[i]);
+    return &(known[onnx_name] = std::move(h));
+  }
+  return nullptr;
+}
+
+const ops::HostTensor* Importer::dml_value(const std::string& dml_name) const {
+  auto it = dml_known.find(dml_name);
+  return it == dml_known.end() ? nullptr : &it->second;
+}
+
+std::optional<SymValue> Importer::try_sym(const std::string& onnx_name) {
+  if (auto it = syms.find(onnx_name); it != syms.end()) return it->second;
+  const auto* v = value(onnx_name);
+  if (!v || !ir::is_int(v->dtype) || v->rank() > 1) return std::nullopt;
+  SymValue s;
+  s.scalar = v->rank() == 0;
+  for (int64_t i = 0; i < v->numel(); ++i) s.values.push_back(ir::IntExpr(v->get_i64(i)));
+  return s;
+}
+
+SymValue Importer::sym_of(NodeView& n, size_t k, const char* what) {
+  if (!n.has_input(k)) throw Invalid("node '" + n.name + "' (" + n.op() + "): input '" + what + "' is missing");
+  auto s = try_sym(n.input(k));
+  if (!s)
+    throw Unsupported("node '" + n.name + "' (" + n.op() + "): input '" + what + "' ('" + n.input(k) +
+                      "') must be known at compile time (a constant or computed from shapes); DinoML compiles static shapes");
+  return *s;
+}
+
+std::vector<int64_t> Importer::ints_of(NodeView& n, size_t k, const char* what) {
+  SymValue s = sym_of(n, k, what);
+  std::vector<int64_t> out;
+  for (const auto& e : s.values) {
+    if (!e.is_const())
+      throw Unsupported("node '" + n.name + "' (" + n.op() + "): input '" + what + "' depends on symbolic dims (" +
+                        ir::shape_to_string(s.values) + "); it must be a constant here");
+    out.push_back(e.const_value());
+  }
+  return out;
+}
+
+const ops::HostTensor& Importer::value_of(NodeView& n, size_t k, const char* what) {
+  if (!n.has_input(k)) throw Invalid("node '" + n.name + "' (" + n.op() + "): input '" + what + "' is missing");
+  const auto* v = value(n.input(k));
+  if (!v)
+    throw Unsupported("node '" + n.name + "' (" + n.op() + "): input '" + what + "' ('" + n.input(k) +
+                      "') must be known at compile time (a constant); DinoML compiles static shapes");
+  return *v;
+}
+
+std::vector<double> Importer::floats_of(NodeView& n, size_t k, const char* what) {
+  const auto* v = &value_of(n, k, what);
+  std::vector<double> out;
+  for (int64_t i = 0; i < v->numel(); ++i) out.push_back(v->get_as(i));
+  return out;
+}
+
+void Importer::set(NodeView& n, size_t k, const std::string& dml_name) {
+  if (!n.has_output(k)) return;
+  set_value(n.p.output(static_cast<int>(k)), dml_name);
+}
+void Importer::set_value(const std::string& onnx_name, const std::string& dml_name) {
+  if (names.count(onnx_name) || known.count(onnx_name) || syms.count(onnx_name))
+    throw Invalid("value '" + onnx_name + "' is defined twice");
+  names[onnx_name] = dml_name;
+}
+void Importer::set_sym(NodeView& n, size_t k, SymValue v) {
+  if (!n.has_output(k)) return;
+  const std::string& o = n.p.output(static_cast<int>(k));
+  if (names.count(o) || known.count(o) || syms.count(o)) throw Invalid("value '" + o + "' is defined twice");
+  syms[o] = std::move(v);
+}
+
+std::vector<std::string> Importer::opn(const std::string& op, const std::vector<std::string>& inputs, const ir::Attrs& attrs) {
+  auto outs = b.op(op, inputs, attrs);
+  std::vector<const ops::HostTensor*> vals;
+  for (const auto& i : inputs) {
+    const auto* v = dml_value(i);
+    if (!v) return outs;
+    vals.push_back(v);
+  }
+  int64_t total = 0;
+  for (const auto& o : outs) {
+    const auto& s = b.tensor(o).shape;
+    if (!ir::shape_is_static(s)) return outs;
+    total += ir::shape_numel(s).const_value();
+  }
+  if (total > (int64_t{1} << 20)) return outs;
+  try {
+    auto res = ops::run_node(b.graph().nodes.back(), vals, b.graph(), {});
+    for (size_t k = 0; k < outs.size() && k < res.size(); ++k) dml_known[outs[k]] = std::move(res[k]);
+  } catch (const std::exception&) {
+    // Left to the compiler: the same reference runs again in constant folding and reports it.
+  }
+  return outs;
+}
+
+std::string Importer::constant(const ops::HostTensor& v, const std::string& base) {
+  std::string name = b.graph().unique_name(base);
+  while (reserved.count(name)) name = b.graph().unique_name(name + "_value");
+  b.constant(name, v.dtype, v.shape, v.data);
+  dml_known[name] = v;
+  return name;
+}
+
+std::string Importer::scalar(DType dt, double v) {
+  ops::HostTensor h(dt, {});
+  h.set_as(0, v);
+  return constant(h, "scalar");
+}
+
+std::string Importer::cast(const std::string& x, DType to) {
+  if (type(x).dtype == to) return x;
+  return op("cast", {x}, {{"dtype", std::string(ir::dtype_name(to))}});
+}
+
+std::string Importer::reshape(const std::string& x, const ir::Shape& shape) {
+  if (type(x).shape == shape) return x;
+  return op("reshape", {x}, {{"shape", shape}});
+}
+
+ir::Attrs attrs_axes(const std::vector<int64_t>& axes, bool keepdim) {
+  return {{"axes", axes}, {"keepdim", keepdim}};
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank, const NodeView& n) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    throw Invalid("node '" + n.name + "' (" + n.p.op_type() + "): axis " + std::to_string(axis) + " is outside [-" +
+                  std::to_string(rank) + ", " + std::to_string(rank) + ")");
+  return a;
+}
+
+std::vector<int64_t> normalize_axes(std::vector<int64_t> axes, int64_t rank, const NodeView& n) {
+  for (auto& a : axes) a = normalize_axis(a, rank, n);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+ir::Shape shape_of(const Importer& im, const std::string& dml_name) { return im.type(dml_name).shape; }
+
+// ---- the driver ------------------------------------------------------------------------------
+
+namespace {
+
+std::string problems_message(const std::vector<ImportProblem>& ps, size_t skipped) {
+  std::ostringstream o;
+  size_t uns = 0;
+  for (const auto& p : ps) uns += p.unsupported;
+  o << "ONNX import failed: " << ps.size() << " problem(s)";
+  if (uns) o << " (" << uns << " unsupported)";
+  o << ":";
+  for (const auto& p : ps) {
+    o << "\n  - ";
+    if (!p.node.empty()) o << "node '" << p.node << "' (" << p.op << "): ";
+    o << (p.unsupported ? "unsupported: " : "") << p.what;
+  }
+  if (skipped)
+    o << "\n  (" << skipped << " further node(s) depend on these and were not converted; every operator type "
+      << "without a converter is listed above)";
+  return o.str();
+}
+
+// Strips the "node 'x' (Op): " prefix converters put into their messages (the table adds it).
+std::string strip_prefix(const std::string& msg, const std::string& node_name) {
+  const std::string pre = "node '" + node_name + "' (";
+  if (msg.rfind(pre, 0) == 0) {
+    auto close = msg.find("): ", pre.size());
+    if (close != std::string::npos) return msg.substr(close + 3);
+  }
+  return msg;
+}
+
+ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, const ImportOptions& opts) {
+  std::vector<ImportProblem> problems;
+  auto model_problem = [&](const std::string& what, bool unsupported) { problems.push_back({"", "", what, unsupported}); };
+  if (!m.has_graph()) throw OnnxImportError("ONNX model has no graph", {{"", "", "the ModelProto has no graph", false}});
+  const auto& g = m.graph();
+  int opset = -1;
+  for (const auto& os : m.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx") opset = static_cast<int>(os.version());
+  }
+  if (opset < 0) {
+    if (m.opset_import_size() == 0 && m.ir_version() >= 3)
+      throw OnnxImportError("ONNX model declares no opset_import", {{"", "", "the model declares no opset_import", false}});
+    opset = 1;  // IR version < 3 without opset_import means the default domain at version 1
+  }
+
+  Importer im(opts.name.empty() ? (g.name().empty() ? std::string("onnx_model") : g.name()) : opts.name);
+  im.opset = opset;
+  im.base_dir = base_dir;
+  for (const auto& vi : g.output()) im.reserved.insert(sanitize(vi.name()));
+  std::set<std::string> poisoned;
+
+  // Initializers.
+  std::set<std::string> init_names;
+  for (const auto& t : g.initializer()) {
+    init_names.insert(t.name());
+    try {
+      im.known[t.name()] = tensor_from_proto(t, base_dir);
+    } catch (const Unsupported& e) {
+      model_problem(std::string("initializer: ") + e.what(), true);
+      poisoned.insert(t.name());
+    } catch (const Invalid& e) {
+      model_problem(std::string("initializer: ") + e.what(), false);
+      poisoned.insert(t.name());
+    }
+  }
+  if (g.sparse_initializer_size() > 0) model_problem("sparse initializers are not supported", true);
+
+  // Graph inputs (initializers listed as inputs are defaults: treated as constants).
+  std::map<std::string, ir::Dim> dims_used;
+  for (const auto& vi : g.input()) {
+    const std::string& name = vi.name();
+    if (init_names.count(name)) continue;
+    if (auto it = opts.bind_inputs.find(name); it != opts.bind_inputs.end()) {
+      im.known[name] = it->second;
+      continue;
+    }
+    try {
+      if (!vi.type().has_tensor_type())
+        throw Unsupported("graph input '" + name + "' is not a tensor (sequences, maps and optionals are not supported)");
+      const auto& tt = vi.type().tensor_type();
+      DType dt = dtype_from_onnx(tt.elem_type(), "graph input '" + name + "'");
+      if (!tt.has_shape()) throw Unsupported("graph input '" + name + "' has no shape (its rank must be known)");
+      ir::Shape shape;
+      for (int a = 0; a < tt.shape().dim_size(); ++a) {
+        const auto& d = tt.shape().dim(a);
+        if (d.has_dim_value()) {
+          if (d.dim_value() < 0) throw Invalid("graph input '" + name + "' has a negative extent");
+          shape.push_back(ir::IntExpr(d.dim_value()));
+        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+          auto it = opts.dims.find(d.dim_param());
+          if (it == opts.dims.end())
+            throw Unsupported("graph input '" + name + "' axis " + std::to_string(a) + " is the symbolic dim '" +
+                              d.dim_param() + "': give its bounds (--dim " + d.dim_param() + "=MIN:MAX[:BUCKETS] / dims={'" +
+                              d.dim_param() + "': (MIN, MAX)})");
+          im.b.add_dim(it->second);
+          dims_used[it->first] = it->second;
+          shape.push_back(ir::IntExpr::dim(it->first));
+        } else {
+          throw Unsupported("graph input '" + name + "' axis " + std::to_string(a) +
+                            " has neither a size nor a dim_param; DinoML needs a size or named dim");
+        }
+      }
+      im.set_value(name, im.b.input(sanitize(name) == name ? name : sanitize(name), dt, shape));
+    } catch (const Unsupported& e) {
+      model_problem(e.what(), true);
+      poisoned.insert(name);
+    } catch (const std::exception& e) {
+      model_problem(e.what(), false);
+      poisoned.insert(name);
+    }
+  }
+  for (const auto& [name, d] : opts.dims)
+    if (!dims_used.count(name)) {
+      (void)d;  // a bound for a dim the model does not use is harmless (one --dim list for many models)
+    }
+
+  // Nodes.
+  const auto& table = converters();
+  const Patterns patterns = find_patterns(g, im.known);
+  size_t skipped = 0;
+  for (int idx = 0; idx < g.node_size(); ++idx) {
+    const auto& np = g.node(idx);
+    if (patterns.absorbed.count(idx)) continue;  // covered by a replacement below (single consumer)
+    const std::string display = np.name().empty() ? "#" + std::to_string(idx) + " " + np.op_type() : np.name();
+    auto poison_outputs = [&] {
+      for (const auto& o : np.output())
+        if (!o.empty()) poisoned.insert(o);
+    };
+    bool skip = false;
+    for (const auto& i : np.input())
+      if (!i.empty() && poisoned.count(i)) skip = true;
+    if (np.output_size() == 0 || std::all_of(np.output().begin(), np.output().end(), [](const std::string& o) { return o.empty(); })) {
+      problems.push_back({display, np.op_type(), "the node has no outputs", false});
+      continue;
+    }
+    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+      problems.push_back({display, np.op_type(), "operator domain '" + np.domain() + "' is not supported", true});
+      poison_outputs();
+      continue;
+    }
+    if (auto rp = patterns.replace.find(idx); rp != patterns.replace.end()) {
+      if (poisoned.count(rp->second.input)) {
+        ++skipped;
+        poison_outputs();
+        continue;
+      }
+      try {
+        const std::string x = im.t(rp->second.input);
+        if (!ir::is_float(im.type(x).dtype)) throw Unsupported("the " + rp->second.dinoml_op + " pattern on a non-float tensor");
+        im.set_value(np.output(0), im.op(rp->second.dinoml_op, {x}));
+      } catch (const std::exception& e) {
+        problems.push_back({display, np.op_type(), strip_prefix(e.what(), display), false});
+        poison_outputs();
+      }
+      continue;
+    }
+    auto it = table.find(np.op_type());
+    if (it == table.end()) {
+      problems.push_back({display, np.op_type(), "operator " + np.op_type() + " is not supported", true});
+      poison_outputs();
+      continue;
+    }
+    if (skip) {
+      ++skipped;
+      poison_outputs();
+      continue;
+    }
+    NodeView nv(np, display, opset);
+    try {
+      it->second(im, nv);
+      auto unread = nv.unread_attributes();
+      if (!unread.empty()) {
+        std::string list;
+        for (const auto& a : unread) list += (list.empty() ? "" : ", ") + a;
+        throw Unsupported("attribute(s) " + list + " not supported");
+      }
+      for (size_t k = 0; k < nv.num_outputs(); ++k)
+        if (nv.has_output(k) && !im.names.count(np.output(static_cast<int>(k))) && !im.syms.count(np.output(static_cast<int>(k))) &&
+            !im.known.count(np.output(static_cast<int>(k))))
+          throw Unsupported("output " + std::to_string(k) + " ('" + np.output(static_cast<int>(k)) + "') is not supported");
+    } catch (const Unsupported& e) {
+      problems.push_back({display, np.op_type(), strip_prefix(e.what(), display), true});
+      poison_outputs();
+    } catch (const Invalid& e) {
+      problems.push_back({display, np.op_type(), strip_prefix(e.what(), display), false});
+      poison_outputs();
+    } catch (const std::exception& e) {
+      // OpError/IrError from DinoML's own shape and dtype rules.
+      problems.push_back({display, np.op_type(), std::string("DinoML rejected the conversion: ") + e.what(), false});
+      poison_outputs();
+    }
+  }
+
+  // Outputs.
+  for (const auto& vi : g.output()) {
+    const std::string& name = vi.name();
+    if (poisoned.count(name)) continue;
+    try {
+      std::string dml = im.t(name);
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) {
+        DType want = dtype_from_onnx(vi.type().tensor_type().elem_type(), "graph output '" + name + "'");
+        if (im.type(dml).dtype != want)
+          throw Invalid("graph output '" + name + "' is declared " + std::string(ir::dtype_name(want)) + " but computes " +
+                        std::string(ir::dtype_name(im.type(dml).dtype)));
+      }
+      std::string out_name = sanitize(name) == name ? name : sanitize(name);
+      if (im.b.graph().has_tensor(out_name)) {
+        // The name is taken by an input or a constant: rename the internal tensor is not possible,
+        // so the output gets a suffix-free alias only when free.
+        throw Unsupported("graph output '" + name + "' has the name of a graph input or constant");
+      }
+      im.b.output(dml, out_name);
+    } catch (const Unsupported& e) {
+      model_problem(e.what(), true);
+    } catch (const std::exception& e) {
+      model_problem(e.what(), false);
+    }
+  }
+  if (!problems.empty()) throw OnnxImportError(problems_message(problems, skipped), problems);
+  if (im.b.graph().outputs.empty())
+    throw OnnxImportError("ONNX model has no outputs", {{"", "", "the graph has no outputs", false}});
+  return im.b.finish();
+}
+
+}  // namespace
+
+ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts) {
+  onnx::ModelProto m;
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (bytes.empty()) throw OnnxImportError("not an ONNX model: the file is empty", {{"", "", "empty file", false}});
+  if (!m.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    throw OnnxImportError("not a valid ONNX model: protobuf parsing of ModelProto failed (truncated or corrupt file, " +
+                              std::to_string(bytes.size()) + " bytes)",
+                          {{"", "", "protobuf parse failed", false}});
+  if (!m.has_graph() && m.ir_version() == 0)
+    throw OnnxImportError("not a valid ONNX model: no ir_version and no graph (is this an ONNX file?)",
+                          {{"", "", "no ir_version and no graph", false}});
+  return import_model(m, base_dir, opts);
+}
+
+ir::Graph import_onnx_file(const std::string& path, const ImportOptions& opts) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw OnnxImportError("cannot open ONNX file '" + path + "'", {{"", "", "cannot open file", false}});
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  try {
+    return import_onnx_bytes(ss.str(), dir, opts);
+  } catch (const OnnxImportError& e) {
+    throw OnnxImportError("'" + path + "': " + e.what(), e.problems);
+  }
+}
+
+ops::HostTensor read_tensor_pb(const std::string& path, std::string* name, bool uint16_as_bfloat16) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw OnnxImportError("cannot open tensor file '" + path + "'", {{"", "", "cannot open file", false}});
+  std::stringstream ss;
+  ss << f.rdbuf();
+  onnx::TensorProto t;
+  if (!t.ParseFromString(ss.str()))
+    throw OnnxImportError("'" + path + "' is not a valid ONNX TensorProto", {{"", "", "protobuf parse failed", false}});
+  if (name) *name = t.name();
+  try {
+    return tensor_from_proto(t, std::filesystem::path(path).parent_path().string(), uint16_as_bfloat16);
+  } catch (const Unsupported& e) {
+    throw OnnxImportError("'" + path + "': " + e.what(), {{"", "", e.what(), true}});
+  } catch (const Invalid& e) {
+    throw OnnxImportError("'" + path + "': " + e.what(), {{"", "", e.what(), false}});
+  }
+}
+
+}  // namespace dinoml::onnx_import

@@ -1,0 +1,243 @@
+// ONNX TensorProto decoding: element types, raw/typed payloads, external data; NodeView
+// attribute access; --dim spec parsing.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "import/onnx/onnx_context.h"
+#include "ir/error.h"
+
+namespace dinoml::onnx_import {
+namespace fs = std::filesystem;
+using ir::DType;
+
+std::string onnx_type_name(int t) {
+  static const char* names[] = {"UNDEFINED", "FLOAT",     "UINT8",      "INT8",   "UINT16", "INT16",
+                                "INT32",     "INT64",     "STRING",     "BOOL",   "FLOAT16", "DOUBLE",
+                                "UINT32",    "UINT64",    "COMPLEX64",  "COMPLEX128", "BFLOAT16"};
+  if (t >= 0 && t < static_cast<int>(std::size(names))) return names[t];
+  return "type#" + std::to_string(t);
+}
+
+DType dtype_from_onnx(int t, const std::string& what) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: return DType::f32;
+    case onnx::TensorProto::FLOAT16: return DType::f16;
+    case onnx::TensorProto::BFLOAT16: return DType::bf16;
+    case onnx::TensorProto::INT8: return DType::i8;
+    case onnx::TensorProto::UINT8: return DType::u8;
+    case onnx::TensorProto::INT32: return DType::i32;
+    case onnx::TensorProto::INT64: return DType::i64;
+    case onnx::TensorProto::BOOL: return DType::boolean;
+    default: break;
+  }
+  throw Unsupported(what + ": element type " + onnx_type_name(t) + " is not supported (DinoML has float32, float16, "
+                    "bfloat16, int8, uint8, int32, int64, bool)");
+}
+
+namespace {
+
+std::string read_external(const onnx::TensorProto& t, const std::string& base_dir, size_t want) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  const std::string what = "tensor '" + t.name() + "'";
+  if (location.empty()) throw Invalid(what + ": external data without a 'location'");
+  fs::path rel(location);
+  if (rel.is_absolute()) throw Invalid(what + ": external data location '" + location + "' must be relative to the model");
+  for (const auto& part : rel)
+    if (part == "..") throw Invalid(what + ": external data location '" + location + "' leaves the model's directory");
+  fs::path p = fs::path(base_dir.empty() ? "." : base_dir) / rel;
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Invalid(what + ": cannot open external data file '" + p.string() + "'");
+  f.seekg(0, std::ios::end);
+  const int64_t size = static_cast<int64_t>(f.tellg());
+  if (length < 0) length = static_cast<int64_t>(want);
+  if (offset < 0 || offset + length > size)
+    throw Invalid(what + ": external data [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
+                  ") lies outside '" + p.string() + "' (" + std::to_string(size) + " bytes)");
+  std::string bytes(static_cast<size_t>(length), '\0');
+  f.seekg(offset);
+  f.read(bytes.data(), length);
+  return bytes;
+}
+
+}  // namespace
+
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16) {
+  const std::string what = "tensor '" + t.name() + "'";
+  if (t.has_segment()) throw Unsupported(what + ": segmented tensors are not supported");
+  const bool u16_bits = uint16_as_bfloat16 && t.data_type() == onnx::TensorProto::UINT16;
+  DType dt = u16_bits ? DType::bf16 : dtype_from_onnx(t.data_type(), what);
+  std::vector<int64_t> shape;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) throw Invalid(what + ": negative extent " + std::to_string(d));
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) throw Invalid(what + ": element count overflows");
+    shape.push_back(d);
+    n *= d;
+  }
+  const size_t es = ir::dtype_size(dt);
+  if (n > (int64_t{1} << 40)) throw Invalid(what + ": implausibly large (" + std::to_string(n) + " elements)");
+  const size_t want = static_cast<size_t>(n) * es;
+  ops::HostTensor h(dt, shape);
+  auto size_error = [&](size_t got, const char* field) {
+    return Invalid(what + ": " + field + " holds " + std::to_string(got) + " values/bytes, the shape " +
+                   h.shape_string() + " needs " + std::to_string(field[0] == 'r' || field[0] == 'e' ? want : size_t(n)));
+  };
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string bytes = read_external(t, base_dir, want);
+    if (bytes.size() != want) throw size_error(bytes.size(), "external data");
+    std::memcpy(h.data.data(), bytes.data(), want);
+    return h;
+  }
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    if (raw.size() != want) throw size_error(raw.size(), "raw_data");
+    std::memcpy(h.data.data(), raw.data(), want);
+    return h;
+  }
+  switch (u16_bits ? static_cast<int>(onnx::TensorProto::BFLOAT16) : t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      if (t.float_data_size() != n) throw size_error(static_cast<size_t>(t.float_data_size()), "float_data");
+      std::memcpy(h.data.data(), t.float_data().data(), want);
+      break;
+    case onnx::TensorProto::INT64:
+      if (t.int64_data_size() != n) throw size_error(static_cast<size_t>(t.int64_data_size()), "int64_data");
+      std::memcpy(h.data.data(), t.int64_data().data(), want);
+      break;
+    default: {
+      // int32_data carries INT32, INT8, UINT8, BOOL and the bit patterns of FLOAT16/BFLOAT16.
+      if (t.int32_data_size() != n) throw size_error(static_cast<size_t>(t.int32_data_size()), "int32_data");
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = t.int32_data(static_cast<int>(i));
+        if (dt == DType::f16 || dt == DType::bf16) {
+          const uint16_t bits = static_cast<uint16_t>(v);
+          std::memcpy(h.data.data() + i * 2, &bits, 2);
+        } else {
+          h.set_i64(i, v);
+        }
+      }
+    }
+  }
+  return h;
+}
+
+// ---- NodeView ----------------------------------------------------------------------------------
+
+bool NodeView::has(const std::string& a) const {
+  for (const auto& at : p.attribute())
+    if (at.name() == a) return true;
+  return false;
+}
+
+const onnx::AttributeProto* NodeView::find(const std::string& a, int type) {
+  for (const auto& at : p.attribute()) {
+    if (at.name() != a) continue;
+    used_.insert(a);
+    if (!at.ref_attr_name().empty())
+      throw Unsupported("node '" + name + "' (" + op() + "): attribute '" + a + "' refers to a function attribute");
+    if (at.type() != type && at.type() != onnx::AttributeProto::UNDEFINED)
+      throw Invalid("node '" + name + "' (" + op() + "): attribute '" + a + "' has type " +
+                    onnx::AttributeProto::AttributeType_Name(at.type()) + ", expected " +
+                    onnx::AttributeProto::AttributeType_Name(static_cast<onnx::AttributeProto::AttributeType>(type)));
+    return &at;
+  }
+  return nullptr;
+}
+
+int64_t NodeView::i(const std::string& a, int64_t dflt) {
+  auto* at = find(a, onnx::AttributeProto::INT);
+  return at ? at->i() : dflt;
+}
+int64_t NodeView::i_req(const std::string& a) {
+  auto* at = find(a, onnx::AttributeProto::INT);
+  if (!at) throw Invalid("node '" + name + "' (" + op() + "): required attribute '" + a + "' is missing");
+  return at->i();
+}
+float NodeView::f(const std::string& a, float dflt) {
+  auto* at = find(a, onnx::AttributeProto::FLOAT);
+  return at ? at->f() : dflt;
+}
+std::string NodeView::s(const std::string& a, const std::string& dflt) {
+  auto* at = find(a, onnx::AttributeProto::STRING);
+  return at ? at->s() : dflt;
+}
+std::vector<int64_t> NodeView::ints(const std::string& a, const std::vector<int64_t>& dflt) {
+  auto* at = find(a, onnx::AttributeProto::INTS);
+  return at ? std::vector<int64_t>(at->ints().begin(), at->ints().end()) : dflt;
+}
+std::vector<float> NodeView::floats(const std::string& a, const std::vector<float>& dflt) {
+  auto* at = find(a, onnx::AttributeProto::FLOATS);
+  return at ? std::vector<float>(at->floats().begin(), at->floats().end()) : dflt;
+}
+const onnx::TensorProto* NodeView::tensor(const std::string& a) {
+  auto* at = find(a, onnx::AttributeProto::TENSOR);
+  return at ? &at->t() : nullptr;
+}
+std::vector<std::string> NodeView::unread_attributes() const {
+  std::vector<std::string> out;
+  for (const auto& at : p.attribute())
+    if (!used_.count(at.name())) out.push_back(at.name());
+  return out;
+}
+size_t NodeView::num_inputs() const {
+  size_t n = static_cast<size_t>(p.input_size());
+  while (n > 0 && p.input(static_cast<int>(n - 1)).empty()) --n;
+  return n;
+}
+
+// ---- --dim specs ------------------------------------------------------------------------------
+
+ir::Dim parse_dim_spec(const std::string& spec) {
+  auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw IrError("--dim expects name=min:max[:bucket,bucket,...] or name=value, got '" + spec + "'");
+  ir::Dim d;
+  d.name = spec.substr(0, eq);
+  std::string rest = spec.substr(eq + 1);
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (true) {
+    auto c = rest.find(':', pos);
+    parts.push_back(rest.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  auto num = [&](const std::string& s) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(s, &used);
+      if (used != s.size()) throw std::invalid_argument(s);
+      return static_cast<int64_t>(v);
+    } catch (const std::exception&) {
+      throw IrError("--dim '" + spec + "': '" + s + "' is not an integer");
+    }
+  };
+  if (parts.size() == 1) {
+    d.min = d.max = num(parts[0]);
+  } else if (parts.size() == 2 || parts.size() == 3) {
+    d.min = num(parts[0]);
+    d.max = num(parts[1]);
+    if (parts.size() == 3 && !parts[2].empty()) {
+      size_t p2 = 0;
+      while (p2 <= parts[2].size()) {
+        auto c = parts[2].find(',', p2);
+        d.buckets.push_back(num(parts[2].substr(p2, c == std::string::npos ? std::string::npos : c - p2)));
+        if (c == std::string::npos) break;
+        p2 = c + 1;
+      }
+    }
+  } else {
+    throw IrError("--dim '" + spec + "': expected name=min:max[:buckets] or name=value");
+  }
+  d.normalize_and_validate();
+  return d;
+}
+
+}  // namespace dinoml::onnx_import
