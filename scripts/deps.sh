@@ -8,8 +8,11 @@ if [[ "${DINOML_WITH_TORCH:-1}" == 1 ]]; then PKGS+=(python3-torch python3-torch
 if [[ "${DINOML_WITH_FUZZ:-0}" == 1 ]]; then PKGS+=(clang-14 libclang-rt-14-dev llvm-14); fi
 # GEMM provider candidates (kernels/cpu/providers) and bench/ops/gemm_bench: oneDNN, OpenBLAS.
 PKGS+=(libdnnl-dev libopenblas-dev)
-# GGUF tests: scripts/fetch-ggml-ref installs llama.cpp's libraries (the oracle) with npm.
-PKGS+=(npm)
+# GGUF tests: scripts/fetch-ggml-ref installs llama.cpp's libraries (the oracle) with npm;
+# scripts/fetch-ort installs ONNX Runtime for bench/models. A Node.js that already ships npm
+# (e.g. NodeSource's nodejs) conflicts with Debian's npm package, so npm is only asked for when
+# the command is missing.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # ONNX import (src/import/onnx, cmake/onnx.cmake) and its conformance data (dinoml onnx-conformance).
 PKGS+=(libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata)
 # Headless Chromium renders `dinoml inspect --html` pages in tests/python/test_trust.py (the test
