@@ -230,6 +230,9 @@ dinoml_session_memory Session::memory(size_t wrapper_bytes) {
   m.overhead_bytes = overhead_bytes(wrapper_bytes, states_.size(), outputs_.size());
   m.total_bytes = m.arena_bytes + m.state_bytes + m.output_bytes + m.overhead_bytes;
   m.constants_bytes = module_->constants_bytes();
+  m.device_bytes = dev_arena_.capacity;
+  for (const auto* list : {&dev_states_, &dev_outputs_, &dev_inputs_})
+    for (const DeviceBuffer& b : *list) m.device_bytes += b.capacity;
   return m;
 }
 

@@ -164,6 +164,8 @@ typedef struct dinoml_session_memory {
   size_t overhead_bytes;
   size_t total_bytes;     /* arena + states + outputs + overhead */
   size_t constants_bytes; /* shared by the module's sessions; not in total_bytes */
+  size_t device_bytes;    /* CUDA artifacts: device arena + states + outputs + input staging (the
+                             fields above are then the host side only); 0 for CPU artifacts */
 } dinoml_session_memory;
 DINOML_API dinoml_status dinoml_session_memory_info(const dinoml_session* session, dinoml_session_memory* out);
 

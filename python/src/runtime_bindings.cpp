@@ -255,6 +255,7 @@ void bind_runtime(py::module_& m) {
         d["overhead_bytes"] = m.overhead_bytes;
         d["total_bytes"] = m.total_bytes;
         d["constants_bytes"] = m.constants_bytes;
+        d["device_bytes"] = m.device_bytes;
         return d;
       });
 }

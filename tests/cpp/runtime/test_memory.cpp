@@ -51,6 +51,7 @@ TEST(RuntimeMemory, ReportAddsUpAndFollowsThePlan) {
   EXPECT_EQ(before.output_bytes, 0u);
   EXPECT_EQ(before.overhead_bytes, dinoml_session_overhead_bytes(1, 2));
   EXPECT_EQ(before.constants_bytes, kConstants.size() * sizeof(float));
+  EXPECT_EQ(before.device_bytes, 0u);  // a CPU artifact holds no device memory
 
   // batch 2 (bucket <= 2): the fixture plans 2 * 4 floats of arena.
   ASSERT_EQ(run_positional(s.get(), FixtureInputs::make(2, 4)), DINOML_OK) << last_error();
