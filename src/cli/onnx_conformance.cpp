@@ -379,9 +379,10 @@ int cmd_onnx_conformance(const std::string& dir, int jobs, const std::string& fi
       if (pid < 0) throw std::runtime_error("fork() failed");
       if (pid == 0) {
         close(p[0]);
-        // Quiet child: compiler diagnostics stay out of the table.
+        // Quiet child: compiler diagnostics stay out of the table. DINOML_CONFORMANCE_VERBOSE=1
+        // keeps its stderr (e.g. a sanitizer report behind "exited ... without a result").
         int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) { dup2(devnull, 1); dup2(devnull, 2); }
+        if (devnull >= 0 && !std::getenv("DINOML_CONFORMANCE_VERBOSE")) { dup2(devnull, 1); dup2(devnull, 2); }
         CaseResult res;
         try {
           res = run_case(fs::path(dir) / name, work);

@@ -93,23 +93,23 @@ ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string&
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string bytes = read_external(t, base_dir, want);
     if (bytes.size() != want) throw size_error(bytes.size(), "external data");
-    std::memcpy(h.data.data(), bytes.data(), want);
+    if (want) std::memcpy(h.data.data(), bytes.data(), want);  // empty tensors have no buffer
     return h;
   }
   if (t.has_raw_data()) {
     const std::string& raw = t.raw_data();
     if (raw.size() != want) throw size_error(raw.size(), "raw_data");
-    std::memcpy(h.data.data(), raw.data(), want);
+    if (want) std::memcpy(h.data.data(), raw.data(), want);  // empty tensors have no buffer (UBSan)
     return h;
   }
   switch (u16_bits ? static_cast<int>(onnx::TensorProto::BFLOAT16) : t.data_type()) {
     case onnx::TensorProto::FLOAT:
       if (t.float_data_size() != n) throw size_error(static_cast<size_t>(t.float_data_size()), "float_data");
-      std::memcpy(h.data.data(), t.float_data().data(), want);
+      if (want) std::memcpy(h.data.data(), t.float_data().data(), want);
       break;
     case onnx::TensorProto::INT64:
       if (t.int64_data_size() != n) throw size_error(static_cast<size_t>(t.int64_data_size()), "int64_data");
-      std::memcpy(h.data.data(), t.int64_data().data(), want);
+      if (want) std::memcpy(h.data.data(), t.int64_data().data(), want);
       break;
     default: {
       // int32_data carries INT32, INT8, UINT8, BOOL and the bit patterns of FLOAT16/BFLOAT16.
