@@ -363,3 +363,28 @@ TEST(OnnxImport, ErfGeluPatternBecomesOneGeluOp) {
       EXPECT_NEAR(out.get_f64(i * 2 + j), 0.5 * h * (1 + std::erf(h / std::sqrt(2.0))), 1e-5);
     }
 }
+
+// Regression (UBSan under scripts/sanitize asan): an empty tensor has no buffer, so reading its
+// (empty) raw_data must not memcpy from or to a null pointer.
+TEST(OnnxImport, EmptyTensorProtoReadsAsEmptyTensor) {
+  for (bool raw : {true, false}) {
+    onnx::TensorProto t;
+    t.set_name("empty");
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    t.add_dims(0);
+    t.add_dims(3);
+    if (raw) t.set_raw_data(std::string());
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("dinoml_empty_" + std::to_string(getpid()) + (raw ? "_raw.pb" : ".pb"))).string();
+    {
+      std::ofstream f(path, std::ios::binary);
+      ASSERT_TRUE(t.SerializeToOstream(&f));
+    }
+    std::string name;
+    dinoml::ops::HostTensor h = dinoml::onnx_import::read_tensor_pb(path, &name);
+    std::filesystem::remove(path);
+    EXPECT_EQ(name, "empty");
+    EXPECT_EQ(h.shape, (std::vector<int64_t>{0, 3}));
+    EXPECT_EQ(h.numel(), 0);
+  }
+}
