@@ -56,6 +56,34 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
 
 }  // namespace
 
+// The target-independent front half of a compile: structural validation, the pass pipeline
+// (dumping each pass's graph to a temporary directory with --dump-passes), the per-bucket memory
+// plan and the pass report that goes into compile_config.json.
+struct Optimized {
+  ir::Graph graph;
+  fs::path dump_dir;  // empty without --dump-passes; removed by the caller after writing
+  passes::MemoryPlan plan;
+  nlohmann::json pass_report = nlohmann::json::array();
+};
+
+static Optimized optimize(const ir::Graph& input, const CompileOptions& opts) {
+  ir::validate_structure(input);
+  Optimized o{input, {}, {}, nlohmann::json::array()};
+  passes::PipelineOptions popts;
+  popts.fuse = opts.fuse;
+  if (opts.dump_passes) {
+    o.dump_dir = fs::temp_directory_path() /
+                 ("dinoml-passes-" + std::to_string(getpid()) + "-" + ir::graph_hash(input).substr(0, 12));
+    fs::remove_all(o.dump_dir);
+    popts.dump_dir = o.dump_dir.string();
+  }
+  const auto report = passes::run_pipeline(o.graph, popts);
+  o.plan = passes::plan_memory(o.graph);
+  for (const auto& e : report.entries)
+    o.pass_report.push_back({{"pass", e.pass}, {"changed", e.changed}, {"stats", e.stats}, {"graph_hash", e.graph_hash}});
+  return o;
+}
+
 // target cuda: passes → memory plan → CUDA lowering (module.cu) → nvcc → artifact.
 CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
   if (opts.profile || !opts.execution_plan.empty())
@@ -72,18 +100,10 @@ CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, s
       throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt or mma");
   }
   auto ctc = build::find_cuda_toolchain();
-  ir::validate_structure(input);
-  ir::Graph g = input;
-  fs::path dump_dir;
-  passes::PipelineOptions popts;
-  popts.fuse = opts.fuse;
-  if (opts.dump_passes) {
-    dump_dir = fs::temp_directory_path() / ("dinoml-passes-" + std::to_string(getpid()) + "-" + ir::graph_hash(input).substr(0, 12));
-    fs::remove_all(dump_dir);
-    popts.dump_dir = dump_dir.string();
-  }
-  auto report = passes::run_pipeline(g, popts);
-  auto plan = passes::plan_memory(g);
+  Optimized o = optimize(input, opts);
+  ir::Graph& g = o.graph;
+  const fs::path& dump_dir = o.dump_dir;
+  const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   auto lowered = lower::cuda::lower(g, plan, lo);
   CompileResult res;
@@ -94,9 +114,7 @@ CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, s
   nlohmann::json config = {{"target", "cuda"}, {"arch", lo.arch.name}, {"allow_tf32", lo.allow_tf32},
                            {"gemm_impl", lo.gemm_impl}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {"nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection}};
-  nlohmann::json pass_report = nlohmann::json::array();
-  for (const auto& e : report.entries)
-    pass_report.push_back({{"pass", e.pass}, {"changed", e.changed}, {"stats", e.stats}, {"graph_hash", e.graph_hash}});
+  const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
   build::ArtifactContents contents;
   contents.graph = &g;
@@ -125,19 +143,10 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.target == "cuda") return compile_cuda(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
     throw BuildError("--arch '" + opts.arch + "' is for target cuda; target cpu builds for this machine (x86-64)");
-  ir::validate_structure(input);
-
-  ir::Graph g = input;
-  fs::path dump_dir;
-  passes::PipelineOptions popts;
-  popts.fuse = opts.fuse;
-  if (opts.dump_passes) {
-    dump_dir = fs::temp_directory_path() / ("dinoml-passes-" + std::to_string(getpid()) + "-" + ir::graph_hash(input).substr(0, 12));
-    fs::remove_all(dump_dir);
-    popts.dump_dir = dump_dir.string();
-  }
-  auto report = passes::run_pipeline(g, popts);
-  auto plan = passes::plan_memory(g);
+  Optimized o = optimize(input, opts);
+  ir::Graph& g = o.graph;
+  const fs::path& dump_dir = o.dump_dir;
+  const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   CompileResult res;
   std::map<std::string, std::string> extra_files;
@@ -159,9 +168,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   nlohmann::json config = {{"target", opts.target}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags},
                            {"kernel_selection", res.kernel_selection}, {"strict", opts.strict}};
-  nlohmann::json pass_report = nlohmann::json::array();
-  for (const auto& e : report.entries)
-    pass_report.push_back({{"pass", e.pass}, {"changed", e.changed}, {"stats", e.stats}, {"graph_hash", e.graph_hash}});
+  const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
 
   build::ArtifactContents contents;
