@@ -22,6 +22,8 @@ struct Manifest {
   int cuda_runtime_major = 0;  // cuda: the CUDA major version module.so was built with
   std::string graph_hash;
   std::vector<std::string> required_isa;
+  // Vendor libraries (sonames, no paths) the chosen provider kernels need from the system.
+  std::vector<std::string> system_libraries;
   std::map<std::string, std::string> files;  // artifact-relative path -> lowercase sha256 hex
 
   bool lists(const std::string& path) const { return files.count(path) != 0; }

@@ -5,6 +5,7 @@
 // Adding a candidate is one line in candidates.cpp's table: the family's call arguments are
 // fixed (see CandidateFamily), a candidate adds only its function and trailing arguments.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,25 @@ struct KernelCandidate {
   std::string extra_args;  // trailing call arguments ("" for none)
   std::string isa;         // ISA the kernel needs beyond the module's baseline ("" = none), e.g. "avx512f"
   std::string doc;         // one line: what this variant does differently
+  // Vendor provider (kernels/cpu/providers): the library holding `function` ("dinoml_cpu_onednn"),
+  // linked into module.so and shipped in lib/ only when the candidate is compiled in, and the
+  // system library it needs at run time ("libdnnl.so.2", recorded in the manifest). "" = the
+  // kernel library itself.
+  std::string library;
+  std::string system_library;
+  bool float32_only = false;  // the provider offers float32 only
+  // gemm only: `function` takes (dtype, M, N, K, a, packed_b, bias, d, c, epilogue) with b packed
+  // once at module init; offered only when b is a constant (see GemmCallInfo).
+  bool packed_constant_b = false;
+};
+
+// What emit_tunable needs to know about a gemm node to offer the candidates above: its dtype,
+// and for a constant b its slot in constants.bin and layout (empty `b_offset` = b is computed).
+struct GemmCallInfo {
+  bool float32 = true;
+  bool b_constant = false;
+  uint64_t b_offset = 0;
+  std::string dtype_code, b_layout, M, N, K, a, bias, d, c, epilogue;
 };
 
 const char* family_name(CandidateFamily f);

@@ -51,6 +51,9 @@ class EmitContext {
   nlohmann::json tunables = nlohmann::json::array();
   std::ostringstream profile_cases;
   std::vector<std::string> extra_isa;
+  // Provider libraries the emitted candidates call (linked, shipped in lib/) and the system
+  // libraries those need, in first-use order.
+  std::vector<std::string> libraries, system_libraries;
 
   const ir::Tensor& tensor(const std::string& name) const { return g.tensor(name); }
   // Expression of the buffer holding `tensor` (its storage root's variable).
@@ -104,7 +107,8 @@ nlohmann::json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream
 // / `wrap_post` surround each call (e.g. a block declaring shape arrays). Emits the selected
 // candidate (a switch on the bucket when buckets chose differently) and returns the manifest entry.
 nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
-                            std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "");
+                            std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "",
+                            const GemmCallInfo* gemm = nullptr);
 // The dinoml_module_profile entry point of a bootstrap module (empty text otherwise).
 std::string emit_profile_entry(EmitContext& cx, const std::string& storage);
 

@@ -7,6 +7,7 @@
 
 #include "dinoml/quant_blocks.h"
 #include "ir/error.h"
+#include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
 #include "lower/cpu/lower_conv.h"
 
@@ -96,7 +97,22 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
   const std::string args = dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
                            N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
                            d + ", " + cx.ptr(y) + ", " + k.epilogue;
-  return emit_tunable(cx, n, CandidateFamily::gemm, args, body);
+  GemmCallInfo info;
+  info.float32 = a.dtype == ir::DType::f32 && b.dtype == ir::DType::f32;
+  const auto& bt = cx.tensor(n.inputs[1]);
+  if (bt.kind == ir::TensorKind::constant) {
+    const auto layout = ir::layout_constants(cx.g);
+    const auto it = layout.find(n.inputs[1]);
+    if (it != layout.end()) {
+      info.b_constant = true;
+      info.b_offset = it->second.offset;
+    }
+  }
+  info.dtype_code = dtype_code(a.dtype);
+  info.b_layout = k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR";
+  info.M = M, info.N = N, info.K = K;
+  info.a = cx.ptr(n.inputs[0]), info.bias = bias, info.d = d, info.c = cx.ptr(y), info.epilogue = k.epilogue;
+  return emit_tunable(cx, n, CandidateFamily::gemm, args, body, "", "", &info);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, std::ostringstream& body) {
