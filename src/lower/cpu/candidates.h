@@ -17,7 +17,9 @@ namespace dinoml::lower::cpu {
 //   bmm:     (dtype, b_layout, batch_rank, batch_shape, a_batch, b_batch, M, N, K, a, b, c [, extra])
 //   softmax: (dtype, outer, axis_len, inner, log, x, y [, extra])
 //   qgemm:   (qtype, M, N, K, a, w, bias, d, c, epilogue [, extra])  — gemm_rcr* with a quantized b
-enum class CandidateFamily { gemm, bmm, softmax, qgemm };
+//   conv:    (dtype, &shape, x, w, packed_w, bias, r, y, epilogue) — conv2d* with constant weights,
+//            packed once at module init in the candidate's `variant`
+enum class CandidateFamily { gemm, bmm, softmax, qgemm, conv };
 
 struct KernelCandidate {
   CandidateFamily family;
@@ -33,19 +35,12 @@ struct KernelCandidate {
   std::string library;
   std::string system_library;
   bool float32_only = false;  // the provider offers float32 only
-  // gemm only: `function` takes (dtype, M, N, K, a, packed_b, bias, d, c, epilogue) with b packed
-  // once at module init; offered only when b is a constant (see GemmCallInfo).
+  // gemm: `function` takes (dtype, M, N, K, a, packed_b, bias, d, c, epilogue) with a constant b
+  // packed once at module init. conv: the packed-weight variant (0 GEMM panels, 2 / 4 Winograd).
   bool packed_constant_b = false;
+  int variant = -1;
 };
 
-// What emit_tunable needs to know about a gemm node to offer the candidates above: its dtype,
-// and for a constant b its slot in constants.bin and layout (empty `b_offset` = b is computed).
-struct GemmCallInfo {
-  bool float32 = true;
-  bool b_constant = false;
-  uint64_t b_offset = 0;
-  std::string dtype_code, b_layout, M, N, K, a, bias, d, c, epilogue;
-};
 
 const char* family_name(CandidateFamily f);
 

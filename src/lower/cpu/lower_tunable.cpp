@@ -35,36 +35,34 @@ std::string names_of(const std::vector<KernelCandidate>& cands) {
 namespace {
 
 // The candidates this node can use: ISA of this CPU (candidates_for), provider libraries built
-// here, dtype and constness limits. A packed-constant-b candidate leads when it applies: for a
-// constant weight it is the default (packing once beats packing per call).
-std::vector<KernelCandidate> node_candidates(const EmitContext& cx, CandidateFamily family, const GemmCallInfo* gemm) {
-  std::vector<KernelCandidate> out, packed;
+// here, then the node's own limits (hooks->applies), ordered by hooks->rank.
+std::vector<KernelCandidate> node_candidates(const EmitContext& cx, CandidateFamily family, const TunableHooks* hooks) {
+  std::vector<KernelCandidate> out;
   for (const auto& c : candidates_for(family)) {
     if (!c.library.empty()) {
       const auto& avail = cx.options ? cx.options->providers : std::vector<std::string>{};
       if (std::find(avail.begin(), avail.end(), c.library) == avail.end()) continue;
     }
-    if (c.float32_only && (!gemm || !gemm->float32)) continue;
-    if (c.packed_constant_b) {
-      if (gemm && gemm->b_constant) packed.push_back(c);
-      continue;
-    }
+    if (hooks && hooks->applies && !hooks->applies(c)) continue;
     out.push_back(c);
   }
-  out.insert(out.begin(), packed.begin(), packed.end());
+  if (hooks && hooks->rank)
+    std::stable_sort(out.begin(), out.end(),
+                     [&](const KernelCandidate& x, const KernelCandidate& y) { return hooks->rank(x) < hooks->rank(y); });
   return out;
 }
 
-// Packs the constant b of a gemm node once, in dinoml_module_init; returns the variable.
-std::string packed_b_var(EmitContext& cx, const ir::Node& n, const GemmCallInfo& g) {
-  const std::string var = "dml_gemm_packed_" + std::to_string(cx.next_kernel_id++);
+}  // namespace
+
+std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::string& setup, const std::string& size_expr,
+                              const std::string& pack_call) {
+  const std::string var = "dml_packed_" + std::to_string(cx.next_kernel_id++);
   if (cx.functions.str().find("#include <stdlib.h>") == std::string::npos) cx.functions << "#include <stdlib.h>\n";
-  cx.functions << "static void* " << var << " = NULL;  // packed b of node " << comment_text(n.name) << "\n";
+  cx.functions << "static void* " << var << " = NULL;  // packed constant of node " << comment_text(n.name) << "\n";
   cx.init << "  if (!__atomic_load_n(&" << var << ", __ATOMIC_ACQUIRE)) {  // " << comment_text(n.name) << "\n"
-          << "    const int64_t sz = dml_cpu_gemm_packed_b_size(" << g.N << ", " << g.K << ");\n"
+          << setup << "    const int64_t sz = " << size_expr << ";\n"
           << "    void* p = sz > 0 ? aligned_alloc(64, (size_t)((sz + 63) / 64 * 64)) : NULL;\n"
-          << "    int st = p ? dml_cpu_gemm_pack_b(" << g.dtype_code << ", " << g.b_layout << ", " << g.N << ", " << g.K
-          << ", constants + " << g.b_offset << ", p) : DML_CPU_ERR_MEMORY;\n"
+          << "    int st = p ? " << pack_call << " : DML_CPU_ERR_MEMORY;\n"
           << "    if (st) {\n      free(p);\n      return dml_node_error(err, errlen, " << cpp_string_literal(n.name) << ", "
           << cpp_string_literal(n.op) << ", st);\n    }\n"
           << "    void* expected = NULL;\n"
@@ -73,12 +71,10 @@ std::string packed_b_var(EmitContext& cx, const ir::Node& n, const GemmCallInfo&
   return var;
 }
 
-}  // namespace
-
 json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
                   std::ostringstream& body, const std::string& wrap_pre, const std::string& wrap_post,
-                  const GemmCallInfo* gemm) {
-  const std::vector<KernelCandidate> cands = node_candidates(cx, family, gemm);
+                  const TunableHooks* hooks) {
+  const std::vector<KernelCandidate> cands = node_candidates(cx, family, hooks);
   if (cands.empty()) throw BuildError("no " + std::string(family_name(family)) + " kernel candidate runs on this CPU");
   const size_t nb = std::max<size_t>(cx.plan.buckets.size(), 1);
   std::vector<KernelChoice> sel(nb, KernelChoice{cands[0].name, "default (not profiled)", false, json()});
@@ -105,11 +101,10 @@ json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, co
   }
   // What the emitted candidates need: the chosen ones, or all of them in a bootstrap module.
   const bool bootstrap = cx.options && cx.options->bootstrap;
-  std::string packed;
   for (size_t ci = 0; ci < cands.size(); ++ci) {
     if (!bootstrap && std::find(idx.begin(), idx.end(), ci) == idx.end()) continue;
     const KernelCandidate& c = cands[ci];
-    if (c.packed_constant_b && packed.empty()) packed = packed_b_var(cx, n, *gemm);
+    if (hooks && hooks->prepare) hooks->prepare(c);
     if (!c.library.empty() && std::find(cx.libraries.begin(), cx.libraries.end(), c.library) == cx.libraries.end()) {
       cx.libraries.push_back(c.library);
       cx.system_libraries.push_back(c.system_library);
@@ -121,11 +116,7 @@ json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, co
   }
   auto call = [&](size_t ci) {
     const KernelCandidate& c = cands[ci];
-    const std::string text =
-        c.packed_constant_b ? c.function + "(" + gemm->dtype_code + ", " + gemm->M + ", " + gemm->N + ", " + gemm->K + ", " +
-                                  gemm->a + ", " + packed + ", " + gemm->bias + ", " + gemm->d + ", " + gemm->c + ", " +
-                                  gemm->epilogue + ")"
-                            : candidate_call(c, common_args);
+    const std::string text = hooks && hooks->call ? hooks->call(c) : candidate_call(c, common_args);
     return wrap_pre + checked_call(n, text) + wrap_post;
   };
 

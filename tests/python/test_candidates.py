@@ -92,3 +92,58 @@ def test_manifest_system_libraries_are_checked(tmp_path):
     _tamper_manifest(Path(art.path), tmp_path / "path", ["/etc/passwd"])
     with pytest.raises(dml.ArtifactError, match=r"system_libraries\[0\].*soname"):
         dml.runtime.load(str(tmp_path / "path"))
+
+
+# ---- conv: packed-weight variants as candidates -------------------------------------------------
+
+class ConvNet(dml.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = dml.nn.Conv2d(16, 32, 3, padding=1)     # F(4x4) fits (C <= 128)
+        self.c2 = dml.nn.Conv2d(32, 32, 3, padding=1)     # F(4x4) fits
+        self.c3 = dml.nn.Conv2d(32, 16, 3, stride=2, padding=1)  # GEMM panels only
+
+    def forward(self, x):
+        return self.c3(dml.ops.relu(self.c2(dml.ops.relu(self.c1(x)))))
+
+
+def _conv_spec():
+    rng = np.random.default_rng(3)
+    w = {}
+    for name, (o, c) in {"c1": (32, 16), "c2": (32, 32), "c3": (16, 32)}.items():
+        w[f"{name}.weight"] = (rng.standard_normal((o, c, 3, 3)) * (1.0 / np.sqrt(9 * c))).astype(np.float32)
+        w[f"{name}.bias"] = rng.standard_normal(o).astype(np.float32)
+    batch = dml.Dim("batch", min=1, max=2, buckets=(2,))
+    return dml.trace(ConvNet(), inputs={"x": dml.TensorSpec([batch, 16, 12, 12], "float32")}, constants=w,
+                     name="convnet")
+
+
+def test_conv_variants_are_candidates_and_each_runs(tmp_path):
+    spec = _conv_spec()
+    default = dml.compile(spec, target="cpu", out=str(tmp_path / "default"))
+    convs = {e["node"]: e for e in default.kernel_manifest if e.get("family") == "conv"}
+    assert len(convs) == 3
+    for e in convs.values():
+        assert e["selected"] == "dml.conv2d.prepacked" and e["reason"] == "default (not profiled)"
+    by_count = sorted(len(e["candidates"]) for e in convs.values())
+    assert by_count == [2, 4, 4], by_count  # the strided conv offers no Winograd variant
+    prof = dml.compile(spec, target="cpu", out=str(tmp_path / "prof"), profile=True,
+                       profile_cache=str(tmp_path / "p.sqlite"), progress=False)
+    plan = prof.execution_plan
+    conv_nodes = [n for n in plan["nodes"] if n["family"] == "conv"]
+    assert len(conv_nodes) == 3
+    for variant in ("dml.conv2d.implicit_gemm.prepacked", "dml.conv2d.winograd_f2.prepacked",
+                    "dml.conv2d.winograd_f4.prepacked"):
+        forced = json.loads(json.dumps(plan))
+        for n in forced["nodes"]:
+            if n["family"] != "conv" or variant not in n["candidates"]:
+                continue
+            for b in n["buckets"]:
+                b["winner"], b["reason"] = variant, "test: forced"
+                b.pop("timings", None)
+        (tmp_path / "plan.json").write_text(json.dumps(forced))
+        art = dml.compile(spec, target="cpu", out=str(tmp_path / variant), execution_plan=str(tmp_path / "plan.json"))
+        src = (Path(art.path) / "debug" / "module.cpp").read_text()
+        v = {"implicit_gemm": "0", "winograd_f2": "2", "winograd_f4": "4"}[variant.split(".")[2]]
+        assert f"dml_cpu_conv2d_pack_w_variant(0, &ws, constants + " in src and f", p, {v})" in src
+        assert ext.cli_main(["validate", art.path]) == 0  # against the reference interpreter
