@@ -1,0 +1,287 @@
+// conv2d on NCHW tensors (weights [O, C/groups, kh, kw]) with the fused epilogue of the conv2d
+// family: y = act(conv(x, w) + bias[o] (+ res)) for act in {none, relu}.
+//
+// * implicit_gemm_simt_64x64: per group, the GEMM [O/g] x [N·Ho·Wo] x [C/g·kh·kw] with the im2col
+//   operand gathered on the fly (zero padding by bounds checks). 64x64 output tile per block of 256
+//   threads (4x4 outputs each), K in steps of 16 through shared memory; float accumulation, any
+//   dtype, stride, padding, dilation and group count.
+// * implicit_gemm_mma_64x64 (fp16/bf16, sm_80+): the same GEMM on tensor cores with
+//   mma.sync.m16n8k16 (4 warps, 32x32 each), K in steps of 32; float accumulation.
+// * direct: one thread per output element, for groups with few output channels (depthwise).
+#include <cstdint>
+#include <string>
+
+#include "common.cuh"
+#include "mma.cuh"
+
+namespace dml_cuda {
+namespace {
+
+struct ConvGeo {
+  int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, dh, dw, groups;
+  int64_t Ho, Wo, Og, Cg, K, P;  // P = N·Ho·Wo pixels, K = Cg·kh·kw
+};
+
+template <class T>
+__device__ __forceinline__ float epi(const ConvGeo& g, float v, const T* bias, const T* res, int64_t o, int64_t yi, int relu) {
+  if (bias) v += to_f(bias[o]);
+  if (res) v += to_f(res[yi]);
+  return relu && v < 0.0f ? 0.0f : v;
+}
+
+// x value of im2col row `kidx` for the pixel decomposed as (n, ih0 = oh·sh − pt, iw0 = ow·sw − pl).
+template <class T>
+__device__ __forceinline__ T im2col(const ConvGeo& g, const T* __restrict__ x, int64_t cbase, int64_t n, int64_t ih0,
+                                    int64_t iw0, int64_t kidx, bool pix_ok) {
+  if (!pix_ok || kidx >= g.K) return from_f<T>(0.0f);
+  const int64_t khw = g.kh * g.kw;
+  const int64_t c = kidx / khw, rs = kidx % khw;
+  const int64_t ih = ih0 + (rs / g.kw) * g.dh, iw = iw0 + (rs % g.kw) * g.dw;
+  if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return from_f<T>(0.0f);
+  return x[((n * g.C + cbase + c) * g.H + ih) * g.W + iw];
+}
+
+constexpr int SB = 64, SK = 16;
+
+template <class T>
+__global__ void __launch_bounds__(256) conv_simt_kernel(ConvGeo g, const T* __restrict__ x, const T* __restrict__ w,
+                                                        const T* __restrict__ bias, const T* __restrict__ res,
+                                                        T* __restrict__ y, int relu) {
+  __shared__ float Ws[SK][SB + 4];
+  __shared__ float Xs[SK][SB + 4];
+  const int tid = threadIdx.x;
+  const int64_t grp = blockIdx.z;
+  const int64_t p0 = (int64_t)blockIdx.x * SB, o0 = (int64_t)blockIdx.y * SB;
+  // This thread's im2col column (pixel) for the X tile loads: fixed across the K loop.
+  const int lc = tid % SB, lr = tid / SB;  // rows lr, lr+4, lr+8, lr+12
+  const int64_t pix = p0 + lc;
+  const bool pix_ok = pix < g.P;
+  int64_t n = 0, ih0 = 0, iw0 = 0;
+  if (pix_ok) {
+    n = pix / (g.Ho * g.Wo);
+    const int64_t r = pix % (g.Ho * g.Wo);
+    ih0 = (r / g.Wo) * g.sh - g.pt;
+    iw0 = (r % g.Wo) * g.sw - g.pl;
+  }
+  const int64_t cbase = grp * g.Cg;
+  const T* wg = w + grp * g.Og * g.K;
+  // W tile loads: thread -> (o = tid / 4, k = (tid % 4) * 4 .. +3)
+  const int wo = tid / 4, wk = (tid % 4) * 4;
+  const int tx = tid % 16, ty = tid / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < g.K; k0 += SK) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t o = o0 + wo, kk = k0 + wk + j;
+      Ws[wk + j][wo] = (o < g.Og && kk < g.K) ? to_f(wg[o * g.K + kk]) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = lr + 4 * j;
+      Xs[r][lc] = to_f(im2col(g, x, cbase, n, ih0, iw0, k0 + r, pix_ok));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < SK; ++kk) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = Ws[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = Xs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+  const int64_t HW = g.Ho * g.Wo;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t p = p0 + tx + 16 * j;
+    if (p >= g.P) continue;
+    const int64_t pn = p / HW, pr = p % HW;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t o = o0 + ty + 16 * i;
+      if (o >= g.Og) continue;
+      const int64_t oc = grp * g.Og + o;
+      const int64_t yi = (pn * g.O + oc) * HW + pr;
+      y[yi] = from_f<T>(epi(g, acc[i][j], bias, res, oc, yi, relu));
+    }
+  }
+}
+
+// ---- tensor cores: 64 (out channels) x 64 (pixels) per block of 4 warps, K steps of 32 ----------
+
+constexpr int MB = 64, MK = 32, MLD = MK + 8;
+
+template <class T>
+__global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __restrict__ x, const T* __restrict__ w,
+                                                       const T* __restrict__ bias, const T* __restrict__ res,
+                                                       T* __restrict__ y, int relu) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  __shared__ __align__(16) T As[MB][MLD];  // weights  [o][k]
+  __shared__ __align__(16) T Bs[MB][MLD];  // im2col   [pixel][k]
+  const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
+  const int gq = lane / 4, t4 = lane % 4;
+  const int64_t grp = blockIdx.z;
+  const int64_t p0 = (int64_t)blockIdx.x * MB, o0 = (int64_t)blockIdx.y * MB;
+  const int64_t cbase = grp * g.Cg;
+  const T* wg = w + grp * g.Og * g.K;
+  // im2col loads: thread -> pixel column tid % 64, k rows (tid / 64) + 2j, j < 16.
+  const int lc = tid % MB, lr = tid / MB;
+  const int64_t pix = p0 + lc;
+  const bool pix_ok = pix < g.P;
+  int64_t n = 0, ih0 = 0, iw0 = 0;
+  if (pix_ok) {
+    n = pix / (g.Ho * g.Wo);
+    const int64_t r = pix % (g.Ho * g.Wo);
+    ih0 = (r / g.Wo) * g.sh - g.pt;
+    iw0 = (r % g.Wo) * g.sw - g.pl;
+  }
+  const bool wvec = (g.K % 8 == 0) && ((reinterpret_cast<uintptr_t>(w) & 15) == 0);
+  const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+  float acc[2][4][4] = {};
+  for (int64_t k0 = 0; k0 < g.K; k0 += MK) {
+    // weights: 64 rows x 32 k = 256 chunks of 8
+    for (int e = tid; e < MB * (MK / 8); e += blockDim.x) {
+      const int r = e / (MK / 8), c = (e % (MK / 8)) * 8;
+      const int64_t o = o0 + r, kk = k0 + c;
+      if (wvec && o < g.Og && kk + 8 <= g.K) {
+        *reinterpret_cast<uint4*>(&As[r][c]) = *reinterpret_cast<const uint4*>(wg + o * g.K + kk);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) As[r][c + j] = (o < g.Og && kk + j < g.K) ? wg[o * g.K + kk + j] : from_f<T>(0.0f);
+      }
+    }
+#pragma unroll 4
+    for (int j = 0; j < MK / 2; ++j) {
+      const int r = lr + 2 * j;
+      Bs[lc][r] = im2col(g, x, cbase, n, ih0, iw0, k0 + r, pix_ok);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < MK; ks += 16) {
+      uint32_t af[2][4], bf[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const T* ar = &As[wm + mi * 16 + gq][ks + t4 * 2];
+        af[mi][0] = *reinterpret_cast<const uint32_t*>(ar);
+        af[mi][1] = *reinterpret_cast<const uint32_t*>(ar + 8 * MLD);
+        af[mi][2] = *reinterpret_cast<const uint32_t*>(ar + 8);
+        af[mi][3] = *reinterpret_cast<const uint32_t*>(ar + 8 * MLD + 8);
+      }
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const T* br = &Bs[wn + ni * 8 + gq][ks + t4 * 2];
+        bf[ni][0] = *reinterpret_cast<const uint32_t*>(br);
+        bf[ni][1] = *reinterpret_cast<const uint32_t*>(br + 8);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma_m16n8k16<T>(acc[mi][ni], af[mi], bf[ni]);
+    }
+    __syncthreads();
+  }
+  const int64_t HW = g.Ho * g.Wo;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t o = o0 + wm + mi * 16 + gq + (e >= 2 ? 8 : 0);
+        const int64_t p = p0 + wn + ni * 8 + t4 * 2 + (e & 1);
+        if (o >= g.Og || p >= g.P) continue;
+        const int64_t oc = grp * g.Og + o;
+        const int64_t yi = ((p / HW) * g.O + oc) * HW + p % HW;
+        y[yi] = from_f<T>(epi(g, acc[mi][ni][e], bias, res, oc, yi, relu));
+      }
+#else
+  (void)g; (void)x; (void)w; (void)bias; (void)res; (void)y; (void)relu;
+#endif
+}
+
+template <class T>
+__global__ void conv_direct_kernel(ConvGeo g, const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                                   const T* __restrict__ res, T* __restrict__ y, int relu) {
+  const int64_t total = g.N * g.O * g.Ho * g.Wo;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t ow = i % g.Wo, oh = (i / g.Wo) % g.Ho, oc = (i / (g.Wo * g.Ho)) % g.O, n = i / (g.Wo * g.Ho * g.O);
+    const int64_t grp = oc / g.Og;
+    const T* wr = w + oc * g.K;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      const T* xp = x + (n * g.C + grp * g.Cg + c) * g.H * g.W;
+      for (int64_t r = 0; r < g.kh; ++r) {
+        const int64_t ih = oh * g.sh - g.pt + r * g.dh;
+        if (ih < 0 || ih >= g.H) continue;
+        for (int64_t s = 0; s < g.kw; ++s) {
+          const int64_t iw = ow * g.sw - g.pl + s * g.dw;
+          if (iw < 0 || iw >= g.W) continue;
+          acc += to_f(xp[ih * g.W + iw]) * to_f(wr[(c * g.kh + r) * g.kw + s]);
+        }
+      }
+    }
+    y[i] = from_f<T>(epi(g, acc, bias, res, oc, i, relu));
+  }
+}
+
+}  // namespace
+}  // namespace dml_cuda
+
+using namespace dml_cuda;
+
+extern "C" int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const void* x, const void* w, const void* bias,
+                               const void* res, void* y, int relu, int impl, void* stream) {
+  if (!s) return fail("dml_cuda_conv2d: shape is NULL");
+  if (s->N < 0 || s->C < 1 || s->H < 1 || s->W < 1 || s->O < 1 || s->kh < 1 || s->kw < 1 || s->sh < 1 || s->sw < 1 ||
+      s->dh < 1 || s->dw < 1 || s->pt < 0 || s->pl < 0 || s->pb < 0 || s->pr < 0 || s->groups < 1 ||
+      s->C % s->groups != 0 || s->O % s->groups != 0)
+    return fail("dml_cuda_conv2d: invalid geometry (extents/strides/dilations >= 1, pads >= 0, groups dividing C and O)");
+  ConvGeo g{};
+  g.N = s->N; g.C = s->C; g.H = s->H; g.W = s->W; g.O = s->O; g.kh = s->kh; g.kw = s->kw; g.sh = s->sh; g.sw = s->sw;
+  g.pt = s->pt; g.pl = s->pl; g.dh = s->dh; g.dw = s->dw; g.groups = s->groups;
+  const int64_t span_h = s->H + s->pt + s->pb - s->dh * (s->kh - 1) - 1, span_w = s->W + s->pl + s->pr - s->dw * (s->kw - 1) - 1;
+  if (span_h < 0 || span_w < 0) return fail("dml_cuda_conv2d: the (dilated) kernel is larger than the padded input");
+  g.Ho = span_h / s->sh + 1;
+  g.Wo = span_w / s->sw + 1;
+  g.Og = s->O / s->groups;
+  g.Cg = s->C / s->groups;
+  g.K = g.Cg * s->kh * s->kw;
+  g.P = g.N * g.Ho * g.Wo;
+  if (g.P == 0) return 0;
+  if (s->groups > 65535 || (g.Og + SB - 1) / SB > 65535) return fail("dml_cuda_conv2d: too many groups / output channels");
+  cudaStream_t st = as_stream(stream);
+  // impl: 0 automatic, 1 SIMT implicit GEMM, 2 mma implicit GEMM, 3 direct.
+  const bool half_like = dtype == 1 || dtype == 2;
+  int use = impl;
+  if (use == 0) use = g.Og < 16 ? 3 : (half_like && device_cc_major() >= 8 ? 2 : 1);
+  if (use == 2 && (!half_like || device_cc_major() < 8))
+    return fail("dml_cuda_conv2d: the mma kernel needs float16/bfloat16 on sm_80+");
+  return dispatch_float(dtype, "dml_cuda_conv2d", [&](auto tag) -> int {
+    using T = decltype(tag);
+    const T* xt = static_cast<const T*>(x);
+    const T* wt = static_cast<const T*>(w);
+    const T* bt = static_cast<const T*>(bias);
+    const T* rt = static_cast<const T*>(res);
+    T* yt = static_cast<T*>(y);
+    if (use == 3) {
+      const int64_t total = g.N * g.O * g.Ho * g.Wo;
+      conv_direct_kernel<T><<<blocks_for(total, 256), 256, 0, st>>>(g, xt, wt, bt, rt, yt, relu);
+      return check_launch("dml_cuda_conv2d (direct)");
+    }
+    const dim3 grid(static_cast<unsigned>((g.P + SB - 1) / SB), static_cast<unsigned>((g.Og + SB - 1) / SB),
+                    static_cast<unsigned>(g.groups));
+    if (use == 2) {
+      if constexpr (sizeof(T) == 2) {
+        conv_mma_kernel<T><<<grid, 128, 0, st>>>(g, xt, wt, bt, rt, yt, relu);
+        return check_launch("dml_cuda_conv2d (mma)");
+      }
+    }
+    conv_simt_kernel<T><<<grid, 256, 0, st>>>(g, xt, wt, bt, rt, yt, relu);
+    return check_launch("dml_cuda_conv2d (simt)");
+  });
+}
