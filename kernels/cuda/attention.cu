@@ -330,6 +330,9 @@ int launch_simt(const SdpaParams& p, const void* q, const void* k, const void* v
                 cudaStream_t st) {
   const size_t bytes = sizeof(float) * ((size_t)kSimtKeys * (p.D + 1) + (size_t)kSimtKeys * p.Dv + (size_t)kSimtRows * p.D);
   auto kern = sdpa_simt_kernel<T>;
+  if (bytes > 200 * 1024)
+    return fail("dml_cuda_sdpa: head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) +
+                " need " + std::to_string(bytes) + " bytes of shared memory in the SIMT kernel (limit 200 KiB)");
   if (bytes > 48 * 1024)
     if (int e = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
                       "dml_cuda_sdpa: shared memory attribute"))
