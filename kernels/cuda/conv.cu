@@ -29,16 +29,51 @@ __device__ __forceinline__ float epi(const ConvGeo& g, float v, const T* bias, c
   return relu && v < 0.0f ? 0.0f : v;
 }
 
-// x value of im2col row `kidx` for the pixel decomposed as (n, ih0 = oh·sh − pt, iw0 = ow·sw − pl).
+// Position (channel, kernel row, kernel column) of im2col row k inside one group; advanced
+// incrementally (32-bit, no division in the inner loops: int64 division costs ~70 instructions).
+struct KPos {
+  int c, r, s;
+};
+__device__ __forceinline__ KPos kpos(int k, int kh, int kw) {
+  const int khw = kh * kw;
+  const int c = k / khw, rs = k - c * khw, r = rs / kw;
+  return {c, r, rs - r * kw};
+}
+__device__ __forceinline__ void kadvance(KPos& p, int d, int kh, int kw) {
+  p.s += d;
+  while (p.s >= kw) {
+    p.s -= kw;
+    if (++p.r == kh) {
+      p.r = 0;
+      ++p.c;
+    }
+  }
+}
+
+// One pixel's im2col gather: xb = x + (n·C + group's first channel)·H·W, (ih0, iw0) = the window's
+// top-left (may be negative: zero padding by bounds checks).
+struct PixelGather {
+  const void* xb;
+  int ih0, iw0;
+  bool ok;
+};
 template <class T>
-__device__ __forceinline__ T im2col(const ConvGeo& g, const T* __restrict__ x, int64_t cbase, int64_t n, int64_t ih0,
-                                    int64_t iw0, int64_t kidx, bool pix_ok) {
-  if (!pix_ok || kidx >= g.K) return from_f<T>(0.0f);
-  const int64_t khw = g.kh * g.kw;
-  const int64_t c = kidx / khw, rs = kidx % khw;
-  const int64_t ih = ih0 + (rs / g.kw) * g.dh, iw = iw0 + (rs % g.kw) * g.dw;
-  if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return from_f<T>(0.0f);
-  return x[((n * g.C + cbase + c) * g.H + ih) * g.W + iw];
+__device__ __forceinline__ PixelGather pixel_gather(const ConvGeo& g, const T* x, int64_t cbase, int64_t pix) {
+  PixelGather pg{x, 0, 0, pix < g.P};
+  if (pg.ok) {
+    const int64_t n = pix / (g.Ho * g.Wo);
+    const int64_t r = pix % (g.Ho * g.Wo);
+    pg.ih0 = static_cast<int>((r / g.Wo) * g.sh - g.pt);
+    pg.iw0 = static_cast<int>((r % g.Wo) * g.sw - g.pl);
+    pg.xb = x + (n * g.C + cbase) * g.H * g.W;
+  }
+  return pg;
+}
+template <class T>
+__device__ __forceinline__ T gather(const ConvGeo& g, const PixelGather& pg, const KPos& kp, int k) {
+  const int ih = pg.ih0 + kp.r * static_cast<int>(g.dh), iw = pg.iw0 + kp.s * static_cast<int>(g.dw);
+  if (!pg.ok || k >= g.K || ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) return from_f<T>(0.0f);
+  return static_cast<const T*>(pg.xb)[(static_cast<int64_t>(kp.c) * g.H + ih) * g.W + iw];
 }
 
 constexpr int SB = 64, SK = 16;
@@ -54,16 +89,10 @@ __global__ void __launch_bounds__(256) conv_simt_kernel(ConvGeo g, const T* __re
   const int64_t p0 = (int64_t)blockIdx.x * SB, o0 = (int64_t)blockIdx.y * SB;
   // This thread's im2col column (pixel) for the X tile loads: fixed across the K loop.
   const int lc = tid % SB, lr = tid / SB;  // rows lr, lr+4, lr+8, lr+12
-  const int64_t pix = p0 + lc;
-  const bool pix_ok = pix < g.P;
-  int64_t n = 0, ih0 = 0, iw0 = 0;
-  if (pix_ok) {
-    n = pix / (g.Ho * g.Wo);
-    const int64_t r = pix % (g.Ho * g.Wo);
-    ih0 = (r / g.Wo) * g.sh - g.pt;
-    iw0 = (r % g.Wo) * g.sw - g.pl;
-  }
   const int64_t cbase = grp * g.Cg;
+  const PixelGather pg = pixel_gather(g, x, cbase, p0 + lc);
+  const int kh = static_cast<int>(g.kh), kw = static_cast<int>(g.kw);
+  KPos kp = kpos(lr, kh, kw);
   const T* wg = w + grp * g.Og * g.K;
   // W tile loads: thread -> (o = tid / 4, k = (tid % 4) * 4 .. +3)
   const int wo = tid / 4, wk = (tid % 4) * 4;
@@ -75,10 +104,14 @@ __global__ void __launch_bounds__(256) conv_simt_kernel(ConvGeo g, const T* __re
       const int64_t o = o0 + wo, kk = k0 + wk + j;
       Ws[wk + j][wo] = (o < g.Og && kk < g.K) ? to_f(wg[o * g.K + kk]) : 0.0f;
     }
+    {
+      KPos q = kp;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int r = lr + 4 * j;
-      Xs[r][lc] = to_f(im2col(g, x, cbase, n, ih0, iw0, k0 + r, pix_ok));
+      for (int j = 0; j < 4; ++j) {
+        Xs[lr + 4 * j][lc] = to_f(gather<T>(g, pg, q, static_cast<int>(k0) + lr + 4 * j));
+        kadvance(q, 4, kh, kw);
+      }
+      kadvance(kp, SK, kh, kw);
     }
     __syncthreads();
 #pragma unroll
@@ -131,15 +164,9 @@ __global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __res
   const T* wg = w + grp * g.Og * g.K;
   // im2col loads: thread -> pixel column tid % 64, k rows (tid / 64) + 2j, j < 16.
   const int lc = tid % MB, lr = tid / MB;
-  const int64_t pix = p0 + lc;
-  const bool pix_ok = pix < g.P;
-  int64_t n = 0, ih0 = 0, iw0 = 0;
-  if (pix_ok) {
-    n = pix / (g.Ho * g.Wo);
-    const int64_t r = pix % (g.Ho * g.Wo);
-    ih0 = (r / g.Wo) * g.sh - g.pt;
-    iw0 = (r % g.Wo) * g.sw - g.pl;
-  }
+  const PixelGather pg = pixel_gather(g, x, cbase, p0 + lc);
+  const int kh = static_cast<int>(g.kh), kw = static_cast<int>(g.kw);
+  KPos kp = kpos(lr, kh, kw);
   const bool wvec = (g.K % 8 == 0) && ((reinterpret_cast<uintptr_t>(w) & 15) == 0);
   const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
   float acc[2][4][4] = {};
@@ -155,10 +182,14 @@ __global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __res
         for (int j = 0; j < 8; ++j) As[r][c + j] = (o < g.Og && kk + j < g.K) ? wg[o * g.K + kk + j] : from_f<T>(0.0f);
       }
     }
+    {
+      KPos q = kp;
 #pragma unroll 4
-    for (int j = 0; j < MK / 2; ++j) {
-      const int r = lr + 2 * j;
-      Bs[lc][r] = im2col(g, x, cbase, n, ih0, iw0, k0 + r, pix_ok);
+      for (int j = 0; j < MK / 2; ++j) {
+        Bs[lc][lr + 2 * j] = gather<T>(g, pg, q, static_cast<int>(k0) + lr + 2 * j);
+        kadvance(q, 2, kh, kw);
+      }
+      kadvance(kp, MK, kh, kw);
     }
     __syncthreads();
 #pragma unroll
@@ -253,6 +284,8 @@ extern "C" int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const 
   g.K = g.Cg * s->kh * s->kw;
   g.P = g.N * g.Ho * g.Wo;
   if (g.P == 0) return 0;
+  if (g.K > INT32_MAX / 2 || g.H > INT32_MAX / 4 || g.W > INT32_MAX / 4 || g.Cg * g.H > INT32_MAX)
+    return fail("dml_cuda_conv2d: C/groups·kh·kw or the spatial extents exceed the 32-bit index range");
   if (s->groups > 65535 || (g.Og + SB - 1) / SB > 65535) return fail("dml_cuda_conv2d: too many groups / output channels");
   cudaStream_t st = as_stream(stream);
   // impl: 0 automatic, 1 SIMT implicit GEMM, 2 mma implicit GEMM, 3 direct.
