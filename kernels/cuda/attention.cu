@@ -3,8 +3,8 @@
 //
 // * flash_mma: fp16/bf16, head dim 64 or 128 (D == Dv), sm_80+. A block of NW warps owns 16·NW
 //   query rows; each warp keeps its 16 rows' Q fragments, scores (16 x 64 keys) and output
-//   accumulators in registers. Per 64-key block: S = Q·Kᵀ with mma.sync.m16n8k16 (K rows give the
-//   col-major B fragments directly), scale/causal/mask, online softmax (quad shuffles), then the
+//   accumulators in registers. Per 64-key block: S = Q·Kᵀ with mma.sync.m16n8k16 (K's B fragments
+//   by ldmatrix.x4: K rows are the col-major B operand), scale/causal/mask, online softmax (quad shuffles), then the
 //   probabilities — already in the A-fragment layout — times V (B fragments by ldmatrix.trans).
 //   K/V blocks are double-buffered in shared memory with cp.async (the next block loads while the
 //   current one computes). Causal blocks skip the key blocks above the diagonal, heaviest first.
@@ -225,13 +225,15 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
 #pragma unroll
     for (int nt = 0; nt < kBN / 8; ++nt) {
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      const T* kr = Kc + (nt * 8 + g) * LD + t4 * 2;
+      // ldmatrix.x4: lane l addresses key nt*8 + l%8, head-dim chunk (l/8)*8 of a 32-wide slice,
+      // giving the B fragments (b0, b1) of two consecutive 16-wide k steps.
+      const T* kr = Kc + (nt * 8 + (lane % 8)) * LD + (lane / 8) * 8;
 #pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {
-        uint32_t bf[2];
-        bf[0] = *reinterpret_cast<const uint32_t*>(kr + kk * 16);
-        bf[1] = *reinterpret_cast<const uint32_t*>(kr + kk * 16 + 8);
+      for (int kk = 0; kk < KT; kk += 2) {
+        uint32_t bf[4];
+        ldmatrix_x4(bf, kr + kk * 16);
         mma_m16n8k16<T>(s[nt], qf[kk], bf);
+        mma_m16n8k16<T>(s[nt], qf[kk + 1], bf + 2);
       }
     }
     // Scale, mask (only where some key of this block can be masked), row maxima.
@@ -254,7 +256,7 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
       const float mnew = fmaxf(mrow[r], mx[r]);
       msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
-      alpha[r] = exp2f(mrow[r] - msafe[r]);
+      alpha[r] = fast_exp2(mrow[r] - msafe[r]);
       mrow[r] = mnew;
       lrow[r] *= alpha[r];
     }
@@ -269,7 +271,7 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
     for (int nt = 0; nt < kBN / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float pv = exp2f(s[nt][e] - msafe[e >> 1]);
+        const float pv = fast_exp2(s[nt][e] - msafe[e >> 1]);
         s[nt][e] = pv;
         lrow[e >> 1] += pv;
       }

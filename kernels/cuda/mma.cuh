@@ -42,6 +42,29 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem_
 #endif
 }
 
+// Four 8x8 b16 matrices from shared memory (ldmatrix .x4, not transposed).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem_row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#else
+  (void)r; (void)smem_row;
+#endif
+}
+
+// 2^x with the hardware approximation (ex2.approx.ftz; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
 // 16-byte global -> shared copy that bypasses registers; `valid` false writes zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
