@@ -46,9 +46,7 @@ ir::Graph cnn_attention(DType dt) {
     for (auto s : shape) cnt *= static_cast<size_t>(s);
     auto bytes = rand_f32(cnt, seed);
     bytes.resize(cnt * es);  // fp16/bf16: any bit pattern of the right size is a valid constant here
-    ir::Shape sh;
-    for (auto s : shape) sh.push_back(s);
-    return b.constant(name, dt, sh, bytes);
+    return b.constant(name, dt, shape, bytes);
   };
   auto x = b.input("x", dt, {IntExpr::dim("n"), 16, 12, 12});
   auto w = cst("w", {32, 16, 3, 3}, 1);
@@ -144,16 +142,16 @@ TEST(CudaConvAttention, FlashSelectedForHeadDim64And128) {
   }
 }
 
-TEST(CudaConvAttention, IntegerConvIsRefusedByName) {
-  builder::GraphBuilder b("int_conv");
-  auto x = b.input("x", DType::i32, {1, 2, 4, 4});
-  auto w = b.input("w", DType::i32, {2, 2, 1, 1});
-  b.output(b.op1("conv2d", {x, w}), "y");
-  try {
-    ir::Graph g = b.finish();
-    lower_it(g);
-    FAIL() << "int32 conv lowered";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("conv2d"), std::string::npos) << e.what();
-  }
+TEST(CudaConvAttention, ForcedMmaOnlyAppliesToHalfTypes) {
+  // DINOML_CUDA_GEMM=mma: fp16/bf16 convs take the tensor-core kernel, float32 keeps exact SIMT.
+  ir::Graph g = cnn_attention(DType::f32);
+  auto m = lower_it(g, "mma");
+  EXPECT_EQ(entry_for(m.kernel_manifest, "conv2d_bias_relu")["selected"], "implicit_gemm_simt_64x64");
+  EXPECT_EQ(m.source.find("DML_CUDA_CONV_MMA"), std::string::npos);
+  ir::Graph g2 = cnn_attention(DType::f16);
+  auto m2 = lower_it(g2, "mma");
+  auto e = entry_for(m2.kernel_manifest, "conv2d_bias_relu");
+  EXPECT_EQ(e["selected"], "implicit_gemm_mma_m16n8k16_64x64x32");
+  EXPECT_EQ(e["reason"], "forced by DINOML_CUDA_GEMM=mma");
+  EXPECT_NE(m2.source.find("DML_CUDA_CONV_MMA"), std::string::npos);
 }
