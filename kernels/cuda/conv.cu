@@ -6,7 +6,9 @@
 //   threads (4x4 outputs each), K in steps of 16 through shared memory; float accumulation, any
 //   dtype, stride, padding, dilation and group count.
 // * implicit_gemm_mma_64x64 (fp16/bf16, sm_80+): the same GEMM on tensor cores with
-//   mma.sync.m16n8k16 (4 warps, 32x32 each), K in steps of 32; float accumulation.
+//   mma.sync.m16n8k16 (4 warps, 32x32 each), K in steps of 32, im2col stored pixel-contiguous and
+//   read by ldmatrix.trans; float accumulation; the epilogue goes through shared memory so the
+//   output and residual are accessed coalesced.
 // * direct: one thread per output element, for groups with few output channels (depthwise).
 #include <cstdint>
 #include <string>
@@ -154,8 +156,14 @@ __global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __res
                                                        const T* __restrict__ bias, const T* __restrict__ res,
                                                        T* __restrict__ y, int relu) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  __shared__ __align__(16) T As[MB][MLD];  // weights  [o][k]
-  __shared__ __align__(16) T Bs[MB][MLD];  // im2col   [pixel][k]
+  // weights As[o][k]; im2col Bk[k][pixel] (pixel-contiguous: conflict-free stores, B fragments by
+  // ldmatrix.trans); after the K loop the same bytes hold the float output tile Cs[o][pixel].
+  constexpr int BLD = MB + 8, CLD = MB + 4;
+  constexpr size_t kAB = sizeof(T) * (MB * MLD + MK * BLD), kC = sizeof(float) * MB * CLD;
+  __shared__ __align__(16) unsigned char smem[kAB > kC ? kAB : kC];
+  T (*As)[MLD] = reinterpret_cast<T (*)[MLD]>(smem);
+  T (*Bk)[BLD] = reinterpret_cast<T (*)[BLD]>(smem + sizeof(T) * MB * MLD);
+  float (*Cs)[CLD] = reinterpret_cast<float (*)[CLD]>(smem);
   const int tid = threadIdx.x, warp = tid / kWarp, lane = tid % kWarp;
   const int gq = lane / 4, t4 = lane % 4;
   const int64_t grp = blockIdx.z;
@@ -186,7 +194,7 @@ __global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __res
       KPos q = kp;
 #pragma unroll 4
       for (int j = 0; j < MK / 2; ++j) {
-        Bs[lc][lr + 2 * j] = gather<T>(g, pg, q, static_cast<int>(k0) + lr + 2 * j);
+        Bk[lr + 2 * j][lc] = gather<T>(g, pg, q, static_cast<int>(k0) + lr + 2 * j);
         kadvance(q, 2, kh, kw);
       }
       kadvance(kp, MK, kh, kw);
@@ -204,10 +212,14 @@ __global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __res
         af[mi][3] = *reinterpret_cast<const uint32_t*>(ar + 8 * MLD + 8);
       }
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const T* br = &Bs[wn + ni * 8 + gq][ks + t4 * 2];
-        bf[ni][0] = *reinterpret_cast<const uint32_t*>(br);
-        bf[ni][1] = *reinterpret_cast<const uint32_t*>(br + 8);
+      for (int np = 0; np < 2; ++np) {
+        // lane l: k row ks + l%8 (+8 for matrices 1 and 3), pixel column wn + np*16 (+8 for 2 and 3)
+        uint32_t r4[4];
+        ldmatrix_x4_trans(r4, &Bk[ks + (lane % 8) + ((lane / 8) & 1) * 8][wn + np * 16 + (lane / 16) * 8]);
+        bf[2 * np][0] = r4[0];
+        bf[2 * np][1] = r4[1];
+        bf[2 * np + 1][0] = r4[2];
+        bf[2 * np + 1][1] = r4[3];
       }
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
@@ -216,20 +228,26 @@ __global__ void __launch_bounds__(128) conv_mma_kernel(ConvGeo g, const T* __res
     }
     __syncthreads();
   }
-  const int64_t HW = g.Ho * g.Wo;
+  // Epilogue through shared memory: consecutive threads take consecutive pixels of one output
+  // channel, so bias/residual reads and output writes are coalesced.
+  __syncthreads();
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t o = o0 + wm + mi * 16 + gq + (e >= 2 ? 8 : 0);
-        const int64_t p = p0 + wn + ni * 8 + t4 * 2 + (e & 1);
-        if (o >= g.Og || p >= g.P) continue;
-        const int64_t oc = grp * g.Og + o;
-        const int64_t yi = ((p / HW) * g.O + oc) * HW + p % HW;
-        y[yi] = from_f<T>(epi(g, acc[mi][ni][e], bias, res, oc, yi, relu));
-      }
+      for (int e = 0; e < 4; ++e) Cs[wm + mi * 16 + gq + (e >= 2 ? 8 : 0)][wn + ni * 8 + t4 * 2 + (e & 1)] = acc[mi][ni][e];
+  __syncthreads();
+  const uint32_t HW = static_cast<uint32_t>(g.Ho * g.Wo);
+  for (int e = tid; e < MB * MB; e += blockDim.x) {
+    const int r = e / MB, c = e % MB;
+    const int64_t o = o0 + r, p = p0 + c;
+    if (o >= g.Og || p >= g.P) continue;
+    const int64_t oc = grp * g.Og + o;
+    const uint32_t pn = static_cast<uint32_t>(p) / HW, pr = static_cast<uint32_t>(p) - pn * HW;
+    const int64_t yi = ((int64_t)pn * g.O + oc) * HW + pr;
+    y[yi] = from_f<T>(epi(g, Cs[r][c], bias, res, oc, yi, relu));
+  }
 #else
   (void)g; (void)x; (void)w; (void)bias; (void)res; (void)y; (void)relu;
 #endif
@@ -284,6 +302,7 @@ extern "C" int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const 
   g.K = g.Cg * s->kh * s->kw;
   g.P = g.N * g.Ho * g.Wo;
   if (g.P == 0) return 0;
+  if (g.P > INT32_MAX) return fail("dml_cuda_conv2d: N·Ho·Wo exceeds the 32-bit pixel index range");
   if (g.K > INT32_MAX / 2 || g.H > INT32_MAX / 4 || g.W > INT32_MAX / 4 || g.Cg * g.H > INT32_MAX)
     return fail("dml_cuda_conv2d: C/groups·kh·kw or the spatial extents exceed the 32-bit index range");
   if (s->groups > 65535 || (g.Og + SB - 1) / SB > 65535) return fail("dml_cuda_conv2d: too many groups / output channels");
