@@ -12,6 +12,10 @@
 
 namespace dml_cuda {
 
+// Warp width and the full-warp lane mask (named so a HIP build can change them in one place).
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
 // Sets the thread-local message and returns a non-zero status.
 int fail(const std::string& msg);
 // Turns a CUDA error (of the call or of the last launch) into a status + message naming `what`.
