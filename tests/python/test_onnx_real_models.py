@@ -1,0 +1,32 @@
+"""Real architectures through the ONNX importer (bench/onnx/real_models.py): exported with
+Debian's PyTorch (random weights, dynamic batch axis), imported with dml.from_onnx with
+--dim batch=1:8:2,8, compiled for the CPU, and compared with PyTorch at batch 1, 3 and 8 (both
+buckets, and a batch between them) within 1e-4 (fp32)."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "onnx"))
+
+torch = pytest.importorskip("torch")
+import real_models  # noqa: E402
+
+FAST = ["bert", "lstm"]
+# The torchvision CNNs take longer to export and compile: opt in with DINOML_SLOW_TESTS=1
+# (the script bench/onnx/real_models.py runs them all).
+SLOW = ["resnet18", "mobilenet_v2"]
+RUN_SLOW = os.environ.get("DINOML_SLOW_TESTS") == "1"
+
+
+@pytest.mark.parametrize(
+    "name",
+    FAST + [pytest.param(n, marks=pytest.mark.skipif(not RUN_SLOW, reason="slow: set DINOML_SLOW_TESTS=1")) for n in SLOW],
+)
+def test_real_model_matches_pytorch_across_batch_buckets(name, tmp_path):
+    if name in SLOW:
+        pytest.importorskip("torchvision")
+    ok = real_models.check(name, str(tmp_path), batches=(1, 3, 8))
+    assert ok, f"{name}: worst |err| {real_models.worst_error.get(name)} > {real_models.TOL}"
