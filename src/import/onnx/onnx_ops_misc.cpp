@@ -68,14 +68,16 @@ void convert_max_unpool(Importer& im, NodeView& n) {
   std::vector<int64_t> pads = n.ints("pads", std::vector<int64_t>(2 * sp, 0));
   if (k.size() != sp || stride.size() != sp || pads.size() != 2 * sp)
     throw Invalid("node '" + n.name + "' (MaxUnpool): kernel_shape/strides/pads do not match the spatial rank");
-  std::vector<int64_t> out;
+  // Indices address the default output ((in − 1)·stride + kernel − pads); a given output_shape
+  // pads that result with zeros at the end of each spatial axis (as the reference does).
+  std::vector<int64_t> out = {s[0].const_value(), s[1].const_value()};
+  for (size_t i = 0; i < sp; ++i) out.push_back((s[i + 2].const_value() - 1) * stride[i] + k[i] - pads[i] - pads[i + sp]);
+  std::vector<int64_t> given;
   if (n.has_input(2)) {
-    out = im.ints_of(n, 2, "output_shape");
-    if (out.size() != s.size()) throw Invalid("node '" + n.name + "' (MaxUnpool): output_shape must have one value per axis");
-  } else {
-    out = {s[0].const_value(), s[1].const_value()};
-    for (size_t i = 0; i < sp; ++i)
-      out.push_back((s[i + 2].const_value() - 1) * stride[i] + k[i] - pads[i] - pads[i + sp]);
+    given = im.ints_of(n, 2, "output_shape");
+    if (given.size() != s.size()) throw Invalid("node '" + n.name + "' (MaxUnpool): output_shape must have one value per axis");
+    for (size_t i = 0; i < s.size(); ++i)
+      if (given[i] < out[i]) throw Unsupported("MaxUnpool output_shape smaller than the default output");
   }
   const int64_t N = s[0].const_value(), C = s[1].const_value();
   if (out[0] != N || out[1] != C) throw Invalid("node '" + n.name + "' (MaxUnpool): output_shape changes N or C");
@@ -96,7 +98,13 @@ void convert_max_unpool(Importer& im, NodeView& n) {
   std::string onehot = im.cast(im.op("eq", {idx, ar}), dt);  // [N, C, in, out]
   std::string xv = im.reshape(x, {N, C, in_plane, 1});
   std::string y = im.op("reduce_sum", {im.op("mul", {onehot, xv})}, attrs_axes({2}, false));  // [N, C, out]
-  im.set(n, 0, im.reshape(y, ir::Shape(out.begin(), out.end())));
+  y = im.reshape(y, ir::Shape(out.begin(), out.end()));
+  if (!given.empty() && given != out) {
+    std::vector<int64_t> p(2 * s.size(), 0);
+    for (size_t i = 0; i < s.size(); ++i) p[i + s.size()] = given[i] - out[i];
+    y = im.op("pad", {y}, {{"pads", p}, {"mode", std::string("constant")}, {"value", 0.0}});
+  }
+  im.set(n, 0, y);
 }
 
 // Transform over the last axis (length L) of xr (+ i·xi when xi is given) into K bins.

@@ -132,8 +132,10 @@ void convert_conv_transpose(Importer& im, NodeView& n) {
     if (oshape.size() != sp) throw Invalid("node '" + n.name + "' (ConvTranspose): output_shape must have one value per spatial axis");
     for (size_t i = 0; i < sp; ++i) {
       const int64_t total = stride[i] * (in[i] - 1) + opad[i] + keff[i] - oshape[i];
-      if (auto_pad == "SAME_UPPER") { pads[i] = total / 2; pads[i + sp] = total - total / 2; }
-      else { pads[i] = total - total / 2; pads[i + sp] = total / 2; }
+      // Floor division (a larger output_shape makes the total negative: extra zeros at the end).
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      if (auto_pad == "SAME_UPPER") { pads[i] = half; pads[i + sp] = total - half; }
+      else { pads[i] = total - half; pads[i + sp] = half; }
     }
   }
   const int64_t C = xs0[1].const_value(), Mg = ws0[1].const_value();
