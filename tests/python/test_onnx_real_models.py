@@ -30,3 +30,25 @@ def test_real_model_matches_pytorch_across_batch_buckets(name, tmp_path):
         pytest.importorskip("torchvision")
     ok = real_models.check(name, str(tmp_path), batches=(1, 3, 8))
     assert ok, f"{name}: worst |err| {real_models.worst_error.get(name)} > {real_models.TOL}"
+
+
+def test_cumsum_export_compiles_and_matches_torch(tmp_path):
+    """CumSum (as HF-style exports use it for position ids) through the compiled CPU path, float
+    and int64, against PyTorch."""
+    import numpy as np
+
+    import dinoml as dml
+
+    class M(torch.nn.Module):
+        def forward(self, x, mask):
+            return torch.cumsum(x, dim=1), torch.cumsum(mask, dim=1) * mask
+
+    x = torch.randn(3, 9)
+    mask = (torch.rand(3, 9) > 0.3).to(torch.int64)
+    path = str(tmp_path / "cumsum.onnx")
+    torch.onnx.export(M(), (x, mask), path, input_names=["x", "mask"], output_names=["y", "pos"], opset_version=17)
+    art = dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art"))
+    got = dml.runtime.load(art.path).create_session().run_numpy({"x": x.numpy(), "mask": mask.numpy()})
+    want_y, want_pos = M()(x, mask)
+    np.testing.assert_allclose(got["y"], want_y.numpy(), atol=1e-5)
+    np.testing.assert_array_equal(got["pos"], want_pos.numpy())

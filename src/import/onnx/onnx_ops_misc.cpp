@@ -1,4 +1,4 @@
-// ONNX Det, MaxUnpool, DFT and TfIdfVectorizer as DinoML graphs (each converter says how).
+// ONNX Det, MaxUnpool, DFT, STFT, TfIdfVectorizer and CumSum as DinoML graphs (each converter says how).
 //   Det: Leibniz expansion over the n! permutations (n <= 4): sums of signed products of gathered
 //        elements — exact arithmetic structure, meant for the small matrices Det is used on.
 //   MaxUnpool: each input value placed at its flat index in the output via a one-hot comparison
@@ -329,12 +329,50 @@ void convert_tfidf(Importer& im, NodeView& n) {
   im.set(n, 0, y);
 }
 
+// CumSum along a compile-time axis as a log-step (Hillis–Steele) prefix sum: ⌈log2 L⌉ rounds of
+// y += y shifted by d (pad d zeros in front, drop the last d), d = 1, 2, 4, ... — exact for
+// integers, float sums in a tree order. exclusive shifts x by one first; reverse flips the axis
+// (a constant `gather`) before and after.
+void convert_cumsum(Importer& im, NodeView& n) {
+  std::string x = im.in(n, 0);
+  const auto s = im.type(x).shape;
+  const DType dt = im.type(x).dtype;
+  if (ir::is_bool(dt)) throw Unsupported("CumSum of bool tensors");
+  auto av = im.ints_of(n, 1, "axis");
+  if (av.size() != 1) throw Invalid("node '" + n.name + "' (CumSum): axis must be a scalar");
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (rank == 0) throw Invalid("node '" + n.name + "' (CumSum): input must have rank >= 1");
+  const int64_t axis = normalize_axis(av[0], rank, n);
+  if (!s[static_cast<size_t>(axis)].is_const()) throw Unsupported("CumSum over a symbolic axis");
+  const int64_t L = s[static_cast<size_t>(axis)].const_value();
+  const bool exclusive = n.i("exclusive", 0) != 0, reverse = n.i("reverse", 0) != 0;
+  std::string rev;
+  if (reverse && L > 1) {
+    ops::HostTensor r(DType::i64, {L});
+    for (int64_t i = 0; i < L; ++i) r.set_i64(i, L - 1 - i);
+    rev = im.constant(r, "cumsum_reverse");
+    x = im.op("gather", {x, rev}, {{"axis", axis}});
+  }
+  auto shift = [&](const std::string& v, int64_t d) {  // v[.., i - d, ..] with zeros for i < d
+    std::string cut = im.op("slice", {v}, {{"starts", std::vector<int64_t>{0}}, {"ends", std::vector<int64_t>{L - d}}, {"axes", std::vector<int64_t>{axis}}});
+    std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+    pads[static_cast<size_t>(axis)] = d;
+    return im.op("pad", {cut}, {{"pads", pads}, {"mode", std::string("constant")}, {"value", 0.0}});
+  };
+  std::string y = x;
+  if (exclusive) y = L > 1 ? shift(x, 1) : im.op("mul", {x, im.scalar(dt, 0.0)});
+  for (int64_t d = 1; d < L; d *= 2) y = im.op("add", {y, shift(y, d)});
+  if (!rev.empty()) y = im.op("gather", {y, rev}, {{"axis", axis}});
+  im.set(n, 0, y);
+}
+
 }  // namespace
 
 void register_misc_converters(ConverterTable& t) {
   t["Det"] = convert_det;
   t["MaxUnpool"] = convert_max_unpool;
   t["DFT"] = convert_dft;
+  t["CumSum"] = convert_cumsum;
   t["STFT"] = convert_stft;
   t["TfIdfVectorizer"] = convert_tfidf;
 }

@@ -455,3 +455,37 @@ TEST(OnnxImport, MalformedFieldsAreNamed) {
     expect_error(mb.bytes(), {"not_produced"});
   }
 }
+
+// CumSum (float32 and int64; inclusive / exclusive / reverse) against a sequential prefix sum.
+// (The backend node tests of CumSum use float64 inputs, which DinoML does not have.)
+TEST(OnnxImport, CumSumMatchesSequentialPrefixSums) {
+  const int64_t R = 3, L = 7;
+  for (int elem : {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64})
+    for (int exclusive = 0; exclusive < 2; ++exclusive)
+      for (int reverse = 0; reverse < 2; ++reverse) {
+        ModelBuilder mb;
+        mb.input("x", elem, {std::to_string(R), std::to_string(L)});
+        mb.init_i64("axis", {-1});
+        mb.g->mutable_initializer(0)->clear_dims();  // scalar axis
+        auto* nd = mb.node("CumSum", {"x", "axis"}, {"y"}, "cs");
+        add_int_attr(nd, "exclusive", exclusive);
+        add_int_attr(nd, "reverse", reverse);
+        mb.output("y", elem);
+        ir::Graph g = onnx_import::import_onnx_bytes(mb.bytes(), "");
+        const ir::DType dt = elem == onnx::TensorProto::FLOAT ? ir::DType::f32 : ir::DType::i64;
+        ops::HostTensor x(dt, {R, L});
+        for (int64_t i = 0; i < R * L; ++i) x.set_as(i, static_cast<double>((i * 7) % 11) - 4.0 + (dt == ir::DType::f32 ? 0.25 : 0.0));
+        auto out = ops::interpret(g, {{"x", x}}).outputs.begin()->second;
+        ASSERT_EQ(out.dtype, dt);
+        for (int64_t r = 0; r < R; ++r) {
+          double acc = 0;
+          for (int64_t k = 0; k < L; ++k) {
+            const int64_t j = reverse ? L - 1 - k : k;
+            const double v = x.get_as(r * L + j);
+            if (!exclusive) acc += v;
+            EXPECT_NEAR(out.get_as(r * L + j), acc, 1e-5) << "exclusive=" << exclusive << " reverse=" << reverse << " r=" << r << " j=" << j;
+            if (exclusive) acc += v;
+          }
+        }
+      }
+}
