@@ -1,10 +1,13 @@
-// ONNX Det, MaxUnpool, DFT, STFT, TfIdfVectorizer and CumSum as DinoML graphs (each converter says how).
+// ONNX Det, MaxUnpool, DFT, STFT, TfIdfVectorizer, CumSum and Einsum as DinoML graphs (each converter says how).
 //   Det: Leibniz expansion over the n! permutations (n <= 4): sums of signed products of gathered
 //        elements — exact arithmetic structure, meant for the small matrices Det is used on.
 //   MaxUnpool: each input value placed at its flat index in the output via a one-hot comparison
 //        with arange(out_numel) and a sum: O(in · out) work per (N, C) plane, for small planes.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <map>
+#include <set>
 #include <numeric>
 
 #include "import/onnx/onnx_context.h"
@@ -366,6 +369,135 @@ void convert_cumsum(Importer& im, NodeView& n) {
   im.set(n, 0, y);
 }
 
+// Einsum (float, explicit or implicit output, no ellipsis, no repeated index within one operand):
+// each operand first sums out the indices no one else needs; operands are then folded left to
+// right as batched matmuls — shared indices still needed later are batch axes, shared indices
+// needed nowhere else are contracted (K), the rest are M / N — with permutes and reshapes around
+// `bmm_rrr`; a final permute puts the output's index order.
+struct EinTensor {
+  std::string t;
+  std::string idx;  // one letter per axis
+};
+
+void convert_einsum(Importer& im, NodeView& n) {
+  std::string eq = n.s("equation", "");
+  std::string e;
+  for (char c : eq)
+    if (c != ' ') e += c;
+  if (e.find("...") != std::string::npos) throw Unsupported("Einsum with an ellipsis");
+  std::string lhs = e, out;
+  const auto arrow = e.find("->");
+  const bool explicit_out = arrow != std::string::npos;
+  if (explicit_out) {
+    lhs = e.substr(0, arrow);
+    out = e.substr(arrow + 2);
+  }
+  std::vector<std::string> terms;
+  {
+    std::string cur;
+    for (char c : lhs) {
+      if (c == ',') { terms.push_back(cur); cur.clear(); }
+      else cur += c;
+    }
+    terms.push_back(cur);
+  }
+  if (terms.size() != n.num_inputs()) throw Invalid("node '" + n.name + "' (Einsum): the equation has " + std::to_string(terms.size()) + " operands, the node " + std::to_string(n.num_inputs()));
+  std::map<char, int> count;
+  std::map<char, ir::IntExpr> extent;
+  std::vector<EinTensor> ops_;
+  for (size_t k = 0; k < terms.size(); ++k) {
+    const std::string x = im.in(n, k);
+    if (!ir::is_float(im.type(x).dtype)) throw Unsupported("Einsum on " + std::string(ir::dtype_name(im.type(x).dtype)) + " tensors (float only)");
+    const auto& s = im.type(x).shape;
+    if (terms[k].size() != s.size()) throw Invalid("node '" + n.name + "' (Einsum): operand " + std::to_string(k) + " has rank " + std::to_string(s.size()) + " but '" + terms[k] + "' names " + std::to_string(terms[k].size()) + " axes");
+    std::set<char> seen;
+    for (size_t a = 0; a < terms[k].size(); ++a) {
+      const char c = terms[k][a];
+      if (!std::isalpha(static_cast<unsigned char>(c))) throw Invalid("node '" + n.name + "' (Einsum): bad index '" + std::string(1, c) + "'");
+      if (!seen.insert(c).second) throw Unsupported("Einsum with a repeated index within one operand (diagonals)");
+      ++count[c];
+      if (extent.count(c) && !(extent[c] == s[a])) throw Invalid("node '" + n.name + "' (Einsum): index '" + std::string(1, c) + "' has different extents");
+      extent[c] = s[a];
+    }
+    ops_.push_back({x, terms[k]});
+  }
+  if (!explicit_out)
+    for (const auto& [c, k] : count)
+      if (k == 1) out += c;  // implicit: indices appearing once, alphabetical
+  for (char c : out)
+    if (!count.count(c)) throw Invalid("node '" + n.name + "' (Einsum): output index '" + std::string(1, c) + "' is not in any operand");
+  auto needed_later = [&](char c, size_t from) {
+    if (out.find(c) != std::string::npos) return true;
+    for (size_t k = from; k < ops_.size(); ++k)
+      if (ops_[k].idx.find(c) != std::string::npos) return true;
+    return false;
+  };
+  auto sum_out = [&](EinTensor& t, size_t from_other) {
+    std::vector<int64_t> axes;
+    std::string keep;
+    for (size_t a = 0; a < t.idx.size(); ++a) {
+      bool other = false;
+      for (size_t k = 0; k < ops_.size(); ++k)
+        if (k != from_other && ops_[k].idx.find(t.idx[a]) != std::string::npos && &ops_[k] != &t) other = true;
+      if (!other && out.find(t.idx[a]) == std::string::npos) axes.push_back(static_cast<int64_t>(a));
+      else keep += t.idx[a];
+    }
+    if (!axes.empty()) {
+      t.t = im.op("reduce_sum", {t.t}, attrs_axes(axes, false));
+      t.idx = keep;
+    }
+  };
+  auto permute_to = [&](const EinTensor& t, const std::string& order) {
+    if (t.idx == order) return t.t;
+    std::vector<int64_t> perm;
+    for (char c : order) perm.push_back(static_cast<int64_t>(t.idx.find(c)));
+    return im.op("permute", {t.t}, {{"dims", perm}});
+  };
+  auto prod = [&](const std::string& letters) {
+    ir::IntExpr p(int64_t{1});
+    for (char c : letters) p = p * extent[c];
+    return p;
+  };
+  EinTensor acc = ops_[0];
+  sum_out(acc, 0);
+  for (size_t k = 1; k < ops_.size(); ++k) {
+    EinTensor b = ops_[k];
+    sum_out(b, k);
+    std::string batch, contract, left, right;
+    for (char c : acc.idx) {
+      if (b.idx.find(c) != std::string::npos) (needed_later(c, k + 1) ? batch : contract) += c;
+      else left += c;
+    }
+    for (char c : b.idx)
+      if (acc.idx.find(c) == std::string::npos) right += c;
+    std::string a3 = im.reshape(permute_to(acc, batch + left + contract), {prod(batch), prod(left), prod(contract)});
+    std::string b3 = im.reshape(permute_to(b, batch + contract + right), {prod(batch), prod(contract), prod(right)});
+    ir::Shape rs;
+    for (char c : batch + left + right) rs.push_back(extent[c]);
+    acc = {im.reshape(im.op("bmm_rrr", {a3, b3}), rs), batch + left + right};
+    // Indices of the result that nobody needs any more are summed out.
+    std::vector<int64_t> axes;
+    std::string keep;
+    for (size_t a = 0; a < acc.idx.size(); ++a) {
+      if (needed_later(acc.idx[a], k + 1)) keep += acc.idx[a];
+      else axes.push_back(static_cast<int64_t>(a));
+    }
+    if (!axes.empty()) acc = {im.op("reduce_sum", {acc.t}, attrs_axes(axes, false)), keep};
+  }
+  if (ops_.size() == 1) {
+    std::vector<int64_t> axes;
+    std::string keep;
+    for (size_t a = 0; a < acc.idx.size(); ++a) {
+      if (out.find(acc.idx[a]) == std::string::npos) axes.push_back(static_cast<int64_t>(a));
+      else keep += acc.idx[a];
+    }
+    if (!axes.empty()) acc = {im.op("reduce_sum", {acc.t}, attrs_axes(axes, false)), keep};
+  }
+  for (char c : acc.idx)
+    if (out.find(c) == std::string::npos) throw Invalid("node '" + n.name + "' (Einsum): internal index bookkeeping");
+  im.set(n, 0, out.empty() ? acc.t : permute_to(acc, out));
+}
+
 }  // namespace
 
 void register_misc_converters(ConverterTable& t) {
@@ -373,6 +505,7 @@ void register_misc_converters(ConverterTable& t) {
   t["MaxUnpool"] = convert_max_unpool;
   t["DFT"] = convert_dft;
   t["CumSum"] = convert_cumsum;
+  t["Einsum"] = convert_einsum;
   t["STFT"] = convert_stft;
   t["TfIdfVectorizer"] = convert_tfidf;
 }
