@@ -82,6 +82,8 @@ void register_shape_converters(ConverterTable& t);        // onnx_ops_shape.cpp
 void register_nn_converters(ConverterTable& t);           // onnx_ops_nn.cpp
 void register_rnn_converters(ConverterTable& t);          // onnx_ops_rnn.cpp
 void register_indexing_converters(ConverterTable& t);     // onnx_ops_indexing.cpp
+void register_quant_converters(ConverterTable& t);        // onnx_ops_quant.cpp
+void register_misc_converters(ConverterTable& t);         // onnx_ops_misc.cpp
 const ConverterTable& converters();
 
 // A symbolic int64 value (rank 0 or 1) computed from shapes with dims, e.g. Shape(x) of x[batch, 8].
@@ -147,5 +149,9 @@ ir::Attrs attrs_axes(const std::vector<int64_t>& axes, bool keepdim);
 std::vector<int64_t> normalize_axes(std::vector<int64_t> axes, int64_t rank, const NodeView& n);
 int64_t normalize_axis(int64_t axis, int64_t rank, const NodeView& n);
 ir::Shape shape_of(const Importer& im, const std::string& dml_name);
+// NumPy-style matmul of two float tensors (onnx_ops_math.cpp), for converters built on MatMul.
+std::string onnx_matmul(Importer& im, NodeView& n, const std::string& a, const std::string& b);
+// Conv of float x and w (and optional bias) with the node's Conv attributes (onnx_ops_nn.cpp).
+std::string onnx_conv(Importer& im, NodeView& n, const std::string& x, const std::string& w, const std::string& bias);
 
 }  // namespace dinoml::onnx_import

@@ -50,6 +50,9 @@ bool OnnxImportError::all_unsupported() const {
   return !problems.empty();
 }
 
+void register_control_converters(ConverterTable& t);  // onnx_ops_control.cpp (Loop, Scan, If)
+void register_sample_converters(ConverterTable& t);   // onnx_ops_sample.cpp (GridSample)
+
 const ConverterTable& converters() {
   static const ConverterTable table = [] {
     ConverterTable t;
@@ -59,6 +62,10 @@ const ConverterTable& converters() {
     register_nn_converters(t);
     register_rnn_converters(t);
     register_indexing_converters(t);
+    register_quant_converters(t);
+    register_misc_converters(t);
+    register_control_converters(t);
+    register_sample_converters(t);
     return t;
   }();
   return table;

@@ -94,9 +94,36 @@ void convert_scatter_elements(Importer& im, NodeView& n) {
 // flattened axis picks the slices.
 void convert_gather_nd(Importer& im, NodeView& n) {
   std::string data = im.in(n, 0), idx = im.in(n, 1);
-  if (n.i("batch_dims", 0) != 0) throw Unsupported("batch_dims != 0");
-  const auto ds = im.type(data).shape, is = im.type(idx).shape;
+  const int64_t bd = n.i("batch_dims", 0);
+  auto ds = im.type(data).shape, is = im.type(idx).shape;
   if (is.empty() || !is.back().is_const()) throw Unsupported("GatherND needs a static index depth");
+  ir::Shape out_batch;
+  if (bd != 0) {
+    // batch_dims b: flatten the b batch axes of data and indices into one axis of extent B and
+    // prepend the batch position to every index tuple; then it is GatherND with batch_dims 0.
+    if (bd < 0 || bd >= static_cast<int64_t>(std::min(ds.size(), is.size())))
+      throw Invalid("node '" + n.name + "' (GatherND): batch_dims " + std::to_string(bd) + " out of range");
+    int64_t B = 1;
+    for (int64_t j = 0; j < bd; ++j) {
+      if (!ds[static_cast<size_t>(j)].is_const() || !(ds[static_cast<size_t>(j)] == is[static_cast<size_t>(j)]))
+        throw Unsupported("GatherND batch axes must be static and equal in data and indices");
+      B *= ds[static_cast<size_t>(j)].const_value();
+      out_batch.push_back(ds[static_cast<size_t>(j)]);
+    }
+    ir::Shape dflat{IntExpr(B)}, iflat{IntExpr(B)}, bshape{IntExpr(B)};
+    dflat.insert(dflat.end(), ds.begin() + bd, ds.end());
+    iflat.insert(iflat.end(), is.begin() + bd, is.end());
+    data = im.reshape(data, dflat);
+    idx = im.reshape(im.cast(idx, DType::i64), iflat);
+    for (size_t j = static_cast<size_t>(bd); j < is.size(); ++j) bshape.push_back(IntExpr(1));
+    ir::Shape bfull = iflat;
+    bfull.back() = IntExpr(1);
+    std::string bidx = im.reshape(im.op("arange", {}, {{"end", B}, {"dtype", std::string("int64")}}), bshape);
+    bidx = im.op("expand", {bidx}, {{"shape", bfull}});
+    idx = im.op("concatenate", {bidx, idx}, {{"axis", static_cast<int64_t>(iflat.size()) - 1}});
+    ds = im.type(data).shape;
+    is = im.type(idx).shape;
+  }
   const int64_t k = is.back().const_value();
   if (k < 1 || k > static_cast<int64_t>(ds.size())) throw Invalid("GatherND index depth out of range");
   std::vector<int64_t> dims;
@@ -118,7 +145,14 @@ void convert_gather_nd(Importer& im, NodeView& n) {
   std::string lin = im.op("reduce_sum", {im.op("mul", {iv, im.constant(stride, "gathernd_stride")})}, attrs_axes({ri - 1}, false));
   ir::Shape flat{IntExpr(st)};
   flat.insert(flat.end(), ds.begin() + k, ds.end());
-  im.set(n, 0, im.op("gather", {im.reshape(data, flat), lin}, {{"axis", int64_t{0}}}));
+  std::string y = im.op("gather", {im.reshape(data, flat), lin}, {{"axis", int64_t{0}}});
+  if (bd != 0) {
+    ir::Shape ys = out_batch;
+    const auto s1 = im.type(y).shape;
+    ys.insert(ys.end(), s1.begin() + 1, s1.end());
+    y = im.reshape(y, ys);
+  }
+  im.set(n, 0, y);
 }
 
 // ReverseSequence with compile-time sequence_lens: one gather over the flattened [batch·time]

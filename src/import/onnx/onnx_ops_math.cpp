@@ -422,6 +422,8 @@ void convert_topk(Importer& im, NodeView& n) {
 
 }  // namespace
 
+std::string onnx_matmul(Importer& im, NodeView& n, const std::string& a, const std::string& b) { return matmul(im, n, a, b); }
+
 void register_math_converters(ConverterTable& t) {
   t["MatMul"] = convert_matmul;
   t["Gemm"] = convert_gemm;

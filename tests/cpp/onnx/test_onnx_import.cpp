@@ -388,3 +388,104 @@ TEST(OnnxImport, EmptyTensorProtoReadsAsEmptyTensor) {
     EXPECT_EQ(h.numel(), 0);
   }
 }
+
+// Malformed models built field by field: each gives an OnnxImportError whose message names the
+// offending thing (attribute, value, initializer), never a crash.
+TEST(OnnxImport, MalformedFieldsAreNamed) {
+  auto expect_error = [](const std::string& bytes, const std::vector<std::string>& needles) {
+    try {
+      onnx_import::import_onnx_bytes(bytes, "");
+      ADD_FAILURE() << "imported a malformed model (expected an error naming " << needles.at(0) << ")";
+    } catch (const OnnxImportError& e) {
+      const std::string msg = e.what();
+      for (const auto& s : needles) EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
+    }
+  };
+  {  // attribute of the wrong type: Softmax axis given as a string
+    ModelBuilder mb;
+    mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
+    auto* n = mb.node("Softmax", {"x"}, {"y"}, "sm");
+    auto* a = n->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("one");
+    mb.output("y");
+    expect_error(mb.bytes(), {"sm", "axis"});
+  }
+  {  // a node input that nothing defines
+    ModelBuilder mb;
+    mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
+    mb.node("Add", {"x", "nowhere"}, {"y"}, "add_undefined");
+    mb.output("y");
+    expect_error(mb.bytes(), {"add_undefined", "nowhere"});
+  }
+  {  // a node with a required input missing
+    ModelBuilder mb;
+    mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
+    mb.node("MatMul", {"x"}, {"y"}, "mm_one_input");
+    mb.output("y");
+    expect_error(mb.bytes(), {"mm_one_input", "input 1"});
+  }
+  {  // an initializer whose raw_data size does not match its dims
+    ModelBuilder mb;
+    mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
+    auto* t = mb.g->add_initializer();
+    t->set_name("w_bad");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(3);
+    t->add_dims(4);
+    t->set_raw_data(std::string(20, '\0'));  // 5 floats for 12 elements
+    mb.node("MatMul", {"x", "w_bad"}, {"y"}, "mm");
+    mb.output("y");
+    expect_error(mb.bytes(), {"w_bad"});
+  }
+  {  // typed data of the wrong field/count: 2 floats for a [3] tensor
+    ModelBuilder mb;
+    mb.input("x", onnx::TensorProto::FLOAT, {"3"});
+    mb.init_f32("b_short", {3}, {1.0f, 2.0f});
+    mb.node("Add", {"x", "b_short"}, {"y"}, "add");
+    mb.output("y");
+    expect_error(mb.bytes(), {"b_short"});
+  }
+  {  // a graph output that no node produces
+    ModelBuilder mb;
+    mb.input("x", onnx::TensorProto::FLOAT, {"2"});
+    mb.node("Relu", {"x"}, {"y"}, "r");
+    mb.output("not_produced");
+    expect_error(mb.bytes(), {"not_produced"});
+  }
+}
+
+// CumSum (float32 and int64; inclusive / exclusive / reverse) against a sequential prefix sum.
+// (The backend node tests of CumSum use float64 inputs, which DinoML does not have.)
+TEST(OnnxImport, CumSumMatchesSequentialPrefixSums) {
+  const int64_t R = 3, L = 7;
+  for (int elem : {onnx::TensorProto::FLOAT, onnx::TensorProto::INT64})
+    for (int exclusive = 0; exclusive < 2; ++exclusive)
+      for (int reverse = 0; reverse < 2; ++reverse) {
+        ModelBuilder mb;
+        mb.input("x", elem, {std::to_string(R), std::to_string(L)});
+        mb.init_i64("axis", {-1});
+        mb.g->mutable_initializer(0)->clear_dims();  // scalar axis
+        auto* nd = mb.node("CumSum", {"x", "axis"}, {"y"}, "cs");
+        add_int_attr(nd, "exclusive", exclusive);
+        add_int_attr(nd, "reverse", reverse);
+        mb.output("y", elem);
+        ir::Graph g = onnx_import::import_onnx_bytes(mb.bytes(), "");
+        const ir::DType dt = elem == onnx::TensorProto::FLOAT ? ir::DType::f32 : ir::DType::i64;
+        ops::HostTensor x(dt, {R, L});
+        for (int64_t i = 0; i < R * L; ++i) x.set_as(i, static_cast<double>((i * 7) % 11) - 4.0 + (dt == ir::DType::f32 ? 0.25 : 0.0));
+        auto out = ops::interpret(g, {{"x", x}}).outputs.begin()->second;
+        ASSERT_EQ(out.dtype, dt);
+        for (int64_t r = 0; r < R; ++r) {
+          double acc = 0;
+          for (int64_t k = 0; k < L; ++k) {
+            const int64_t j = reverse ? L - 1 - k : k;
+            const double v = x.get_as(r * L + j);
+            if (!exclusive) acc += v;
+            EXPECT_NEAR(out.get_as(r * L + j), acc, 1e-5) << "exclusive=" << exclusive << " reverse=" << reverse << " r=" << r << " j=" << j;
+            if (exclusive) acc += v;
+          }
+        }
+      }
+}

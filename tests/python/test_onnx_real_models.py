@@ -1,0 +1,82 @@
+"""Real architectures through the ONNX importer (bench/onnx/real_models.py): exported with
+Debian's PyTorch (random weights, dynamic batch axis), imported with dml.from_onnx with
+--dim batch=1:8:2,8, compiled for the CPU, and compared with PyTorch at batch 1, 3 and 8 (both
+buckets, and a batch between them) within 1e-4 (fp32)."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "onnx"))
+
+torch = pytest.importorskip("torch")
+import real_models  # noqa: E402
+
+FAST = ["bert", "lstm"]
+# The torchvision CNNs take longer to export and compile: opt in with DINOML_SLOW_TESTS=1
+# (the script bench/onnx/real_models.py runs them all).
+SLOW = ["resnet18", "mobilenet_v2"]
+RUN_SLOW = os.environ.get("DINOML_SLOW_TESTS") == "1"
+
+
+@pytest.mark.parametrize(
+    "name",
+    FAST + [pytest.param(n, marks=pytest.mark.skipif(not RUN_SLOW, reason="slow: set DINOML_SLOW_TESTS=1")) for n in SLOW],
+)
+def test_real_model_matches_pytorch_across_batch_buckets(name, tmp_path):
+    if name in SLOW:
+        pytest.importorskip("torchvision")
+    ok = real_models.check(name, str(tmp_path), batches=(1, 3, 8))
+    assert ok, f"{name}: worst |err| {real_models.worst_error.get(name)} > {real_models.TOL}"
+
+
+def test_cumsum_export_compiles_and_matches_torch(tmp_path):
+    """CumSum (as HF-style exports use it for position ids) through the compiled CPU path, float
+    and int64, against PyTorch."""
+    import numpy as np
+
+    import dinoml as dml
+
+    class M(torch.nn.Module):
+        def forward(self, x, mask):
+            return torch.cumsum(x, dim=1), torch.cumsum(mask, dim=1) * mask
+
+    x = torch.randn(3, 9)
+    mask = (torch.rand(3, 9) > 0.3).to(torch.int64)
+    path = str(tmp_path / "cumsum.onnx")
+    torch.onnx.export(M(), (x, mask), path, input_names=["x", "mask"], output_names=["y", "pos"], opset_version=17)
+    art = dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art"))
+    got = dml.runtime.load(art.path).create_session().run_numpy({"x": x.numpy(), "mask": mask.numpy()})
+    want_y, want_pos = M()(x, mask)
+    np.testing.assert_allclose(got["y"], want_y.numpy(), atol=1e-5)
+    np.testing.assert_array_equal(got["pos"], want_pos.numpy())
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij->ji", [(3, 4)]),
+    ("i,i->", [(6,), (6,)]),
+    ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("abc->b", [(2, 3, 4)]),
+])
+def test_einsum_export_compiles_and_matches_torch(eq, shapes, tmp_path):
+    """Einsum (float32) through the compiled CPU path against torch.einsum. (The backend node
+    tests of Einsum use float64 inputs, which DinoML does not have.)"""
+    import numpy as np
+
+    import dinoml as dml
+
+    class M(torch.nn.Module):
+        def forward(self, *xs):
+            return torch.einsum(eq, *xs)
+
+    xs = [torch.randn(*s) for s in shapes]
+    names = [f"x{i}" for i in range(len(xs))]
+    path = str(tmp_path / "einsum.onnx")
+    torch.onnx.export(M(), tuple(xs), path, input_names=names, output_names=["y"], opset_version=17)
+    art = dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art"))
+    got = dml.runtime.load(art.path).create_session().run_numpy({k: x.numpy() for k, x in zip(names, xs)})["y"]
+    np.testing.assert_allclose(got, M()(*xs).numpy(), atol=1e-5, rtol=1e-5)
