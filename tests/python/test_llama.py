@@ -1,0 +1,133 @@
+"""A llama model end to end against llama.cpp (issue 6, item 4): a random 4-layer llama (d 256,
+8 heads / 2 KV heads, FFN 512, vocab 1000) written by DinoML's GGUF writer in F32 and in a
+Q4_K/Q6_K mix (llama.cpp's Q4_K_M recipe), compiled from examples/llama/model.py, greedy-decoded
+for 32 tokens after a 12-token prompt; the same file evaluated by llama.cpp (libllama from npm
+@node-llama-cpp/linux-x64 through examples/llama/llama_cpp_ref.py, in its own process).
+
+Acceptance: at every step both sides have seen the same tokens, the logits match within a
+tolerance relative to the largest |logit| of llama.cpp, and the chosen tokens are identical —
+unless llama.cpp's top two logits are closer than that tolerance, after which the continuations
+may differ and the comparison stops (reported). Skips only when npm is missing.
+
+Tolerances: F32 1e-2 (measured: 4e-4..1.3e-3; llama.cpp keeps its KV cache and attention in F16).
+Q4_K/Q6_K 2e-2: both sides quantize activations to q8_K blocks, and llama.cpp's F16 attention
+perturbs those activations enough (~5e-4 relative) to flip a few percent of the 8-bit roundings,
+which alone moves logits by ~1e-2 of the largest: measured 0.9e-2..1.3e-2 against llama.cpp, and
+0.9e-2..1.1e-2 between DinoML's own int8 path and an exact dequantized-weight compile of the same
+file (the noise floor of 8-bit activations on this model).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dinoml as dml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LLAMA_DIR = os.path.join(ROOT, "examples", "llama")
+sys.path.insert(0, LLAMA_DIR)
+
+import make_random_gguf  # noqa: E402
+import model as llama_model  # noqa: E402
+from dinoml.tools.generate import Decoder, generate  # noqa: E402
+
+PROMPT = [1, 300, 451, 27, 999, 512, 260, 870, 42, 613, 777, 301]
+N = 32
+
+
+@pytest.fixture(scope="module")
+def ggml_libdir():
+    r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-ggml-ref")], capture_output=True, text=True)
+    if r.returncode == 2:
+        pytest.skip(f"llama.cpp reference unavailable: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
+def llama_cpp(libdir, path, tmp_path):
+    out = tmp_path / "ref_logits.npy"
+    env = dict(os.environ, DINOML_GGML_REF_LIBDIR=libdir)
+    r = subprocess.run([sys.executable, os.path.join(LLAMA_DIR, "llama_cpp_ref.py"), str(path), "--tokens",
+                        ",".join(map(str, PROMPT)), "--n", str(N), "--ctx", "256", "--threads", "1",
+                        "--logits", str(out)],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    return res["tokens"], np.load(out)
+
+
+@pytest.mark.parametrize("quant", ["f32", "q4_k_m"])
+def test_llama_matches_llama_cpp(ggml_libdir, tmp_path, quant):
+    path = tmp_path / f"tiny-{quant}.gguf"
+    make_random_gguf.make(str(path), "tiny", quant, seed=7)
+    spec = llama_model.build_spec(str(path), ctx=64, max_seq=16)
+    art = dml.compile(spec, target="cpu", out=str(tmp_path / "art"))
+    graph = json.load(open(os.path.join(art.path, "graph.dinoir.json")))
+    kept = [t["name"] for t in graph["tensors"] if "quant" in t]
+    assert (len(kept) > 0) == (quant != "f32")  # quantized matrices stay blocks (qgemm kernels)
+
+    ref_tokens, ref_logits = llama_cpp(ggml_libdir, path, tmp_path)
+    assert ref_logits.shape == (N, 1000)
+    # Teacher-forced with llama.cpp's tokens, so all N steps see the same context on both sides.
+    dec = Decoder(art.path)
+    logits = dec.feed(PROMPT)
+    errs, close_calls = [], []
+    for i in range(N):
+        ref, got = ref_logits[i].astype(np.float64), logits.astype(np.float64)
+        tol = (1e-2 if quant == "f32" else 2e-2) * np.abs(ref).max()
+        err = np.abs(ref - got).max()
+        assert err <= tol, f"step {i}: max |logit difference| {err:.4g} > tolerance {tol:.4g}"
+        errs.append(err / np.abs(ref).max())
+        top2 = np.sort(ref)[-2:]
+        if int(np.argmax(got)) != ref_tokens[i]:
+            assert top2[1] - top2[0] < tol, (f"step {i}: DinoML's greedy token {int(np.argmax(got))} != llama.cpp's "
+                                             f"{ref_tokens[i]} (top-2 gap {top2[1] - top2[0]:.4g} >= tolerance {tol:.4g})")
+            close_calls.append(i)
+        if i + 1 < N:
+            logits = dec.feed([ref_tokens[i]])
+    # Free-running greedy decoding: identical until a step where llama.cpp's top two are within
+    # the tolerance (from there on either continuation is right).
+    ours = generate(art.path, PROMPT, N, dec)
+    for i in range(N):
+        if ours["tokens"][i] != ref_tokens[i]:
+            top2 = np.sort(ref_logits[i])[-2:]
+            assert top2[1] - top2[0] < (1e-2 if quant == "f32" else 2e-2) * np.abs(ref_logits[i]).max(), (
+                f"free-running continuations differ at step {i}")
+            break
+    print(f"{quant}: max |logit error| / max |logit| = {max(errs):.2e} over {N} steps; greedy tokens identical "
+          f"{'' if not close_calls else 'except close calls at ' + str(close_calls)}; free-running identical for "
+          f"{next((i for i in range(N) if ours['tokens'][i] != ref_tokens[i]), N)} steps")
+
+
+def test_generate_cli(tmp_path):
+    """`dinoml compile MODEL.py --gguf` and `dinoml generate` through the Python CLI."""
+    path = tmp_path / "tiny.gguf"
+    make_random_gguf.make(str(path), "tiny", "q4_0", seed=3, n_layers=1)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = tmp_path / "art"
+    r = subprocess.run([sys.executable, "-m", "dinoml.cli", "compile", os.path.join(LLAMA_DIR, "model.py"), "--gguf",
+                        str(path), "--model-arg", "ctx=48", "--model-arg", "max_seq=8", "--target", "cpu", "--out",
+                        str(out)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "dinoml.cli", "generate", str(out), "--tokens", "1,5,9", "--n", "5",
+                        "--json"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert len(res["tokens"]) == 5 and res["decode_tok_s"] > 0
+    ref = generate(str(out), [1, 5, 9], 5)
+    assert ref["tokens"] == res["tokens"]
+    # The cache holds 48 positions: asking for more is a clear error.
+    r = subprocess.run([sys.executable, "-m", "dinoml.cli", "generate", str(out), "--tokens", ",".join(["1"] * 40),
+                        "--n", "10"], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "KV cache holds 48 positions" in r.stderr
+
+
+def test_model_rejects_other_architectures(tmp_path):
+    path = tmp_path / "x.gguf"
+    dml.gguf.write(str(path), [("general.architecture", "str", "gpt2")],
+                   [("token_embd.weight", np.zeros((4, 32), np.float32), "f32")])
+    with pytest.raises(ValueError, match="architecture is 'gpt2'"):
+        llama_model.build_spec(str(path))
