@@ -131,3 +131,29 @@ def test_model_rejects_other_architectures(tmp_path):
                    [("token_embd.weight", np.zeros((4, 32), np.float32), "f32")])
     with pytest.raises(ValueError, match="architecture is 'gpt2'"):
         llama_model.build_spec(str(path))
+
+
+def test_gguf_write_round_trip(tmp_path):
+    """dml.gguf.write: metadata of each kind round-trips; tensors come back as their quantization
+    (checked against NumPy bounds: f16 exact rounding, q8_0 within half a step of its block scale)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 64)).astype(np.float32)
+    md = [("a.u32", "u32", 7), ("a.i64", "i64", -3), ("a.f32", "f32", 0.5), ("a.b", "bool", True),
+          ("a.s", "str", "x"), ("a.arr", "arr[i32]", [1, -2, 3]), ("a.strs", "arr[str]", ["p", "q"])]
+    path = tmp_path / "w.gguf"
+    dml.gguf.write(str(path), md, [("t16", a, "f16"), ("t8", a, "q8_0"), ("t4k", np.tile(a, (1, 4)), "q4_K")])
+    info = dml.gguf.read(str(path))
+    got = info["metadata"]
+    assert got["a.u32"] == 7 and got["a.i64"] == -3 and got["a.f32"] == 0.5 and got["a.b"] is True
+    assert got["a.s"] == "x" and list(got["a.arr"]) == [1, -2, 3] and list(got["a.strs"]) == ["p", "q"]
+    assert info["metadata_types"]["a.arr"] == "arr[i32]"
+    assert {t["name"]: t["type"] for t in info["tensors"]} == {"t16": "f16", "t8": "q8_0", "t4k": "q4_K"}
+    np.testing.assert_array_equal(dml.gguf.tensor(str(path), "t16"), a.astype(np.float16).astype(np.float32))
+    step = np.abs(a.reshape(3, 2, 32)).max(axis=2, keepdims=True) / 127
+    err = np.abs(dml.gguf.tensor(str(path), "t8").reshape(3, 2, 32) - a.reshape(3, 2, 32))
+    assert (err <= 0.51 * step + 1e-7).all()
+    assert dml.gguf.tensor(str(path), "t4k").shape == (3, 256)
+    with pytest.raises(dml.IrError, match="type 'q9_9' cannot be quantized"):
+        dml.gguf.write(str(tmp_path / "bad.gguf"), [], [("t", a, "q9_9")])
+    with pytest.raises(dml.IrError, match="unknown value type 'u7'"):
+        dml.gguf.write(str(tmp_path / "bad.gguf"), [("k", "u7", 1)], [])
