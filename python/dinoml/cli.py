@@ -34,6 +34,14 @@ def load_model_file(path: str, **model_args) -> Spec:
     build = getattr(module, "build_spec", None)
     if not callable(build):
         raise ValueError(f"model file '{path}' must define build_spec() returning a dinoml Spec")
+    if model_args:
+        import inspect
+        params = inspect.signature(build).parameters
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        unknown = sorted(k for k in model_args if k not in params and not takes_any)
+        if unknown:
+            raise ValueError(f"{path}: build_spec() takes no argument(s) {unknown} (from --gguf / --model-arg); "
+                             f"its parameters: {list(params) or 'none'}")
     result = build(**model_args)
     if not isinstance(result, Spec):
         raise ValueError(f"{path}: build_spec() returned {type(result).__name__}, expected a dinoml Spec")

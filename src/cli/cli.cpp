@@ -153,6 +153,9 @@ int main(int argc, char** argv) {
         for (const auto& r : fwd->remaining()) args.push_back(r);
         return run_python_cli(args);
       }
+    if (c->parsed() && (!model_gguf.empty() || !model_kv.empty()) &&
+        !(model.size() > 3 && model.substr(model.size() - 3) == ".py"))
+      throw std::runtime_error("--gguf / --model-arg apply to MODEL.py files only (got '" + model + "')");
     if (c->parsed() && is_onnx_path(model))
       return cmd_compile_onnx(model, target, out, onnx_dims, dump_passes, no_cache, no_fuse, tune);
     if (c->parsed() && !onnx_dims.empty()) throw std::runtime_error("--dim applies to ONNX models (.onnx) only");
