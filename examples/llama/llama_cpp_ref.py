@@ -61,7 +61,8 @@ def _find(d: str, stem: str) -> str:
 
 
 class LlamaCpp:
-    def __init__(self, model: str, n_ctx: int = 512, n_batch: int = 512, threads: int = 2, quiet: bool = True):
+    def __init__(self, model: str, n_ctx: int = 512, n_batch: int = 512, threads: int = 2, quiet: bool = True,
+                 kv_f32: bool = False):
         d = lib_dir()
         self._ggml = C.CDLL(_find(d, "libggml.v"), mode=C.RTLD_GLOBAL)
         self._ggml.ggml_backend_load_all_from_path.argtypes = [C.c_char_p]
@@ -105,6 +106,14 @@ class LlamaCpp:
         L.llama_context_default_params(C.byref(cp))
         lead = (C.c_uint32 * 3)(n_ctx, n_batch, n_batch)
         C.memmove(C.byref(cp), lead, C.sizeof(lead))
+        if kv_f32:
+            # F32 KV cache without flash attention: flash_attn_type, type_k, type_v are int32 fields
+            # 13, 26, 27 of this version's llama_context_params (checked by their defaults: AUTO = -1,
+            # GGML_TYPE_F16 = 1); set to DISABLED = 0, GGML_TYPE_F32 = 0.
+            raw = (C.c_int32 * 32).from_buffer(cp)
+            if (raw[13], raw[26], raw[27]) != (-1, 1, 1):
+                raise RuntimeError("llama_context_params layout differs from the one kv_f32 knows")
+            raw[13], raw[26], raw[27] = 0, 0, 0
         self.ctx = L.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise RuntimeError("llama.cpp could not create a context")
@@ -159,11 +168,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--kv-f32", action="store_true", help="F32 KV cache, no flash attention (default: F16, auto)")
     ap.add_argument("--logits", default=None, help="save the [n, vocab] logits here (.npy)")
     ap.add_argument("--repeat", type=int, default=1, help="runs (the best speed is reported)")
     a = ap.parse_args(argv)
     prompt = [int(t) for t in a.tokens.split(",") if t.strip()]
-    llm = LlamaCpp(a.model, n_ctx=a.ctx, n_batch=max(512, len(prompt)), threads=a.threads)
+    llm = LlamaCpp(a.model, n_ctx=a.ctx, n_batch=max(512, len(prompt)), threads=a.threads, kv_f32=a.kv_f32)
     best = None
     for _ in range(a.repeat):
         r = llm.generate(prompt, a.n)

@@ -9,11 +9,17 @@ tolerance relative to the largest |logit| of llama.cpp, and the chosen tokens ar
 unless llama.cpp's top two logits are closer than that tolerance, after which the continuations
 may differ and the comparison stops (reported). Skips only when npm is missing.
 
-Tolerances: F32 1e-2 (measured: 4e-4..1.3e-3; llama.cpp keeps its KV cache and attention in F16).
-Q4_K/Q6_K 2e-2: both sides quantize activations to 8-bit blocks the same way, but llama.cpp's F16
-attention perturbs the activations (F32 model: 2e-4 at the logits) enough to flip some of the
-8-bit roundings, and 29 quantized GEMMs accumulate those flips: measured 1.0e-2..1.5e-2 against
-llama.cpp. Evidence that the schemes agree: with a single quantized matrix (F32 file, only
+Tolerances: F32 1e-2 (measured 1.8e-4: llama.cpp's default flash attention over its F16 KV cache
+accumulates V·softmax in F16; against llama.cpp with an F32 KV cache and no flash attention the
+F32 model matches to 2.9e-7, test_llama_f32_matches_llama_cpp_exact_attention, 1e-5).
+Q4_K/Q6_K 2e-2, not the issue's 1e-2, because 1e-2 is below this random model's own noise floor:
+both sides quantize activations to q8_K blocks the same way, but any difference upstream of an
+8-bit rounding (even float summation order) flips some roundings, each flip is a whole quantum,
+and after a few of the 29 quantized GEMMs the difference saturates at the activation-quantization
+noise. Measured (max / mean over 32 steps, relative to max |logit|): DinoML vs llama.cpp default
+1.46e-2 / 1.04e-2; DinoML vs llama.cpp with F32 KV and no flash attention 1.13e-2 / 0.89e-2;
+llama.cpp against itself, F16 vs F32 KV cache, 1.32e-2 (its greedy tokens part at step 16);
+DinoML against itself with Q, K, V rounded to F16 or not 1.52e-2 / 1.00e-2. Evidence that the schemes agree: with a single quantized matrix (F32 file, only
 `output` in q6_K / q4_0, or only ffn_down in q6_K) DinoML's int8 path is 1.9e-3..3.0e-3 from
 llama.cpp while an exact dequantized-weight compile of the same file is 5.2e-3..9.3e-3 away.
 """
@@ -48,12 +54,12 @@ def ggml_libdir():
     return r.stdout.strip().splitlines()[-1]
 
 
-def llama_cpp(libdir, path, tmp_path):
-    out = tmp_path / "ref_logits.npy"
+def llama_cpp(libdir, path, tmp_path, kv_f32=False):
+    out = tmp_path / f"ref_logits{'_kv32' if kv_f32 else ''}.npy"
     env = dict(os.environ, DINOML_GGML_REF_LIBDIR=libdir)
     r = subprocess.run([sys.executable, os.path.join(LLAMA_DIR, "llama_cpp_ref.py"), str(path), "--tokens",
                         ",".join(map(str, PROMPT)), "--n", str(N), "--ctx", "256", "--threads", "1",
-                        "--logits", str(out)],
+                        "--logits", str(out)] + (["--kv-f32"] if kv_f32 else []),
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -101,6 +107,31 @@ def test_llama_matches_llama_cpp(ggml_libdir, tmp_path, quant):
     print(f"{quant}: max |logit error| / max |logit| = {max(errs):.2e} over {N} steps; greedy tokens identical "
           f"{'' if not close_calls else 'except close calls at ' + str(close_calls)}; free-running identical for "
           f"{next((i for i in range(N) if ours['tokens'][i] != ref_tokens[i]), N)} steps")
+
+
+def teacher_forced_errors(art_path, ref_tokens, ref_logits):
+    """max |logit difference| / max |logit| per step, DinoML fed llama.cpp's tokens."""
+    dec = Decoder(art_path)
+    logits, errs = dec.feed(PROMPT), []
+    for i in range(N):
+        ref = ref_logits[i].astype(np.float64)
+        errs.append(np.abs(ref - logits).max() / np.abs(ref).max())
+        if i + 1 < N:
+            logits = dec.feed([ref_tokens[i]])
+    return np.array(errs)
+
+
+def test_llama_f32_matches_llama_cpp_exact_attention(ggml_libdir, tmp_path):
+    """With llama.cpp's F32 KV cache and flash attention off, the F32 model is the same computation
+    on both sides up to float summation order: norms (eps from the file), rope (freq base, adjacent
+    pairs), GQA attention, SwiGLU. Measured 2.9e-7 of max |logit|."""
+    path = tmp_path / "tiny-f32.gguf"
+    make_random_gguf.make(str(path), "tiny", "f32", seed=7)
+    art = dml.compile(llama_model.build_spec(str(path), ctx=64, max_seq=16), target="cpu", out=str(tmp_path / "art"))
+    ref_tokens, ref_logits = llama_cpp(ggml_libdir, path, tmp_path, kv_f32=True)
+    errs = teacher_forced_errors(art.path, ref_tokens, ref_logits)
+    assert errs.max() <= 1e-5, f"max |logit error| / max |logit| = {errs.max():.3g} > 1e-5 (steps {np.argmax(errs)})"
+    assert generate(art.path, PROMPT, N)["tokens"] == ref_tokens
 
 
 def test_generate_cli(tmp_path):
