@@ -164,6 +164,13 @@ DML_CPU_API int dml_cpu_gather(size_t elem_size, int64_t outer, int64_t axis_len
 DML_CPU_API int dml_cpu_embedding(size_t elem_size, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
                                   const void* indices, int64_t num_indices, void* y);
 
+/* kv_cache_write: y = cache, then y[o, positions[t], :] = values[o, t, :] (cache [outer, rows, row_size],
+ * values [outer, num_new, row_size]); positions in [0, rows) or DML_CPU_ERR_INDEX before anything moves;
+ * y == cache updates in place (only num_new rows per outer index are written). */
+DML_CPU_API int dml_cpu_kv_cache_write(size_t elem_size, int64_t outer, int64_t rows, int64_t num_new, int64_t row_size,
+                                       const void* cache, const void* values, int index_dtype, const void* positions,
+                                       void* y);
+
 /* ---- generators ---------------------------------------------------------------------------- */
 /* y[i] = start + i * step, converted to dtype (ints computed exactly in int64 when start/step are
  * integral). */

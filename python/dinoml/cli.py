@@ -17,8 +17,9 @@ from .errors import CompileError, IrError, ShapeError
 from .spec import Spec
 
 
-def load_model_file(path: str) -> Spec:
-    """Imports MODEL.py (its `if __name__ == "__main__"` block does not run) and calls build_spec()."""
+def load_model_file(path: str, **model_args) -> Spec:
+    """Imports MODEL.py (its `if __name__ == "__main__"` block does not run) and calls
+    build_spec(**model_args) (e.g. gguf="model.gguf" from `--gguf`)."""
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"model file '{path}' does not exist")
@@ -33,7 +34,15 @@ def load_model_file(path: str) -> Spec:
     build = getattr(module, "build_spec", None)
     if not callable(build):
         raise ValueError(f"model file '{path}' must define build_spec() returning a dinoml Spec")
-    result = build()
+    if model_args:
+        import inspect
+        params = inspect.signature(build).parameters
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        unknown = sorted(k for k in model_args if k not in params and not takes_any)
+        if unknown:
+            raise ValueError(f"{path}: build_spec() takes no argument(s) {unknown} (from --gguf / --model-arg); "
+                             f"its parameters: {list(params) or 'none'}")
+    result = build(**model_args)
     if not isinstance(result, Spec):
         raise ValueError(f"{path}: build_spec() returned {type(result).__name__}, expected a dinoml Spec")
     return result
@@ -54,10 +63,24 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--strict", action="store_true", help="fail when a tunable node has no measured kernel choice")
     p.add_argument("--arch", default=None, help="target cuda: sm_80, sm_86 or sm_90a (default sm_90a)")
     p.add_argument("--no-tf32", action="store_true", help="target cuda: float32 GEMMs without TF32")
+    p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
+    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable)")
     a = p.parse_args(argv)
+    model_args = {}
+    for kv in a.model_arg:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            print(f"dinoml compile: error: --model-arg expects KEY=VALUE, got {kv!r}", file=sys.stderr)
+            return 1
+        model_args[k] = int(v) if v.lstrip("-").isdigit() else v
+    if a.gguf:
+        model_args["gguf"] = a.gguf
     from .compiler import compile as dml_compile
     try:
-        spec = load_model_file(a.model) if a.model.endswith(".py") else Spec.load(a.model)
+        if model_args and not a.model.endswith(".py"):
+            raise ValueError("--gguf / --model-arg apply to MODEL.py files only")
+        spec = load_model_file(a.model, **model_args) if a.model.endswith(".py") else Spec.load(a.model)
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
                           execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32)
@@ -74,6 +97,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compile":
         return _compile(argv[1:])
+    if argv and argv[0] == "generate":
+        from .tools import generate
+        return generate.main(argv[1:])
     if argv and argv[0] in ("benchmark-ops", "benchmark-torch-ops"):
         from .tools import benchmark_ops
         return benchmark_ops.main(argv[1:], torch_only=argv[0] == "benchmark-torch-ops")

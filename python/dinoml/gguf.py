@@ -46,4 +46,14 @@ def tensor(path, name: str):
     return ext.gguf_tensor_dequantized(str(path), name)
 
 
-__all__ = ["GgufConstant", "gguf_constant", "read", "tensor", "POLICIES"]
+def write(path, metadata, tensors, version: int = 3) -> None:
+    """Writes a GGUF file with DinoML's writer (the layout ggml writes).
+
+    metadata: [(key, type, value)] with type one of u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool
+    str, or "arr[<type>]" with a list value. tensors: [(name, array, ggml type name)]; the array's
+    row-major shape [.., N, K] becomes ggml extents ne = [K, N, ..]; quantized types are produced
+    by DinoML's reference quantizers (bit-identical to ggml's quantize_row_*_ref)."""
+    ext.gguf_write(str(path), list(metadata), list(tensors), int(version))
+
+
+__all__ = ["GgufConstant", "gguf_constant", "read", "tensor", "write", "POLICIES"]

@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
   c->add_option("--arch", tune.arch, "target cuda: sm_80, sm_86 or sm_90a (default sm_90a)")
       ->check(CLI::IsMember({"sm_80", "sm_86", "sm_90a"}));
   c->add_flag("--no-tf32", tune.no_tf32, "target cuda: float32 GEMMs without TF32 tensor cores");
+  std::string model_gguf;
+  std::vector<std::string> model_kv;
+  c->add_option("--gguf", model_gguf, "MODEL.py: build_spec(gguf=FILE), e.g. examples/llama/model.py");
+  c->add_option("--model-arg", model_kv, "MODEL.py: build_spec(KEY=VALUE) (repeatable)");
   std::vector<std::string> onnx_dims;
   c->add_option("--dim", onnx_dims, "ONNX models: bounds of a symbolic dim, name=min:max[:bucket,...] or name=value");
 
@@ -129,6 +133,9 @@ int main(int argc, char** argv) {
   bo->prefix_command();
   auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu)");
   bt->prefix_command();
+  // Greedy decoding of a compiled decoder (examples/llama): python/dinoml/tools/generate.py.
+  auto* gen = app.add_subcommand("generate", "greedy decoding with a compiled llama artifact: DIR --tokens 1,2,3 --n 32");
+  gen->prefix_command();
 
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
@@ -140,19 +147,26 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    for (auto* fwd : {bo, bt})
+    for (auto* fwd : {bo, bt, gen})
       if (fwd->parsed()) {
         std::vector<std::string> args = {fwd->get_name()};
         for (const auto& r : fwd->remaining()) args.push_back(r);
         return run_python_cli(args);
       }
+    if (c->parsed() && (!model_gguf.empty() || !model_kv.empty()) &&
+        !(model.size() > 3 && model.substr(model.size() - 3) == ".py"))
+      throw std::runtime_error("--gguf / --model-arg apply to MODEL.py files only (got '" + model + "')");
     if (c->parsed() && is_onnx_path(model))
       return cmd_compile_onnx(model, target, out, onnx_dims, dump_passes, no_cache, no_fuse, tune);
     if (c->parsed() && !onnx_dims.empty()) throw std::runtime_error("--dim applies to ONNX models (.onnx) only");
     if (oc->parsed())
       return cmd_onnx_conformance(oc_dir, oc_jobs, oc_filter, oc_cases, oc_timeout, oc_json, oc_work, oc_require, oc_quiet);
     if (v->parsed() && !against.empty()) return cmd_validate_onnx(artifact, against, validate_inputs, atol, rtol, seed);
-    if (c->parsed()) return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse, tune);
+    if (c->parsed()) {
+      if (!model_gguf.empty()) tune.model_args.insert(tune.model_args.end(), {"--gguf", model_gguf});
+      for (const auto& kv : model_kv) tune.model_args.insert(tune.model_args.end(), {"--model-arg", kv});
+      return cmd_compile(model, target, out, dump_passes, no_cache, no_fuse, tune);
+    }
     if (df->parsed()) return cmd_diff(diff_a, diff_b, diff_json);
     if (i->parsed() && !html_out.empty()) return cmd_inspect_html(artifact, html_out);
     if (i->parsed()) return cmd_inspect(artifact, as_json);

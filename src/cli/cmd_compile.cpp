@@ -50,8 +50,10 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     if (tune.strict) args.push_back("--strict");
     if (!tune.arch.empty()) args.insert(args.end(), {"--arch", tune.arch});
     if (tune.no_tf32) args.push_back("--no-tf32");
+    args.insert(args.end(), tune.model_args.begin(), tune.model_args.end());
     return run_python_cli(args);
   }
+  if (!tune.model_args.empty()) throw std::runtime_error("--gguf / --model-arg apply to MODEL.py files only");
   ir::Graph g = ir::read_graph(model);
   CompileOptions opts;
   opts.target = target;

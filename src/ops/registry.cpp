@@ -4,6 +4,8 @@
 
 namespace dinoml::ops {
 
+void register_kv_cache_ops(Registry& r);  // kv_cache_write (kv_cache.cpp)
+
 void InferContext::fail(const std::string& rule) const {
   throw OpError("node '" + node.name + "' (" + node.op + "): " + rule);
 }
@@ -99,6 +101,7 @@ const Registry& Registry::global() {
     register_attention_ops(reg);
     register_conv_ops(reg);
     register_pool_ops(reg);
+    register_kv_cache_ops(reg);
     return reg;
   }();
   return r;

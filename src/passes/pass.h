@@ -30,6 +30,7 @@ PassResult fold_constants(ir::Graph& g);      // via the reference interpreter
 PassResult fuse_gemm_epilogue(ir::Graph& g);  // gemm + bias + act + residual → gemm_*_bias_*
 PassResult fuse_elementwise(ir::Graph& g);    // elementwise chains/trees → fused_elementwise
 PassResult eliminate_views(ir::Graph& g);     // reshape family → buffer aliases (view_of)
+PassResult alias_kv_cache_write(ir::Graph& g);  // kv_cache_write of a state → in place (view_of)
 PassResult bind_outputs(ir::Graph& g);        // producers of graph outputs write the output buffer
 PassResult fold_batch_norm(ir::Graph& g);     // batch_norm after a constant-weight conv → conv2d_bias
 PassResult fuse_conv_epilogue(ir::Graph& g);  // conv + bias / relu / residual add + relu → conv2d_bias_*

@@ -13,6 +13,9 @@
 #include "lower/cpu/lower_conv.h"
 
 namespace dinoml::lower::cpu {
+
+// kv_cache_write (lower_kv_cache.cpp).
+nlohmann::json emit_kv_cache_write(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
 namespace {
 
 using nlohmann::json;
@@ -415,7 +418,7 @@ bool is_library_op(const std::string& op) {
       "bmm_rrr",     "bmm_rcr",    "reduce_sum",  "reduce_mean", "reduce_max", "reduce_min", "argmax",
       "softmax",     "log_softmax", "layer_norm", "rms_norm",    "group_norm", "permute",    "transpose",
       "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
-      "arange",      "full",       "scaled_dot_product_attention"};
+      "arange",      "full",       "scaled_dot_product_attention", "kv_cache_write"};
   GemmKind k;
   return ops.count(op) != 0 || parse_gemm(op, k) || is_conv_op(op);
 }
@@ -441,6 +444,7 @@ json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
   if (op == "embedding") return emit_embedding(cx, n, body);
   if (op == "arange" || op == "full") return emit_generator(cx, n, body);
   if (op == "scaled_dot_product_attention") return emit_sdpa(cx, n, body);
+  if (op == "kv_cache_write") return emit_kv_cache_write(cx, n, body);
   if (is_conv_op(op)) return emit_conv_op(cx, n, body);
   no_lowering(n);
 }

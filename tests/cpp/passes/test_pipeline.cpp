@@ -163,7 +163,7 @@ TEST(Pipeline, WithoutFusionNoFusedOps) {
   };
   EXPECT_EQ(names(passes::default_pipeline(opts)),
             (std::vector<std::string>{"infer_shapes", "eliminate_dead_code", "fold_constants", "eliminate_dead_code",
-                                      "bind_outputs", "eliminate_views", "infer_shapes"}));
+                                      "bind_outputs", "eliminate_views", "alias_kv_cache_write", "infer_shapes"}));
   passes::run_pipeline(g, opts);
   EXPECT_EQ(count_op(g, "fused_elementwise"), 0);
   EXPECT_EQ(count_op(g, "gemm_rcr"), 1);

@@ -1,0 +1,96 @@
+"""DinoML vs llama.cpp on a ~0.5B llama (d 2048, 8 layers, FFN 5632, 16 heads / 4 KV heads,
+vocab 32000, random weights) in Q4_0 and Q4_K_M: 128-token prefill and greedy decode tokens/s,
+same thread count (default 2), measured in one run, ratios printed.
+
+    OMP_NUM_THREADS=2 PYTHONPATH=python /usr/bin/python3 bench/llama/bench.py [--quants q4_0,q4_k_m]
+
+Timing surface: DinoML = session.run calls from Python (dinoml.tools.generate); llama.cpp =
+llama_decode calls from Python (examples/llama/llama_cpp_ref.py, its own process; libllama from
+npm @node-llama-cpp/linux-x64, which picks its zen4 CPU backend here). Best of --repeat runs on
+each side; the prompt is 128 tokens, decode is 32 tokens after it. GGUF files are written once
+into .cache/llama-bench/ (DinoML's writer and reference quantizers, about a minute each).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+
+import dinoml as dml  # noqa: E402
+import make_random_gguf  # noqa: E402
+import model as llama_model  # noqa: E402
+from dinoml.tools.generate import Decoder, generate  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quants", default="q4_0,q4_k_m")
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "2")))
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--n", type=int, default=33, help="generated tokens (n-1 decode steps are timed)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="compile with --profile (kernel selection by timing)")
+    ap.add_argument("--reuse", action="store_true", help="reuse artifacts already in .cache/llama-bench/")
+    a = ap.parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    cache = os.path.join(ROOT, ".cache", "llama-bench")
+    os.makedirs(cache, exist_ok=True)
+    r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-ggml-ref")], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"llama.cpp reference unavailable: {r.stderr.strip()}", file=sys.stderr)
+        return 2
+    libdir = r.stdout.strip().splitlines()[-1]
+    prompt = [1] + [(7 * i + 300) % 32000 for i in range(a.prompt - 1)]
+    rows = []
+    for quant in a.quants.split(","):
+        path = os.path.join(cache, f"llama-0.5b-{quant}.gguf")
+        if not os.path.exists(path):
+            t = time.perf_counter()
+            make_random_gguf.make(path, "0.5b", quant, seed=0)
+            print(f"wrote {path} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        out = os.path.join(cache, f"art-{quant}")
+        if not (a.reuse and os.path.exists(os.path.join(out, "manifest.json"))):
+            t = time.perf_counter()
+            spec = llama_model.build_spec(path, ctx=256, max_seq=128)
+            dml.compile(spec, target="cpu", out=out, profile=a.profile)
+            print(f"compiled {quant} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        dec = Decoder(out)
+        best = None
+        for _ in range(a.repeat):
+            res = generate(out, prompt, a.n, dec)
+            if best is None:
+                best = res
+            best["prefill_tok_s"] = max(best["prefill_tok_s"], res["prefill_tok_s"])
+            best["decode_tok_s"] = max(best["decode_tok_s"], res["decode_tok_s"])
+        del dec
+        env = dict(os.environ, DINOML_GGML_REF_LIBDIR=libdir)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "llama", "llama_cpp_ref.py"), path,
+                            "--tokens", ",".join(map(str, prompt)), "--n", str(a.n), "--threads", str(a.threads),
+                            "--ctx", "256", "--repeat", str(a.repeat)], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            print(r.stderr, file=sys.stderr)
+            return 1
+        ref = json.loads(r.stdout.strip().splitlines()[-1])
+        same = ref["tokens"] == best["tokens"]
+        rows.append((quant, best["prefill_tok_s"], ref["prefill_tok_s"], best["decode_tok_s"], ref["decode_tok_s"], same))
+        print(f"{quant}: DinoML prefill {best['prefill_tok_s']:.1f} decode {best['decode_tok_s']:.1f} tok/s; llama.cpp "
+              f"prefill {ref['prefill_tok_s']:.1f} decode {ref['decode_tok_s']:.1f} tok/s", file=sys.stderr, flush=True)
+    print(f"\nllama 0.5B (d 2048, 8 layers, FFN 5632, 16/4 heads, vocab 32000), {a.threads} threads, "
+          f"prefill {a.prompt} tokens, decode {a.n - 1} tokens, best of {a.repeat}")
+    print("| quant | DinoML prefill tok/s | llama.cpp prefill tok/s | ratio | DinoML decode tok/s | "
+          "llama.cpp decode tok/s | ratio | same greedy tokens |")
+    print("|---|---|---|---|---|---|---|---|")
+    for q, dp, lp, dd, ld, same in rows:
+        print(f"| {q} | {dp:.1f} | {lp:.1f} | {dp / lp:.2f}× | {dd:.1f} | {ld:.1f} | {dd / ld:.2f}× | {same} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
