@@ -53,7 +53,8 @@ class Module {
   const Metadata& metadata() const noexcept { return metadata_; }
   const ModuleEntryPoints& entry() const noexcept { return entry_; }
   const std::string& target() const noexcept { return manifest_.target; }
-  bool is_cuda() const noexcept { return manifest_.target == "cuda"; }
+  // A GPU module (target cuda or rocm): both use the module ABI's GPU ("CUDA modules") part.
+  bool is_cuda() const noexcept { return manifest_.target == "cuda" || manifest_.target == "rocm"; }
   const CudaEntryPoints& cuda() const noexcept { return cuda_; }
   void* module_state() const noexcept { return module_state_; }
   size_t constants_bytes() const noexcept { return constants_.size(); }

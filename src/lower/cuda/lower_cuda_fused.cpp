@@ -175,9 +175,9 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
     members.push_back(n.name);
   }
   cx.codegen_plan.push_back({{"name", name}, {"node", n.name}, {"members", members}, {"program", program_text},
-                             {"dtype", ir::dtype_name(y.dtype)}, {"target", "cuda"}});
+                             {"dtype", ir::dtype_name(y.dtype)}, {"target", target_id(current_target())}});
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + name}}, {"selected", "generated." + name},
-          {"reason", "generated CUDA elementwise kernel (only candidate)"}};
+          {"reason", std::string("generated ") + target_label(current_target()) + " elementwise kernel (only candidate)"}};
 }
 
 }  // namespace dinoml::lower::cuda

@@ -39,13 +39,29 @@ void expect_gpu_float(const ir::Node& n, ir::DType t) {
 std::string impl_code(const CudaLowerOptions& o) {
   if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
   if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
+  if (o.gemm_impl == "mfma") return o.arch.name == "gfx90a" ? "DML_CUDA_GEMM_MFMA" : "DML_CUDA_GEMM_SIMT";
   return "DML_CUDA_GEMM_CUBLASLT";
+}
+
+// ROCm candidates: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
+// gfx90a, the own MFMA matrix-core kernel. No vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
+json rocm_gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
+  const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
+  json cands = {"simt_tiled_64x64"};
+  if (mfma) cands.push_back("mfma_f32_16x16x16_64x64x32");
+  std::string sel = "simt_tiled_64x64", reason = "default (not profiled)";
+  if (o.gemm_impl == "mfma") {
+    sel = mfma ? "mfma_f32_16x16x16_64x64x32" : "simt_tiled_64x64";
+    reason = mfma ? "forced by DINOML_ROCM_GEMM=mfma" : "forced by DINOML_ROCM_GEMM=mfma (no MFMA kernel for " + dtype + " on " + o.arch.name + ": SIMT)";
+  }
+  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
 
 // Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, and for fp16/bf16 the own
 // mma.sync tensor-core kernel. Without profiling the default (cuBLASLt) is selected unless
 // DINOML_CUDA_GEMM forced another at compile time.
 json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
+  if (o.arch.target == GpuTarget::rocm) return rocm_gemm_manifest(n, o, dtype);
   const bool tf32 = o.allow_tf32 && dtype == "float32";
   const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
   json cands = {lt, "simt_tiled_64x64"};
