@@ -162,7 +162,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.out_dir.empty()) throw BuildError("no output directory given (--out DIR)");
   if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
-    throw BuildError("--arch '" + opts.arch + "' is for targets cuda and rocm; target cpu builds for this machine (x86-64)");
+    throw BuildError("--arch '" + opts.arch + "' is for target cuda (or rocm); target cpu builds for this machine (x86-64)");
   Optimized o = optimize(input, opts);
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;

@@ -19,6 +19,9 @@ struct Step {
   ir::Attrs attrs;
 };
 
+// The dml_* math helpers step expressions call, each declared with `qual` ("static inline" on
+// CPU, "__device__ __forceinline__" on GPU).
+std::string math_prelude(const std::string& qual);
 // C++ type a value of dtype `t` is computed in (float for float dtypes).
 std::string compute_type(ir::DType t);
 // Parses the node's `program` attribute; OpError naming the node on malformed JSON.
