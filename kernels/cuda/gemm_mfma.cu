@@ -54,17 +54,12 @@ __global__ void __launch_bounds__(kThreads) mfma_gemm_kernel(int rcr, int64_t M,
                                                              T* __restrict__ y, int epi) {
   __shared__ __attribute__((aligned(16))) T As[BM][LDS];
   __shared__ __attribute__((aligned(16))) T Bs[BN][LDS];
-  const int64_t z = blockIdx.z;
-  a += z * sa;
-  b += z * sb;
-  y += z * M * N;
-  if (d) d += z * M * N;
-  const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+  const BlockTile bt = enter_tile(a, b, y, d, sa, sb, M, N, K);
+  const int64_t m0 = bt.m0, n0 = bt.n0;
+  const bool a_vec = bt.a_vec, b_vec = bt.b_vec;
   const int wave = threadIdx.x / 64, lane = threadIdx.x % 64;
   const int wm = (wave / 2) * 32, wn = (wave % 2) * 32;
   const int r16 = lane % 16, k4 = (lane / 16) * 4;
-  const bool a_vec = (K % 8 == 0) && ((reinterpret_cast<uintptr_t>(a) & 15) == 0);
-  const bool b_vec = (K % 8 == 0) && ((reinterpret_cast<uintptr_t>(b) & 15) == 0);
   mfma_f4 acc[2][2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)

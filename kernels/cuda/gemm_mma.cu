@@ -41,17 +41,12 @@ __global__ void __launch_bounds__(128) mma_gemm_kernel(int rcr, int64_t M, int64
                                                        T* __restrict__ y, int epi) {
   __shared__ __align__(16) T As[BM][LDS];
   __shared__ __align__(16) T Bs[BN][LDS];
-  const int64_t z = blockIdx.z;
-  a += z * sa;
-  b += z * sb;
-  y += z * M * N;
-  if (d) d += z * M * N;
-  const int64_t m0 = (int64_t)blockIdx.y * BM, n0 = (int64_t)blockIdx.x * BN;
+  const BlockTile bt = enter_tile(a, b, y, d, sa, sb, M, N, K);
+  const int64_t m0 = bt.m0, n0 = bt.n0;
+  const bool a_vec = bt.a_vec, b_vec = bt.b_vec;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
   const int g = lane / 4, t = lane % 4;
-  const bool a_vec = (K % 8 == 0) && ((reinterpret_cast<uintptr_t>(a) & 15) == 0);
-  const bool b_vec = (K % 8 == 0) && ((reinterpret_cast<uintptr_t>(b) & 15) == 0);
   float acc[2][4][4] = {};
   for (int64_t k0 = 0; k0 < K; k0 += BK) {
     load_rows<T>(As, a, M, K, m0, k0, BM, a_vec);

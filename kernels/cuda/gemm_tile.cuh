@@ -24,6 +24,25 @@ __device__ __forceinline__ float epilogue(float v, int epi) {
   }
 }
 
+// A block's share of a batched GEMM: the operands advanced to its batch item (blockIdx.z; y and d
+// are dense [batch, M, N]), its output tile origin, and whether 16-byte operand loads are possible.
+struct BlockTile {
+  int64_t m0, n0;
+  bool a_vec, b_vec;
+};
+template <class PA, class PY>
+__device__ __forceinline__ BlockTile enter_tile(PA& a, PA& b, PY& y, PA& d, int64_t sa, int64_t sb, int64_t M, int64_t N,
+                                                int64_t K) {
+  const int64_t z = blockIdx.z;
+  a += z * sa;
+  b += z * sb;
+  y += z * M * N;
+  if (d) d += z * M * N;
+  return {(int64_t)blockIdx.y * BM, (int64_t)blockIdx.x * BN,
+          (K % 8 == 0) && ((reinterpret_cast<uintptr_t>(a) & 15) == 0),
+          (K % 8 == 0) && ((reinterpret_cast<uintptr_t>(b) & 15) == 0)};
+}
+
 // Copies rows [r0, r0+rows) × cols [c0, c0+BK) of a row-major [R, C] matrix into s[row][k],
 // zero outside the matrix. Each thread moves 8 consecutive elements per step.
 template <class T>

@@ -96,6 +96,21 @@ LibraryCallArgs expand_args(EmitContext& cx, const ir::Node& n) {
               cx.ptr(n.outputs[0])};
 }
 
+LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::string& dtype_code, const std::string& op_prefix) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  uint32_t mask = 0;
+  // Absent or empty `axes` means every axis (docs/ops.md).
+  const std::vector<int64_t> axes = n.attr_ints("axes", {});
+  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
+  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
+  std::string op = n.op.substr(n.op.find('_') + 1);  // sum, mean, max, min
+  for (char& c : op) c = static_cast<char>(c - 'a' + 'A');
+  return {"    const int64_t xs[] = " + brace_list(cx.cpp_shape(x.shape)) + ";\n",
+          dtype_code + ", " + op_prefix + op + ", " + std::to_string(r) + ", xs, UINT32_C(" + std::to_string(mask) + "), " +
+              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0])};
+}
+
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked) {
   body << "  {\n" << a.decls << "  " << checked << "  }\n";
 }

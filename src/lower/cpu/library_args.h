@@ -31,6 +31,9 @@ LibraryCallArgs concat_split_args(EmitContext& cx, const ir::Node& n, bool split
 LibraryCallArgs slice_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 // expand: esize, rank, xs, ys, x, y (x's shape left-padded with 1s to the output rank).
 LibraryCallArgs expand_args(EmitContext& cx, const ir::Node& n);
+// reduce_*: rank, xs, axis mask (absent or empty `axes` = every axis), x, y; the op code is
+// prefix + SUM/MEAN/MAX/MIN ("DML_CPU_REDUCE_" / "DML_CUDA_REDUCE_"), after the dtype code.
+LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::string& dtype_code, const std::string& op_prefix);
 // "  {\n<decls>  <checked call>  }\n"
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked);
 

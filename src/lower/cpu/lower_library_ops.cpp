@@ -130,20 +130,8 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   if (r > 8) no_lowering(n, "rank > 8");
   if (x.dtype != y.dtype) no_lowering(n, "output dtype differs from the input's");
   if (ir::is_bool(x.dtype)) no_lowering(n, "bool reductions");
-  uint32_t mask = 0;
-  // Absent or empty `axes` means every axis (docs/ops.md).
-  const std::vector<int64_t> axes = n.attr_ints("axes", {});
-  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
-  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
-  static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CPU_REDUCE_SUM"},
-                                                          {"reduce_mean", "DML_CPU_REDUCE_MEAN"},
-                                                          {"reduce_max", "DML_CPU_REDUCE_MAX"},
-                                                          {"reduce_min", "DML_CPU_REDUCE_MIN"}};
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n  "
-       << checked_call(n, "dml_cpu_reduce(" + dtype_code(x.dtype) + ", " + ops.at(n.op) + ", " + std::to_string(r) +
-                              ", xs, UINT32_C(" + std::to_string(mask) + "), " + cx.ptr(n.inputs[0]) + ", " +
-                              cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
+  const LibraryCallArgs a = reduce_args(cx, n, dtype_code(x.dtype), "DML_CPU_REDUCE_");
+  emit_call_block(body, a, checked_call(n, "dml_cpu_reduce(" + a.args + ")"));
   return manifest(n, "dml_cpu_reduce.canonical_" + dtype_tag(x.dtype));
 }
 

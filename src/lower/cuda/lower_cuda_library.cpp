@@ -195,19 +195,8 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const size_t r = x.shape.size();
   if (r > 8) no_cuda_lowering(n, "rank > 8");
   if (x.dtype != y.dtype) no_cuda_lowering(n, "output dtype differs from the input's");
-  uint32_t mask = 0;
-  const std::vector<int64_t> axes = n.attr_ints("axes", {});
-  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
-  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
-  static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CUDA_REDUCE_SUM"},
-                                                          {"reduce_mean", "DML_CUDA_REDUCE_MEAN"},
-                                                          {"reduce_max", "DML_CUDA_REDUCE_MAX"},
-                                                          {"reduce_min", "DML_CUDA_REDUCE_MIN"}};
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_reduce(" + dtype_code(x.dtype) + ", " + ops.at(n.op) + ", " + std::to_string(r) +
-                                   ", xs, UINT32_C(" + std::to_string(mask) + "), " + cx.ptr(n.inputs[0]) + ", " +
-                                   cx.ptr(n.outputs[0]) + ", stream)")
-       << "  }\n";
+  const cpu::LibraryCallArgs a = cpu::reduce_args(cx, n, dtype_code(x.dtype), "DML_CUDA_REDUCE_");
+  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_reduce(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_reduce.rows_or_strided");
 }
 
