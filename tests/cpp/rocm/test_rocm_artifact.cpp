@@ -158,11 +158,11 @@ fs::path build_dir() {
   return DINOML_BINARY_DIR;
 }
 
-// `dinoml compile examples/<model>.py --target rocm --arch <arch>` (the Python front end traces it).
+// examples/<model>.py traced by the Python front end and compiled with dml.compile(target="rocm").
 int compile_example(const std::string& model, const std::string& arch, const fs::path& out, std::string& log) {
-  const std::string cmd = "cd " + std::string(DINOML_SOURCE_DIR) + " && DINOML_BUILD_DIR=" + build_dir().string() + " " +
-                          (build_dir() / "dinoml").string() + " compile examples/" + model + " --target rocm --arch " + arch +
-                          " --out " + out.string();
+  const std::string cmd = "cd " + std::string(DINOML_SOURCE_DIR) + " && PYTHONPATH=python DINOML_BUILD_DIR=" +
+                          build_dir().string() + " /usr/bin/python3 tests/cpp/rocm/compile_example.py " + model + " " + arch +
+                          " " + out.string();
   return run(cmd, log);
 }
 
@@ -316,7 +316,7 @@ TEST(RocmArtifact, TransformerBlockGfx90aAndLoadRefusedWithoutDevice) {
   const fs::path dir = tmpdir("tb");
   const fs::path art = dir / "tb_gfx90a";
   std::string log;
-  ASSERT_EQ(compile_example("transformer_block.py", "gfx90a", art, log), 0) << log;
+  ASSERT_EQ(compile_example("transformer_block", "gfx90a", art, log), 0) << log;
   expect_rocm_artifact(art, "gfx90a");
   const auto km = nlohmann::json::parse(read_bytes(art / "kernel_manifest.json"));
   bool gemm = false;
@@ -343,7 +343,7 @@ TEST(RocmArtifact, ResNet18Gfx90a) {
   const fs::path dir = tmpdir("rn");
   const fs::path art = dir / "rn_gfx90a";
   std::string log;
-  if (compile_example("resnet18.py", "gfx90a", art, log) != 0) {
+  if (compile_example("resnet18", "gfx90a", art, log) != 0) {
     // The GPU conv/pool kernels and lowerings come from another branch (gpuops); until they are
     // merged the compile fails naming exactly those ops, and only that is skipped.
     const bool waiting = log.find("no ROCm lowering for op conv2d") != std::string::npos ||
