@@ -106,7 +106,7 @@ bool compile_rocm_module(const RocmToolchain& tc, const std::string& source, con
   b.work_prefix = "dinoml-rocm-build-";
   b.what = "the generated ROCm module";
   b.command = shell_quote(tc.hipcc) + " -x hip -shared -fPIC -fvisibility=hidden" + flag_str + tc.include_flags +
-              " module.cu -x none -o module.so -L" + shell_quote(fs::path(tc.kernels_lib).parent_path().string()) +
+              " module.cu -o module.so -L" + shell_quote(fs::path(tc.kernels_lib).parent_path().string()) +
               " -ldinoml_rocm_kernels -Wl,-rpath,'$ORIGIN/lib' -Wl,--build-id=sha1";
   return build_cached_module(b, source, out_so, cache_dir, use_cache);
 }
