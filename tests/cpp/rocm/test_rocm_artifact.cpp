@@ -6,6 +6,7 @@
 // without a ROCm device. Nothing here runs a GPU kernel; nothing has run on AMD hardware.
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
