@@ -6,6 +6,7 @@
 #include "errors.h"
 #include "module.h"
 #include "session.h"
+#include "thread_budget.h"
 
 using dinoml::runtime::fail;
 using dinoml::runtime::guard;
@@ -45,6 +46,9 @@ extern "C" {
 uint32_t dinoml_runtime_abi_version(void) { return DINOML_RUNTIME_ABI_VERSION; }
 
 const char* dinoml_last_error(void) { return dinoml::runtime::last_error(); }
+
+void dinoml_set_thread_budget(int n) { dinoml::runtime::set_thread_budget(n); }
+int dinoml_thread_budget(void) { return dinoml::runtime::thread_budget(); }
 
 const char* dinoml_status_name(dinoml_status status) {
   switch (status) {

@@ -127,6 +127,21 @@ Manifest read_manifest(const fs::path& dir) {
   }
   check_required_isa(m.required_isa, shown);
 
+  if (const json* libs = r.optional_field(doc, "system_libraries", "manifest")) {
+    r.array(*libs, "manifest.system_libraries");
+    for (size_t i = 0; i < libs->size(); ++i) {
+      const std::string where = cat("manifest.system_libraries[", i, "]");
+      std::string name = r.string((*libs)[i], where);
+      // A soname only: the dynamic loader searches the system's library path for it. A path
+      // would let a manifest load arbitrary files.
+      bool ok = name.size() > 6 && name.rfind("lib", 0) == 0 && name.find(".so") != std::string::npos;
+      for (char ch : name)
+        ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.' || ch == '+');
+      if (!ok) r.bad(where, "expected a library soname such as 'libdnnl.so.2' (no paths)");
+      m.system_libraries.push_back(std::move(name));
+    }
+  }
+
   const json& files = r.object(r.field(doc, "files", "manifest"), "manifest.files");
   for (auto it = files.begin(); it != files.end(); ++it) {
     const std::string& path = it.key();

@@ -23,6 +23,8 @@ struct Manifest {
   std::string hip_runtime_version;  // rocm: the HIP runtime module.so was built against ("5.2.21153")
   std::string graph_hash;
   std::vector<std::string> required_isa;
+  // Vendor libraries (sonames, no paths) the chosen provider kernels need from the system.
+  std::vector<std::string> system_libraries;
   std::map<std::string, std::string> files;  // artifact-relative path -> lowercase sha256 hex
 
   bool lists(const std::string& path) const { return files.count(path) != 0; }

@@ -49,6 +49,17 @@ void Module::verify_and_read(const std::string& artifact_dir) {
 
 void Module::load_code() {
   const fs::path so = fs::path(dir_) / kModuleFile;
+  // Vendor libraries of provider kernels (oneDNN, OpenBLAS) come from the system: say which one
+  // is missing before dlopen reports it in its own words.
+  for (const auto& lib : manifest_.system_libraries) {
+    if (!dlopen(lib.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE)) {
+      const char* why = dlerror();
+      fail(DINOML_ERR_ARTIFACT, "artifact '", dir_, "' uses kernels that need the system library ", lib, " (",
+           why ? why : "not found", "); install it (", lib.find("dnnl") != std::string::npos ? "apt-get install libdnnl2"
+           : lib.find("openblas") != std::string::npos ? "apt-get install libopenblas0" : "with the system's package manager",
+           ") or recompile the model without that provider");
+    }
+  }
   // RTLD_LOCAL: two artifacts export the same entry-point names and must not interpose.
   // RTLD_NOW: a missing kernel symbol fails here, with a message, not mid-run.
   // RTLD_NODELETE: module.so pulls in libgomp through the kernel library; OpenMP keeps parked
@@ -68,6 +79,8 @@ void Module::load_code() {
   entry_.release = resolve<dinoml_module_release_fn>(handle_, DINOML_MODULE_SYM_RELEASE, dir_);
   entry_.plan = resolve<dinoml_module_plan_fn>(handle_, DINOML_MODULE_SYM_PLAN, dir_);
   entry_.run = resolve<dinoml_module_run_fn>(handle_, DINOML_MODULE_SYM_RUN, dir_);
+  dlerror();
+  omp_set_num_threads_ = reinterpret_cast<void (*)(int)>(dlsym(handle_, "omp_set_num_threads"));
   if (is_cuda()) {
     cuda_.device_check = resolve<dinoml_module_cuda_device_check_fn>(handle_, DINOML_MODULE_SYM_CUDA_DEVICE_CHECK, dir_);
     cuda_.run = resolve<dinoml_module_run_cuda_fn>(handle_, DINOML_MODULE_SYM_RUN_CUDA, dir_);

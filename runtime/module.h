@@ -52,6 +52,9 @@ class Module {
   const std::string& graph_hash() const noexcept { return manifest_.graph_hash; }
   const Metadata& metadata() const noexcept { return metadata_; }
   const ModuleEntryPoints& entry() const noexcept { return entry_; }
+  // The OpenMP runtime's omp_set_num_threads as module.so's dependencies bind it (null when the
+  // module's kernels use no OpenMP): the thread budget sets each run's team size through it.
+  void (*omp_set_num_threads() const noexcept)(int) { return omp_set_num_threads_; }
   const std::string& target() const noexcept { return manifest_.target; }
   // A GPU module (target cuda or rocm): both use the module ABI's GPU ("CUDA modules") part.
   bool is_cuda() const noexcept { return manifest_.target == "cuda" || manifest_.target == "rocm"; }
@@ -77,6 +80,7 @@ class Module {
   MappedFile constants_;
   void* handle_ = nullptr;
   ModuleEntryPoints entry_;
+  void (*omp_set_num_threads_)(int) = nullptr;
   CudaEntryPoints cuda_;
   void* module_state_ = nullptr;
   bool initialised_ = false;

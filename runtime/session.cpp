@@ -1,4 +1,5 @@
 #include "session.h"
+#include "thread_budget.h"
 
 #include "bind_inputs.h"
 #include "dtype.h"
@@ -144,6 +145,8 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
   for (size_t i = 0; i < states_.size(); ++i) state_ptrs[i] = states_[i].data();
 
   err.fill('\0');
+  ThreadGrant grant;  // this run's share of the process's CPU threads (thread_budget.h)
+  if (auto set_threads = m.omp_set_num_threads()) set_threads(grant.threads());
   if (m.entry().run(m.module_state(), bound.dims.data(), bound.data.data(), out_ptrs.data(), state_ptrs.data(),
                     arena_.data(), err.data(), err.size()) != 0) {
     fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' failed while running: ", module_message(err),

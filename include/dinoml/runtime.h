@@ -105,6 +105,13 @@ DINOML_API const char* dinoml_status_name(dinoml_status status);
 DINOML_API const char* dinoml_dtype_name(dinoml_dtype dtype);
 DINOML_API size_t dinoml_dtype_size(dinoml_dtype dtype);
 
+/* CPU threads shared by all session runs of this process. A run alone uses the whole budget;
+ * overlapping runs get what the others leave (at least the calling thread), so many concurrent
+ * sessions do not oversubscribe the cores. Default: DINOML_NUM_THREADS, else OMP_NUM_THREADS,
+ * else the CPUs this process may run on. n <= 0 restores the default. */
+DINOML_API void dinoml_set_thread_budget(int n);
+DINOML_API int dinoml_thread_budget(void);
+
 /* Verifies manifest (schema + ABI versions), SHA-256 of every listed file, and the CPU's ISA
  * before loading any code; then loads module.so and maps constants.bin read-only. */
 DINOML_API dinoml_status dinoml_module_load(const char* artifact_dir, dinoml_module** out);

@@ -379,20 +379,52 @@ static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel)
   return DML_CPU_OK;
 }
 
-extern "C" int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s) {
+// Variant -1: the library's rule (winograd_variant); 0 GEMM panels; 2 / 4 Winograd F(2x2) / F(4x4).
+static int resolve_variant(const Geo& g, int variant, const char* kernel, int* st) {
+  *st = DML_CPU_OK;
+  if (variant == -1) return winograd_variant(g);
+  if (variant == 0) return 0;
+  if (variant != 2 && variant != 4) {
+    *st = fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": unknown variant " + std::to_string(variant) +
+                                         " (-1 automatic, 0 GEMM panels, 2 Winograd F(2x2,3x3), 4 Winograd F(4x4,3x3))");
+    return 0;
+  }
+  if (!winograd_fits(g)) {
+    *st = fail(DML_CPU_ERR_UNSUPPORTED, std::string(kernel) + ": Winograd variant " + std::to_string(variant) +
+                                            " needs a 3x3 stride-1 undilated ungrouped conv with C, O >= 16");
+    return 0;
+  }
+  if (variant == 4 && !winograd_f4_accurate(g)) {
+    *st = fail(DML_CPU_ERR_UNSUPPORTED, std::string(kernel) + ": Winograd F(4x4) is limited to C <= 128 and "
+                                            "O*C <= 32768 (its rounding error grows with C); use variant 2");
+    return 0;
+  }
+  return variant;
+}
+
+extern "C" int64_t dml_cpu_conv2d_packed_w_size_variant(const dml_cpu_conv2d_shape* s, int variant) {
   Geo g;
   if (weight_geo(s, g, "dml_cpu_conv2d_packed_w_size")) return -1;
-  const int v = winograd_variant(g);
+  int st;
+  const int v = resolve_variant(g, variant, "dml_cpu_conv2d_packed_w_size", &st);
+  if (st) return -1;
   return kHeaderBytes + (v ? winograd_floats(g, v) : packed_floats(g)) * static_cast<int64_t>(sizeof(float));
 }
 
-extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w) {
+extern "C" int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s) {
+  return dml_cpu_conv2d_packed_w_size_variant(s, -1);
+}
+
+extern "C" int dml_cpu_conv2d_pack_w_variant(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w,
+                                             int variant) {
   Geo g;
   if (int st = weight_geo(s, g, "dml_cpu_conv2d_pack_w")) return st;
   if (!w || !packed_w) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: w and packed_w must not be NULL");
   if (reinterpret_cast<uintptr_t>(packed_w) % alignof(float) != 0)
     return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_conv2d_pack_w: packed_w must be at least 4-byte aligned");
-  const int wino = winograd_variant(g);
+  int st;
+  const int wino = resolve_variant(g, variant, "dml_cpu_conv2d_pack_w", &st);
+  if (st) return st;
   PackedHeader h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.o = g.O;
@@ -411,6 +443,10 @@ extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, c
     else pack_w(static_cast<const T*>(w), g, out);
     return DML_CPU_OK;
   });
+}
+
+extern "C" int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w) {
+  return dml_cpu_conv2d_pack_w_variant(dtype, s, w, packed_w, -1);
 }
 
 extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const void* x, const void* w,

@@ -48,6 +48,8 @@ inline void block_panels(int64_t b, int64_t nb, int64_t panels, int64_t& first, 
 
 // ---- Winograd (conv_winograd.cpp) ----
 bool winograd_fits(const Geo& g);
+// F(4x4) only where its rounding error stays small: C <= 128 and O*C <= 128*256.
+bool winograd_f4_accurate(const Geo& g);
 // Packed variant for these weights: 0 GEMM panels, 2 F(2x2, 3x3), 4 F(4x4, 3x3).
 int winograd_variant(const Geo& g);
 int64_t winograd_floats(const Geo& g, int m);

@@ -73,8 +73,9 @@ bool winograd_fits(const Geo& g) {
 int winograd_variant(const Geo& g) {
   const int mode = winograd_mode();
   if (mode == 0 || !winograd_fits(g)) return 0;
-  return (mode == 4 && g.Cg <= 128 && g.O * g.Cg <= 128 * 256) ? 4 : 2;
+  return (mode == 4 && winograd_f4_accurate(g)) ? 4 : 2;
 }
+bool winograd_f4_accurate(const Geo& g) { return g.Cg <= 128 && g.O * g.Cg <= 128 * 256; }
 int64_t winograd_floats(const Geo& g, int m) { return (m + 2) * (m + 2) * g.mpanels * kMR * g.Cg; }
 
 // Columns 0..3 of 8 consecutive 4-float groups r[4l .. 4l+3] (l = 0..7) as 4 vectors over l.

@@ -200,6 +200,12 @@ typedef struct dml_cpu_conv2d_shape {
  * transformed weights (DINOML_CONV_WINOGRAD=0 at load disables that), the rest as GEMM panels. */
 DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s);
 DML_CPU_API int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w);
+/* The same with the packed form forced (the profiler's conv candidates): variant -1 = the rule
+ * above, 0 = GEMM panels, 2 = Winograd F(2x2, 3x3), 4 = Winograd F(4x4, 3x3). A Winograd variant
+ * for a conv that is not 3x3 stride-1 undilated ungrouped fails (size -1, DML_CPU_ERR_UNSUPPORTED). */
+DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size_variant(const dml_cpu_conv2d_shape* s, int variant);
+DML_CPU_API int dml_cpu_conv2d_pack_w_variant(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w,
+                                              int variant);
 DML_CPU_API int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const void* x, const void* w,
                                const void* packed_w, const void* bias, const void* r, void* y, int epilogue);
 

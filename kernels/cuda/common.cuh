@@ -11,6 +11,9 @@ namespace dml_cuda {
 
 // Threads of one warp (CUDA) / wavefront (ROCm): kernels size rows-per-warp and reductions by it.
 constexpr int kWarp = DML_GPU_WARP_SIZE;
+// The full-warp lane mask of CUDA's *_sync intrinsics; on ROCm gpu_target.h maps those to HIP's
+// whole-wavefront shuffles and the mask is not used.
+constexpr unsigned kFullMask = 0xffffffffu;
 
 // Sets the thread-local message and returns a non-zero status.
 int fail(const std::string& msg);

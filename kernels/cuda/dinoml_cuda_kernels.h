@@ -70,6 +70,47 @@ DML_CUDA_API int dml_cuda_expand(size_t esize, int rank, const int64_t* xs, cons
                                  void* stream);
 DML_CUDA_API int dml_cuda_copy(void* dst, const void* src, size_t bytes, void* stream);
 
+/* ---- convolution, pooling, resampling, attention (conv.cu, pool.cu, attention.cu) ---------- */
+/* NCHW geometry; pads are (top, left, bottom, right); output extents follow from them. */
+typedef struct dml_cuda_conv2d_shape {
+  int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups;
+} dml_cuda_conv2d_shape;
+typedef struct dml_cuda_pool2d_shape {
+  int64_t N, C, H, W, Ho, Wo, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, count_include_pad;
+} dml_cuda_pool2d_shape;
+enum dml_cuda_conv_impl { DML_CUDA_CONV_AUTO = 0, DML_CUDA_CONV_SIMT = 1, DML_CUDA_CONV_MMA = 2, DML_CUDA_CONV_DIRECT = 3 };
+enum dml_cuda_interp_mode { DML_CUDA_INTERP_NEAREST = 0, DML_CUDA_INTERP_BILINEAR = 1 };
+enum dml_cuda_coord_mode {
+  DML_CUDA_COORD_HALF_PIXEL = 0, DML_CUDA_COORD_PYTORCH_HALF_PIXEL = 1, DML_CUDA_COORD_ASYMMETRIC = 2,
+  DML_CUDA_COORD_ALIGN_CORNERS = 3
+};
+enum dml_cuda_nearest_mode {
+  DML_CUDA_NEAREST_ROUND_PREFER_FLOOR = 0, DML_CUDA_NEAREST_ROUND_PREFER_CEIL = 1, DML_CUDA_NEAREST_FLOOR = 2,
+  DML_CUDA_NEAREST_CEIL = 3
+};
+enum dml_cuda_sdpa_impl { DML_CUDA_SDPA_AUTO = 0, DML_CUDA_SDPA_SIMT = 1, DML_CUDA_SDPA_FLASH_MMA = 2 };
+/* y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; w is [O, C/groups, kh, kw]. */
+DML_CUDA_API int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const void* x, const void* w,
+                                 const void* bias, const void* res, void* y, int relu, int impl, void* stream);
+DML_CUDA_API int dml_cuda_max_pool2d(int dtype, const dml_cuda_pool2d_shape* s, const void* x, void* y, void* stream);
+DML_CUDA_API int dml_cuda_avg_pool2d(int dtype, const dml_cuda_pool2d_shape* s, const void* x, void* y, void* stream);
+DML_CUDA_API int dml_cuda_global_avg_pool2d(int dtype, int64_t planes, int64_t spatial, const void* x, void* y,
+                                            void* stream);
+/* rscale_*: input/output extent ratio (1/scale) used by the half_pixel and asymmetric modes. */
+DML_CUDA_API int dml_cuda_interpolate(int dtype, int mode, int coord_mode, int nearest_mode, int64_t planes, int64_t H,
+                                      int64_t W, int64_t Ho, int64_t Wo, float rscale_h, float rscale_w, const void* x,
+                                      void* y, void* stream);
+DML_CUDA_API int dml_cuda_batch_norm(int dtype, int64_t N, int64_t C, int64_t spatial, const void* x, const void* mean,
+                                     const void* var, const void* gamma, const void* beta, float eps, void* y,
+                                     void* stream);
+/* Fused attention over q[B.., Lq, D], k[B.., Lk, D], v[B.., Lk, Dv] (contiguous; bs = the batch
+ * extents). mask (NULL = none): dtype code 7 = bool (true = attend) or q's dtype (added), read at
+ * base(batch; ms) + i*si + j*sj. scale 0 = 1/sqrt(D). impl: enum dml_cuda_sdpa_impl. */
+DML_CUDA_API int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64_t Lq, int64_t Lk, int64_t D,
+                               int64_t Dv, const void* q, const void* k, const void* v, int mask_dtype,
+                               const void* mask, const int64_t* ms, int64_t si, int64_t sj, int causal, float scale,
+                               void* y, int impl, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

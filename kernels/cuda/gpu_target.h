@@ -46,6 +46,12 @@ typedef uint32_t dml_lane_mask_t;
 #endif
 #define dml_shfl_xor(v, o) __shfl_xor((v), (o), DML_GPU_WARP_SIZE)
 #define dml_ballot(p) ((dml_lane_mask_t)__ballot(p))
+// CUDA's *_sync warp intrinsics (ROCm 5.2 has none): whole-wavefront shuffles; the mask is not
+// used (every lane of the wavefront takes part, as in the kernels that call them).
+#define __shfl_xor_sync(mask, v, o) __shfl_xor((v), (o), DML_GPU_WARP_SIZE)
+#define __shfl_sync(mask, v, l) __shfl((v), (l), DML_GPU_WARP_SIZE)
+#define __shfl_down_sync(mask, v, d) __shfl_down((v), (d), DML_GPU_WARP_SIZE)
+#define __shfl_up_sync(mask, v, d) __shfl_up((v), (d), DML_GPU_WARP_SIZE)
 
 // CUDA runtime spelling → HIP (only names the GPU sources use; add here, never in a .cu file).
 #define cudaError_t hipError_t
@@ -76,7 +82,13 @@ typedef uint32_t dml_lane_mask_t;
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
 #define cudaGetDevice hipGetDevice
 #define cudaGetDeviceCount hipGetDeviceCount
-#define cudaFuncSetAttribute hipFuncSetAttribute
+#define cudaFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+// hipFuncSetAttribute takes the kernel as const void*.
+template <class F>
+inline hipError_t dml_hip_func_set_attribute(F* kernel, hipFuncAttribute attr, int value) {
+  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
+}
+#define cudaFuncSetAttribute dml_hip_func_set_attribute
 #define cudaPointerAttributes hipPointerAttribute_t
 #define cudaPointerGetAttributes hipPointerGetAttributes
 

@@ -19,13 +19,18 @@ struct Toolchain {
   std::string include_dirs_flags;  // -I... for kernels/common, kernels/cpu, include
   std::string lib_dir;             // where libdinoml_runtime.so / libdinoml_cpu_kernels.so are
   std::string version;             // "g++ (Debian 12.2.0-14) 12.2.0"
+  // Vendor GEMM providers built here (lib<name>.so in lib_dir whose system library loads), e.g.
+  // "dinoml_cpu_onednn": their kernel candidates are offered to the profiler.
+  std::vector<std::string> providers;
 };
 Toolchain find_toolchain();
 
 // Compiles `source` into a shared object at `out_so`, reusing the content-addressed cache.
 // Returns true on a cache hit.
+// `libs` are provider libraries (names without lib/.so, in tc.lib_dir) the module links.
 bool compile_module(const Toolchain& tc, const std::string& source, const std::vector<std::string>& flags,
-                    const std::string& out_so, const std::string& cache_dir, bool use_cache);
+                    const std::string& out_so, const std::string& cache_dir, bool use_cache,
+                    const std::vector<std::string>& libs = {});
 
 std::string default_cache_dir();
 

@@ -97,6 +97,8 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
     fs::copy_file(c.cuda_tc->cudart, tmp / "lib" / "libcudart.so.13");
   } else {
     fs::copy_file(fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so", tmp / "lib" / "libdinoml_cpu_kernels.so");
+    for (const auto& lib : c.lowered->libraries)  // vendor providers the chosen kernels call
+      fs::copy_file(fs::path(tc.lib_dir) / ("lib" + lib + ".so"), tmp / "lib" / ("lib" + lib + ".so"));
   }
   if (!c.pass_dump_dir.empty() && fs::exists(c.pass_dump_dir)) {
     fs::create_directories(tmp / "debug/passes");
@@ -143,6 +145,9 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
     manifest["target"] = "cpu";
     manifest["arch"] = "x86-64";
     manifest["required_isa"] = c.lowered->required_isa;
+    // Vendor libraries of chosen provider kernels: not shipped (they are large and system-wide);
+    // the loader checks they load before it opens module.so.
+    manifest["system_libraries"] = c.lowered->system_libraries;
   }
   manifest["graph_hash"] = ir::graph_hash(g);
   manifest["dinoml_version"] = DINOML_VERSION;

@@ -1,6 +1,7 @@
 // Finds the system C++ compiler and the DinoML files a module build needs, and compiles
 // generated modules through a content-addressed cache: an unchanged model recompiles in
 // milliseconds because module.so is looked up by the hash of everything that affects it.
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +93,15 @@ Toolchain find_toolchain() {
                 "': build DinoML first (cmake --build build) or set DINOML_LIB_DIR";
         return;
       }
+    // A provider counts only when its vendor library loads here (libdnnl / libopenblas present).
+    for (const char* p : {"dinoml_cpu_onednn", "dinoml_cpu_openblas"}) {
+      const fs::path so = fs::path(tc.lib_dir) / (std::string("lib") + p + ".so");
+      if (!fs::exists(so)) continue;
+      if (void* h = dlopen(so.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE)) {
+        (void)h;
+        tc.providers.push_back(p);
+      }
+    }
   });
   if (!error.empty()) throw BuildError(error);
   return tc;
@@ -143,18 +153,24 @@ bool build_cached_module(const ModuleBuild& b, const std::string& source, const 
 }
 
 bool compile_module(const Toolchain& tc, const std::string& source, const std::vector<std::string>& flags,
-                    const std::string& out_so, const std::string& cache_dir, bool use_cache) {
-  std::string flag_str;
+                    const std::string& out_so, const std::string& cache_dir, bool use_cache,
+                    const std::vector<std::string>& libs) {
+  std::string flag_str, lib_str, lib_hashes;
   for (const auto& f : flags) flag_str += " " + f;
+  for (const auto& l : libs) {
+    lib_str += " -l" + l;
+    lib_hashes += ir::sha256_file((fs::path(tc.lib_dir) / ("lib" + l + ".so")).string()) + "\n";
+  }
   // Everything that changes the produced bytes goes into the key: the source, flags, the
   // compiler, and the kernel library interface + binary the module links against.
   fs::path kernels_header = source_root() / "kernels/cpu/dinoml_cpu_kernels.h";
   ModuleBuild b;
   b.key_material = source + "\n" + flag_str + "\n" + tc.version + "\n" + read_text(kernels_header.string()) + "\n" +
-                   ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string());
+                   ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string()) + "\n" + lib_str + "\n" +
+                   lib_hashes;
   b.command = tc.cxx + " -std=c++17 -shared -fPIC -fvisibility=hidden" + flag_str + tc.include_dirs_flags +
-              " module.cpp -o module.so -L" + shell_quote(tc.lib_dir) +
-              " -ldinoml_cpu_kernels -Wl,-rpath,'$ORIGIN/lib' -Wl,--build-id=sha1";
+              " module.cpp -o module.so -L" + shell_quote(tc.lib_dir) + " -ldinoml_cpu_kernels" + lib_str +
+              " -Wl,-rpath,'$ORIGIN/lib' -Wl,--build-id=sha1";
   return build_cached_module(b, source, out_so, cache_dir, use_cache);
 }
 

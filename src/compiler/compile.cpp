@@ -30,6 +30,7 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
                                            const build::Toolchain& tc, const CompileOptions& opts, CompileResult& res,
                                            std::map<std::string, std::string>& extra_files) {
   lower::cpu::CpuLowerOptions lopts;
+  lopts.providers = tc.providers;
   res.kernel_selection = "default";
   if (opts.profile && !opts.execution_plan.empty())
     throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
@@ -46,7 +47,7 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
     res.kernel_selection = "profiled";
     res.profile = pr.to_json();
   } else if (!opts.execution_plan.empty()) {
-    const auto tunables = lower::cpu::lower(g, plan).tunables;
+    const auto tunables = lower::cpu::lower(g, plan, lopts).tunables;
     nlohmann::json pj;
     lopts.choices = tune::read_execution_plan(opts.execution_plan, tunables, &pj);
     extra_files["execution_plan.json"] = pj.dump(1) + "\n";
@@ -183,7 +184,8 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   }
 
   fs::path so = fs::temp_directory_path() / ("dinoml-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
-  res.cache_hit = build::compile_module(tc, lowered.source, lowered.cxx_flags, so.string(), opts.cache_dir, opts.use_cache);
+  res.cache_hit = build::compile_module(tc, lowered.source, lowered.cxx_flags, so.string(), opts.cache_dir, opts.use_cache,
+                                        lowered.libraries);
 
   nlohmann::json config = {{"target", opts.target}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags},

@@ -112,8 +112,13 @@ struct Bootstrap {
     const fs::path kernels = fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so";
     if (!dlopen(kernels.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE))
       throw BuildError("profiler: cannot load the kernel library '" + kernels.string() + "': " + dlerror());
+    for (const auto& lib : lm.libraries) {  // provider libraries: bound by soname the same way
+      const fs::path p = fs::path(tc.lib_dir) / ("lib" + lib + ".so");
+      if (!dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE))
+        throw BuildError("profiler: cannot load the provider library '" + p.string() + "': " + dlerror());
+    }
     build::compile_module(tc, lm.source, lm.cxx_flags, (dir / "module.so").string(), o.compile_cache_dir,
-                          o.use_compile_cache);
+                          o.use_compile_cache, lm.libraries);
     handle = dlopen((dir / "module.so").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!handle) throw BuildError(std::string("profiler: cannot load the bootstrap module: ") + dlerror());
     init = reinterpret_cast<dinoml_module_init_fn>(dlsym(handle, "dinoml_module_init"));
@@ -170,6 +175,7 @@ ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const
   ProfileResult res;
   lower::cpu::CpuLowerOptions lo;
   lo.bootstrap = true;
+  lo.providers = tc.providers;
   const lower::cpu::LoweredModule boot = lower::cpu::lower(g, mplan, lo);
   const HardwareFingerprint hw = hardware_fingerprint((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string());
   res.cache_path = o.cache_path.empty() ? default_profile_cache_path(o.compile_cache_dir) : o.cache_path;

@@ -193,6 +193,276 @@ def tb_weights():
     return w
 
 
+
+# ---- convolution, pooling, resampling (issue 4: conv / pool ops on CUDA) -----------------------
+
+def _conv_build(ops, W, X):
+    x, r = X["x"], X["r"]
+    c3 = ops.conv2d(x, W["w3"], padding=1)
+    return {
+        "conv3x3": c3,
+        "conv_bias_relu": ops.relu(ops.conv2d(x, W["w3"], W["b32"], padding=1)),
+        "conv_bias_add_relu": ops.relu(ops.conv2d(x, W["w3"], W["b32"], padding=1) + r),
+        "conv_s2_d2_pad": ops.conv2d(x, W["w3"], W["b32"], stride=2, padding=(2, 1, 1, 2), dilation=2),
+        "conv_groups2": ops.conv2d(x, W["wg"], W["b32"], stride=(1, 2), padding=1, groups=2),
+        "depthwise": ops.relu(ops.conv2d(x, W["wdw"], W["b16"], padding=1, groups=16)),
+        "conv1x1_s2": ops.conv2d(x, W["w1"], stride=2),
+        "stem7x7_s2": ops.conv2d(X["img"], W["w7"], W["b16"], stride=2, padding=3),
+        "maxpool3_s2_p1": ops.max_pool2d(x, 3, stride=2, padding=1),
+        "maxpool2_dil2": ops.max_pool2d(x, 2, stride=1, dilation=2),
+        "avgpool3_s2_p1": ops.avg_pool2d(x, 3, stride=2, padding=1),
+        "avgpool3_nopad_count": ops.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+        "global_avg": ops.global_avg_pool2d(x),
+        "nearest_x2": ops.interpolate(x, scale_factor=2, mode="nearest"),
+        "nearest_size": ops.interpolate(x, size=(7, 30), mode="nearest"),
+        "bilinear_x2": ops.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+        "bilinear_size_ac": ops.interpolate(x, size=(9, 25), mode="bilinear", align_corners=True),
+        "batch_norm": ops.batch_norm(x, W["bn_mean"], W["bn_var"], W["bn_g"], W["bn_b"], eps=1e-5),
+    }
+
+
+def _conv_ref(torch, W, X):
+    F = torch.nn.functional
+    x, r = X["x"], X["r"]
+    c = F.conv2d(x, W["w3"], W["b32"], padding=1)
+    return {
+        "conv3x3": F.conv2d(x, W["w3"], padding=1), "conv_bias_relu": torch.relu(c),
+        "conv_bias_add_relu": torch.relu(c + r),
+        "conv_s2_d2_pad": F.conv2d(F.pad(x, (1, 2, 2, 1)), W["w3"], W["b32"], stride=2, dilation=2),
+        "conv_groups2": F.conv2d(x, W["wg"], W["b32"], stride=(1, 2), padding=1, groups=2),
+        "depthwise": torch.relu(F.conv2d(x, W["wdw"], W["b16"], padding=1, groups=16)),
+        "conv1x1_s2": F.conv2d(x, W["w1"], stride=2),
+        "stem7x7_s2": F.conv2d(X["img"], W["w7"], W["b16"], stride=2, padding=3),
+        "maxpool3_s2_p1": F.max_pool2d(x, 3, stride=2, padding=1),
+        "maxpool2_dil2": F.max_pool2d(x, 2, stride=1, dilation=2),
+        "avgpool3_s2_p1": F.avg_pool2d(x, 3, stride=2, padding=1),
+        "avgpool3_nopad_count": F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+        "global_avg": x.mean((2, 3), keepdim=True),
+        "nearest_x2": F.interpolate(x, scale_factor=2, mode="nearest"),
+        "nearest_size": F.interpolate(x, size=(7, 30), mode="nearest"),
+        "bilinear_x2": F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+        "bilinear_size_ac": F.interpolate(x, size=(9, 25), mode="bilinear", align_corners=True),
+        "batch_norm": F.batch_norm(x, W["bn_mean"], W["bn_var"], W["bn_g"], W["bn_b"], False, 0.0, 1e-5),
+    }
+
+
+def conv_weights():
+    return {"w3": ([32, 16, 3, 3], "conv"), "b32": ([32], "small"), "wg": ([32, 8, 3, 3], "conv"),
+            "wdw": ([16, 1, 3, 3], "conv"), "b16": ([16], "small"), "w1": ([24, 16, 1, 1], "conv"),
+            "w7": ([16, 3, 7, 7], "conv"), "bn_mean": ([16], "small"), "bn_var": ([16], "one"),
+            "bn_g": ([16], "one"), "bn_b": ([16], "small")}
+
+
+# ---- fused attention (scaled_dot_product_attention) ---------------------------------------------
+
+def _sdpa_build(ops, W, X):
+    q, k, v, m = X["q"], X["k"], X["v"], X["m"]
+    sdpa = ops.scaled_dot_product_attention
+    return {
+        "plain": sdpa(q, k, v),
+        "causal": sdpa(q, k, v, causal=True),
+        "scaled": sdpa(q, k, v, scale=0.3),
+        "bool_mask": sdpa(q, k, v, m > -1.5),                 # [b,1,s,s] broadcast over heads
+        "additive_mask": sdpa(q, k, v, m * 2.0),
+        "causal_hd128": sdpa(X["q2"], X["k2"], X["v2"], causal=True),
+        "hd128": sdpa(X["q2"], X["k2"], X["v2"]),
+        "cross_kv": sdpa(q, X["kc"], X["vc"]),                 # Lq != Lk
+        "cross_causal": sdpa(q, X["kc"], X["vc"], causal=True),
+        "hd40_dv24": sdpa(X["q3"], X["k3"], X["v3"], causal=True),  # generic (SIMT) kernel
+    }
+
+
+def _sdpa_ref(torch, W, X):
+    F = torch.nn.functional
+    q, k, v, m = X["q"], X["k"], X["v"], X["m"]
+
+    def ref(q, k, v, mask=None, causal=False, scale=None):
+        s = (q @ k.transpose(-1, -2)) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+        if causal:
+            i = torch.arange(q.shape[-2], device=q.device)[:, None]
+            j = torch.arange(k.shape[-2], device=q.device)[None, :]
+            s = s.masked_fill(j > i, float("-inf"))
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+        return torch.softmax(s, -1) @ v
+
+    del F
+    return {"plain": ref(q, k, v), "causal": ref(q, k, v, causal=True), "scaled": ref(q, k, v, scale=0.3),
+            "bool_mask": ref(q, k, v, m > -1.5), "additive_mask": ref(q, k, v, m * 2.0),
+            "causal_hd128": ref(X["q2"], X["k2"], X["v2"], causal=True), "hd128": ref(X["q2"], X["k2"], X["v2"]),
+            "cross_kv": ref(q, X["kc"], X["vc"]), "cross_causal": ref(q, X["kc"], X["vc"], causal=True),
+            "hd40_dv24": ref(X["q3"], X["k3"], X["v3"], causal=True)}
+
+
+# ---- ResNet (torchvision's BasicBlock / Bottleneck layout and parameter names) --------------------
+
+RESNET = {"resnet18": ("basic", (2, 2, 2, 2)), "resnet50": ("bottleneck", (3, 4, 6, 3))}
+
+
+def resnet_param_shapes(arch, width=64, num_classes=1000):
+    kind, layers = RESNET[arch]
+    exp = 1 if kind == "basic" else 4
+    W = {}
+
+    def conv(name, o, i, k):
+        W[name + ".weight"] = ([o, i, k, k], "conv")
+
+    def bn(name, c):
+        W[name + ".weight"], W[name + ".bias"] = ([c], "one"), ([c], "small")
+        W[name + ".running_mean"], W[name + ".running_var"] = ([c], "small"), ([c], "one")
+
+    conv("conv1", width, 3, 7)
+    bn("bn1", width)
+    inpl = width
+    for li, n in enumerate(layers):
+        planes = width * 2 ** li
+        for bi in range(n):
+            p = f"layer{li + 1}.{bi}"
+            stride = 2 if (li > 0 and bi == 0) else 1
+            if kind == "basic":
+                conv(p + ".conv1", planes, inpl, 3); bn(p + ".bn1", planes)
+                conv(p + ".conv2", planes, planes, 3); bn(p + ".bn2", planes)
+            else:
+                conv(p + ".conv1", planes, inpl, 1); bn(p + ".bn1", planes)
+                conv(p + ".conv2", planes, planes, 3); bn(p + ".bn2", planes)
+                conv(p + ".conv3", planes * exp, planes, 1); bn(p + ".bn3", planes * exp)
+            if bi == 0 and (stride != 1 or inpl != planes * exp):
+                conv(p + ".downsample.0", planes * exp, inpl, 1); bn(p + ".downsample.1", planes * exp)
+            inpl = planes * exp
+    W["fc.weight"], W["fc.bias"] = ([num_classes, inpl], "w"), ([num_classes], "small")
+    return W
+
+
+def resnet_module(dml, arch, dtype, width=64, num_classes=1000):
+    nn = dml.nn
+    kind, layers = RESNET[arch]
+    exp = 1 if kind == "basic" else 4
+
+    class Block(dml.Module):
+        def __init__(self, inpl, planes, stride, down):
+            if kind == "basic":
+                self.conv1 = nn.Conv2d(inpl, planes, 3, stride=stride, padding=1, bias=False, dtype=dtype)
+                self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False, dtype=dtype)
+            else:
+                self.conv1 = nn.Conv2d(inpl, planes, 1, bias=False, dtype=dtype)
+                self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False, dtype=dtype)
+                self.conv3 = nn.Conv2d(planes, planes * exp, 1, bias=False, dtype=dtype)
+                self.bn3 = nn.BatchNorm2d(planes * exp, dtype=dtype)
+            self.bn1 = nn.BatchNorm2d(planes, dtype=dtype)
+            self.bn2 = nn.BatchNorm2d(planes, dtype=dtype)
+            self.relu = nn.ReLU()
+            self.downsample = down
+
+        def forward(self, x):
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            if kind != "basic":
+                out = self.bn3(self.conv3(self.relu(out)))
+            idt = self.downsample(x) if self.downsample is not None else x
+            return self.relu(out + idt)
+
+    class Net(dml.Module):
+        def __init__(self):
+            self.conv1 = nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False, dtype=dtype)
+            self.bn1 = nn.BatchNorm2d(width, dtype=dtype)
+            self.relu = nn.ReLU()
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            inpl = width
+            for li, n in enumerate(layers):
+                planes = width * 2 ** li
+                blocks = []
+                for bi in range(n):
+                    stride = 2 if (li > 0 and bi == 0) else 1
+                    down = None
+                    if bi == 0 and (stride != 1 or inpl != planes * exp):
+                        down = nn.Sequential(nn.Conv2d(inpl, planes * exp, 1, stride=stride, bias=False, dtype=dtype),
+                                             nn.BatchNorm2d(planes * exp, dtype=dtype))
+                    blocks.append(Block(inpl, planes, stride, down))
+                    inpl = planes * exp
+                setattr(self, f"layer{li + 1}", nn.Sequential(*blocks))
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(inpl, num_classes, dtype=dtype)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(dml.ops.flatten(self.avgpool(x), start_dim=1))
+
+    return Net()
+
+
+def resnet_torch(torch, arch, W, dtype, channels_last=False):
+    """The same network as a torchvision model when torchvision is there (eval), else None."""
+    try:
+        import torchvision
+    except ImportError:
+        return None
+    m = getattr(torchvision.models, arch)(weights=None, num_classes=W["fc.bias"].shape[0])
+    sd = m.state_dict()
+    for k in sd:
+        if k in W:
+            sd[k] = W[k].float().cpu()
+    m.load_state_dict(sd)
+    m = m.to(device="cuda", dtype=dtype).eval()
+    return m.to(memory_format=torch.channels_last) if channels_last else m
+
+
+def resnet_functional(torch, arch, W, x):
+    """Functional PyTorch forward of the ResNet (the parity oracle; no torchvision needed)."""
+    F = torch.nn.functional
+    kind, layers = RESNET[arch]
+
+    def bn(t, p):
+        return F.batch_norm(t, W[p + ".running_mean"], W[p + ".running_var"], W[p + ".weight"], W[p + ".bias"], False,
+                            0.0, 1e-5)
+
+    def conv(t, p, stride=1, pad=0):
+        return F.conv2d(t, W[p + ".weight"], stride=stride, padding=pad)
+
+    x = F.max_pool2d(torch.relu(bn(conv(x, "conv1", 2, 3), "bn1")), 3, 2, 1)
+    for li, n in enumerate(layers):
+        for bi in range(n):
+            p = f"layer{li + 1}.{bi}"
+            stride = 2 if (li > 0 and bi == 0) else 1
+            if kind == "basic":
+                out = torch.relu(bn(conv(x, p + ".conv1", stride, 1), p + ".bn1"))
+                out = bn(conv(out, p + ".conv2", 1, 1), p + ".bn2")
+            else:
+                out = torch.relu(bn(conv(x, p + ".conv1"), p + ".bn1"))
+                out = torch.relu(bn(conv(out, p + ".conv2", stride, 1), p + ".bn2"))
+                out = bn(conv(out, p + ".conv3"), p + ".bn3")
+            idt = bn(conv(x, p + ".downsample.0", stride), p + ".downsample.1") if p + ".downsample.0.weight" in W else x
+            x = torch.relu(out + idt)
+    return F.linear(x.mean((2, 3)), W["fc.weight"], W["fc.bias"])
+
+
+def _resnet18_ref(torch, W, X):
+    return {"output": resnet_functional(torch, "resnet18", W, X["x"])}
+
+
+# Attention benchmark (issue target): bf16, batch 8, 32 heads, head dim 128, seq 1024 and 4096.
+ATTN_BENCH = {"batch": 8, "heads": 32, "hd": 128, "seqs": (1024, 4096)}
+RESNET50_BENCH = {"batch": 32, "hw": 224}
+
+
+def bench_cases():
+    """Artifacts compiled only for the benchmarks (no parity grid beyond one point)."""
+    out = []
+    B, H, hd = ATTN_BENCH["batch"], ATTN_BENCH["heads"], ATTN_BENCH["hd"]
+    for causal in (False, True):
+        out.append(Case("attn_bench" + ("_causal" if causal else ""), "bfloat16",
+                        {"q": [B, H, "s", hd], "k": [B, H, "s", hd], "v": [B, H, "s", hd]}, {},
+                        {"s": (1, max(ATTN_BENCH["seqs"]), list(ATTN_BENCH["seqs"]))}, [{"s": 1024}],
+                        (lambda c: lambda ops, W, X: {"y": ops.scaled_dot_product_attention(X["q"], X["k"], X["v"], causal=c)})(causal),
+                        (lambda c: lambda torch, W, X: {"y": torch.nn.functional.scaled_dot_product_attention(X["q"], X["k"], X["v"], is_causal=c)})(causal),
+                        tol=TOL["bfloat16"]))
+    out.append(Case("resnet50_bench", "bfloat16", {"x": [RESNET50_BENCH["batch"], 3, RESNET50_BENCH["hw"], RESNET50_BENCH["hw"]]},
+                    resnet_param_shapes("resnet50"), {}, [{}], "resnet50",
+                    lambda torch, W, X: {"output": resnet_functional(torch, "resnet50", W, X["x"])},
+                    tol=(1e-1, 5e-2)))
+    return out
+
+
 def cases():
     out = []
     for dt in DT:
@@ -219,6 +489,18 @@ def cases():
                         {"batch": (1, 8, [1, 8]), "seq": (1, 128, [64, 128])},
                         [{"batch": 1, "seq": 128}, {"batch": 8, "seq": 128}, {"batch": 3, "seq": 50}], "transformer",
                         _tb_ref, tol=tol))
+        out.append(Case("conv_pool", dt, {"x": ["n", 16, 13, 15], "r": ["n", 32, 13, 15], "img": ["n", 3, 20, 18]},
+                        conv_weights(), {"n": (1, 8, [2, 8])}, [{"n": 1}, {"n": 2}, {"n": 5}], _conv_build, _conv_ref))
+        out.append(Case("sdpa", dt, {"q": ["b", 4, "s", 64], "k": ["b", 4, "s", 64], "v": ["b", 4, "s", 64],
+                                     "m": ["b", 1, "s", "s"], "q2": ["b", 2, "s", 128], "k2": ["b", 2, "s", 128],
+                                     "v2": ["b", 2, "s", 128], "kc": ["b", 4, 77, 64], "vc": ["b", 4, 77, 64],
+                                     "q3": ["b", 3, "s", 40], "k3": ["b", 3, "s", 40], "v3": ["b", 3, "s", 24]},
+                        {}, {"b": (1, 4, [1, 4]), "s": (1, 160, [64, 160])},
+                        [{"b": 1, "s": 8}, {"b": 2, "s": 64}, {"b": 3, "s": 157}], _sdpa_build, _sdpa_ref))
+        rtol = {"float32": (1e-4, 1e-5), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 4e-2)}[dt]
+        out.append(Case("resnet18", dt, {"x": ["batch", 3, 64, 64]}, resnet_param_shapes("resnet18"),
+                        {"batch": (1, 8, [1, 8])}, [{"batch": 1}, {"batch": 3}, {"batch": 8}], "resnet18",
+                        _resnet18_ref, tol=rtol))
     return out
 
 
@@ -258,6 +540,11 @@ def make_weights(case, seed):
         v = ((det_uniform(n, seed * 1000 + k) * 2.0 - 1.0) * np.sqrt(3.0)).reshape(shape)
         if kind == "w":
             v = v / np.sqrt(shape[-1] if len(shape) > 1 else shape[0])
+        elif kind == "conv":
+            # 16 levels in [-sqrt(3), sqrt(3)] / sqrt(fan_in): unit-variance-like, and the big
+            # ResNet constants compress to about 4 bits per value in the bundle.
+            lv = np.floor(det_uniform(n, seed * 1000 + k) * 16.0).reshape(shape)
+            v = (lv - 7.5) / 7.5 * np.sqrt(3.0) / np.sqrt(float(np.prod(shape[1:])))
         elif kind == "one":
             v = 1.0 + 0.1 * v
         else:

@@ -25,6 +25,12 @@ def build_spec(dml, case, W):
         return dml.trace(C.transformer_module(dml, case.dtype), inputs=specs, constants=W, name=case.key)
     if case.build == "mlp":
         return dml.trace(C.mlp_module(dml, case.dtype), inputs=specs, constants=W, name=case.key)
+    if case.build in C.RESNET:
+        consts = dict(W)
+        for k in W:  # BatchNorm2d's unused step counter
+            if k.endswith(".running_mean"):
+                consts[k[: -len("running_mean")] + "num_batches_tracked"] = np.zeros((), np.int64)
+        return dml.trace(C.resnet_module(dml, case.build, case.dtype), inputs=specs, constants=consts, name=case.key)
 
     class M(dml.Module):
         def __init__(self):
@@ -50,8 +56,10 @@ def main():
     # kernels on the GEMM-heavy cases (SIMT for float32, mma.sync for fp16/bf16); and one sm_80
     # artifact that an sm_90 GPU must refuse before running anything.
     todo = []
-    for c in C.cases():
+    for c in C.cases() + C.bench_cases():
         todo.append((c, "cublaslt", a.arch))
+        if c.name in ("conv_pool", "sdpa") and c.dtype != "float32":
+            todo.append((c, "simt", a.arch))  # the SIMT conv / attention kernels (float32 uses them by default)
         if c.name in ("gemm", "bmm_softmax"):
             todo.append((c, "simt" if c.dtype == "float32" else "mma", a.arch))
         if c.name == "transformer" and c.dtype == "float16":

@@ -23,7 +23,7 @@ import cases as C  # noqa: E402
 import dml_ctypes as D  # noqa: E402
 
 TORCH_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-CASES = {c.key: c for c in C.cases()}
+CASES = {c.key: c for c in C.cases() + C.bench_cases()}
 
 
 def load_weights(meta):
@@ -179,11 +179,110 @@ def kernel_profile(d, meta, stream, batch=8, seq=128, runs=20, top=12):
             "kernels": [{"us": us, "count": n, "name": name} for us, n, name in rows]}
 
 
+def _time_cuda(fn, iters, reps=5, warm=5):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(iters):
+            fn()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1) / iters)
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def bench_attention(bundle, stream):
+    """Fused attention (bf16, batch 8, 32 heads, head dim 128) vs torch SDPA, causal and not."""
+    F = torch.nn.functional
+    out = []
+    for causal in (False, True):
+        key = "attn_bench" + ("_causal" if causal else "") + "_bfloat16"
+        d = os.path.join(bundle, key)
+        if not os.path.isdir(d):
+            continue
+        sess = D.Module(os.path.join(d, "artifact")).session()
+        sess.set_stream(stream.cuda_stream)
+        B, H, hd = C.ATTN_BENCH["batch"], C.ATTN_BENCH["heads"], C.ATTN_BENCH["hd"]
+        for s in C.ATTN_BENCH["seqs"]:
+            q, k, v = (torch.randn(B, H, s, hd, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            y = torch.empty_like(q)
+            ins, outs = sess.prepare({"q": q, "k": k, "v": v}, {"y": y})
+            iters = 20 if s <= 1024 else 4
+            dm = _time_cuda(lambda: sess.run_prepared(ins, outs), iters)
+            with torch.inference_mode():
+                ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                pt = _time_cuda(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), iters)
+            flops = 4.0 * B * H * s * s * hd * (0.5 if causal else 1.0)
+            err = compare(y, ref)
+            r = {"key": key, "seq": s, "causal": causal, "dinoml_ms": dm, "torch_sdpa_ms": pt, "ratio": pt[0] / dm[0],
+                 "dinoml_tflops": flops / dm[0] / 1e9, "torch_tflops": flops / pt[0] / 1e9, "vs_torch": err}
+            out.append(r)
+            print(f"[attn] bf16 b={B} h={H} hd={hd} seq={s} causal={causal}: DinoML {dm[0]:.3f} ms "
+                  f"({r['dinoml_tflops']:.0f} TFLOP/s), torch SDPA {pt[0]:.3f} ms ({r['torch_tflops']:.0f} TFLOP/s), "
+                  f"DinoML/torch throughput {r['ratio']:.2f}x (max_err vs torch {err['max_err']:.1e})", flush=True)
+    return out
+
+
+def bench_resnet50(bundle, stream, compile_too=True):
+    """ResNet-50 (batch 32, 224x224, bf16) vs PyTorch eager channels-last (and torch.compile)."""
+    key = "resnet50_bench_bfloat16"
+    d = os.path.join(bundle, key)
+    if not os.path.isdir(d):
+        return []
+    meta = json.load(open(os.path.join(d, "case.json")))
+    sess = D.Module(os.path.join(d, "artifact")).session()
+    sess.set_stream(stream.cuda_stream)
+    W = load_weights(meta)
+    B, hw = C.RESNET50_BENCH["batch"], C.RESNET50_BENCH["hw"]
+    x = torch.randn(B, 3, hw, hw, device="cuda").to(torch.bfloat16)
+    y = torch.empty(B, 1000, device="cuda", dtype=torch.bfloat16)
+    ins, outs = sess.prepare({"x": x}, {"output": y})
+    dm = _time_cuda(lambda: sess.run_prepared(ins, outs), 10, reps=3)
+    res = {"key": key, "batch": B, "dinoml_ms": dm}
+    tm = C.resnet_torch(torch, "resnet50", W, torch.bfloat16, channels_last=True)
+    if tm is None:  # no torchvision: the functional model with channels-last weights
+        Wt = {k: (v.to(torch.bfloat16).contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v.to(torch.bfloat16))
+              for k, v in W.items()}
+        tm = lambda t: C.resnet_functional(torch, "resnet50", Wt, t)  # noqa: E731
+        res["torch_model"] = "functional (torchvision missing)"
+    else:
+        res["torch_model"] = "torchvision.models.resnet50"
+    xc = x.contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        ref = tm(xc)
+        res["torch_eager_ms"] = _time_cuda(lambda: tm(xc), 10, reps=3)
+    res["vs_torch_eager"] = compare(y, ref)
+    res["speedup_vs_eager"] = res["torch_eager_ms"][0] / dm[0]
+    print(f"[resnet50] bf16 batch {B}: DinoML {dm[0]:.2f} ms, torch eager channels-last {res['torch_eager_ms'][0]:.2f} ms "
+          f"({res['torch_model']}), speed-up {res['speedup_vs_eager']:.2f}x (max_err vs torch {res['vs_torch_eager']['max_err']:.1e})",
+          flush=True)
+    if compile_too:
+        try:
+            t0 = time.time()
+            tc = torch.compile(tm)
+            with torch.inference_mode():
+                tc(xc)
+                res["torch_compile_ms"] = _time_cuda(lambda: tc(xc), 10, reps=3)
+            res["torch_compile_s"] = time.time() - t0
+            res["speedup_vs_compile"] = res["torch_compile_ms"][0] / dm[0]
+            print(f"[resnet50] torch.compile {res['torch_compile_ms'][0]:.2f} ms (compile {res['torch_compile_s']:.0f} s), "
+                  f"DinoML speed-up {res['speedup_vs_compile']:.2f}x", flush=True)
+        except Exception as e:  # noqa: BLE001 - reported
+            res["torch_compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            print(f"[resnet50] torch.compile failed: {res['torch_compile_error']}", flush=True)
+    return [res]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bundle")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile in the ResNet-50 benchmark")
     ap.add_argument("--kernels", action="append", default=[], help="per-kernel GPU times of this transformer case key")
     a = ap.parse_args()
     idx = json.load(open(os.path.join(a.bundle, "index.json")))
@@ -233,6 +332,14 @@ def main():
                           f"(max_err vs torch {b['vs_torch_same_dtype']['max_err']:.1e})", flush=True)
             except Exception as e:  # noqa: BLE001
                 print(f"[bench] {key}: ERROR {type(e).__name__}: {e}", flush=True)
+    extra = {}
+    if not a.no_bench:
+        for name, fn in (("attention", lambda: bench_attention(a.bundle, stream)),
+                         ("resnet50", lambda: bench_resnet50(a.bundle, stream, compile_too=not a.no_compile))):
+            try:
+                extra[name] = fn()
+            except Exception as e:  # noqa: BLE001
+                print(f"[bench] {name}: ERROR {type(e).__name__}: {e}", flush=True)
     kprof = []
     for key in a.kernels:
         d = os.path.join(a.bundle, key)
@@ -242,12 +349,18 @@ def main():
             print(f"[kernels] {key}: ERROR {type(e).__name__}: {e}", flush=True)
     n_ok = sum(r["ok"] for r in results)
     print(f"\n[gpu-check] parity: {n_ok}/{len(results)} cases pass on {info['gpu']} ({info['arch']})")
+    for r in extra.get("attention", []):
+        print(f"[gpu-check] attention seq={r['seq']} causal={r['causal']}: DinoML {r['dinoml_ms'][0]:.3f} ms, torch SDPA "
+              f"{r['torch_sdpa_ms'][0]:.3f} ms, {r['ratio']:.2f}x")
+    for r in extra.get("resnet50", []):
+        print(f"[gpu-check] resnet50 b=32 bf16: DinoML {r['dinoml_ms'][0]:.2f} ms, eager CL {r['torch_eager_ms'][0]:.2f} ms, "
+              f"{r['speedup_vs_eager']:.2f}x; torch.compile {r.get('torch_compile_ms', [float('nan')])[0]:.2f} ms")
     for b in benches:
         print(f"[gpu-check] bench {b['key']} b={b['batch']}: DinoML {b['dinoml_ms'][0]:.3f} ms, PyTorch eager "
               f"{b['torch_eager_ms'][0]:.3f} ms, {b['speedup']:.2f}x")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"info": info, "parity": results, "bench": benches, "kernel_profiles": kprof}, f, indent=1)
+            json.dump({"info": info, "parity": results, "bench": benches, "kernel_profiles": kprof, **extra}, f, indent=1)
     return 0 if n_ok == len(results) else 1
 
 

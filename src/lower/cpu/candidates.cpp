@@ -6,6 +6,10 @@
 //  * bmm: the thread split (across the batch vs inside each GEMM) is what matters for attention
 //    shapes (many small GEMMs vs few large ones).
 //  * softmax: serial vs split rows — same trade-off as the serial GEMM.
+//  * gemm providers: oneDNN's matmul and OpenBLAS's sgemm (float32), linked only when chosen;
+//    dml.gemm.prepacked packs a constant b once at module init.
+//  * conv (constant weights): implicit GEMM vs Winograd F(2x2) vs F(4x4): which wins depends on
+//    channels and image size (transform cost vs multiply savings).
 //  * qgemm (quantized weights): integer dot products read the compressed weights once (bandwidth-
 //    bound decode), dequantized fp32 tiles reuse the FMA tiles (compute-bound prefill).
 #include "lower/cpu/candidates.h"
@@ -20,6 +24,7 @@ const char* family_name(CandidateFamily f) {
     case CandidateFamily::bmm: return "bmm";
     case CandidateFamily::softmax: return "softmax";
     case CandidateFamily::qgemm: return "qgemm";
+    case CandidateFamily::conv: return "conv";
   }
   return "?";
 }
@@ -38,6 +43,9 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::gemm,    "dml.gemm.path.slice",                 "dml_cpu_gemm_variant", "2, 0",               "", "kernels/cpu/gemm.cpp: A in place, B packed in L1 slices (small/mid M)"},
     {F::gemm,    "dml.gemm.path.dot",                   "dml_cpu_gemm_variant", "3, 0",               "", "kernels/cpu/gemm.cpp: fp32 b[N,K] read in place by dot products (skinny M)"},
     {F::gemm,    "dml.gemm.path.auto.st",               "dml_cpu_gemm_variant", "0, 1",               "", "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
+    {F::gemm,    "dml.gemm.prepacked",                  "dml_cpu_gemm_prepacked", "",                 "", "constant b packed once at module init into the tiles' panel layout", "", "", false, true},
+    {F::gemm,    "onednn.matmul",                       "dml_cpu_onednn_gemm",  "",                   "", "oneDNN matmul primitive (created once per shape), post-ops for the epilogue", "dinoml_cpu_onednn", "libdnnl.so.2", true},
+    {F::gemm,    "openblas.sgemm",                      "dml_cpu_openblas_gemm", "",                  "", "OpenBLAS cblas_sgemm, epilogue applied after", "dinoml_cpu_openblas", "libopenblas.so.0", true},
     {F::bmm,     "dml.bmm.blocked",                     "dml_cpu_bmm",          "",                   "", "library default batched GEMM"},
     {F::bmm,     "dml.bmm.tiled.over_batch",            "dml_cpu_bmm_tiled",    "96, 256, 256, 1",    "", "threads split the batch"},
     {F::bmm,     "dml.bmm.tiled.per_gemm",              "dml_cpu_bmm_tiled",    "96, 256, 256, 0",    "", "threads split each GEMM's tiles"},
@@ -48,6 +56,10 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::qgemm,   "dml.qgemm.int8dot",                   "dml_cpu_qgemm_variant", "1, 0",              "avx2,fma", "activations quantized to 8-bit blocks, integer dot products (decode)"},
     {F::qgemm,   "dml.qgemm.dequant_tile",              "dml_cpu_qgemm_variant", "2, 0",              "avx2,fma", "weight tiles dequantized to fp32, fp32 GEMM register tiles (prefill)"},
     {F::qgemm,   "dml.qgemm.int8dot.st",                "dml_cpu_qgemm_variant", "1, 1",              "avx2,fma", "int8 dot, single-threaded: no OpenMP wake-up"},
+    {F::conv,    "dml.conv2d.prepacked",                "dml_cpu_conv2d",       "",                   "", "library rule: F(4x4) where accurate, else F(2x2) where it fits, else GEMM panels (DINOML_CONV_WINOGRAD at load)", "", "", false, false, -1},
+    {F::conv,    "dml.conv2d.implicit_gemm.prepacked",  "dml_cpu_conv2d",       "",                   "", "implicit GEMM over packed weight panels (6x16 tiles)", "", "", false, false, 0},
+    {F::conv,    "dml.conv2d.winograd_f2.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(2x2,3x3): 2.25x fewer multiplies (3x3 stride 1, C, O >= 16)", "", "", false, false, 2},
+    {F::conv,    "dml.conv2d.winograd_f4.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(4x4,3x3): 4x fewer multiplies, more transform work (C <= 128)", "", "", false, false, 4},
   };
   // clang-format on
   return table;

@@ -5,6 +5,7 @@
 // Adding a candidate is one line in candidates.cpp's table: the family's call arguments are
 // fixed (see CandidateFamily), a candidate adds only its function and trailing arguments.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,9 @@ namespace dinoml::lower::cpu {
 //   bmm:     (dtype, b_layout, batch_rank, batch_shape, a_batch, b_batch, M, N, K, a, b, c [, extra])
 //   softmax: (dtype, outer, axis_len, inner, log, x, y [, extra])
 //   qgemm:   (qtype, M, N, K, a, w, bias, d, c, epilogue [, extra])  — gemm_rcr* with a quantized b
-enum class CandidateFamily { gemm, bmm, softmax, qgemm };
+//   conv:    (dtype, &shape, x, w, packed_w, bias, r, y, epilogue) — conv2d* with constant weights,
+//            packed once at module init in the candidate's `variant`
+enum class CandidateFamily { gemm, bmm, softmax, qgemm, conv };
 
 struct KernelCandidate {
   CandidateFamily family;
@@ -25,7 +28,19 @@ struct KernelCandidate {
   std::string extra_args;  // trailing call arguments ("" for none)
   std::string isa;         // ISA the kernel needs beyond the module's baseline ("" = none), e.g. "avx512f"
   std::string doc;         // one line: what this variant does differently
+  // Vendor provider (kernels/cpu/providers): the library holding `function` ("dinoml_cpu_onednn"),
+  // linked into module.so and shipped in lib/ only when the candidate is compiled in, and the
+  // system library it needs at run time ("libdnnl.so.2", recorded in the manifest). "" = the
+  // kernel library itself.
+  std::string library;
+  std::string system_library;
+  bool float32_only = false;  // the provider offers float32 only
+  // gemm: `function` takes (dtype, M, N, K, a, packed_b, bias, d, c, epilogue) with a constant b
+  // packed once at module init. conv: the packed-weight variant (0 GEMM panels, 2 / 4 Winograd).
+  bool packed_constant_b = false;
+  int variant = -1;
 };
+
 
 const char* family_name(CandidateFamily f);
 

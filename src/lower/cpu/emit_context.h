@@ -51,6 +51,9 @@ class EmitContext {
   nlohmann::json tunables = nlohmann::json::array();
   std::ostringstream profile_cases;
   std::vector<std::string> extra_isa;
+  // Provider libraries the emitted candidates call (linked, shipped in lib/) and the system
+  // libraries those need, in first-use order.
+  std::vector<std::string> libraries, system_libraries;
 
   const ir::Tensor& tensor(const std::string& name) const { return g.tensor(name); }
   // Expression of the buffer holding `tensor` (its storage root's variable).
@@ -103,8 +106,21 @@ nlohmann::json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream
 // A tunable node (lower_tunable.cpp): `common_args` are the family's call arguments; `wrap_pre`
 // / `wrap_post` surround each call (e.g. a block declaring shape arrays). Emits the selected
 // candidate (a switch on the bucket when buckets chose differently) and returns the manifest entry.
+// `hooks` (optional) adapt the family's candidates to one node.
+struct TunableHooks {
+  std::function<bool(const KernelCandidate&)> applies;      // false drops a candidate for this node
+  std::function<int(const KernelCandidate&)> rank;          // lower first (stable); index 0 = default
+  std::function<void(const KernelCandidate&)> prepare;      // once per emitted candidate (e.g. init code)
+  std::function<std::string(const KernelCandidate&)> call;  // call text; empty function = candidate_call
+};
 nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
-                            std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "");
+                            std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "",
+                            const TunableHooks* hooks = nullptr);
+// Statement block for dinoml_module_init packing a constant once into a new static buffer
+// `dml_packed_<id>` (returned): `size_expr` gives the bytes, `pack_call` fills `p` and returns a
+// status. Shared by the gemm and conv lowerings.
+std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::string& setup, const std::string& size_expr,
+                              const std::string& pack_call);
 // The dinoml_module_profile entry point of a bootstrap module (empty text otherwise).
 std::string emit_profile_entry(EmitContext& cx, const std::string& storage);
 

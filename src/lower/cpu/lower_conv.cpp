@@ -11,6 +11,7 @@
 #include "lower/cpu/lower_conv.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "ir/error.h"
@@ -60,57 +61,52 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const bool depthwise = win.groups > 1 && Cg == 1 && O == win.groups && x.shape[1].is_const() &&
                          x.shape[1].const_value() == win.groups;
 
-  // Constant, non-depthwise weights: packed once at init.
-  std::string packed = "NULL";
-  std::string kernel = depthwise ? "dml_cpu_conv2d.depthwise_direct" : "dml_cpu_conv2d.implicit_gemm_6x16";
-  std::string reason = "only candidate (not tunable)";
+  const std::vector<std::string> fields = {
+      cx.cpp(x.shape[0]), cx.cpp(x.shape[1]), cx.cpp(x.shape[2]), cx.cpp(x.shape[3]), i64(O),  i64(win.kh),
+      i64(win.kw),        i64(win.sh),        i64(win.sw),        i64(win.pt),        i64(win.pl), i64(win.pb),
+      i64(win.pr),        i64(win.dh),        i64(win.dw),        i64(win.groups)};
+  const std::string pre = "  {\n    const dml_cpu_conv2d_shape cs = " + brace_list(fields) + ";\n  ";
+  auto conv_call = [&](const std::string& packed) {
+    return "dml_cpu_conv2d(" + dt + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + packed + ", " +
+           (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " + (add ? cx.ptr(n.inputs[3]) : "NULL") + ", " +
+           cx.ptr(n.outputs[0]) + ", " + epi + ")";
+  };
+
+  // Constant, non-depthwise weights: a tunable node. Each candidate packs the weights once at
+  // init in its own form (GEMM panels, Winograd F(2x2) or F(4x4) transformed weights).
   const std::string wroot = cx.root(n.inputs[1]);
   if (!depthwise && cx.tensor(wroot).kind == ir::TensorKind::constant) {
     const auto layout = ir::layout_constants(cx.g);
     const auto it = layout.find(wroot);
     if (it == layout.end()) throw IrError("CPU lowering: constant '" + wroot + "' has no slot in constants.bin");
-    const std::string var = "dml_conv_packed_" + std::to_string(cx.next_kernel_id++);
-    if (cx.functions.str().find("#include <stdlib.h>") == std::string::npos) cx.functions << "#include <stdlib.h>\n";
-    cx.functions << "static void* " << var << " = NULL;  // packed weights of node " << comment_text(n.name) << "\n";
+    // The same rule as the kernel library's winograd_fits / winograd_f4_accurate (conv_winograd.cpp).
+    const bool wino = win.kh == 3 && win.kw == 3 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1 &&
+                      win.groups == 1 && Cg >= 16 && O >= 16;
+    const bool f4 = wino && Cg <= 128 && O * Cg <= 128 * 256;
     // Packing needs the weight geometry, strides and dilations only (they pick the variant).
     const std::vector<std::string> wfields = {"0",         i64(Cg * win.groups), "0",         "0",
                                               i64(O),      i64(win.kh),          i64(win.kw), i64(win.sh),
                                               i64(win.sw), i64(win.pt),          i64(win.pl), i64(win.pb),
                                               i64(win.pr), i64(win.dh),          i64(win.dw), i64(win.groups)};
-    const std::string geo = "&ws";
-    cx.init << "  if (!__atomic_load_n(&" << var << ", __ATOMIC_ACQUIRE)) {  // " << comment_text(n.name) << "\n"
-            << "    const dml_cpu_conv2d_shape ws = " << brace_list(wfields) << ";\n"
-            << "    const int64_t sz = dml_cpu_conv2d_packed_w_size(" << geo << ");\n"
-            << "    void* p = sz > 0 ? aligned_alloc(64, (size_t)((sz + 63) / 64 * 64)) : NULL;\n"
-            << "    int st = p ? dml_cpu_conv2d_pack_w(" << dt << ", " << geo << ", constants + " << it->second.offset
-            << ", p) : DML_CPU_ERR_MEMORY;\n"
-            << "    if (st) {\n      free(p);\n      return dml_node_error(err, errlen, " << cpp_string_literal(n.name)
-            << ", " << cpp_string_literal(n.op) << ", st);\n    }\n"
-            << "    void* expected = NULL;\n"
-            << "    if (!__atomic_compare_exchange_n(&" << var
-            << ", &expected, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) free(p);\n  }\n";
-    packed = var;
-    const bool wino = win.kh == 3 && win.kw == 3 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1 &&
-                      win.groups == 1 && Cg >= 16 && O >= 16;
-    const bool f4 = wino && Cg <= 128 && O * Cg <= 128 * 256;
-    kernel = !wino ? "dml_cpu_conv2d.implicit_gemm_6x16.prepacked"
-             : f4  ? "dml_cpu_conv2d.winograd_f4x4_3x3.prepacked"
-                   : "dml_cpu_conv2d.winograd_f2x2_3x3.prepacked";
-    reason = std::string("only candidate (not tunable); constant weights packed once at module init") +
-             (wino ? " as Winograd-transformed weights (environment DINOML_CONV_WINOGRAD at load: 2 = F(2x2) "
-                     "only, 0 = GEMM panels)"
-                   : "");
+    const std::string setup = "    const dml_cpu_conv2d_shape ws = " + brace_list(wfields) + ";\n";
+    std::map<int, std::string> packed;  // variant -> init-packed buffer
+    TunableHooks hooks;
+    // Default (index 0): the library's rule (variant -1; DINOML_CONV_WINOGRAD at load can force it).
+    hooks.applies = [&](const KernelCandidate& c) {
+      return c.variant <= 0 || (c.variant == 2 && wino) || (c.variant == 4 && f4);
+    };
+    hooks.prepare = [&](const KernelCandidate& c) {
+      if (packed.count(c.variant)) return;
+      const std::string v = std::to_string(c.variant);
+      packed[c.variant] = emit_init_packing(cx, n, setup, "dml_cpu_conv2d_packed_w_size_variant(&ws, " + v + ")",
+                                            "dml_cpu_conv2d_pack_w_variant(" + dt + ", &ws, constants + " +
+                                                std::to_string(it->second.offset) + ", p, " + v + ")");
+    };
+    hooks.call = [&](const KernelCandidate& c) { return conv_call(packed.at(c.variant)); };
+    return emit_tunable(cx, n, CandidateFamily::conv, "", body, pre, "  }\n", &hooks);
   }
-  const std::vector<std::string> fields = {
-      cx.cpp(x.shape[0]), cx.cpp(x.shape[1]), cx.cpp(x.shape[2]), cx.cpp(x.shape[3]), i64(O),  i64(win.kh),
-      i64(win.kw),        i64(win.sh),        i64(win.sw),        i64(win.pt),        i64(win.pl), i64(win.pb),
-      i64(win.pr),        i64(win.dh),        i64(win.dw),        i64(win.groups)};
-  body << "  {\n    const dml_cpu_conv2d_shape cs = " << brace_list(fields) << ";\n  "
-       << checked_call(n, "dml_cpu_conv2d(" + dt + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
-                              packed + ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " +
-                              (add ? cx.ptr(n.inputs[3]) : "NULL") + ", " + cx.ptr(n.outputs[0]) + ", " + epi + ")")
-       << "  }\n";
-  return manifest(n, kernel, reason);
+  body << pre << checked_call(n, conv_call("NULL")) << "  }\n";
+  return manifest(n, depthwise ? "dml_cpu_conv2d.depthwise_direct" : "dml_cpu_conv2d.implicit_gemm_6x16");
 }
 
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {

@@ -421,6 +421,8 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
       p = q + 1;
     }
   m.tunables = cx.tunables;
+  m.libraries = cx.libraries;
+  m.system_libraries = cx.system_libraries;
   m.cxx_flags = {"-O2", "-mavx2", "-mfma", "-mf16c", "-fopenmp"};
   return m;
 }

@@ -30,6 +30,9 @@ struct CpuLowerOptions {
   // Bootstrap module for the profiler: every candidate of every tunable node is compiled in and
   // reachable through dinoml_module_profile (see lower_tunable.cpp); run() uses `choices`.
   bool bootstrap = false;
+  // Vendor provider libraries built with this DinoML (build::Toolchain::providers, e.g.
+  // "dinoml_cpu_onednn"): their candidates are offered; others are not.
+  std::vector<std::string> providers;
 };
 
 struct LoweredModule {
@@ -40,6 +43,9 @@ struct LoweredModule {
   std::vector<std::string> cxx_flags;  // flags the module must be compiled with (-mavx2 ...)
   // Tunable nodes in profile-slot order: {slot, node, op, family, candidates[], selected[] per bucket}.
   nlohmann::json tunables = nlohmann::json::array();
+  // Provider libraries module.so links (lib<name>.so, shipped in lib/) and the system libraries
+  // they need at run time (manifest "system_libraries").
+  std::vector<std::string> libraries, system_libraries;
 };
 
 LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CpuLowerOptions& opts = {});

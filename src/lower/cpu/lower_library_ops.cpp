@@ -3,10 +3,12 @@
 // the kernels' canonical forms here (outer × axis × inner, padded batch shapes, axis masks), so
 // the kernels never see IR concepts.
 #include <cstdint>
+#include <optional>
 #include <set>
 
 #include "dinoml/quant_blocks.h"
 #include "ir/error.h"
+#include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
 #include "lower/cpu/library_args.h"
 #include "lower/cpu/lower_conv.h"
@@ -89,7 +91,33 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
   const std::string args = dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
                            N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
                            d + ", " + cx.ptr(y) + ", " + k.epilogue;
-  return emit_tunable(cx, n, CandidateFamily::gemm, args, body);
+  // A constant b (a linear layer's weight) can be packed once at init: dml.gemm.prepacked, the
+  // default for such nodes. Providers offer float32 only.
+  const bool f32 = a.dtype == ir::DType::f32 && b.dtype == ir::DType::f32;
+  std::optional<uint64_t> b_offset;
+  if (b.kind == ir::TensorKind::constant) {
+    const auto layout = ir::layout_constants(cx.g);
+    if (auto it = layout.find(n.inputs[1]); it != layout.end()) b_offset = it->second.offset;
+  }
+  const std::string dt = dtype_code(a.dtype), bl = k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR";
+  std::string packed;
+  TunableHooks hooks;
+  hooks.applies = [&](const KernelCandidate& c) {
+    return (!c.float32_only || f32) && (!c.packed_constant_b || b_offset.has_value());
+  };
+  hooks.rank = [](const KernelCandidate& c) { return c.packed_constant_b ? 0 : 1; };
+  hooks.prepare = [&](const KernelCandidate& c) {
+    if (c.packed_constant_b && packed.empty())
+      packed = emit_init_packing(cx, n, "", "dml_cpu_gemm_packed_b_size(" + N + ", " + K + ")",
+                                 "dml_cpu_gemm_pack_b(" + dt + ", " + bl + ", " + N + ", " + K + ", constants + " +
+                                     std::to_string(*b_offset) + ", p)");
+  };
+  hooks.call = [&](const KernelCandidate& c) {
+    if (!c.packed_constant_b) return candidate_call(c, args);
+    return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed + ", " +
+           bias + ", " + d + ", " + cx.ptr(y) + ", " + k.epilogue + ")";
+  };
+  return emit_tunable(cx, n, CandidateFamily::gemm, args, body, "", "", &hooks);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, std::ostringstream& body) {

@@ -12,6 +12,7 @@
 // which runs tunable node `slot` (its index in LoweredModule::tunables) with candidate
 // `candidate` `reps` times on the real storage of run() (same arena offsets, constants, inputs)
 // and writes each call's wall time. The profiler (src/tune/profiler.cpp) drives it.
+#include <algorithm>
 #include <set>
 
 #include "ir/error.h"
@@ -31,9 +32,49 @@ std::string names_of(const std::vector<KernelCandidate>& cands) {
 
 }  // namespace
 
+namespace {
+
+// The candidates this node can use: ISA of this CPU (candidates_for), provider libraries built
+// here, then the node's own limits (hooks->applies), ordered by hooks->rank.
+std::vector<KernelCandidate> node_candidates(const EmitContext& cx, CandidateFamily family, const TunableHooks* hooks) {
+  std::vector<KernelCandidate> out;
+  for (const auto& c : candidates_for(family)) {
+    if (!c.library.empty()) {
+      const auto& avail = cx.options ? cx.options->providers : std::vector<std::string>{};
+      if (std::find(avail.begin(), avail.end(), c.library) == avail.end()) continue;
+    }
+    if (hooks && hooks->applies && !hooks->applies(c)) continue;
+    out.push_back(c);
+  }
+  if (hooks && hooks->rank)
+    std::stable_sort(out.begin(), out.end(),
+                     [&](const KernelCandidate& x, const KernelCandidate& y) { return hooks->rank(x) < hooks->rank(y); });
+  return out;
+}
+
+}  // namespace
+
+std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::string& setup, const std::string& size_expr,
+                              const std::string& pack_call) {
+  const std::string var = "dml_packed_" + std::to_string(cx.next_kernel_id++);
+  if (cx.functions.str().find("#include <stdlib.h>") == std::string::npos) cx.functions << "#include <stdlib.h>\n";
+  cx.functions << "static void* " << var << " = NULL;  // packed constant of node " << comment_text(n.name) << "\n";
+  cx.init << "  if (!__atomic_load_n(&" << var << ", __ATOMIC_ACQUIRE)) {  // " << comment_text(n.name) << "\n"
+          << setup << "    const int64_t sz = " << size_expr << ";\n"
+          << "    void* p = sz > 0 ? aligned_alloc(64, (size_t)((sz + 63) / 64 * 64)) : NULL;\n"
+          << "    int st = p ? " << pack_call << " : DML_CPU_ERR_MEMORY;\n"
+          << "    if (st) {\n      free(p);\n      return dml_node_error(err, errlen, " << cpp_string_literal(n.name) << ", "
+          << cpp_string_literal(n.op) << ", st);\n    }\n"
+          << "    void* expected = NULL;\n"
+          << "    if (!__atomic_compare_exchange_n(&" << var << ", &expected, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) free(p);\n"
+          << "  }\n";
+  return var;
+}
+
 json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
-                  std::ostringstream& body, const std::string& wrap_pre, const std::string& wrap_post) {
-  const std::vector<KernelCandidate> cands = candidates_for(family);
+                  std::ostringstream& body, const std::string& wrap_pre, const std::string& wrap_post,
+                  const TunableHooks* hooks) {
+  const std::vector<KernelCandidate> cands = node_candidates(cx, family, hooks);
   if (cands.empty()) throw BuildError("no " + std::string(family_name(family)) + " kernel candidate runs on this CPU");
   const size_t nb = std::max<size_t>(cx.plan.buckets.size(), 1);
   std::vector<KernelChoice> sel(nb, KernelChoice{cands[0].name, "default (not profiled)", false, json()});
@@ -58,7 +99,26 @@ json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, co
     idx[b] = i;
     if (!cands[i].isa.empty()) cx.extra_isa.push_back(cands[i].isa);
   }
-  auto call = [&](size_t ci) { return wrap_pre + checked_call(n, candidate_call(cands[ci], common_args)) + wrap_post; };
+  // What the emitted candidates need: the chosen ones, or all of them in a bootstrap module.
+  const bool bootstrap = cx.options && cx.options->bootstrap;
+  for (size_t ci = 0; ci < cands.size(); ++ci) {
+    if (!bootstrap && std::find(idx.begin(), idx.end(), ci) == idx.end()) continue;
+    const KernelCandidate& c = cands[ci];
+    if (hooks && hooks->prepare) hooks->prepare(c);
+    if (!c.library.empty() && std::find(cx.libraries.begin(), cx.libraries.end(), c.library) == cx.libraries.end()) {
+      cx.libraries.push_back(c.library);
+      cx.system_libraries.push_back(c.system_library);
+      cx.functions << "extern \"C\" int " << c.function
+                   << "(int, int, int64_t, int64_t, int64_t, const void*, const void*, const void*, const void*, void*, int);"
+                      "  // provider lib"
+                   << c.library << ".so\n";
+    }
+  }
+  auto call = [&](size_t ci) {
+    const KernelCandidate& c = cands[ci];
+    const std::string text = hooks && hooks->call ? hooks->call(c) : candidate_call(c, common_args);
+    return wrap_pre + checked_call(n, text) + wrap_post;
+  };
 
   const std::set<size_t> distinct(idx.begin(), idx.end());
   if (distinct.size() == 1) {

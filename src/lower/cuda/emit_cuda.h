@@ -23,5 +23,9 @@ nlohmann::json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ost
 bool is_cuda_library_op(const std::string& op);
 nlohmann::json emit_cuda_library_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts,
                                     std::ostringstream& body);
+// conv2d family, batch_norm, pooling, interpolate (lower_cuda_conv.cpp); attention (lower_cuda_attention.cpp).
+bool is_cuda_conv_op(const std::string& op);
+nlohmann::json emit_cuda_conv_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
+nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
 
 }  // namespace dinoml::lower::cuda

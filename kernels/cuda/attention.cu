@@ -1,0 +1,400 @@
+// scaled_dot_product_attention on the GPU: fused, streamed over key blocks with an online softmax,
+// so the [Lq, Lk] score matrix is never stored.
+//
+// * flash_mma: fp16/bf16, head dim 64 or 128 (D == Dv), sm_80+. A block of NW warps owns 16·NW
+//   query rows; each warp keeps its 16 rows' Q fragments, scores (16 x 64 keys) and output
+//   accumulators in registers. Per 64-key block: S = Q·Kᵀ with mma.sync.m16n8k16 (K's B fragments
+//   by ldmatrix.x4: K rows are the col-major B operand), scale/causal/mask, online softmax (quad shuffles), then the
+//   probabilities — already in the A-fragment layout — times V (B fragments by ldmatrix.trans).
+//   K/V blocks are double-buffered in shared memory with cp.async (the next block loads while the
+//   current one computes). Causal blocks skip the key blocks above the diagonal, heaviest first.
+// * simt: any float dtype and head dims <= 512 (fp32, odd head dims, unaligned pointers, pre-sm_80).
+//   One warp per query row, lanes over 32 keys per step (scores) and over Dv (outputs); K/V tiles
+//   in shared memory as float.
+// Masks: bool (true = attend) or additive in q's dtype, read through broadcast strides
+// (batch axes, i, j). A row with every key masked yields NaN, as PyTorch does.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common.cuh"
+#include "mma.cuh"
+
+namespace dml_cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kMaxBatchRank = 8;
+
+struct SdpaParams {
+  int64_t Lq, Lk, D, Dv, batch;
+  int batch_rank;
+  int64_t bs[kMaxBatchRank], ms[kMaxBatchRank];  // batch extents, mask strides per batch axis
+  int64_t si, sj;                                // mask strides of i and j
+  int mask_kind;                                 // 0 none, 1 bool, 2 additive
+  int causal;
+  float scale_log2;                              // scale · log2(e)
+};
+
+__device__ __forceinline__ int64_t mask_base(const SdpaParams& p, int64_t b) {
+  int64_t off = 0;
+  for (int a = p.batch_rank - 1; a >= 0; --a) {
+    const int64_t e = p.bs[a];
+    off += (b % e) * p.ms[a];
+    b /= e;
+  }
+  return off;
+}
+
+// Score s (already scaled to log2 units) after the mask at (i, j); -inf when masked.
+template <class T>
+__device__ __forceinline__ float apply_mask(const SdpaParams& p, const void* mask, int64_t mbase, int64_t i, int64_t j,
+                                            float s) {
+  if (j >= p.Lk || (p.causal && j > i)) return -INFINITY;
+  if (p.mask_kind == 1) {
+    if (!static_cast<const uint8_t*>(mask)[mbase + i * p.si + j * p.sj]) return -INFINITY;
+  } else if (p.mask_kind == 2) {
+    s += to_f(static_cast<const T*>(mask)[mbase + i * p.si + j * p.sj]) * kLog2e;
+  }
+  return s;
+}
+
+// ---- generic SIMT kernel ------------------------------------------------------------------------
+
+constexpr int kSimtRows = 8;      // warps (query rows) per block
+constexpr int kSimtKeys = kWarp;  // keys per step
+constexpr int kSimtMaxChunks = 16;  // Dv <= 16 · 32
+
+template <class T>
+__global__ void __launch_bounds__(kSimtRows * kWarp) sdpa_simt_kernel(SdpaParams p, const T* __restrict__ q,
+                                                                      const T* __restrict__ k, const T* __restrict__ v,
+                                                                      const void* __restrict__ mask, T* __restrict__ y) {
+  extern __shared__ float sm[];
+  const int64_t D = p.D, Dv = p.Dv;
+  const int ldk = static_cast<int>(D) + 1;  // odd stride: lanes reading different key rows hit different banks
+  float* Ks = sm;
+  float* Vs = Ks + kSimtKeys * ldk;
+  float* Qs = Vs + kSimtKeys * Dv;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t b = blockIdx.y;
+  const int64_t i = (int64_t)blockIdx.x * kSimtRows + warp;
+  const bool row_ok = i < p.Lq;
+  q += b * p.Lq * D;
+  k += b * p.Lk * D;
+  v += b * p.Lk * Dv;
+  y += b * p.Lq * Dv;
+  const int64_t mbase = p.mask_kind ? mask_base(p, b) : 0;
+  float* qs = Qs + warp * D;
+  for (int64_t d = lane; d < D; d += kWarp) qs[d] = row_ok ? to_f(q[i * D + d]) * p.scale_log2 : 0.0f;
+  float o[kSimtMaxChunks];
+#pragma unroll
+  for (int t = 0; t < kSimtMaxChunks; ++t) o[t] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  int64_t kend = p.Lk;
+  if (p.causal) kend = min(kend, (int64_t)blockIdx.x * kSimtRows + kSimtRows);
+  for (int64_t j0 = 0; j0 < kend; j0 += kSimtKeys) {
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < kSimtKeys * D; e += blockDim.x) {
+      const int64_t r = e / D, c = e % D;
+      Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * D + c]) : 0.0f;
+    }
+    for (int64_t e = threadIdx.x; e < kSimtKeys * Dv; e += blockDim.x) {
+      const int64_t r = e / Dv;
+      Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * Dv + e % Dv]) : 0.0f;
+    }
+    __syncthreads();
+    if (!row_ok) continue;
+    const int64_t j = j0 + lane;
+    float s = 0.0f;
+    const float* kr = Ks + lane * ldk;
+    for (int64_t d = 0; d < D; ++d) s += qs[d] * kr[d];
+    s = apply_mask<T>(p, mask, mbase, i, j, s);
+    const float mnew = fmaxf(m, warp_max(s));
+    if (mnew == -INFINITY) continue;  // every key so far masked: nothing to accumulate
+    const float alpha = exp2f(m - mnew);
+    const float pj = exp2f(s - mnew);
+    l = l * alpha + warp_sum(pj);
+#pragma unroll
+    for (int t = 0; t < kSimtMaxChunks; ++t) o[t] *= alpha;
+    for (int jj = 0; jj < kSimtKeys; ++jj) {
+      const float pb = __shfl_sync(kFullMask, pj, jj);
+      const float* vr = Vs + jj * Dv;
+#pragma unroll
+      for (int t = 0; t < kSimtMaxChunks; ++t) {
+        const int64_t d = lane + t * kWarp;
+        if (d < Dv) o[t] += pb * vr[d];
+      }
+    }
+    m = mnew;
+  }
+  if (!row_ok) return;
+  const float inv = l > 0.0f ? 1.0f / l : NAN;
+#pragma unroll
+  for (int t = 0; t < kSimtMaxChunks; ++t) {
+    const int64_t d = lane + t * kWarp;
+    if (d < Dv) y[i * Dv + d] = from_f<T>(o[t] * inv);
+  }
+}
+
+// ---- flash attention with mma.sync (fp16/bf16, D = Dv = 64 or 128) -------------------------------
+
+constexpr int kBN = 64;  // keys per block
+
+template <class T, int D, int NW>
+struct FlashSmem {
+  static constexpr int LD = D + 8;  // padded row (halves): conflict-free fragment loads and ldmatrix
+  static constexpr int BM = 16 * NW;
+  static constexpr size_t bytes = sizeof(T) * (size_t)LD * (BM + 4 * kBN);
+};
+
+// Copies rows [r0, r0 + rows) of a [L, D] matrix into s[rows][LD] (zeros past L) with cp.async.
+template <class T, int D, int LD>
+__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t L, int64_t r0, int rows) {
+  constexpr int CH = D / 8;  // 16-byte chunks per row
+  for (int e = threadIdx.x; e < rows * CH; e += blockDim.x) {
+    const int r = e / CH, c = (e % CH) * 8;
+    const bool ok = r0 + r < L;
+    cp_async16(s + r * LD + c, ok ? g + (r0 + r) * D + c : g, ok);
+  }
+}
+
+template <class T, int D, int NW>
+__global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p, const T* __restrict__ q,
+                                                                    const T* __restrict__ k, const T* __restrict__ v,
+                                                                    const void* __restrict__ mask, T* __restrict__ y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using S = FlashSmem<T, D, NW>;
+  constexpr int LD = S::LD, BM = S::BM, KT = D / 16, DT = D / 8;
+  extern __shared__ __align__(16) unsigned char smraw[];
+  T* Qs = reinterpret_cast<T*>(smraw);
+  T* Ks = Qs + BM * LD;        // [2][kBN][LD]
+  T* Vs = Ks + 2 * kBN * LD;   // [2][kBN][LD]
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane / 4, t4 = lane % 4;
+  // Causal: the blocks with the most keys first.
+  const int64_t qb = p.causal ? (int64_t)gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t m0 = qb * BM;
+  const int64_t b = blockIdx.y;
+  q += b * p.Lq * D;
+  k += b * p.Lk * D;
+  v += b * p.Lk * D;
+  y += b * p.Lq * D;
+  const int64_t mbase = p.mask_kind ? mask_base(p, b) : 0;
+  int64_t kend = p.Lk;
+  if (p.causal) kend = min(kend, m0 + BM);
+  const int nkb = static_cast<int>((kend + kBN - 1) / kBN);
+
+  load_tile<T, D, LD>(Qs, q, p.Lq, m0, BM);
+  if (nkb > 0) {
+    load_tile<T, D, LD>(Ks, k, p.Lk, 0, kBN);
+    load_tile<T, D, LD>(Vs, v, p.Lk, 0, kBN);
+  }
+  cp_async_commit();
+
+  uint32_t qf[KT][4];
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+  const int64_t row0 = m0 + warp * 16 + g, row1 = row0 + 8;
+
+  for (int kb = 0; kb < nkb; ++kb) {
+    cp_async_wait_all();
+    __syncthreads();
+    if (kb == 0) {
+      const T* qw = Qs + (warp * 16) * LD;
+#pragma unroll
+      for (int kk = 0; kk < KT; ++kk) {
+        qf[kk][0] = *reinterpret_cast<const uint32_t*>(qw + g * LD + kk * 16 + t4 * 2);
+        qf[kk][1] = *reinterpret_cast<const uint32_t*>(qw + (g + 8) * LD + kk * 16 + t4 * 2);
+        qf[kk][2] = *reinterpret_cast<const uint32_t*>(qw + g * LD + kk * 16 + 8 + t4 * 2);
+        qf[kk][3] = *reinterpret_cast<const uint32_t*>(qw + (g + 8) * LD + kk * 16 + 8 + t4 * 2);
+      }
+    }
+    if (kb + 1 < nkb) {
+      const int nb = (kb + 1) & 1;
+      load_tile<T, D, LD>(Ks + nb * kBN * LD, k, p.Lk, (int64_t)(kb + 1) * kBN, kBN);
+      load_tile<T, D, LD>(Vs + nb * kBN * LD, v, p.Lk, (int64_t)(kb + 1) * kBN, kBN);
+    }
+    cp_async_commit();
+    const T* Kc = Ks + (kb & 1) * kBN * LD;
+    const T* Vc = Vs + (kb & 1) * kBN * LD;
+    const int64_t n0 = (int64_t)kb * kBN;
+
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      // ldmatrix.x4: lane l addresses key nt*8 + l%8, head-dim chunk (l/8)*8 of a 32-wide slice,
+      // giving the B fragments (b0, b1) of two consecutive 16-wide k steps.
+      const T* kr = Kc + (nt * 8 + (lane % 8)) * LD + (lane / 8) * 8;
+#pragma unroll
+      for (int kk = 0; kk < KT; kk += 2) {
+        uint32_t bf[4];
+        ldmatrix_x4(bf, kr + kk * 16);
+        mma_m16n8k16<T>(s[nt], qf[kk], bf);
+        mma_m16n8k16<T>(s[nt], qf[kk + 1], bf + 2);
+      }
+    }
+    // Scale, mask (only where some key of this block can be masked), row maxima.
+    const bool edge = n0 + kBN > p.Lk || (p.causal && n0 + kBN - 1 > m0 + warp * 16) || p.mask_kind != 0;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float sv = s[nt][e] * p.scale_log2;
+        if (edge) sv = apply_mask<T>(p, mask, mbase, e < 2 ? row0 : row1, n0 + nt * 8 + t4 * 2 + (e & 1), sv);
+        s[nt][e] = sv;
+        mx[e >> 1] = fmaxf(mx[e >> 1], sv);
+      }
+    }
+    float alpha[2], msafe[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+      const float mnew = fmaxf(mrow[r], mx[r]);
+      msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
+      alpha[r] = fast_exp2(mrow[r] - msafe[r]);
+      mrow[r] = mnew;
+      lrow[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int i = 0; i < DT; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pv = fast_exp2(s[nt][e] - msafe[e >> 1]);
+        s[nt][e] = pv;
+        lrow[e >> 1] += pv;
+      }
+    }
+    // O += P · V: P's accumulator layout is the A-fragment layout of two adjacent n8 tiles.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const T* vr = Vc + (kk * 16 + (lane % 8) + ((lane / 8) & 1) * 8) * LD + (lane / 16) * 8;
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t bf[4];
+        ldmatrix_x4_trans(bf, vr + dp * 16);
+        mma_m16n8k16<T>(o[2 * dp], a, bf);
+        mma_m16n8k16<T>(o[2 * dp + 1], a, bf + 2);
+      }
+    }
+  }
+  cp_async_wait_all();
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 1);
+    lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
+    inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
+  }
+#pragma unroll
+  for (int i = 0; i < DT; ++i) {
+    const int c = i * 8 + t4 * 2;
+    if (row0 < p.Lq) *reinterpret_cast<uint32_t*>(y + row0 * D + c) = pack2<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+    if (row1 < p.Lq) *reinterpret_cast<uint32_t*>(y + row1 * D + c) = pack2<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+  }
+#else
+  (void)p; (void)q; (void)k; (void)v; (void)mask; (void)y;
+#endif
+}
+
+template <class T, int D, int NW>
+int launch_flash(const SdpaParams& p, const void* q, const void* k, const void* v, const void* mask, void* y,
+                 cudaStream_t st) {
+  using S = FlashSmem<T, D, NW>;
+  auto kern = sdpa_flash_mma_kernel<T, D, NW>;
+  if (int e = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::bytes),
+                    "dml_cuda_sdpa: shared memory attribute"))
+    return e;
+  const dim3 grid(static_cast<unsigned>((p.Lq + S::BM - 1) / S::BM), static_cast<unsigned>(p.batch));
+  kern<<<grid, NW * kWarp, S::bytes, st>>>(p, static_cast<const T*>(q), static_cast<const T*>(k),
+                                           static_cast<const T*>(v), mask, static_cast<T*>(y));
+  return check_launch("dml_cuda_sdpa (flash_mma)");
+}
+
+template <class T>
+int launch_simt(const SdpaParams& p, const void* q, const void* k, const void* v, const void* mask, void* y,
+                cudaStream_t st) {
+  const size_t bytes = sizeof(float) * ((size_t)kSimtKeys * (p.D + 1) + (size_t)kSimtKeys * p.Dv + (size_t)kSimtRows * p.D);
+  auto kern = sdpa_simt_kernel<T>;
+  if (bytes > 200 * 1024)
+    return fail("dml_cuda_sdpa: head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) +
+                " need " + std::to_string(bytes) + " bytes of shared memory in the SIMT kernel (limit 200 KiB)");
+  if (bytes > 48 * 1024)
+    if (int e = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                      "dml_cuda_sdpa: shared memory attribute"))
+      return e;
+  const dim3 grid(static_cast<unsigned>((p.Lq + kSimtRows - 1) / kSimtRows), static_cast<unsigned>(p.batch));
+  kern<<<grid, kSimtRows * kWarp, bytes, st>>>(p, static_cast<const T*>(q), static_cast<const T*>(k),
+                                               static_cast<const T*>(v), mask, static_cast<T*>(y));
+  return check_launch("dml_cuda_sdpa (simt)");
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace
+}  // namespace dml_cuda
+
+using namespace dml_cuda;
+
+extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv,
+                             const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
+                             const int64_t* ms, int64_t si, int64_t sj, int causal, float scale, void* y, int impl,
+                             void* stream) {
+  if (batch_rank < 0 || batch_rank > kMaxBatchRank)
+    return fail("dml_cuda_sdpa: batch rank " + std::to_string(batch_rank) + " outside [0, 8]");
+  if (Lq < 0 || Lk < 0 || D < 1 || Dv < 1) return fail("dml_cuda_sdpa: extents must be >= 0 (head dims >= 1)");
+  if (Dv > kSimtMaxChunks * kWarp || D > 4096)
+    return fail("dml_cuda_sdpa: head dims D=" + std::to_string(D) + ", Dv=" + std::to_string(Dv) +
+                " exceed the supported maximum (Dv <= 512)");
+  SdpaParams p{};
+  p.Lq = Lq; p.Lk = Lk; p.D = D; p.Dv = Dv; p.batch = 1; p.batch_rank = batch_rank;
+  for (int a = 0; a < batch_rank; ++a) {
+    if (bs[a] < 0) return fail("dml_cuda_sdpa: negative batch extent");
+    p.bs[a] = bs[a];
+    p.ms[a] = ms ? ms[a] : 0;
+    p.batch *= bs[a];
+  }
+  if (p.batch > 65535) return fail("dml_cuda_sdpa: batch·heads " + std::to_string(p.batch) + " exceeds 65535");
+  p.si = si; p.sj = sj;
+  p.mask_kind = mask == nullptr ? 0 : (mask_dtype == 7 ? 1 : 2);
+  if (p.mask_kind == 2 && mask_dtype != dtype)
+    return fail("dml_cuda_sdpa: an additive mask must have q's dtype (code " + std::to_string(dtype) + "), got code " +
+                std::to_string(mask_dtype));
+  p.causal = causal != 0;
+  p.scale_log2 = (scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(D))) * kLog2e;
+  if (p.batch == 0 || Lq == 0) return 0;
+  cudaStream_t st = as_stream(stream);
+  // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it).
+  const bool mma_fits = (dtype == 1 || dtype == 2) && D == Dv && (D == 64 || D == 128) && aligned16(q) && aligned16(k) &&
+                        aligned16(v) && aligned16(y) && device_cc_major() >= 8;
+  if (impl == 2 && !mma_fits)
+    return fail("dml_cuda_sdpa: the flash mma kernel needs fp16/bf16, D == Dv in {64, 128}, 16-byte aligned tensors, sm_80+");
+  if (impl != 1 && mma_fits) {
+    const bool wide = Lq >= 128;  // 8 warps (128 query rows) per block when there are enough rows
+    if (dtype == 1)
+      return D == 64 ? (wide ? launch_flash<__half, 64, 8>(p, q, k, v, mask, y, st) : launch_flash<__half, 64, 4>(p, q, k, v, mask, y, st))
+                     : (wide ? launch_flash<__half, 128, 8>(p, q, k, v, mask, y, st) : launch_flash<__half, 128, 4>(p, q, k, v, mask, y, st));
+    return D == 64 ? (wide ? launch_flash<__nv_bfloat16, 64, 8>(p, q, k, v, mask, y, st) : launch_flash<__nv_bfloat16, 64, 4>(p, q, k, v, mask, y, st))
+                   : (wide ? launch_flash<__nv_bfloat16, 128, 8>(p, q, k, v, mask, y, st) : launch_flash<__nv_bfloat16, 128, 4>(p, q, k, v, mask, y, st));
+  }
+  return dispatch_float(dtype, "dml_cuda_sdpa", [&](auto tag) -> int {
+    using T = decltype(tag);
+    return launch_simt<T>(p, q, k, v, mask, y, st);
+  });
+}

@@ -1,0 +1,149 @@
+"""GEMM kernel candidates beyond the own kernels (issue 3): constant weights packed once at module
+init (`dml.gemm.prepacked`, the default for a constant b), and the vendor providers oneDNN and
+OpenBLAS as profiler candidates. A provider is linked into module.so and shipped in lib/ only when
+chosen; its system library is named in the manifest and checked before module.so is opened."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dinoml as dml
+from dinoml._ext import ext
+
+
+class Linear2(dml.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = dml.nn.Linear(48, 96)
+        self.fc2 = dml.nn.Linear(96, 40)
+
+    def forward(self, x):
+        return self.fc2(dml.ops.relu(self.fc1(x)))
+
+
+def _spec():
+    batch = dml.Dim("batch", min=1, max=16, buckets=(4, 16))
+    rng = np.random.default_rng(7)
+    w = {"fc1.weight": rng.standard_normal((96, 48)) * 0.2, "fc1.bias": rng.standard_normal(96),
+         "fc2.weight": rng.standard_normal((40, 96)) * 0.2, "fc2.bias": rng.standard_normal(40)}
+    w = {k: v.astype(np.float32) for k, v in w.items()}
+    return dml.trace(Linear2(), inputs={"x": dml.TensorSpec([batch, 48], "float32")}, constants=w, name="lin2")
+
+
+def _gemm_entries(art):
+    return [e for e in art.kernel_manifest if e.get("family") == "gemm"]
+
+
+def test_constant_weights_are_packed_at_init_by_default(tmp_path):
+    art = dml.compile(_spec(), target="cpu", out=str(tmp_path / "a"))
+    entries = _gemm_entries(art)
+    assert len(entries) == 2
+    for e in entries:
+        assert e["selected"] == "dml.gemm.prepacked" and e["candidates"][0] == "dml.gemm.prepacked"
+    src = (Path(art.path) / "debug" / "module.cpp").read_text()
+    assert src.count("dml_cpu_gemm_pack_b(") == 2 and "dml_cpu_gemm_prepacked(" in src
+    assert ext.cli_main(["validate", art.path]) == 0
+
+
+@pytest.mark.parametrize("winner,lib,syslib", [("onednn.matmul", "libdinoml_cpu_onednn.so", "libdnnl.so.2"),
+                                               ("openblas.sgemm", "libdinoml_cpu_openblas.so", "libopenblas.so.0")])
+def test_provider_candidate_is_linked_shipped_and_checked(tmp_path, winner, lib, syslib):
+    default = dml.compile(_spec(), target="cpu", out=str(tmp_path / "default"))
+    assert not (Path(default.path) / "lib" / lib).exists()
+    assert json.loads((Path(default.path) / "manifest.json").read_text())["system_libraries"] == []
+    if any(winner not in e["candidates"] for e in _gemm_entries(default)):
+        pytest.skip(f"{winner} is not a candidate in this build (its provider library was not built)")
+    # A real profiled plan, with the provider forced as every bucket's winner.
+    prof = dml.compile(_spec(), target="cpu", out=str(tmp_path / "prof"), profile=True,
+                       profile_cache=str(tmp_path / "p.sqlite"), progress=False)
+    plan = prof.execution_plan
+    for n in plan["nodes"]:
+        assert winner in n["candidates"]  # the profiler timed the provider too
+        for b in n["buckets"]:
+            b["winner"] = winner
+            b["reason"] = "test: forced"
+            b.pop("timings", None)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    art = dml.compile(_spec(), target="cpu", out=str(tmp_path / "forced"), execution_plan=str(tmp_path / "plan.json"))
+    d = Path(art.path)
+    assert (d / "lib" / lib).exists()
+    manifest = json.loads((d / "manifest.json").read_text())
+    assert manifest["system_libraries"] == [syslib] and f"lib/{lib}" in manifest["files"]
+    assert all(e["selected"] == winner for e in _gemm_entries(art))
+    assert ext.cli_main(["validate", art.path]) == 0  # runs every bucket against the reference
+
+
+def _tamper_manifest(src: Path, dst: Path, libs):
+    import shutil
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["system_libraries"] = libs
+    (dst / "manifest.json").write_text(json.dumps(m))
+
+
+def test_manifest_system_libraries_are_checked(tmp_path):
+    art = dml.compile(_spec(), target="cpu", out=str(tmp_path / "a"))
+    _tamper_manifest(Path(art.path), tmp_path / "missing", ["libdinoml_no_such_vendor.so.7"])
+    with pytest.raises(dml.ArtifactError, match=r"need the system library libdinoml_no_such_vendor\.so\.7"):
+        dml.runtime.load(str(tmp_path / "missing"))
+    _tamper_manifest(Path(art.path), tmp_path / "path", ["/etc/passwd"])
+    with pytest.raises(dml.ArtifactError, match=r"system_libraries\[0\].*soname"):
+        dml.runtime.load(str(tmp_path / "path"))
+
+
+# ---- conv: packed-weight variants as candidates -------------------------------------------------
+
+class ConvNet(dml.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = dml.nn.Conv2d(16, 32, 3, padding=1)     # F(4x4) fits (C <= 128)
+        self.c2 = dml.nn.Conv2d(32, 32, 3, padding=1)     # F(4x4) fits
+        self.c3 = dml.nn.Conv2d(32, 16, 3, stride=2, padding=1)  # GEMM panels only
+
+    def forward(self, x):
+        return self.c3(dml.ops.relu(self.c2(dml.ops.relu(self.c1(x)))))
+
+
+def _conv_spec():
+    rng = np.random.default_rng(3)
+    w = {}
+    for name, (o, c) in {"c1": (32, 16), "c2": (32, 32), "c3": (16, 32)}.items():
+        w[f"{name}.weight"] = (rng.standard_normal((o, c, 3, 3)) * (1.0 / np.sqrt(9 * c))).astype(np.float32)
+        w[f"{name}.bias"] = rng.standard_normal(o).astype(np.float32)
+    batch = dml.Dim("batch", min=1, max=2, buckets=(2,))
+    return dml.trace(ConvNet(), inputs={"x": dml.TensorSpec([batch, 16, 12, 12], "float32")}, constants=w,
+                     name="convnet")
+
+
+def test_conv_variants_are_candidates_and_each_runs(tmp_path):
+    spec = _conv_spec()
+    default = dml.compile(spec, target="cpu", out=str(tmp_path / "default"))
+    convs = {e["node"]: e for e in default.kernel_manifest if e.get("family") == "conv"}
+    assert len(convs) == 3
+    for e in convs.values():
+        assert e["selected"] == "dml.conv2d.prepacked" and e["reason"] == "default (not profiled)"
+    by_count = sorted(len(e["candidates"]) for e in convs.values())
+    assert by_count == [2, 4, 4], by_count  # the strided conv offers no Winograd variant
+    prof = dml.compile(spec, target="cpu", out=str(tmp_path / "prof"), profile=True,
+                       profile_cache=str(tmp_path / "p.sqlite"), progress=False)
+    plan = prof.execution_plan
+    conv_nodes = [n for n in plan["nodes"] if n["family"] == "conv"]
+    assert len(conv_nodes) == 3
+    for variant in ("dml.conv2d.implicit_gemm.prepacked", "dml.conv2d.winograd_f2.prepacked",
+                    "dml.conv2d.winograd_f4.prepacked"):
+        forced = json.loads(json.dumps(plan))
+        for n in forced["nodes"]:
+            if n["family"] != "conv" or variant not in n["candidates"]:
+                continue
+            for b in n["buckets"]:
+                b["winner"], b["reason"] = variant, "test: forced"
+                b.pop("timings", None)
+        (tmp_path / "plan.json").write_text(json.dumps(forced))
+        art = dml.compile(spec, target="cpu", out=str(tmp_path / variant), execution_plan=str(tmp_path / "plan.json"))
+        src = (Path(art.path) / "debug" / "module.cpp").read_text()
+        v = {"implicit_gemm": "0", "winograd_f2": "2", "winograd_f4": "4"}[variant.split(".")[2]]
+        assert f"dml_cpu_conv2d_pack_w_variant(0, &ws, constants + " in src and f", p, {v})" in src
+        assert ext.cli_main(["validate", art.path]) == 0  # against the reference interpreter
