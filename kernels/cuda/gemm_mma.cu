@@ -9,6 +9,7 @@
 #include "common.cuh"
 #include "gemm_internal.h"
 #include "gemm_tile.cuh"
+#include "mma.cuh"
 
 #if DML_GPU_HAS_MMA_SYNC  // NVIDIA PTX: not a candidate on ROCm
 
@@ -17,22 +18,6 @@ namespace {
 
 using namespace tile;
 
-template <class T> struct MmaName;
-template <> struct MmaName<__half> { static constexpr bool bf16 = false; };
-template <> struct MmaName<__nv_bfloat16> { static constexpr bool bf16 = true; };
-
-template <class T>
-__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
-  if constexpr (MmaName<T>::bf16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-}
 
 template <class T>
 __global__ void __launch_bounds__(128) mma_gemm_kernel(int rcr, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
@@ -72,7 +57,7 @@ __global__ void __launch_bounds__(128) mma_gemm_kernel(int rcr, int64_t M, int64
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) mma16816<T>(acc[i][j], af[i], bf[j]);
+        for (int j = 0; j < 4; ++j) mma_m16n8k16<T>(acc[i][j], af[i], bf[j]);
     }
     __syncthreads();
   }
