@@ -39,7 +39,7 @@ nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const Cud
   if (bs.empty()) bs.push_back("INT64_C(1)");  // rank 2: no batch axes (the arrays are not read)
   if (bstride.empty()) bstride.push_back("INT64_C(0)");
   const std::string scale = n.has_attr("scale") ? cpu::float_literal(n.attr_float("scale")) : "0.0f";
-  const bool simt_forced = o.gemm_impl == "simt";
+  const bool simt_forced = o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda;  // ROCm: SIMT is the only kernel
   body << "  {\n    const int64_t bs[] = " << cpu::brace_list(bs) << ";\n"
        << "    const int64_t ms[] = " << cpu::brace_list(bstride) << ";\n  "
        << checked_cuda_call(n, "dml_cuda_sdpa(" + std::to_string(static_cast<int>(q.dtype)) + ", " +

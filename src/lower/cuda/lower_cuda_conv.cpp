@@ -62,7 +62,7 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
   if (half) cands.push_back("implicit_gemm_mma_m16n8k16_64x64x32");
   std::string impl = "DML_CUDA_CONV_AUTO", sel, reason = "default (not profiled)";
   sel = Og < 16 ? "direct" : half ? "implicit_gemm_mma_m16n8k16_64x64x32" : "implicit_gemm_simt_64x64";
-  if (o.gemm_impl == "simt") {
+  if (o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda) {  // ROCm: simt is the default, not forced
     impl = "DML_CUDA_CONV_SIMT";
     sel = "implicit_gemm_simt_64x64";
     reason = "forced by DINOML_CUDA_GEMM=simt";
