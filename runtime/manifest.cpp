@@ -82,12 +82,12 @@ Manifest read_manifest(const fs::path& dir) {
 
   Manifest m;
   m.target = r.string_field(doc, "target", "manifest");
-  if (m.target != "cpu" && m.target != "cuda") {
+  if (m.target != "cpu" && m.target != "cuda" && m.target != "rocm") {
     fail(DINOML_ERR_ABI_MISMATCH, "artifact '", shown, "' targets '", m.target,
-         "' but this DinoML runtime runs only 'cpu' and 'cuda' artifacts; recompile the model with --target cpu or "
+         "' but this DinoML runtime runs only 'cpu', 'cuda' and 'rocm' artifacts; recompile the model with --target cpu or "
          "use the runtime for that target");
   }
-  if (m.target == "cuda") {
+  if (m.target == "cuda" || m.target == "rocm") {
     // arch is the GPU's (checked against the device before dlopen, runtime/cuda_driver.cpp);
     // host_arch is the machine code of module.so's host side.
     m.arch = r.string_field(doc, "arch", "manifest");
@@ -96,8 +96,13 @@ Manifest read_manifest(const fs::path& dir) {
       fail(DINOML_ERR_ABI_MISMATCH, "artifact '", shown, "' has host code for '", host, "' but this DinoML runtime runs on ",
            host_arch(), "; recompile the model on (or for) this machine");
     }
-    const json& cuda = r.object(r.field(doc, "cuda", "manifest"), "manifest.cuda");
-    m.cuda_runtime_major = static_cast<int>(r.integer(r.field(cuda, "cuda_runtime_major", "manifest.cuda"), "manifest.cuda.cuda_runtime_major"));
+    if (m.target == "rocm") {
+      const json& rocm = r.object(r.field(doc, "rocm", "manifest"), "manifest.rocm");
+      m.hip_runtime_version = r.string_field(rocm, "hip_runtime_version", "manifest.rocm");
+    } else {
+      const json& cuda = r.object(r.field(doc, "cuda", "manifest"), "manifest.cuda");
+      m.cuda_runtime_major = static_cast<int>(r.integer(r.field(cuda, "cuda_runtime_major", "manifest.cuda"), "manifest.cuda.cuda_runtime_major"));
+    }
   } else if (const json* arch = r.optional_field(doc, "arch", "manifest")) {
     // The arch names the machine code in module.so and lib/; a wrong one would fail inside dlopen
     // (or worse, run), so it is refused here. Older manifests without "arch" rely on the ISA list.

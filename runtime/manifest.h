@@ -20,6 +20,7 @@ struct Manifest {
   std::string target;
   std::string arch;  // cpu: "x86-64" (empty when the manifest predates the field); cuda: "sm_90a", ...
   int cuda_runtime_major = 0;  // cuda: the CUDA major version module.so was built with
+  std::string hip_runtime_version;  // rocm: the HIP runtime module.so was built against ("5.2.21153")
   std::string graph_hash;
   std::vector<std::string> required_isa;
   // Vendor libraries (sonames, no paths) the chosen provider kernels need from the system.

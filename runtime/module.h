@@ -56,7 +56,8 @@ class Module {
   // module's kernels use no OpenMP): the thread budget sets each run's team size through it.
   void (*omp_set_num_threads() const noexcept)(int) { return omp_set_num_threads_; }
   const std::string& target() const noexcept { return manifest_.target; }
-  bool is_cuda() const noexcept { return manifest_.target == "cuda"; }
+  // A GPU module (target cuda or rocm): both use the module ABI's GPU ("CUDA modules") part.
+  bool is_cuda() const noexcept { return manifest_.target == "cuda" || manifest_.target == "rocm"; }
   const CudaEntryPoints& cuda() const noexcept { return cuda_; }
   void* module_state() const noexcept { return module_state_; }
   size_t constants_bytes() const noexcept { return constants_.size(); }

@@ -4,6 +4,7 @@
 #include "dtype.h"
 #include "errors.h"
 #include "cuda_driver.h"
+#include "rocm_driver.h"
 #include "isa.h"
 #include "json_util.h"
 #include "sha256.h"
@@ -267,6 +268,15 @@ VerifiedArtifact verify_artifact(const fs::path& dir, VerifyObserver* observer) 
     CudaDeviceInfo dev = check_cuda_device(v.manifest.arch, v.manifest.cuda_runtime_major, shown);
     steps.passed(cat(dev.name, ", compute capability ", dev.major, ".", dev.minor, ", driver CUDA ", dev.driver_version / 1000,
                      ".", (dev.driver_version % 1000) / 10, " fits ", v.manifest.arch));
+  }
+
+  if (v.manifest.target == "rocm") {
+    // Same place as the CUDA check: no HIP runtime, no AMD GPU, or a GPU of another gfx arch is
+    // refused before anything of the artifact is read or loaded.
+    steps.begin("HIP runtime and GPU arch");
+    RocmDeviceInfo dev = check_rocm_device(v.manifest.arch, shown);
+    steps.passed(cat(dev.name, " (", dev.arch, "), HIP runtime ", dev.runtime_version, " fits ", v.manifest.arch,
+                     " (built against HIP ", v.manifest.hip_runtime_version, ")"));
   }
 
   steps.begin("file paths");

@@ -29,3 +29,11 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# ROCm target (issue 7): Debian 12's HIP compiler (ROCm 5.2.3). Optional: where the packages are
+# not available the set-up goes on, and the ROCm library and tests say they were skipped.
+ROCM_PKGS=(hipcc libamdhip64-dev)
+if [[ "${DINOML_WITH_ROCM:-1}" == 1 ]] && ! dpkg-query -W -f='${Status}' hipcc 2>/dev/null | grep -q "install ok installed"; then
+  SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${ROCM_PKGS[@]}" >/dev/null ||
+    echo "[deps] warning: ${ROCM_PKGS[*]} could not be installed: the ROCm target will be unavailable"
+fi

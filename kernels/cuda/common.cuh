@@ -1,19 +1,18 @@
 // Shared helpers of libdinoml_cuda_kernels: error reporting, dtype load/store in float, launch
 // checks. Internal to the library (not installed).
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <string>
 
 #include "dinoml_cuda_kernels.h"
+#include "gpu_target.h"
 
 namespace dml_cuda {
 
-// Warp width and the full-warp lane mask (named so a HIP build can change them in one place).
-constexpr int kWarp = 32;
+// Threads of one warp (CUDA) / wavefront (ROCm): kernels size rows-per-warp and reductions by it.
+constexpr int kWarp = DML_GPU_WARP_SIZE;
+// The full-warp lane mask of CUDA's *_sync intrinsics; on ROCm gpu_target.h maps those to HIP's
+// whole-wavefront shuffles and the mask is not used.
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // Sets the thread-local message and returns a non-zero status.
@@ -49,19 +48,21 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   return static_cast<unsigned>(b > cap ? cap : b);
 }
 
-// Block-wide sum / max of one float per thread (blockDim.x a multiple of 32, <= 1024).
+// Warp/wavefront-wide and block-wide sum / max of one float per thread (blockDim.x a multiple of
+// kWarp, <= 1024).
 __device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += dml_shfl_xor(v, o);
   return v;
 }
 __device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, dml_shfl_xor(v, o));
   return v;
 }
 template <bool Max>
 __device__ float block_reduce(float v) {
-  __shared__ float sh[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  static_assert(1024 / kWarp <= kWarp, "one warp must hold the partial results of a 1024-thread block");
+  __shared__ float sh[kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nw = (blockDim.x + kWarp - 1) / kWarp;
   v = Max ? warp_max(v) : warp_sum(v);
   __syncthreads();  // sh may still be read by a previous call
   if (lane == 0) sh[warp] = v;

@@ -7,8 +7,6 @@
 // inside cuBLASLt; the residual `d` is cuBLASLt's C with beta = 1; erf-GELU, swish, sigmoid and
 // tanh run as one extra in-place pass. Plans (descriptors + heuristic algorithm) are cached per
 // problem; the workspace is per stream, so concurrent sessions never share one.
-#include <cublasLt.h>
-
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,10 +14,15 @@
 
 #include "common.cuh"
 #include "gemm_internal.h"
+#include "gemm_tile.cuh"
+#if DML_GPU_HAS_CUBLASLT
+#include <cublasLt.h>
+#endif
 
 namespace dml_cuda {
 namespace {
 
+#if DML_GPU_HAS_CUBLASLT  // NVIDIA only: ROCm has no cuBLASLt (and Debian no hipBLASLt)
 constexpr size_t kWorkspaceBytes = 32u << 20;
 
 int check_lt(cublasStatus_t s, const char* what) {
@@ -190,6 +193,8 @@ int lt_matmul(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batc
   return 0;
 }
 
+#endif  // DML_GPU_HAS_CUBLASLT
+
 // ---- own tiled kernel: 64×64 output tile per 256 threads, 4×4 per thread, float accumulation ---
 
 constexpr int TM = 64, TN = 64, TK = 16;
@@ -244,21 +249,7 @@ __global__ void __launch_bounds__(256) simt_gemm_kernel(int rcr, int64_t M, int6
     if (gm >= M) continue;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int64_t gn = n0 + tx * 4 + j;
-      if (gn >= N) continue;
-      float v = acc[i][j];
-      if (bias) v += to_f(bias[gn]);
-      if (d) v += to_f(d[gm * N + gn]);
-      switch (epi) {
-        case DML_CUDA_EPI_RELU: case DML_CUDA_EPI_ADD_RELU: v = v < 0.0f ? 0.0f : v; break;
-        case DML_CUDA_EPI_GELU: v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
-        case DML_CUDA_EPI_FAST_GELU: v = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v))); break;
-        case DML_CUDA_EPI_SWISH: v = v / (1.0f + expf(-v)); break;
-        case DML_CUDA_EPI_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
-        case DML_CUDA_EPI_TANH: v = tanhf(v); break;
-        default: break;
-      }
-      y[gm * N + gn] = from_f<T>(v);
+      tile::store<T>(y, bias, d, M, N, gm, n0 + tx * 4 + j, acc[i][j], epi);
     }
   }
 }
@@ -282,14 +273,28 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
   if (M == 0 || N == 0 || batch == 0) return 0;
   if (impl == DML_CUDA_GEMM_SIMT || K == 0)  // K == 0: y = epi(bias + d), which the own kernel does
     return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+#if DML_GPU_HAS_MMA_SYNC
   if (impl == DML_CUDA_GEMM_MMA) {
     if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no mma path
     return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
+#endif
+#if DML_GPU_ROCM
+  if (impl == DML_CUDA_GEMM_MFMA) {
+    if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no mfma path
+    return mfma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  }
+#endif
+#if DML_GPU_HAS_CUBLASLT
   if (impl != DML_CUDA_GEMM_CUBLASLT) return fail("dml_cuda_gemm: unknown implementation " + std::to_string(impl));
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX)
     return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   return lt_matmul(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, tf32, s);
+#else
+  (void)tf32;
+  return fail("dml_cuda_gemm: implementation " + std::to_string(impl) + " is not available on " DML_GPU_NAME
+              " (candidates here: simt, mfma)");
+#endif
 }
 
 }  // namespace

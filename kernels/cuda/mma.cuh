@@ -93,16 +93,25 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t*>(&h);
 }
 template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+#if DML_GPU_CUDA
   __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&h);
+#else  // ROCm 5.2 has no bfloat16 pair type (never reached there: the mma paths are CUDA-only)
+  return static_cast<uint32_t>(__float2bfloat16_rn(lo).data) | (static_cast<uint32_t>(__float2bfloat16_rn(hi).data) << 16);
+#endif
 }
 
 // Device compute capability major of the current device (cached per call site by the caller).
+// On ROCm there is no NVIDIA compute capability: 0, so the sm_80+ (mma.sync) paths are never chosen.
 inline int device_cc_major() {
+#if DML_GPU_ROCM
+  return 0;
+#else
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
   return major;
+#endif
 }
 
 }  // namespace dml_cuda

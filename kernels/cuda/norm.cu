@@ -5,26 +5,26 @@
 namespace dml_cuda {
 namespace {
 
-// Softmax over contiguous rows (inner == 1): one warp per row.
+// Softmax over contiguous rows (inner == 1): one warp (wavefront) per row.
 template <class T>
 __global__ void softmax_warp_kernel(int64_t rows, int64_t L, int log, const T* __restrict__ x, T* __restrict__ y) {
-  const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * (int64_t)(blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
   const T* xr = x + row * L;
   T* yr = y + row * L;
   float m = -INFINITY;
-  for (int64_t i = lane; i < L; i += 32) m = fmaxf(m, to_f(xr[i]));
+  for (int64_t i = lane; i < L; i += kWarp) m = fmaxf(m, to_f(xr[i]));
   m = warp_max(m);
   float s = 0.0f;
-  for (int64_t i = lane; i < L; i += 32) s += expf(to_f(xr[i]) - m);
+  for (int64_t i = lane; i < L; i += kWarp) s += expf(to_f(xr[i]) - m);
   s = warp_sum(s);
   if (log) {
     const float ls = logf(s);
-    for (int64_t i = lane; i < L; i += 32) yr[i] = from_f<T>(to_f(xr[i]) - m - ls);
+    for (int64_t i = lane; i < L; i += kWarp) yr[i] = from_f<T>(to_f(xr[i]) - m - ls);
   } else {
     const float inv = 1.0f / s;
-    for (int64_t i = lane; i < L; i += 32) yr[i] = from_f<T>(expf(to_f(xr[i]) - m) * inv);
+    for (int64_t i = lane; i < L; i += kWarp) yr[i] = from_f<T>(expf(to_f(xr[i]) - m) * inv);
   }
 }
 
@@ -108,7 +108,7 @@ __global__ void rms_norm_kernel(int64_t cols, const T* __restrict__ x, const T* 
 }
 
 int row_threads(int64_t cols) {
-  int t = 32;
+  int t = kWarp;
   while (t < 1024 && t * 4 < cols) t *= 2;
   return t;
 }
@@ -130,8 +130,9 @@ extern "C" int dml_cuda_softmax(int dtype, int64_t outer, int64_t axis, int64_t 
       softmax_strided_kernel<T><<<blocks_for(outer * inner, 128), 128, 0, s>>>(outer, axis, inner, log, xp, yp);
     } else if (axis <= 1024) {
       const int64_t rows = outer;
-      if ((rows + 7) / 8 > INT32_MAX) return fail("dml_cuda_softmax: too many rows");
-      softmax_warp_kernel<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(rows, axis, log, xp, yp);
+      constexpr int per_block = 256 / kWarp;
+      if ((rows + per_block - 1) / per_block > INT32_MAX) return fail("dml_cuda_softmax: too many rows");
+      softmax_warp_kernel<T><<<static_cast<unsigned>((rows + per_block - 1) / per_block), 256, 0, s>>>(rows, axis, log, xp, yp);
     } else {
       if (outer > INT32_MAX) return fail("dml_cuda_softmax: too many rows");
       softmax_block_kernel<T><<<static_cast<unsigned>(outer), 512, 0, s>>>(axis, log, xp, yp);

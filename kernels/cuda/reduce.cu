@@ -25,12 +25,12 @@ __device__ __forceinline__ float identity(int op) {
 
 template <class T>
 __global__ void reduce_rows_kernel(int op, int64_t rows, int64_t L, const T* __restrict__ x, T* __restrict__ y) {
-  const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x & 31;
+  const int64_t row = blockIdx.x * (int64_t)(blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
   if (row >= rows) return;
   float acc = identity(op);
-  for (int64_t i = lane; i < L; i += 32) acc = combine(op, acc, to_f(x[row * L + i]));
-  for (int o = 16; o > 0; o >>= 1) acc = combine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+  for (int64_t i = lane; i < L; i += kWarp) acc = combine(op, acc, to_f(x[row * L + i]));
+  for (int o = kWarp / 2; o > 0; o >>= 1) acc = combine(op, acc, dml_shfl_xor(acc, o));
   if (lane == 0) y[row] = from_f<T>(op == DML_CUDA_REDUCE_MEAN ? acc / (float)L : acc);
 }
 
@@ -100,8 +100,9 @@ extern "C" int dml_cuda_reduce(int dtype, int op, int rank, const int64_t* xs, u
   return dispatch_float(dtype, "dml_cuda_reduce", [&](auto tag) {
     using T = decltype(tag);
     if (trailing && nred > 0) {
-      if ((nout + 7) / 8 > INT32_MAX) return fail("dml_cuda_reduce: too many outputs");
-      reduce_rows_kernel<T><<<static_cast<unsigned>((nout + 7) / 8), 256, 0, s>>>(op, nout, nred, static_cast<const T*>(x),
+      constexpr int per_block = 256 / kWarp;
+      if ((nout + per_block - 1) / per_block > INT32_MAX) return fail("dml_cuda_reduce: too many outputs");
+      reduce_rows_kernel<T><<<static_cast<unsigned>((nout + per_block - 1) / per_block), 256, 0, s>>>(op, nout, nred, static_cast<const T*>(x),
                                                                                  static_cast<T*>(y));
     } else {
       reduce_general_kernel<T><<<blocks_for(nout, 128), 128, 0, s>>>(op, g, nout, nred, static_cast<const T*>(x),

@@ -61,7 +61,8 @@ def _compile(argv: List[str]) -> int:
                    help="time every kernel candidate per shape bucket and keep the fastest")
     p.add_argument("--execution-plan", default=None, help="reuse the kernel choices of this execution_plan.json")
     p.add_argument("--strict", action="store_true", help="fail when a tunable node has no measured kernel choice")
-    p.add_argument("--arch", default=None, help="target cuda: sm_80, sm_86 or sm_90a (default sm_90a)")
+    p.add_argument("--arch", default=None, help="target cuda: sm_80, sm_86 or sm_90a (default sm_90a); "
+                   "target rocm: gfx90a, gfx1030 or gfx1100 (required)")
     p.add_argument("--no-tf32", action="store_true", help="target cuda: float32 GEMMs without TF32")
     p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",

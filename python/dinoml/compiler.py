@@ -95,7 +95,10 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
 
     target="cuda": `arch` is "sm_80", "sm_86" or "sm_90a" (default "sm_90a"); `tf32=False` keeps
     float32 GEMMs exact (no TF32 tensor cores). Needs nvcc and a DinoML build with the CUDA kernel
-    library; the artifact runs on a GPU of that arch (docs/architecture.md, "CUDA target")."""
+    library; the artifact runs on a GPU of that arch (docs/architecture.md, "CUDA target").
+    target="rocm": `arch` is "gfx90a" or "gfx1030" (gfx1100 needs a newer ROCm than Debian's); needs
+    hipcc and the ROCm kernel library of this build. Compiled and checked only: nothing has been run
+    on AMD hardware (docs/targets.md)."""
     if isinstance(spec, (str, os.PathLike)):
         spec = Spec.load(spec)
     if not isinstance(spec, Spec):

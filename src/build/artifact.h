@@ -48,6 +48,21 @@ CudaToolchain find_cuda_toolchain();
 bool compile_cuda_module(const CudaToolchain& tc, const std::string& source, const std::vector<std::string>& flags,
                          const std::string& out_so, const std::string& cache_dir, bool use_cache);
 
+// hipcc and the ROCm kernel library of one arch (src/build/rocm_toolchain.cpp).
+struct RocmToolchain {
+  std::string hipcc;          // path or name of hipcc
+  std::string version;        // "HIP version: 5.2.21153-0"
+  std::string hip_version;    // "5.2.21153": the HIP runtime the module links (libamdhip64.so.5)
+  std::string arch;           // "gfx90a"
+  std::string kernels_lib;    // <build>/rocm/<arch>/libdinoml_rocm_kernels.so
+  std::string include_flags;  // -I include -I kernels/cuda
+};
+// Throws BuildError saying what is missing: no hipcc, an arch this hipcc cannot build (which
+// toolchain is needed), or no kernel library for the arch in this build.
+RocmToolchain find_rocm_toolchain(const std::string& arch);
+bool compile_rocm_module(const RocmToolchain& tc, const std::string& source, const std::vector<std::string>& flags,
+                         const std::string& out_so, const std::string& cache_dir, bool use_cache);
+
 // Everything an artifact directory is made of, gathered by dinoml::compile.
 struct ArtifactContents {
   const ir::Graph* graph = nullptr;  // optimised graph
@@ -55,6 +70,7 @@ struct ArtifactContents {
   const lower::cpu::LoweredModule* lowered = nullptr;      // target cpu
   const lower::cuda::CudaLoweredModule* cuda = nullptr;   // target cuda (lowered is then null)
   const CudaToolchain* cuda_tc = nullptr;
+  const RocmToolchain* rocm_tc = nullptr;                 // target rocm (with `cuda` = the GPU lowering)
   std::string cuda_arch;                                  // "sm_90a"
   std::string module_so_path;         // built module to copy in
   nlohmann::json compile_config;      // options (no paths, no times)

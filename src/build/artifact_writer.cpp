@@ -85,7 +85,12 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
   for (const auto& [rel, text] : c.extra_files) write_file(tmp / rel, text);
   fs::copy_file(c.module_so_path, tmp / "module.so");
   fs::copy_file(fs::path(tc.lib_dir) / "libdinoml_runtime.so", tmp / "lib" / "libdinoml_runtime.so");
-  if (cuda) {
+  const bool rocm = c.rocm_tc != nullptr;
+  if (rocm) {
+    // The ROCm kernel library of the artifact's arch; the HIP runtime (libamdhip64.so.5) and the
+    // ROCm driver stack come from the system.
+    fs::copy_file(c.rocm_tc->kernels_lib, tmp / "lib" / "libdinoml_rocm_kernels.so");
+  } else if (cuda) {
     // The module links the CUDA runtime dynamically; it ships here so a machine with only the
     // driver runs the artifact. cuBLASLt (over 500 MB) is not shipped: the system's libcublasLt.so.13.
     fs::copy_file(fs::path(c.cuda_tc->lib_dir) / "libdinoml_cuda_kernels.so", tmp / "lib" / "libdinoml_cuda_kernels.so");
@@ -110,7 +115,21 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
   manifest["runtime_abi_version"] = DINOML_RUNTIME_ABI_VERSION;
   manifest["module_abi_version"] = DINOML_MODULE_ABI_VERSION;
   manifest["name"] = g.name;
-  if (cuda) {
+  if (rocm) {
+    const auto a = lower::cuda::parse_rocm_arch(c.cuda_arch);
+    manifest["target"] = "rocm";
+    manifest["arch"] = c.cuda_arch;
+    manifest["host_arch"] = "x86-64";
+    manifest["required_isa"] = json::array();
+    manifest["rocm"] = {{"arch", c.cuda_arch},
+                        {"wavefront_size", a.lanes},
+                        {"hip_runtime_version", c.rocm_tc->hip_version},
+                        {"kernel_library", "lib/libdinoml_rocm_kernels.so"},
+                        {"runtime_libraries", json::array()},
+                        {"system_libraries", {"libamdhip64.so.5"}},
+                        {"run_on_hardware", false},
+                        {"note", "compiled and checked by the compiler only (code objects, disassembly); never run on an AMD GPU"}};
+  } else if (cuda) {
     const auto a = lower::cuda::parse_arch(c.cuda_arch);
     manifest["target"] = "cuda";
     manifest["arch"] = c.cuda_arch;
@@ -132,7 +151,9 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
   }
   manifest["graph_hash"] = ir::graph_hash(g);
   manifest["dinoml_version"] = DINOML_VERSION;
-  if (cuda)
+  if (rocm)
+    manifest["toolchain"] = {{"cxx", tc.version}, {"hipcc", c.rocm_tc->version}, {"hipcc_flags", c.cuda->nvcc_flags}};
+  else if (cuda)
     manifest["toolchain"] = {{"cxx", tc.version}, {"nvcc", c.cuda_tc->version}, {"nvcc_flags", c.cuda->nvcc_flags}};
   else
     manifest["toolchain"] = {{"cxx", tc.version}, {"cxx_flags", c.lowered->cxx_flags}};

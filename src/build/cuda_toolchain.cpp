@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "build/artifact.h"
+#include "build/module_build.h"
 #include "ir/error.h"
 #include "ir/serialize.h"
 
@@ -21,35 +22,9 @@ namespace dinoml::build {
 namespace fs = std::filesystem;
 
 namespace {
-
-int run_cmd(const std::string& cmd, std::string& output) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) output.append(buf.data(), n);
-  int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-fs::path src_root() {
-  if (const char* h = std::getenv("DINOML_HOME")) return h;
-  return DINOML_SOURCE_DIR;
-}
-
+fs::path src_root() { return source_root_dir(); }
+int run_cmd(const std::string& cmd, std::string& output) { return run_command(cmd, output); }
+std::string quote(const std::string& s) { return shell_quote(s); }
 }  // namespace
 
 CudaToolchain find_cuda_toolchain() {
@@ -109,46 +84,20 @@ CudaToolchain find_cuda_toolchain() {
 }
 
 bool compile_cuda_module(const CudaToolchain& tc, const std::string& source, const std::vector<std::string>& flags,
-                         const std::string& out_so, const std::string& cache_dir_in, bool use_cache) {
+                         const std::string& out_so, const std::string& cache_dir, bool use_cache) {
   std::string flag_str;
   for (const auto& f : flags) flag_str += " " + f;
-  const std::string key_material = "cuda\n" + source + "\n" + flag_str + "\n" + tc.version + "\n" +
-                                   read_all(src_root() / "kernels/cuda/dinoml_cuda_kernels.h") + "\n" +
-                                   ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cuda_kernels.so").string());
-  const std::string key = ir::sha256_hex(key_material.data(), key_material.size());
-  const fs::path cache_dir = cache_dir_in.empty() ? fs::path(default_cache_dir()) : fs::path(cache_dir_in);
-  const fs::path cached = cache_dir / "modules" / key.substr(0, 2) / (key + ".so");
-  if (use_cache && fs::exists(cached)) {
-    fs::copy_file(cached, out_so, fs::copy_options::overwrite_existing);
-    return true;
-  }
-  const fs::path work = fs::temp_directory_path() / ("dinoml-cuda-build-" + key.substr(0, 16) + "-" + std::to_string(getpid()));
-  fs::create_directories(work);
-  {
-    std::ofstream f(work / "module.cu", std::ios::binary);
-    f << source;
-  }
-  const std::string cmd = "cd " + quote(work.string()) + " && " + quote(tc.nvcc) + " -shared -Xcompiler -fPIC,-fvisibility=hidden" +
-                          flag_str + tc.include_flags + " module.cu -o module.so -cudart shared -L" + quote(tc.lib_dir) +
-                          " -ldinoml_cuda_kernels -Xlinker '-rpath,$ORIGIN/lib' -Xlinker --build-id=sha1";
-  std::string out;
-  if (run_cmd(cmd, out) != 0) {
-    const fs::path keep = fs::temp_directory_path() / ("dinoml-failed-" + key.substr(0, 16) + ".cu");
-    fs::copy_file(work / "module.cu", keep, fs::copy_options::overwrite_existing);
-    fs::remove_all(work);
-    throw BuildError("compiling the generated CUDA module failed (source kept at " + keep.string() + "):\n" + cmd + "\n" +
-                     out.substr(0, 8000));
-  }
-  fs::copy_file(work / "module.so", out_so, fs::copy_options::overwrite_existing);
-  if (use_cache) {
-    std::error_code ec;
-    fs::create_directories(cached.parent_path(), ec);
-    const fs::path tmp = cached.string() + ".tmp" + std::to_string(getpid());
-    fs::copy_file(work / "module.so", tmp, fs::copy_options::overwrite_existing, ec);
-    if (!ec) fs::rename(tmp, cached, ec);
-  }
-  fs::remove_all(work);
-  return false;
+  ModuleBuild b;
+  b.key_material = "cuda\n" + source + "\n" + flag_str + "\n" + tc.version + "\n" +
+                   read_text((src_root() / "kernels/cuda/dinoml_cuda_kernels.h").string()) + "\n" +
+                   ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cuda_kernels.so").string());
+  b.source_name = "module.cu";
+  b.work_prefix = "dinoml-cuda-build-";
+  b.what = "the generated CUDA module";
+  b.command = quote(tc.nvcc) + " -shared -Xcompiler -fPIC,-fvisibility=hidden" + flag_str + tc.include_flags +
+              " module.cu -o module.so -cudart shared -L" + quote(tc.lib_dir) +
+              " -ldinoml_cuda_kernels -Xlinker '-rpath,$ORIGIN/lib' -Xlinker --build-id=sha1";
+  return build_cached_module(b, source, out_so, cache_dir, use_cache);
 }
 
 }  // namespace dinoml::build

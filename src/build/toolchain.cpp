@@ -14,22 +14,20 @@
 #include <sstream>
 
 #include "build/artifact.h"
+#include "build/module_build.h"
 #include "ir/error.h"
 #include "ir/serialize.h"
 
 namespace dinoml::build {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string read_text(const fs::path& p) {
+std::string read_text(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
 }
 
-// Runs a shell command, returns exit status and combined output.
 int run_command(const std::string& cmd, std::string& output) {
   std::string full = cmd + " 2>&1";
   FILE* p = popen(full.c_str(), "r");
@@ -50,6 +48,8 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
+namespace {
+
 // DINOML_HOME (an installed tree) wins; otherwise the source/build tree this binary came from.
 fs::path source_root() {
   if (const char* h = std::getenv("DINOML_HOME")) return h;
@@ -61,6 +61,8 @@ fs::path library_dir() {
 }
 
 }  // namespace
+
+std::string source_root_dir() { return source_root().string(); }
 
 Toolchain find_toolchain() {
   static std::once_flag once;
@@ -112,22 +114,9 @@ std::string default_cache_dir() {
   return "/tmp/dinoml-cache";
 }
 
-bool compile_module(const Toolchain& tc, const std::string& source, const std::vector<std::string>& flags,
-                    const std::string& out_so, const std::string& cache_dir_in, bool use_cache,
-                    const std::vector<std::string>& libs) {
-  std::string flag_str, lib_str, lib_hashes;
-  for (const auto& f : flags) flag_str += " " + f;
-  for (const auto& l : libs) {
-    lib_str += " -l" + l;
-    lib_hashes += ir::sha256_file((fs::path(tc.lib_dir) / ("lib" + l + ".so")).string()) + "\n";
-  }
-  // Everything that changes the produced bytes goes into the key: the source, flags, the
-  // compiler, and the kernel library interface + binary the module links against.
-  fs::path kernels_header = source_root() / "kernels/cpu/dinoml_cpu_kernels.h";
-  std::string key_material = source + "\n" + flag_str + "\n" + tc.version + "\n" + read_text(kernels_header) + "\n" +
-                             ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string()) + "\n" +
-                             lib_str + "\n" + lib_hashes;
-  std::string key = ir::sha256_hex(key_material.data(), key_material.size());
+bool build_cached_module(const ModuleBuild& b, const std::string& source, const std::string& out_so,
+                         const std::string& cache_dir_in, bool use_cache) {
+  std::string key = ir::sha256_hex(b.key_material.data(), b.key_material.size());
   fs::path cache_dir = cache_dir_in.empty() ? fs::path(default_cache_dir()) : fs::path(cache_dir_in);
   fs::path cached = cache_dir / "modules" / key.substr(0, 2) / (key + ".so");
   if (use_cache && fs::exists(cached)) {
@@ -135,22 +124,20 @@ bool compile_module(const Toolchain& tc, const std::string& source, const std::v
     return true;
   }
   // Build in a private directory with a fixed file name so the object does not depend on paths.
-  fs::path work = fs::temp_directory_path() / ("dinoml-build-" + key.substr(0, 16) + "-" + std::to_string(getpid()));
+  fs::path work = fs::temp_directory_path() / (b.work_prefix + key.substr(0, 16) + "-" + std::to_string(getpid()));
   fs::create_directories(work);
   {
-    std::ofstream f(work / "module.cpp", std::ios::binary);
+    std::ofstream f(work / b.source_name, std::ios::binary);
     f << source;
   }
-  std::string cmd = "cd " + shell_quote(work.string()) + " && " + tc.cxx + " -std=c++17 -shared -fPIC -fvisibility=hidden" +
-                    flag_str + tc.include_dirs_flags + " module.cpp -o module.so -L" + shell_quote(tc.lib_dir) +
-                    " -ldinoml_cpu_kernels" + lib_str + " -Wl,-rpath,'$ORIGIN/lib' -Wl,--build-id=sha1";
+  std::string cmd = "cd " + shell_quote(work.string()) + " && " + b.command;
   std::string out;
   int rc = run_command(cmd, out);
   if (rc != 0) {
-    fs::path keep = fs::temp_directory_path() / ("dinoml-failed-" + key.substr(0, 16) + ".cpp");
-    fs::copy_file(work / "module.cpp", keep, fs::copy_options::overwrite_existing);
+    fs::path keep = fs::temp_directory_path() / ("dinoml-failed-" + key.substr(0, 16) + fs::path(b.source_name).extension().string());
+    fs::copy_file(work / b.source_name, keep, fs::copy_options::overwrite_existing);
     fs::remove_all(work);
-    throw BuildError("compiling the generated module failed (source kept at " + keep.string() + "):\n" + cmd + "\n" +
+    throw BuildError("compiling " + b.what + " failed (source kept at " + keep.string() + "):\n" + cmd + "\n" +
                      out.substr(0, 8000));
   }
   fs::copy_file(work / "module.so", out_so, fs::copy_options::overwrite_existing);
@@ -163,6 +150,28 @@ bool compile_module(const Toolchain& tc, const std::string& source, const std::v
   }
   fs::remove_all(work);
   return false;
+}
+
+bool compile_module(const Toolchain& tc, const std::string& source, const std::vector<std::string>& flags,
+                    const std::string& out_so, const std::string& cache_dir, bool use_cache,
+                    const std::vector<std::string>& libs) {
+  std::string flag_str, lib_str, lib_hashes;
+  for (const auto& f : flags) flag_str += " " + f;
+  for (const auto& l : libs) {
+    lib_str += " -l" + l;
+    lib_hashes += ir::sha256_file((fs::path(tc.lib_dir) / ("lib" + l + ".so")).string()) + "\n";
+  }
+  // Everything that changes the produced bytes goes into the key: the source, flags, the
+  // compiler, and the kernel library interface + binary the module links against.
+  fs::path kernels_header = source_root() / "kernels/cpu/dinoml_cpu_kernels.h";
+  ModuleBuild b;
+  b.key_material = source + "\n" + flag_str + "\n" + tc.version + "\n" + read_text(kernels_header.string()) + "\n" +
+                   ir::sha256_file((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string()) + "\n" + lib_str + "\n" +
+                   lib_hashes;
+  b.command = tc.cxx + " -std=c++17 -shared -fPIC -fvisibility=hidden" + flag_str + tc.include_dirs_flags +
+              " module.cpp -o module.so -L" + shell_quote(tc.lib_dir) + " -ldinoml_cpu_kernels" + lib_str +
+              " -Wl,-rpath,'$ORIGIN/lib' -Wl,--build-id=sha1";
+  return build_cached_module(b, source, out_so, cache_dir, use_cache);
 }
 
 }  // namespace dinoml::build

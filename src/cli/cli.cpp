@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   bool dump_passes = false, no_cache = false, no_fuse = false;
   auto* c = app.add_subcommand("compile", "compile MODEL.py (defines build_spec()), MODEL.dinoir.json or MODEL.onnx into an artifact");
   c->add_option("model", model, "model file")->required();
-  c->add_option("--target", target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  c->add_option("--target", target, "cpu, cuda or rocm")->check(CLI::IsMember({"cpu", "cuda", "rocm"}));
   c->add_option("--out,-o", out, "artifact directory")->required();
   c->add_flag("--dump-passes", dump_passes, "write the graph after each pass to debug/passes/");
   c->add_flag("--no-cache", no_cache, "do not use the compile cache");
@@ -43,8 +43,9 @@ int main(int argc, char** argv) {
                                          "(writes execution_plan.json; results cached in profile.sqlite)");
   c->add_option("--execution-plan", tune.execution_plan, "reuse the kernel choices of this execution_plan.json");
   c->add_flag("--strict", tune.strict, "fail when a tunable node has no measured kernel choice");
-  c->add_option("--arch", tune.arch, "target cuda: sm_80, sm_86 or sm_90a (default sm_90a)")
-      ->check(CLI::IsMember({"sm_80", "sm_86", "sm_90a"}));
+  c->add_option("--arch", tune.arch, "target cuda: sm_80, sm_86 or sm_90a (default sm_90a); target rocm: gfx90a, gfx1030 "
+                                     "or gfx1100 (required; compiled and checked here, never run on AMD hardware)")
+      ->check(CLI::IsMember({"sm_80", "sm_86", "sm_90a", "gfx90a", "gfx1030", "gfx1100"}));
   c->add_flag("--no-tf32", tune.no_tf32, "target cuda: float32 GEMMs without TF32 tensor cores");
   std::string model_gguf;
   std::vector<std::string> model_kv;

@@ -1,5 +1,6 @@
 // dinoml::compile: passes → memory plan → CPU lowering → module build → artifact directory.
 #include <chrono>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
@@ -85,22 +86,39 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts) {
   return o;
 }
 
-// target cuda: passes → memory plan → CUDA lowering (module.cu) → nvcc → artifact.
-CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
+// targets cuda and rocm: passes → memory plan → GPU lowering (module.cu) → nvcc / hipcc → artifact.
+CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
+  const bool rocm = opts.target == "rocm";
+  const std::string& target = opts.target;
   if (opts.profile || !opts.execution_plan.empty())
-    throw BuildError("--profile / --execution-plan are not available for target cuda yet: CUDA kernels use their defaults "
-                     "(cuBLASLt for GEMMs), listed per node in kernel_manifest.json");
+    throw BuildError("--profile / --execution-plan are not available for target " + target + " yet: GPU kernels use their "
+                     "defaults (" + std::string(rocm ? "the SIMT kernel" : "cuBLASLt") + " for GEMMs), listed per node in "
+                     "kernel_manifest.json");
   if (opts.strict)
-    throw BuildError("--strict: target cuda has no measured kernel selection yet (every GEMM uses its default)");
+    throw BuildError("--strict: target " + target + " has no measured kernel selection yet (every GEMM uses its default)");
   lower::cuda::CudaLowerOptions lo;
-  lo.arch = lower::cuda::parse_arch(opts.arch.empty() ? "sm_90a" : opts.arch);
   lo.allow_tf32 = opts.allow_tf32;
-  if (const char* impl = std::getenv("DINOML_CUDA_GEMM")) {
-    lo.gemm_impl = impl;
-    if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt" && lo.gemm_impl != "mma")
-      throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt or mma");
+  std::optional<build::CudaToolchain> ctc;
+  std::optional<build::RocmToolchain> rtc;
+  if (rocm) {
+    if (opts.arch.empty()) throw BuildError("target rocm needs --arch (gfx90a, gfx1030 or gfx1100)");
+    lo.arch = lower::cuda::parse_rocm_arch(opts.arch);
+    lo.gemm_impl = "simt";
+    if (const char* impl = std::getenv("DINOML_ROCM_GEMM")) {
+      lo.gemm_impl = impl;
+      if (lo.gemm_impl != "simt" && lo.gemm_impl != "mfma")
+        throw BuildError("DINOML_ROCM_GEMM='" + lo.gemm_impl + "': use simt or mfma");
+    }
+    rtc = build::find_rocm_toolchain(lo.arch.name);
+  } else {
+    lo.arch = lower::cuda::parse_arch(opts.arch.empty() ? "sm_90a" : opts.arch);
+    if (const char* impl = std::getenv("DINOML_CUDA_GEMM")) {
+      lo.gemm_impl = impl;
+      if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt" && lo.gemm_impl != "mma")
+        throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt or mma");
+    }
+    ctc = build::find_cuda_toolchain();
   }
-  auto ctc = build::find_cuda_toolchain();
   Optimized o = optimize(input, opts);
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;
@@ -109,19 +127,21 @@ CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, s
   auto lowered = lower::cuda::lower(g, plan, lo);
   CompileResult res;
   res.kernel_selection = "default";
-  fs::path so = fs::temp_directory_path() / ("dinoml-cuda-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
-  res.cache_hit = build::compile_cuda_module(ctc, lowered.source, lowered.nvcc_flags, so.string(), opts.cache_dir, opts.use_cache);
+  fs::path so = fs::temp_directory_path() / ("dinoml-" + target + "-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
+  res.cache_hit = rocm ? build::compile_rocm_module(*rtc, lowered.source, lowered.nvcc_flags, so.string(), opts.cache_dir, opts.use_cache)
+                       : build::compile_cuda_module(*ctc, lowered.source, lowered.nvcc_flags, so.string(), opts.cache_dir, opts.use_cache);
 
-  nlohmann::json config = {{"target", "cuda"}, {"arch", lo.arch.name}, {"allow_tf32", lo.allow_tf32},
+  nlohmann::json config = {{"target", target}, {"arch", lo.arch.name}, {"allow_tf32", lo.allow_tf32},
                            {"gemm_impl", lo.gemm_impl}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
-                           {"nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection}};
+                           {rocm ? "hipcc_flags" : "nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection}};
   const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
   build::ArtifactContents contents;
   contents.graph = &g;
   contents.plan = &plan;
   contents.cuda = &lowered;
-  contents.cuda_tc = &ctc;
+  contents.cuda_tc = ctc ? &*ctc : nullptr;
+  contents.rocm_tc = rtc ? &*rtc : nullptr;
   contents.cuda_arch = lo.arch.name;
   contents.module_so_path = so.string();
   contents.compile_config = config;
@@ -138,12 +158,12 @@ CompileResult compile_cuda(const ir::Graph& input, const CompileOptions& opts, s
 
 CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
-  if (opts.target != "cpu" && opts.target != "cuda")
-    throw BuildError("target '" + opts.target + "' is not available in this build (available: cpu, cuda)");
+  if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "rocm")
+    throw BuildError("target '" + opts.target + "' is not available in this build (available: cpu, cuda, rocm)");
   if (opts.out_dir.empty()) throw BuildError("no output directory given (--out DIR)");
-  if (opts.target == "cuda") return compile_cuda(input, opts, t0);
+  if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
-    throw BuildError("--arch '" + opts.arch + "' is for target cuda; target cpu builds for this machine (x86-64)");
+    throw BuildError("--arch '" + opts.arch + "' is for target cuda (or rocm); target cpu builds for this machine (x86-64)");
   Optimized o = optimize(input, opts);
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;

@@ -19,6 +19,9 @@ struct Step {
   ir::Attrs attrs;
 };
 
+// The dml_* math helpers step expressions call, each declared with `qual` ("static inline" on
+// CPU, "__device__ __forceinline__" on GPU).
+std::string math_prelude(const std::string& qual);
 // C++ type a value of dtype `t` is computed in (float for float dtypes).
 std::string compute_type(ir::DType t);
 // Parses the node's `program` attribute; OpError naming the node on malformed JSON.
@@ -26,5 +29,10 @@ std::vector<Step> parse_program(const ir::Node& n);
 // Expression of step `s` over argument expressions `a` of dtypes `at`.
 std::string step_expr(const ir::Node& n, const Step& s, const std::vector<std::string>& a,
                       const std::vector<ir::DType>& at);
+// The statements of every program step, one "<ind>const T s<j> = <expr>;\n" each, over the
+// loaded inputs a0..a<K-1> of dtypes in_dt (declared by the caller; CPU loops and GPU kernels
+// alike). OpError when an argument is neither an input of the node nor an earlier step.
+std::string step_statements(const ir::Node& n, const std::vector<Step>& steps, const std::vector<ir::DType>& in_dt,
+                            size_t K, const std::string& ind);
 
 }  // namespace dinoml::lower::cpu

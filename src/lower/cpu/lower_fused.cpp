@@ -190,7 +190,6 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
   for (const auto& in : n.inputs) in_dt.push_back(cx.tensor(in).dtype);
 
   // Body: loads of the used inputs at offsets given by `idx(k)`, then the steps, then the store.
-  std::vector<ir::DType> step_dt;
   auto body = [&](const std::function<std::string(size_t)>& idx, const std::string& out_idx, const std::string& ind) {
     std::string s;
     std::vector<bool> used(K, false);
@@ -207,28 +206,7 @@ Kernel build_kernel(EmitContext& cx, const ir::Node& n, const std::vector<Step>&
                                                       : var("in", i) + "[" + idx(i) + "]";
       s += ind + "const " + compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + load + ";\n";
     }
-    step_dt.clear();
-    for (size_t j = 0; j < steps.size(); ++j) {
-      std::vector<std::string> args;
-      std::vector<ir::DType> arg_dt;
-      for (const auto& a : steps[j].args) {
-        const bool is_in = a.rfind("in", 0) == 0, is_step = !is_in && a.rfind("s", 0) == 0;
-        const size_t v = parse_index(a, is_in ? 2 : 1);
-        if (is_in && v < K) {
-          args.push_back(var("a", v));
-          arg_dt.push_back(in_dt[v]);
-        } else if (is_step && v < j) {
-          args.push_back(var("s", v));
-          arg_dt.push_back(step_dt.at(v));
-        } else {
-          throw OpError("node '" + n.name + "': program step " + std::to_string(j) + " argument '" + a +
-                        "' is not an input of the node or an earlier step");
-        }
-      }
-      s += ind + "const " + compute_type(steps[j].dtype) + " s" + std::to_string(j) + " = " +
-           step_expr(n, steps[j], args, arg_dt) + ";\n";
-      step_dt.push_back(steps[j].dtype);
-    }
+    s += step_statements(n, steps, in_dt, K, ind);
     const std::string last = std::string("s") + std::to_string(steps.size() - 1);
     if (ir::is_float(out_dtype)) s += ind + "out[" + out_idx + "] = dml_from_float<" + std::string(ir::dtype_ctype(out_dtype)) + ">((float)" + last + ");\n";
     else s += ind + "out[" + out_idx + "] = (" + std::string(ir::dtype_ctype(out_dtype)) + ")" + last + ";\n";
@@ -320,6 +298,34 @@ json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
                              {"dtype", ir::dtype_name(y.dtype)}});
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + k.name}}, {"selected", "generated." + k.name},
           {"reason", "generated elementwise loop (only candidate)"}};
+}
+
+std::string step_statements(const ir::Node& n, const std::vector<Step>& steps, const std::vector<ir::DType>& in_dt,
+                            size_t K, const std::string& ind) {
+  std::string s;
+  std::vector<ir::DType> step_dt;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    std::vector<std::string> args;
+    std::vector<ir::DType> arg_dt;
+    for (const auto& a : steps[j].args) {
+      const bool is_in = a.rfind("in", 0) == 0, is_step = !is_in && a.rfind("s", 0) == 0;
+      const size_t v = parse_index(a, is_in ? 2 : 1);
+      if (is_in && v < K) {
+        args.push_back(var("a", v));
+        arg_dt.push_back(in_dt[v]);
+      } else if (is_step && v < j) {
+        args.push_back(var("s", v));
+        arg_dt.push_back(step_dt.at(v));
+      } else {
+        throw OpError("node '" + n.name + "': program step " + std::to_string(j) + " argument '" + a +
+                      "' is not an input of the node or an earlier step");
+      }
+    }
+    s += ind + "const " + compute_type(steps[j].dtype) + " s" + std::to_string(j) + " = " +
+         step_expr(n, steps[j], args, arg_dt) + ";\n";
+    step_dt.push_back(steps[j].dtype);
+  }
+  return s;
 }
 
 }  // namespace dinoml::lower::cpu

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
+#include "lower/cpu/library_args.h"
 #include "lower/cpu/lower_conv.h"
 
 namespace dinoml::lower::cpu {
@@ -35,14 +36,6 @@ std::string dtype_tag(ir::DType t) {
   }
 }
 
-int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr) {
-  const int64_t r = static_cast<int64_t>(rank);
-  const int64_t a = axis < 0 ? axis + r : axis;
-  if (a < 0 || a >= std::max<int64_t>(r, 1))
-    throw OpError("node '" + n.name + "' (" + n.op + "): attribute " + attr + " = " + std::to_string(axis) +
-                  " is outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
-  return a;
-}
 
 void expect_float(const ir::Node& n, ir::DType t) {
   if (!ir::is_float(t)) no_lowering(n, "dtype " + std::string(ir::dtype_name(t)) + " is not a float dtype");
@@ -168,20 +161,8 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   if (r > 8) no_lowering(n, "rank > 8");
   if (x.dtype != y.dtype) no_lowering(n, "output dtype differs from the input's");
   if (ir::is_bool(x.dtype)) no_lowering(n, "bool reductions");
-  uint32_t mask = 0;
-  // Absent or empty `axes` means every axis (docs/ops.md).
-  const std::vector<int64_t> axes = n.attr_ints("axes", {});
-  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
-  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
-  static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CPU_REDUCE_SUM"},
-                                                          {"reduce_mean", "DML_CPU_REDUCE_MEAN"},
-                                                          {"reduce_max", "DML_CPU_REDUCE_MAX"},
-                                                          {"reduce_min", "DML_CPU_REDUCE_MIN"}};
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n  "
-       << checked_call(n, "dml_cpu_reduce(" + dtype_code(x.dtype) + ", " + ops.at(n.op) + ", " + std::to_string(r) +
-                              ", xs, UINT32_C(" + std::to_string(mask) + "), " + cx.ptr(n.inputs[0]) + ", " +
-                              cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
+  const LibraryCallArgs a = reduce_args(cx, n, dtype_code(x.dtype), "DML_CPU_REDUCE_");
+  emit_call_block(body, a, checked_call(n, "dml_cpu_reduce(" + a.args + ")"));
   return manifest(n, "dml_cpu_reduce.canonical_" + dtype_tag(x.dtype));
 }
 
@@ -261,99 +242,33 @@ json emit_group_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
 
 // ---- data movement ------------------------------------------------------------------------------
 
-std::string esize(EmitContext& cx, const std::string& t) {
-  return "(size_t)" + std::to_string(ir::dtype_size(cx.tensor(t).dtype));
-}
+std::string esize(EmitContext& cx, const std::string& t) { return esize_arg(cx, t); }
 
 json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const size_t r = x.shape.size();
-  if (r > 8) no_lowering(n, "rank > 8");
-  std::vector<int64_t> perm;
-  if (n.op == "transpose") {
-    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(i));
-    std::swap(perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim0"), r, "dim0"))],
-              perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim1"), r, "dim1"))]);
-  } else {
-    for (int64_t p : n.attr_ints("dims")) perm.push_back(norm_axis(n, p, r, "dims"));
-  }
-  std::vector<std::string> ps;
-  for (int64_t p : perm) ps.push_back(std::to_string(p));
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int32_t perm[] = "
-       << brace_list(ps) << ";\n  "
-       << checked_call(n, "dml_cpu_permute(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, perm, " +
-                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
+  if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_lowering(n, "rank > 8");
+  const LibraryCallArgs a = permute_args(cx, n);
+  emit_call_block(body, a, checked_call(n, "dml_cpu_permute(" + a.args + ")"));
   return manifest(n, "dml_cpu_permute.strided_rows");
 }
 
 json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
-  const std::vector<std::string>& parts = split ? n.outputs : n.inputs;
-  const auto& whole = cx.tensor(split ? n.inputs.at(0) : n.outputs.at(0));
-  const int64_t axis = norm_axis(n, n.attr_int("axis", 0), whole.shape.size(), "axis");
-  const size_t a = static_cast<size_t>(axis);
-  std::vector<std::string> ptrs, sizes;
-  for (const auto& p : parts) {
-    ptrs.push_back(cx.ptr(p));
-    sizes.push_back(cx.cpp(cx.tensor(p).shape.at(a)));
-  }
-  const std::string outer = cx.cpp_prod(whole.shape, 0, a), inner = cx.cpp_prod(whole.shape, a + 1, whole.shape.size());
-  body << "  {\n    " << (split ? "void* const" : "const void* const") << " parts[] = " << brace_list(ptrs)
-       << ";\n    const int64_t sizes[] = " << brace_list(sizes) << ";\n  ";
-  if (split)
-    body << checked_call(n, "dml_cpu_split(" + esize(cx, n.inputs[0]) + ", " + std::to_string(parts.size()) +
-                                ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.inputs[0]) + ")");
-  else
-    body << checked_call(n, "dml_cpu_concat(" + esize(cx, n.outputs[0]) + ", " + std::to_string(parts.size()) +
-                                ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.outputs[0]) + ")");
-  body << "  }\n";
+  const LibraryCallArgs a = concat_split_args(cx, n, split);
+  emit_call_block(body, a, checked_call(n, std::string(split ? "dml_cpu_split(" : "dml_cpu_concat(") + a.args + ")"));
   return manifest(n, split ? "dml_cpu_split.memcpy_rows" : "dml_cpu_concat.memcpy_rows");
 }
 
 json emit_slice(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& y = cx.tensor(n.outputs.at(0));
-  const size_t r = x.shape.size();
-  if (r > 8) no_lowering(n, "rank > 8");
-  std::vector<std::string> starts(r, "0"), ends(r, "INT64_MAX"), steps(r, "1");
-  const auto& st = n.attr_ints("starts");
-  const auto& en = n.attr_ints("ends");
-  std::vector<int64_t> axes;
-  if (n.has_attr("axes")) axes = n.attr_ints("axes");
-  else
-    for (size_t i = 0; i < st.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  std::vector<int64_t> stp = n.attr_ints("steps", std::vector<int64_t>(axes.size(), 1));
-  if (st.size() != axes.size() || en.size() != axes.size() || stp.size() != axes.size())
-    no_lowering(n, "starts/ends/axes/steps lengths differ");
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const size_t a = static_cast<size_t>(norm_axis(n, axes[i], r, "axes"));
-    starts[a] = "INT64_C(" + std::to_string(st[i]) + ")";
-    ends[a] = en[i] == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(en[i]) + ")";
-    steps[a] = "INT64_C(" + std::to_string(stp[i]) + ")";
-  }
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape))
-       << ";\n    const int64_t ys[] = " << brace_list(cx.cpp_shape(y.shape)) << ";\n    const int64_t st[] = "
-       << brace_list(starts) << ";\n    const int64_t en[] = " << brace_list(ends) << ";\n    const int64_t sp[] = "
-       << brace_list(steps) << ";\n  "
-       << checked_call(n, "dml_cpu_slice(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, st, en, sp, ys, " +
-                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
+  if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_lowering(n, "rank > 8");
+  const LibraryCallArgs a = slice_args(cx, n, [](const ir::Node& node, const std::string& why) { no_lowering(node, why); });
+  emit_call_block(body, a, checked_call(n, "dml_cpu_slice(" + a.args + ")"));
   return manifest(n, "dml_cpu_slice.strided_rows");
 }
 
 json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& y = cx.tensor(n.outputs.at(0));
-  const size_t r = y.shape.size();
-  if (r > 8 || x.shape.size() > r) no_lowering(n, "rank > 8 or input rank above output rank");
-  std::vector<std::string> xs;
-  for (size_t i = 0; i < r; ++i)
-    xs.push_back(i < r - x.shape.size() ? "INT64_C(1)" : cx.cpp(x.shape[i - (r - x.shape.size())]));
-  body << "  {\n    const int64_t xs[] = " << brace_list(xs) << ";\n    const int64_t ys[] = "
-       << brace_list(cx.cpp_shape(y.shape)) << ";\n  "
-       << checked_call(n, "dml_cpu_expand(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, ys, " +
-                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
+  const size_t r = cx.tensor(n.outputs.at(0)).shape.size();
+  if (r > 8 || cx.tensor(n.inputs.at(0)).shape.size() > r) no_lowering(n, "rank > 8 or input rank above output rank");
+  const LibraryCallArgs a = expand_args(cx, n);
+  emit_call_block(body, a, checked_call(n, "dml_cpu_expand(" + a.args + ")"));
   return manifest(n, "dml_cpu_expand.strided_rows");
 }
 

@@ -11,6 +11,8 @@
 
 namespace dinoml::lower::cuda {
 
+// The target (cuda/rocm) of the lowering running on this thread.
+GpuTarget current_target();
 [[noreturn]] void no_cuda_lowering(const ir::Node& n, const std::string& why);
 // `DML_CHECK(call, node, op)` for a libdinoml_cuda_kernels call.
 std::string checked_cuda_call(const ir::Node& n, const std::string& call);

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
+#include "lower/cpu/fused_program.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
@@ -36,9 +37,40 @@ CudaArch parse_arch(const std::string& arch) {
   return a;
 }
 
-void no_cuda_lowering(const ir::Node& n, const std::string& why) {
-  throw OpError("node '" + n.name + "' (" + n.op + "): no CUDA lowering for op " + n.op + (why.empty() ? "" : ": " + why));
+const std::vector<std::string>& supported_rocm_archs() {
+  static const std::vector<std::string> a = {"gfx90a", "gfx1030", "gfx1100"};
+  return a;
 }
+
+CudaArch parse_rocm_arch(const std::string& arch) {
+  CudaArch a;
+  a.name = arch;
+  a.target = GpuTarget::rocm;
+  if (arch == "gfx90a") { a.major = 9; a.lanes = 64; }        // CDNA2 (MI200): wave64, MFMA
+  else if (arch == "gfx1030") { a.major = 10; a.lanes = 32; } // RDNA2: HIP compiles wave32
+  else if (arch == "gfx1100") { a.major = 11; a.lanes = 32; } // RDNA3: wave32
+  else {
+    std::string list;
+    for (const auto& s : supported_rocm_archs()) list += (list.empty() ? "" : ", ") + s;
+    throw BuildError("ROCm arch '" + arch + "' is not supported (supported: " + list + "); pass --arch");
+  }
+  return a;
+}
+
+const char* target_id(GpuTarget t) { return t == GpuTarget::rocm ? "rocm" : "cuda"; }
+const char* target_label(GpuTarget t) { return t == GpuTarget::rocm ? "ROCm" : "CUDA"; }
+
+namespace {
+// The target of the lowering running on this thread (messages of the per-node emitters).
+thread_local GpuTarget t_target = GpuTarget::cuda;
+}  // namespace
+
+void no_cuda_lowering(const ir::Node& n, const std::string& why) {
+  throw OpError("node '" + n.name + "' (" + n.op + "): no " + target_label(t_target) + " lowering for op " + n.op +
+                (why.empty() ? "" : ": " + why));
+}
+
+GpuTarget current_target() { return t_target; }
 
 std::string checked_cuda_call(const ir::Node& n, const std::string& call) {
   return "  DML_CHECK(" + call + ", " + cpp_string_literal(n.name) + ", " + cpp_string_literal(n.op) + ");\n";
@@ -49,9 +81,7 @@ namespace {
 constexpr const char* kPrelude = R"DML(#include <dinoml/module_abi.h>
 #include "dinoml_cuda_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "gpu_target.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,16 +99,6 @@ template <class T> __device__ __forceinline__ T dml_from_float(float v);
 template <> __device__ __forceinline__ float dml_from_float<float>(float v) { return v; }
 template <> __device__ __forceinline__ __half dml_from_float<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 dml_from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-__device__ __forceinline__ float dml_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float dml_geluf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-__device__ __forceinline__ float dml_fast_geluf(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
-__device__ __forceinline__ float dml_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
-__device__ __forceinline__ float dml_minf(float a, float b) { return (a != a || a < b) ? a : b; }
-template <typename T> __device__ __forceinline__ T dml_idiv(T a, T b) {
-  if (b == 0) return 0;
-  T q = (T)(a / b);
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
-}
 static inline int64_t dml_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -86,7 +106,7 @@ static inline int64_t dml_floordiv(int64_t a, int64_t b) {
 struct DmlShape8 { int64_t v[8]; };
 
 static inline int dml_node_error(char* err, size_t errlen, const char* node, const char* op, int status, const char* why) {
-  if (err && errlen) snprintf(err, errlen, "node '%s' (%s): CUDA kernel failed with status %d: %s", node, op, status, why);
+  if (err && errlen) snprintf(err, errlen, "node '%s' (%s): " DML_GPU_NAME " kernel failed with status %d: %s", node, op, status, why);
   return status ? status : 1;
 }
 // Library calls report through dml_cuda_last_error(); generated kernels through cudaGetLastError().
@@ -107,8 +127,28 @@ static inline int dml_cuda_fail(char* err, size_t errlen, const char* what, cuda
 )DML";
 
 // The module's device check, memory and stream entry points (the runtime never calls CUDA).
+// ROCm: the device's gcnArchName (without feature suffixes) must be the artifact's arch.
+std::string rocm_device_check(const CudaArch& a) {
+  return R"DML(
+DML_EXPORT int dinoml_module_cuda_device_check(char* err, size_t errlen) {
+  int n = 0, dev = 0;
+  hipError_t e = hipGetDeviceCount(&n);
+  if (e != hipSuccess) return dml_cuda_fail(err, errlen, "no usable ROCm device (hipGetDeviceCount)", e);
+  if (n == 0) { if (err && errlen) snprintf(err, errlen, "no ROCm device is visible"); return 1; }
+  if ((e = hipGetDevice(&dev)) != hipSuccess) return dml_cuda_fail(err, errlen, "hipGetDevice", e);
+  char arch[64];
+  if ((e = dml_gpu_device_arch(dev, arch, sizeof arch)) != hipSuccess) return dml_cuda_fail(err, errlen, "hipGetDeviceProperties", e);
+  if (strcmp(arch, ")DML" + a.name + R"DML(") != 0) {
+    if (err && errlen) snprintf(err, errlen, "this module was built for )DML" + a.name + R"DML( but ROCm device %d is %s; recompile with --arch for that GPU", dev, arch);
+    return 1;
+  }
+  return 0;
+}
+)DML";
+}
+
 std::string cuda_entry_points(const CudaArch& a) {
-  std::string s = R"DML(
+  std::string s = a.target == GpuTarget::rocm ? rocm_device_check(a) : std::string(R"DML(
 DML_EXPORT int dinoml_module_cuda_device_check(char* err, size_t errlen) {
   int n = 0, dev = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
@@ -118,15 +158,18 @@ DML_EXPORT int dinoml_module_cuda_device_check(char* err, size_t errlen) {
   int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-)DML";
-  s += "  const int ok = " + std::string(a.arch_specific ? "major == MAJ && minor == MIN" : "major == MAJ && minor >= MIN") + ";\n";
-  s += R"DML(  if (!ok) {
+)DML");
+  if (a.target == GpuTarget::cuda) {
+    s += "  const int ok = " + std::string(a.arch_specific ? "major == MAJ && minor == MIN" : "major == MAJ && minor >= MIN") + ";\n";
+    s += R"DML(  if (!ok) {
     if (err && errlen) snprintf(err, errlen, "this module was built for ARCH but CUDA device %d has compute capability %d.%d; recompile with --arch for that GPU", dev, major, minor);
     return 1;
   }
   return 0;
 }
-DML_EXPORT int dinoml_module_cuda_malloc(size_t bytes, void** ptr, char* err, size_t errlen) {
+)DML";
+  }
+  s += R"DML(DML_EXPORT int dinoml_module_cuda_malloc(size_t bytes, void** ptr, char* err, size_t errlen) {
   *ptr = NULL;
   if (bytes == 0) return 0;
   cudaError_t e = cudaMalloc(ptr, bytes);
@@ -157,11 +200,7 @@ DML_EXPORT int dinoml_module_cuda_stream_sync(void* stream, char* err, size_t er
   cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
   return e == cudaSuccess ? 0 : dml_cuda_fail(err, errlen, "cudaStreamSynchronize (a kernel of this run failed)", e);
 }
-DML_EXPORT int dinoml_module_cuda_pointer_is_device(const void* ptr) {
-  cudaPointerAttributes at;
-  if (cudaPointerGetAttributes(&at, ptr) != cudaSuccess) { cudaGetLastError(); return 0; }
-  return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
-}
+DML_EXPORT int dinoml_module_cuda_pointer_is_device(const void* ptr) { return dml_gpu_pointer_is_device(ptr); }
 )DML";
   auto replace = [&](const std::string& from, const std::string& to) {
     for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
@@ -175,6 +214,12 @@ DML_EXPORT int dinoml_module_cuda_pointer_is_device(const void* ptr) {
 }  // namespace
 
 CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CudaLowerOptions& opts) {
+  struct TargetScope {
+    GpuTarget saved = t_target;
+    explicit TargetScope(GpuTarget t) { t_target = t; }
+    ~TargetScope() { t_target = saved; }
+  } scope(opts.arch.target);
+  const bool rocm = opts.arch.target == GpuTarget::rocm;
   cpu::EmitContext cx(g, plan);
   cx.copy_fn = [](const std::string& dst, const std::string& src, const std::string& bytes) {
     return "  DML_CHECK(dml_cuda_copy(" + dst + ", " + src + ", " + bytes + ", stream), \"copy\", \"copy\");\n";
@@ -202,8 +247,8 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
     else if (n.op == "scaled_dot_product_attention") entry = emit_cuda_sdpa(cx, n, opts, body);
     else no_cuda_lowering(n, "");
     if (entry.contains("selected") && entry["selected"] == "memcpy") {
-      entry["selected"] = "cuda_memcpy_d2d";
-      entry["candidates"] = {"cuda_memcpy_d2d"};
+      entry["selected"] = rocm ? "hip_memcpy_d2d" : "cuda_memcpy_d2d";
+      entry["candidates"] = {entry["selected"]};
     }
     m.kernel_manifest.push_back(entry);
   }
@@ -213,8 +258,9 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
     constants_needed = std::max(constants_needed, size_t(slot.offset + slot.nbytes));
 
   std::ostringstream os;
-  os << "// module.cu generated by the DinoML CUDA lowering (" << opts.arch.name << ") for graph " << comment_text(g.name)
-     << ". Do not edit.\n" << kPrelude << "\n" << tables;
+  os << "// module.cu generated by the DinoML GPU lowering, target " << target_id(opts.arch.target) << " ("
+     << opts.arch.name << ") for graph " << comment_text(g.name)
+     << ". Do not edit.\n" << kPrelude << cpu::math_prelude("__device__ __forceinline__") << "\n" << tables;
   cpu::emit_bucket_selection(os, g, plan);
   os << cx.functions.str();
   os << "struct DmlModuleState { unsigned char* dconst; };\n\n";
@@ -273,8 +319,13 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
 
   m.source = os.str();
   m.kernel_codegen_plan = cx.codegen_plan;
-  const std::string num = std::to_string(opts.arch.major) + std::to_string(opts.arch.minor) + (opts.arch.arch_specific ? "a" : "");
-  m.nvcc_flags = {"-O3", "-std=c++17", "-gencode=arch=compute_" + num + ",code=sm_" + num};
+  if (rocm) {
+    m.nvcc_flags = {"-O3", "-std=c++17", "--offload-arch=" + opts.arch.name,
+                    "-DDML_GPU_WARP_SIZE=" + std::to_string(opts.arch.lanes)};
+  } else {
+    const std::string num = std::to_string(opts.arch.major) + std::to_string(opts.arch.minor) + (opts.arch.arch_specific ? "a" : "");
+    m.nvcc_flags = {"-O3", "-std=c++17", "-gencode=arch=compute_" + num + ",code=sm_" + num};
+  }
   return m;
 }
 

@@ -17,27 +17,40 @@
 
 namespace dinoml::lower::cuda {
 
-// "sm_80", "sm_86", "sm_90a": the one GPU architecture an artifact's module is built for.
+// The GPU lowering is one lowering for two targets: the generated module.cu (CUDA spelling) is
+// compiled by nvcc for CUDA and by hipcc for ROCm (kernels/cuda/gpu_target.h maps the names).
+enum class GpuTarget { cuda, rocm };
+
+// The one GPU architecture an artifact's module is built for: "sm_80", "sm_86", "sm_90a" (CUDA)
+// or "gfx90a", "gfx1030", "gfx1100" (ROCm).
 struct CudaArch {
   std::string name;     // as given
   int major = 0, minor = 0;
   bool arch_specific = false;  // the "a" suffix: runs only on exactly major.minor
+  GpuTarget target = GpuTarget::cuda;
+  int lanes = 32;       // warp (CUDA) / wavefront (ROCm: 64 on gfx90a, 32 on gfx10+/gfx11) width
 };
 // Throws BuildError listing the supported names for anything else.
 CudaArch parse_arch(const std::string& arch);
 const std::vector<std::string>& supported_archs();
+CudaArch parse_rocm_arch(const std::string& arch);
+const std::vector<std::string>& supported_rocm_archs();
+// "cuda" / "rocm" (manifests, configs) and "CUDA" / "ROCm" (messages).
+const char* target_id(GpuTarget t);
+const char* target_label(GpuTarget t);
 
 struct CudaLowerOptions {
   CudaArch arch;
   bool allow_tf32 = true;          // float32 GEMMs may use TF32 tensor cores (--no-tf32 turns it off)
-  std::string gemm_impl = "cublaslt";  // "cublaslt" (default), "simt" or "mma" (the library's own kernels)
+  // CUDA: "cublaslt" (default), "simt" or "mma"; ROCm: "simt" (default) or "mfma" (gfx90a).
+  std::string gemm_impl = "cublaslt";
 };
 
 struct CudaLoweredModule {
   std::string source;                  // module.cu
   nlohmann::json kernel_manifest;      // per node: {node, op, candidates, selected, reason}
   nlohmann::json kernel_codegen_plan;  // per generated kernel: members, program, dtype
-  std::vector<std::string> nvcc_flags; // -O3 -gencode ...
+  std::vector<std::string> nvcc_flags; // device compiler flags: nvcc -O3 -gencode ... / hipcc --offload-arch=...
 };
 
 CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CudaLowerOptions& opts);

@@ -39,7 +39,7 @@ nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const Cud
   if (bs.empty()) bs.push_back("INT64_C(1)");  // rank 2: no batch axes (the arrays are not read)
   if (bstride.empty()) bstride.push_back("INT64_C(0)");
   const std::string scale = n.has_attr("scale") ? cpu::float_literal(n.attr_float("scale")) : "0.0f";
-  const bool simt_forced = o.gemm_impl == "simt";
+  const bool simt_forced = o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda;  // ROCm: SIMT is the only kernel
   body << "  {\n    const int64_t bs[] = " << cpu::brace_list(bs) << ";\n"
        << "    const int64_t ms[] = " << cpu::brace_list(bstride) << ";\n  "
        << checked_cuda_call(n, "dml_cuda_sdpa(" + std::to_string(static_cast<int>(q.dtype)) + ", " +
@@ -50,7 +50,8 @@ nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const Cud
                                    (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " + cx.ptr(n.outputs[0]) +
                                    ", " + (simt_forced ? "DML_CUDA_SDPA_SIMT" : "DML_CUDA_SDPA_AUTO") + ", stream)")
        << "  }\n";
-  const bool flash_fits = q.dtype != ir::DType::f32 && q.shape[r - 1].is_const() && v.shape[r - 1].is_const() &&
+  // The flash kernel is mma.sync (CUDA only); on ROCm only the SIMT kernel is a candidate.
+  const bool flash_fits = current_target() == GpuTarget::cuda && q.dtype != ir::DType::f32 && q.shape[r - 1].is_const() && v.shape[r - 1].is_const() &&
                           q.shape[r - 1].const_value() == v.shape[r - 1].const_value() &&
                           (q.shape[r - 1].const_value() == 64 || q.shape[r - 1].const_value() == 128);
   nlohmann::json cands = nlohmann::json::array();

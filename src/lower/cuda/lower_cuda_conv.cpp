@@ -54,14 +54,15 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
   const bool bias = n.op != "conv2d", add = n.op == "conv2d_bias_add_relu";
   const bool relu = n.op == "conv2d_bias_relu" || add;
   const int64_t Og = O / win.groups;
-  const bool half = t != ir::DType::f32;
+  // mma.sync exists only on CUDA: on ROCm the library never picks it (no candidate).
+  const bool half = t != ir::DType::f32 && o.arch.target == GpuTarget::cuda;
   // Candidates; the kernel library's automatic choice (direct for < 16 output channels per group,
   // else mma on fp16/bf16, SIMT on fp32) unless DINOML_CUDA_GEMM forced simt / mma.
   json cands = {"implicit_gemm_simt_64x64", "direct"};
   if (half) cands.push_back("implicit_gemm_mma_m16n8k16_64x64x32");
   std::string impl = "DML_CUDA_CONV_AUTO", sel, reason = "default (not profiled)";
   sel = Og < 16 ? "direct" : half ? "implicit_gemm_mma_m16n8k16_64x64x32" : "implicit_gemm_simt_64x64";
-  if (o.gemm_impl == "simt") {
+  if (o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda) {  // ROCm: simt is the default, not forced
     impl = "DML_CUDA_CONV_SIMT";
     sel = "implicit_gemm_simt_64x64";
     reason = "forced by DINOML_CUDA_GEMM=simt";

@@ -78,28 +78,7 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
                                                     : var("in", i) + "[" + var("o", i) + "]";
     b += "    const " + cpu::compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + load + ";\n";
   }
-  std::vector<ir::DType> step_dt;
-  for (size_t j = 0; j < steps.size(); ++j) {
-    std::vector<std::string> args;
-    std::vector<ir::DType> arg_dt;
-    for (const auto& a : steps[j].args) {
-      const bool is_in = a.rfind("in", 0) == 0, is_step = !is_in && a.rfind("s", 0) == 0;
-      const size_t v = parse_index(a, is_in ? 2 : 1);
-      if (is_in && v < K) {
-        args.push_back(var("a", v));
-        arg_dt.push_back(in_dt[v]);
-      } else if (is_step && v < j) {
-        args.push_back(var("s", v));
-        arg_dt.push_back(step_dt.at(v));
-      } else {
-        throw OpError("node '" + n.name + "': program step " + std::to_string(j) + " argument '" + a +
-                      "' is not an input of the node or an earlier step");
-      }
-    }
-    b += "    const " + cpu::compute_type(steps[j].dtype) + " s" + std::to_string(j) + " = " +
-         cpu::step_expr(n, steps[j], args, arg_dt) + ";\n";
-    step_dt.push_back(steps[j].dtype);
-  }
+  b += cpu::step_statements(n, steps, in_dt, K, "    ");
   const std::string last = var("s", steps.size() - 1);
   if (ir::is_float(y.dtype)) b += "    out[i] = dml_from_float<" + oty + ">((float)" + last + ");\n";
   else b += "    out[i] = (" + oty + ")" + last + ";\n";
@@ -175,9 +154,9 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
     members.push_back(n.name);
   }
   cx.codegen_plan.push_back({{"name", name}, {"node", n.name}, {"members", members}, {"program", program_text},
-                             {"dtype", ir::dtype_name(y.dtype)}, {"target", "cuda"}});
+                             {"dtype", ir::dtype_name(y.dtype)}, {"target", target_id(current_target())}});
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + name}}, {"selected", "generated." + name},
-          {"reason", "generated CUDA elementwise kernel (only candidate)"}};
+          {"reason", std::string("generated ") + target_label(current_target()) + " elementwise kernel (only candidate)"}};
 }
 
 }  // namespace dinoml::lower::cuda

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ir/error.h"
+#include "lower/cpu/library_args.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
@@ -22,14 +23,7 @@ json manifest(const ir::Node& n, const std::string& kernel) {
           {"reason", "only candidate (not tunable)"}};
 }
 
-int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr) {
-  const int64_t r = static_cast<int64_t>(rank);
-  const int64_t a = axis < 0 ? axis + r : axis;
-  if (a < 0 || a >= std::max<int64_t>(r, 1))
-    throw OpError("node '" + n.name + "' (" + n.op + "): attribute " + attr + " = " + std::to_string(axis) +
-                  " is outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
-  return a;
-}
+using cpu::norm_axis;
 
 void expect_gpu_float(const ir::Node& n, ir::DType t) {
   if (t != ir::DType::f32 && t != ir::DType::f16 && t != ir::DType::bf16)
@@ -39,13 +33,29 @@ void expect_gpu_float(const ir::Node& n, ir::DType t) {
 std::string impl_code(const CudaLowerOptions& o) {
   if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
   if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
+  if (o.gemm_impl == "mfma") return o.arch.name == "gfx90a" ? "DML_CUDA_GEMM_MFMA" : "DML_CUDA_GEMM_SIMT";
   return "DML_CUDA_GEMM_CUBLASLT";
+}
+
+// ROCm candidates: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
+// gfx90a, the own MFMA matrix-core kernel. No vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
+json rocm_gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
+  const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
+  json cands = {"simt_tiled_64x64"};
+  if (mfma) cands.push_back("mfma_f32_16x16x16_64x64x32");
+  std::string sel = "simt_tiled_64x64", reason = "default (not profiled)";
+  if (o.gemm_impl == "mfma") {
+    sel = mfma ? "mfma_f32_16x16x16_64x64x32" : "simt_tiled_64x64";
+    reason = mfma ? "forced by DINOML_ROCM_GEMM=mfma" : "forced by DINOML_ROCM_GEMM=mfma (no MFMA kernel for " + dtype + " on " + o.arch.name + ": SIMT)";
+  }
+  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
 
 // Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, and for fp16/bf16 the own
 // mma.sync tensor-core kernel. Without profiling the default (cuBLASLt) is selected unless
 // DINOML_CUDA_GEMM forced another at compile time.
 json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
+  if (o.arch.target == GpuTarget::rocm) return rocm_gemm_manifest(n, o, dtype);
   const bool tf32 = o.allow_tf32 && dtype == "float32";
   const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
   json cands = {lt, "simt_tiled_64x64"};
@@ -185,113 +195,39 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const size_t r = x.shape.size();
   if (r > 8) no_cuda_lowering(n, "rank > 8");
   if (x.dtype != y.dtype) no_cuda_lowering(n, "output dtype differs from the input's");
-  uint32_t mask = 0;
-  const std::vector<int64_t> axes = n.attr_ints("axes", {});
-  for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
-  if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
-  static const std::map<std::string, std::string> ops = {{"reduce_sum", "DML_CUDA_REDUCE_SUM"},
-                                                          {"reduce_mean", "DML_CUDA_REDUCE_MEAN"},
-                                                          {"reduce_max", "DML_CUDA_REDUCE_MAX"},
-                                                          {"reduce_min", "DML_CUDA_REDUCE_MIN"}};
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_reduce(" + dtype_code(x.dtype) + ", " + ops.at(n.op) + ", " + std::to_string(r) +
-                                   ", xs, UINT32_C(" + std::to_string(mask) + "), " + cx.ptr(n.inputs[0]) + ", " +
-                                   cx.ptr(n.outputs[0]) + ", stream)")
-       << "  }\n";
+  const cpu::LibraryCallArgs a = cpu::reduce_args(cx, n, dtype_code(x.dtype), "DML_CUDA_REDUCE_");
+  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_reduce(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_reduce.rows_or_strided");
 }
 
-std::string esize(EmitContext& cx, const std::string& t) {
-  return "(size_t)" + std::to_string(ir::dtype_size(cx.tensor(t).dtype));
-}
 
 json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const size_t r = x.shape.size();
-  if (r > 8) no_cuda_lowering(n, "rank > 8");
-  std::vector<int64_t> perm;
-  if (n.op == "transpose") {
-    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(i));
-    std::swap(perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim0"), r, "dim0"))],
-              perm[static_cast<size_t>(norm_axis(n, n.attr_int("dim1"), r, "dim1"))]);
-  } else {
-    for (int64_t p : n.attr_ints("dims")) perm.push_back(norm_axis(n, p, r, "dims"));
-  }
-  std::vector<std::string> ps;
-  for (int64_t p : perm) ps.push_back(std::to_string(p));
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int32_t perm[] = "
-       << brace_list(ps) << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_permute(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, perm, " +
-                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
-       << "  }\n";
+  if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_cuda_lowering(n, "rank > 8");
+  const cpu::LibraryCallArgs a = cpu::permute_args(cx, n);
+  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_permute(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_permute.strided_gather");
 }
 
 json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
-  const std::vector<std::string>& parts = split ? n.outputs : n.inputs;
-  const auto& whole = cx.tensor(split ? n.inputs.at(0) : n.outputs.at(0));
-  const int64_t axis = norm_axis(n, n.attr_int("axis", 0), whole.shape.size(), "axis");
-  const size_t a = static_cast<size_t>(axis);
-  std::vector<std::string> ptrs, sizes;
-  for (const auto& p : parts) {
-    ptrs.push_back(cx.ptr(p));
-    sizes.push_back(cx.cpp(cx.tensor(p).shape.at(a)));
-  }
-  const std::string outer = cx.cpp_prod(whole.shape, 0, a), inner = cx.cpp_prod(whole.shape, a + 1, whole.shape.size());
-  body << "  {\n    " << (split ? "void* const" : "const void* const") << " parts[] = " << brace_list(ptrs)
-       << ";\n    const int64_t sizes[] = " << brace_list(sizes) << ";\n  ";
-  if (split)
-    body << checked_cuda_call(n, "dml_cuda_split(" + esize(cx, n.inputs[0]) + ", " + std::to_string(parts.size()) +
-                                     ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.inputs[0]) + ", stream)");
-  else
-    body << checked_cuda_call(n, "dml_cuda_concat(" + esize(cx, n.outputs[0]) + ", " + std::to_string(parts.size()) +
-                                     ", parts, sizes, " + outer + ", " + inner + ", " + cx.ptr(n.outputs[0]) + ", stream)");
-  body << "  }\n";
+  const cpu::LibraryCallArgs a = cpu::concat_split_args(cx, n, split);
+  cpu::emit_call_block(body, a, checked_cuda_call(n, std::string(split ? "dml_cuda_split(" : "dml_cuda_concat(") + a.args + ", stream)"));
   return manifest(n, split ? "dml_cuda_split.memcpy2d" : "dml_cuda_concat.memcpy2d");
 }
 
 json emit_slice(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& y = cx.tensor(n.outputs.at(0));
-  const size_t r = x.shape.size();
+  const size_t r = cx.tensor(n.inputs.at(0)).shape.size();
   if (r > 8 || r < 1) no_cuda_lowering(n, "rank outside [1, 8]");
-  std::vector<std::string> starts(r, "0"), ends(r, "INT64_MAX"), steps(r, "1");
-  const auto& st = n.attr_ints("starts");
-  const auto& en = n.attr_ints("ends");
-  std::vector<int64_t> axes;
-  if (n.has_attr("axes")) axes = n.attr_ints("axes");
-  else
-    for (size_t i = 0; i < st.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  std::vector<int64_t> stp = n.attr_ints("steps", std::vector<int64_t>(axes.size(), 1));
-  if (st.size() != axes.size() || en.size() != axes.size() || stp.size() != axes.size())
-    no_cuda_lowering(n, "starts/ends/axes/steps lengths differ");
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const size_t a = static_cast<size_t>(norm_axis(n, axes[i], r, "axes"));
-    starts[a] = "INT64_C(" + std::to_string(st[i]) + ")";
-    ends[a] = en[i] == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(en[i]) + ")";
-    steps[a] = "INT64_C(" + std::to_string(stp[i]) + ")";
-  }
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int64_t ys[] = "
-       << brace_list(cx.cpp_shape(y.shape)) << ";\n    const int64_t st[] = " << brace_list(starts)
-       << ";\n    const int64_t en[] = " << brace_list(ends) << ";\n    const int64_t sp[] = " << brace_list(steps) << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_slice(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, st, en, sp, ys, " +
-                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
-       << "  }\n";
+  const cpu::LibraryCallArgs a = cpu::slice_args(cx, n, [](const ir::Node& node, const std::string& why) { no_cuda_lowering(node, why); });
+  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_slice(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_slice.strided_gather");
 }
 
 json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& y = cx.tensor(n.outputs.at(0));
-  const size_t r = y.shape.size();
-  if (r > 8 || r < 1 || x.shape.size() > r) no_cuda_lowering(n, "rank outside [1, 8] or input rank above output rank");
-  std::vector<std::string> xs;
-  for (size_t i = 0; i < r; ++i) xs.push_back(i < r - x.shape.size() ? "INT64_C(1)" : cx.cpp(x.shape[i - (r - x.shape.size())]));
-  body << "  {\n    const int64_t xs[] = " << brace_list(xs) << ";\n    const int64_t ys[] = " << brace_list(cx.cpp_shape(y.shape))
-       << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_expand(" + esize(cx, n.inputs[0]) + ", " + std::to_string(r) + ", xs, ys, " +
-                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
-       << "  }\n";
+  const size_t r = cx.tensor(n.outputs.at(0)).shape.size();
+  if (r > 8 || r < 1 || cx.tensor(n.inputs.at(0)).shape.size() > r)
+    no_cuda_lowering(n, "rank outside [1, 8] or input rank above output rank");
+  const cpu::LibraryCallArgs a = cpu::expand_args(cx, n);
+  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_expand(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_expand.strided_gather");
 }
 

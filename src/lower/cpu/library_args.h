@@ -1,0 +1,40 @@
+// Target-neutral canonical forms of library calls: the CPU lowering (kernels/cpu) and the GPU
+// lowering (kernels/cuda, for CUDA and ROCm) pass the same arguments to their data-movement
+// kernels, so the shape canonicalisation lives here once. Each helper returns the local arrays
+// the call reads (`decls`) and the argument list; the target wraps them in its own checked call
+// (adding e.g. the stream).
+#pragma once
+#include <sstream>
+#include <string>
+
+#include "ir/graph.h"
+#include "lower/cpu/emit_context.h"
+
+namespace dinoml::lower::cpu {
+
+// Axis attribute `attr` normalised into [0, rank) (OpError naming node and attribute otherwise).
+int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr);
+
+struct LibraryCallArgs {
+  std::string decls;  // "    const int64_t xs[] = {...};\n..."
+  std::string args;   // "(size_t)4, 3, xs, perm, x, y" (without target-specific trailing arguments)
+};
+// The target's "no lowering" error (throws).
+using LoweringFail = void (*)(const ir::Node& n, const std::string& why);
+
+std::string esize_arg(EmitContext& cx, const std::string& tensor);
+// permute / transpose: esize, rank, xs, perm, x, y (rank <= 8 checked by the caller).
+LibraryCallArgs permute_args(EmitContext& cx, const ir::Node& n);
+// concatenate (split = false) / split: esize, count, parts, sizes, outer, inner, whole.
+LibraryCallArgs concat_split_args(EmitContext& cx, const ir::Node& n, bool split);
+// slice: esize, rank, xs, st, en, sp, ys, x, y.
+LibraryCallArgs slice_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// expand: esize, rank, xs, ys, x, y (x's shape left-padded with 1s to the output rank).
+LibraryCallArgs expand_args(EmitContext& cx, const ir::Node& n);
+// reduce_*: rank, xs, axis mask (absent or empty `axes` = every axis), x, y; the op code is
+// prefix + SUM/MEAN/MAX/MIN ("DML_CPU_REDUCE_" / "DML_CUDA_REDUCE_"), after the dtype code.
+LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::string& dtype_code, const std::string& op_prefix);
+// "  {\n<decls>  <checked call>  }\n"
+void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked);
+
+}  // namespace dinoml::lower::cpu
