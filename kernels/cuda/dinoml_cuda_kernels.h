@@ -68,6 +68,10 @@ DML_CUDA_API int dml_cuda_slice(size_t esize, int rank, const int64_t* xs, const
                                 const int64_t* steps, const int64_t* ys, const void* x, void* y, void* stream);
 DML_CUDA_API int dml_cuda_expand(size_t esize, int rank, const int64_t* xs, const int64_t* ys, const void* x, void* y,
                                  void* stream);
+/* Generators (generate.cu): y[i] = value, or start + i * step, computed in double and converted
+ * to `dtype` (a dinoml_dtype code: every dtype). */
+DML_CUDA_API int dml_cuda_fill(int dtype, double value, int64_t n, void* y, void* stream);
+DML_CUDA_API int dml_cuda_arange(int dtype, double start, double step, int64_t n, void* y, void* stream);
 DML_CUDA_API int dml_cuda_copy(void* dst, const void* src, size_t bytes, void* stream);
 
 /* ---- convolution, pooling, resampling, attention (conv.cu, pool.cu, attention.cu) ---------- */

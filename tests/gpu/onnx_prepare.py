@@ -30,7 +30,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("names", nargs="*", default=["resnet18", "mobilenet_v2", "bert", "lstm"])
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     os.makedirs(a.out, exist_ok=True)
     index = []
     for name in a.names:

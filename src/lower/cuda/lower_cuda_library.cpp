@@ -231,13 +231,27 @@ json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   return manifest(n, "dml_cuda_expand.strided_gather");
 }
 
+json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const std::string dt = std::to_string(static_cast<int>(y.dtype));
+  if (n.op == "arange") {
+    body << checked_cuda_call(n, "dml_cuda_arange(" + dt + ", " + cpu::double_literal(n.attr_float("start", 0.0)) + ", " +
+                                     cpu::double_literal(n.attr_float("step", 1.0)) + ", " + cx.numel(n.outputs[0]) +
+                                     ", " + cx.ptr(n.outputs[0]) + ", stream)");
+    return manifest(n, "dml_cuda_arange.grid_stride");
+  }
+  body << checked_cuda_call(n, "dml_cuda_fill(" + dt + ", " + cpu::double_literal(n.attr_float("value", 0.0)) + ", " +
+                                   cx.numel(n.outputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  return manifest(n, "dml_cuda_fill.grid_stride");
+}
+
 }  // namespace
 
 bool is_cuda_library_op(const std::string& op) {
   static const std::set<std::string> ops = {"bmm_rrr",   "bmm_rcr",    "reduce_sum", "reduce_mean", "reduce_max",
                                             "reduce_min", "softmax",   "log_softmax", "layer_norm", "rms_norm",
                                             "permute",   "transpose",  "concatenate", "split",      "slice",
-                                            "expand"};
+                                            "expand",    "full",       "arange"};
   GemmKind k;
   return ops.count(op) != 0 || parse_gemm(op, k);
 }
@@ -256,6 +270,7 @@ json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOpt
   if (op == "split") return emit_concat_split(cx, n, true, body);
   if (op == "slice") return emit_slice(cx, n, body);
   if (op == "expand") return emit_expand(cx, n, body);
+  if (op == "full" || op == "arange") return emit_generator(cx, n, body);
   no_cuda_lowering(n, "");
 }
 

@@ -79,8 +79,10 @@ TEST(LowerCpu, MlpGemmBiasReluAcrossBuckets) {
   for (const auto& e : m->lowered.kernel_manifest)
     if (e["op"] == "gemm_rcr_bias_relu") {
       saw_gemm = true;
-      EXPECT_EQ(e["selected"], "dml.gemm.blocked");
-      EXPECT_GE(e["candidates"].size(), 2u);  // the candidate set (src/lower/cpu/candidates.cpp); default first
+      // A constant weight: packed once at init by default (src/lower/cpu/candidates.cpp); default first.
+      EXPECT_EQ(e["selected"], "dml.gemm.prepacked");
+      EXPECT_EQ(e["candidates"][0], "dml.gemm.prepacked");
+      EXPECT_GE(e["candidates"].size(), 2u);
     }
   EXPECT_TRUE(saw_gemm);
   // The generated text is a pure function of the graph.

@@ -375,9 +375,9 @@ TEST(Hardening, OtherArchIsRefused) {
 
 TEST(Hardening, UnknownTargetIsRefused) {
   Artifact a = copy_artifact("target");
-  a.manifest["target"] = "rocm";  // cuda is a known target since issue 4
+  a.manifest["target"] = "tpu";  // cuda and rocm are known targets since issues 4 and 7
   a.write_manifest();
-  expect_refused_before_code(a, DINOML_ERR_ABI_MISMATCH, {"targets 'rocm'"});
+  expect_refused_before_code(a, DINOML_ERR_ABI_MISMATCH, {"targets 'tpu'"});
 }
 
 TEST(Hardening, SwappedModuleFromAnotherBuildIsRefused) {

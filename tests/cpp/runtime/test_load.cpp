@@ -228,9 +228,9 @@ TEST(RuntimeLoad, GraphHashMismatchIsRejected) {
 
 TEST(RuntimeLoad, OtherTargetIsRejected) {
   Artifact a = make_artifact();
-  a.manifest["target"] = "rocm";  // cuda is a known target since issue 4
+  a.manifest["target"] = "tpu";  // cuda and rocm are known targets since issues 4 and 7
   a.write_manifest();
-  expect_load_error(a, DINOML_ERR_ABI_MISMATCH, {"rocm", "cpu"});
+  expect_load_error(a, DINOML_ERR_ABI_MISMATCH, {"tpu", "cpu"});
 }
 
 TEST(RuntimeLoad, SupportedIsaLoads) {
