@@ -296,6 +296,10 @@ void convert_concat(Importer& im, NodeView& n) {
   // Inputs with a zero extent on the axis contribute nothing.
   std::vector<std::string> kept;
   for (const auto& i : ins) {
+    // Ranks are checked here (before the op's own shape rules) because the axis indexes them all.
+    if (static_cast<int64_t>(im.type(i).shape.size()) != r)
+      throw Invalid("Concat inputs have different ranks (" + std::to_string(r) + " and " +
+                    std::to_string(im.type(i).shape.size()) + ")");
     const auto& e = im.type(i).shape[static_cast<size_t>(axis)];
     if (!(e.is_const() && e.const_value() == 0)) kept.push_back(i);
   }

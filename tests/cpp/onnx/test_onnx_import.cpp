@@ -412,6 +412,15 @@ TEST(OnnxImport, MalformedFieldsAreNamed) {
     mb.output("y");
     expect_error(mb.bytes(), {"sm", "axis"});
   }
+  {  // Concat of inputs with different ranks (fuzz finding 9: indexed the shorter shape)
+    ModelBuilder mb;
+    mb.input("a", onnx::TensorProto::FLOAT, {"2", "2"});
+    mb.input("b", onnx::TensorProto::FLOAT, {"4"});
+    auto* n = mb.node("Concat", {"a", "b"}, {"y"}, "cat_ranks");
+    add_int_attr(n, "axis", 1);
+    mb.output("y");
+    expect_error(mb.bytes(), {"cat_ranks", "different ranks"});
+  }
   {  // a node input that nothing defines
     ModelBuilder mb;
     mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
