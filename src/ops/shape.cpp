@@ -327,6 +327,7 @@ std::vector<TensorType> infer_slice(const InferContext& ctx) {
     ctx.fail("steps must have one entry per start");
   if (!ctx.node.has_attr("axes") && static_cast<int64_t>(starts.size()) > r)
     ctx.fail(std::to_string(starts.size()) + " starts for " + describe_input(ctx, 0));
+  if (r == 0 && !starts.empty()) ctx.fail("cannot slice " + describe_input(ctx, 0) + ": it has rank 0");
   if (ctx.node.has_attr("axes")) detail::normalize_axes(ctx, ctx.node.attr_ints("axes"), r, "axes");
   SliceSpec sp = slice_spec(ctx.node, r);
   Shape out = in.shape;

@@ -121,6 +121,16 @@ TEST(Shape, SliceStaticWithStepsAndNegatives) {
   EXPECT_EQ(s, "[0]");
 }
 
+TEST(Shape, SliceOfRankZeroIsAnError) {
+  // Fuzz finding 10: a rank-0 input with axes {0} indexed an empty shape.
+  builder::GraphBuilder g("s");
+  auto scalar = g.input("s0", DType::f32, {});
+  expect_op_error([&] {
+    g.op1("slice", {scalar}, {{"starts", std::vector<int64_t>{0}}, {"ends", std::vector<int64_t>{1}},
+                              {"axes", std::vector<int64_t>{0}}});
+  }, {"'s0'", "rank 0"});
+}
+
 TEST(Shape, SliceOnSymbolicExtent) {
   builder::GraphBuilder g("s");
   g.add_dim(dim("t", 2, 16));
