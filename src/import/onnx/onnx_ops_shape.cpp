@@ -292,6 +292,7 @@ void convert_concat(Importer& im, NodeView& n) {
   std::vector<std::string> ins;
   for (size_t k = 0; k < n.num_inputs(); ++k) ins.push_back(im.in(n, k));
   const int64_t r = static_cast<int64_t>(im.type(ins.at(0)).shape.size());
+  if (r == 0) throw Invalid("Concat of rank-0 inputs (ONNX requires rank >= 1)");
   const int64_t axis = normalize_axis(n.i_req("axis"), r, n);
   // Inputs with a zero extent on the axis contribute nothing.
   std::vector<std::string> kept;

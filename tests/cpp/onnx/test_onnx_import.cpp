@@ -421,6 +421,15 @@ TEST(OnnxImport, MalformedFieldsAreNamed) {
     mb.output("y");
     expect_error(mb.bytes(), {"cat_ranks", "different ranks"});
   }
+  {  // Concat of rank-0 inputs (fuzz finding 11)
+    ModelBuilder mb;
+    mb.input("a", onnx::TensorProto::FLOAT, {});
+    mb.input("b", onnx::TensorProto::FLOAT, {});
+    auto* n = mb.node("Concat", {"a", "b"}, {"y"}, "cat_scalars");
+    add_int_attr(n, "axis", 0);
+    mb.output("y");
+    expect_error(mb.bytes(), {"cat_scalars", "rank-0"});
+  }
   {  // a node input that nothing defines
     ModelBuilder mb;
     mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
