@@ -394,25 +394,12 @@ TEST(RocmArtifact, AttentionGraphBothArchsAndLoadRefusedWithoutDevice) {
   fs::remove_all(dir);
 }
 
-// The example models. Their fused attention / conv / pool GPU kernels and lowerings come from
-// another branch (gpuops); until they are merged the compile fails naming exactly those ops, and
-// only that is skipped.
-bool waiting_for_gpu_ops(const std::string& log) {
-  for (const char* op : {"scaled_dot_product_attention", "conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d"})
-    if (log.find(std::string("no ROCm lowering for op ") + op) != std::string::npos) return true;
-  return false;
-}
-
 TEST(RocmArtifact, TransformerBlockExampleGfx90a) {
   SKIP_WITHOUT_HIPCC();
   const fs::path dir = tmpdir("tb");
   const fs::path art = dir / "tb_gfx90a";
   std::string log;
-  if (compile_example("transformer_block", "gfx90a", art, log) != 0) {
-    if (waiting_for_gpu_ops(log))
-      GTEST_SKIP() << "GPU attention lowering not in this build yet (branch gpuops): " << log.substr(log.rfind("Error"));
-    FAIL() << log;
-  }
+  ASSERT_EQ(compile_example("transformer_block", "gfx90a", art, log), 0) << log;
   expect_rocm_artifact(art, "gfx90a");
   fs::remove_all(dir);
 }
@@ -422,11 +409,7 @@ TEST(RocmArtifact, ResNet18Gfx90a) {
   const fs::path dir = tmpdir("rn");
   const fs::path art = dir / "rn_gfx90a";
   std::string log;
-  if (compile_example("resnet18", "gfx90a", art, log) != 0) {
-    if (waiting_for_gpu_ops(log))
-      GTEST_SKIP() << "GPU conv/pool lowerings not in this build yet (branch gpuops): " << log.substr(log.rfind("Error"));
-    FAIL() << log;
-  }
+  ASSERT_EQ(compile_example("resnet18", "gfx90a", art, log), 0) << log;
   expect_rocm_artifact(art, "gfx90a");
   fs::remove_all(dir);
 }
