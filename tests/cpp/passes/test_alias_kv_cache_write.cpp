@@ -35,7 +35,9 @@ TEST(AliasKvCacheWrite, StateWrittenBackIsUpdatedInPlace) {
   EXPECT_EQ(k.g.tensor(k.y).view_of, k.cache);
   EXPECT_EQ(passes::storage_root(k.g, k.y), k.cache);
   // The result takes no arena space.
-  for (const auto& a : passes::plan_memory(k.g).buckets.at(0).allocations) EXPECT_NE(a.tensor, k.y);
+  // (The plan is named: a range-for over a member of a temporary would dangle.)
+  const auto plan = passes::plan_memory(k.g);
+  for (const auto& a : plan.buckets.at(0).allocations) EXPECT_NE(a.tensor, k.y);
   EXPECT_NO_THROW(passes::infer_shapes(k.g));
   EXPECT_FALSE(passes::alias_kv_cache_write(k.g).changed);
 }
