@@ -34,6 +34,17 @@ LibraryCallArgs expand_args(EmitContext& cx, const ir::Node& n);
 // reduce_*: rank, xs, axis mask (absent or empty `axes` = every axis), x, y; the op code is
 // prefix + SUM/MEAN/MAX/MIN ("DML_CPU_REDUCE_" / "DML_CUDA_REDUCE_"), after the dtype code.
 LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::string& dtype_code, const std::string& op_prefix);
+// scaled_dot_product_attention: dtype, batch rank, bs, Lq, Lk, D, Dv, q, k, v, mask dtype (-1 =
+// none), mask, ms (the mask's strides over the batch axes, 0 where it broadcasts), mask row / column
+// strides, causal, scale (0 = 1/sqrt(D)), out. `bs` / `ms` hold at least one entry (rank 2 reads none).
+LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// bmm_rcr / bmm_rrr: batch rank, ys, as, bs (each operand's batch extents right-aligned to the
+// output's, 1 where it broadcasts), M, N, K, a, b, y. At most `max_batch_axes` batch axes.
+LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes);
+// layer_norm: outer, inner (the normalized trailing axes), x, gamma|NULL, beta|NULL, eps, y.
+LibraryCallArgs layer_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// rms_norm: rows, last-axis extent, x, weight|NULL, eps, y.
+LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 // "  {\n<decls>  <checked call>  }\n"
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked);
 
