@@ -1,6 +1,7 @@
 #include "lower/cpu/library_args.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdint>
 
 #include "ir/error.h"
@@ -202,6 +203,58 @@ LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail f
   return {"", cx.cpp_prod(x.shape, 0, r - 1) + ", " + cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
                   (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " + float_literal(n.attr_float("eps", 1e-6)) + ", " +
                   cx.ptr(n.outputs[0])};
+}
+
+bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k) {
+  k = GemmKind{};
+  k.epilogue = epi_prefix + "NONE";
+  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
+  else if (op.rfind("gemm_rrr", 0) != 0) return false;
+  const std::string rest = op.substr(8);
+  static const std::map<std::string, std::string> acts = {
+      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
+      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
+  if (rest.empty()) return true;
+  if (rest.rfind("_bias", 0) != 0) return false;
+  k.bias = true;
+  auto it = acts.find(rest.substr(5));
+  if (it == acts.end()) return false;
+  k.epilogue = epi_prefix + it->second;
+  k.add = it->second == "ADD" || it->second == "ADD_RELU";
+  return true;
+}
+
+LibraryCallArgs elementwise_call_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, size_t max_rank) {
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t R = std::max<size_t>(y.shape.size(), 1);
+  if (max_rank && R > max_rank) fail(n, "rank > " + std::to_string(max_rank));
+  std::vector<std::string> os = y.shape.empty() ? std::vector<std::string>{"INT64_C(1)"} : cx.cpp_shape(y.shape);
+  std::vector<std::string> st, numels, ptrs;
+  for (const auto& in : n.inputs) {
+    const auto& s = cx.tensor(in).shape;
+    if (s.size() > R) fail(n, "input '" + in + "' has a higher rank than the output");
+    for (size_t a = 0; a < R; ++a) {
+      const size_t off = R - s.size();
+      if (a < off || (s[a - off].is_const() && s[a - off].const_value() == 1)) st.push_back("0");
+      else st.push_back(cx.cpp_prod(s, a - off + 1, s.size()));
+    }
+    numels.push_back(cx.numel(in));
+    ptrs.push_back(cx.ptr(in));
+  }
+  return {"    const int64_t os[] = " + brace_list(os) + ";\n    const int64_t st[] = " + brace_list(st) +
+              ";\n    const int64_t nk[] = " + brace_list(numels) + ";\n    const void* const in[] = " +
+              brace_list(ptrs) + ";\n",
+          std::to_string(R) + ", os, st, nk, in, " + cx.ptr(n.outputs[0])};
+}
+
+nlohmann::json fused_members(const ir::Node& n) {
+  nlohmann::json members = nlohmann::json::array();
+  if (n.has_attr("members")) {
+    for (const auto& m : n.attr_strs("members")) members.push_back(m);
+  } else {
+    members.push_back(n.name);
+  }
+  return members;
 }
 
 }  // namespace dinoml::lower::cpu

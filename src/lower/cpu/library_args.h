@@ -45,6 +45,19 @@ LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringF
 LibraryCallArgs layer_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 // rms_norm: rows, last-axis extent, x, weight|NULL, eps, y.
 LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// A generated elementwise kernel's call site: decls `os` (output shape, rank >= 1), `st` (each
+// input's broadcast strides, right-aligned, 0 where its extent is the literal 1), `nk` (element
+// counts), `in` (pointers); args "R, os, st, nk, in, y"; max_rank 0 = any rank.
+// fused_members: the fused node's member names (itself when it fused nothing).
+LibraryCallArgs elementwise_call_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, size_t max_rank = 0);
+nlohmann::json fused_members(const ir::Node& n);
+// The gemm family's op names: gemm_{rcr,rrr}[_bias[_relu|_gelu|_fast_gelu|_swish|_sigmoid|_tanh|
+// _add|_add_relu]]. `epilogue` is the target's constant (`epi_prefix` + NONE, RELU, ...).
+struct GemmKind {
+  bool rcr = false, bias = false, add = false;
+  std::string epilogue;
+};
+bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k);
 // "  {\n<decls>  <checked call>  }\n"
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked);
 

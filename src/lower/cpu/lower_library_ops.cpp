@@ -43,30 +43,7 @@ void expect_float(const ir::Node& n, ir::DType t) {
 
 // ---- GEMM family ----------------------------------------------------------------------------
 
-struct GemmKind {
-  bool rcr = false;
-  bool bias = false;
-  std::string epilogue = "DML_CPU_EPI_NONE";
-  bool add = false;
-};
-
-bool parse_gemm(const std::string& op, GemmKind& k) {
-  std::string rest;
-  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
-  else if (op.rfind("gemm_rrr", 0) != 0) return false;
-  rest = op.substr(8);
-  static const std::map<std::string, std::string> acts = {
-      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
-      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
-  if (rest.empty()) return true;
-  if (rest.rfind("_bias", 0) != 0) return false;
-  k.bias = true;
-  auto it = acts.find(rest.substr(5));
-  if (it == acts.end()) return false;
-  k.epilogue = "DML_CPU_EPI_" + it->second;
-  k.add = it->second == "ADD" || it->second == "ADD_RELU";
-  return true;
-}
+bool parse_gemm(const std::string& op, GemmKind& k) { return parse_gemm_op(op, "DML_CPU_EPI_", k); }
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));

@@ -71,27 +71,8 @@ json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::stri
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
 
-struct GemmKind {
-  bool rcr = false, bias = false, add = false;
-  std::string epilogue = "DML_CUDA_EPI_NONE";
-};
-
-bool parse_gemm(const std::string& op, GemmKind& k) {
-  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
-  else if (op.rfind("gemm_rrr", 0) != 0) return false;
-  const std::string rest = op.substr(8);
-  static const std::map<std::string, std::string> acts = {
-      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
-      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
-  if (rest.empty()) return true;
-  if (rest.rfind("_bias", 0) != 0) return false;
-  k.bias = true;
-  auto it = acts.find(rest.substr(5));
-  if (it == acts.end()) return false;
-  k.epilogue = "DML_CUDA_EPI_" + it->second;
-  k.add = it->second == "ADD" || it->second == "ADD_RELU";
-  return true;
-}
+using cpu::GemmKind;
+bool parse_gemm(const std::string& op, GemmKind& k) { return cpu::parse_gemm_op(op, "DML_CUDA_EPI_", k); }
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
