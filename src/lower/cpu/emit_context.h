@@ -124,6 +124,10 @@ std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::str
 // The dinoml_module_profile entry point of a bootstrap module (empty text otherwise).
 std::string emit_profile_entry(EmitContext& cx, const std::string& storage);
 
+// The dinoml_module_plan entry point (arena bytes and output shapes per bucket); shared by the
+// CPU and GPU modules. `who` names the lowering in errors ("CPU lowering").
+std::string emit_plan_entry(EmitContext& cx, const std::string& who);
+
 // `DML_CHECK(call, node)` line that turns a kernel status into an error naming the node.
 std::string checked_call(const ir::Node& n, const std::string& call);
 

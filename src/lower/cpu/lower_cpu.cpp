@@ -381,20 +381,7 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   os << cx.init.str();
   os << "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) { (void)module_state; }\n\n";
-  os << "DML_EXPORT int dinoml_module_plan(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes, char* err,\n"
-        "                                    size_t errlen) {\n"
-        "  const int64_t* d = dims;\n"
-        "  if (dml_check_dims(d, err, errlen)) return 1;\n"
-        "  const int b = dml_bucket_index(d);\n"
-        "  *arena_bytes = (size_t)kArenaBytes[b];\n";
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const auto& shape = g.tensor(g.outputs[i]).shape;
-    if (shape.size() > 8) throw IrError("CPU lowering: output '" + g.outputs[i] + "' has rank > 8");
-    for (size_t a = 0; a < shape.size(); ++a)
-      os << "  out_shapes[" << i * 8 + a << "] = " << cx.cpp(shape[a]) << ";\n";
-  }
-  if (g.outputs.empty()) os << "  (void)out_shapes;\n";
-  os << "  return 0;\n}\n\n";
+  os << emit_plan_entry(cx, "CPU lowering");
   os << "DML_EXPORT int dinoml_module_run(void* module_state, const int64_t* dims, const void* const* inputs,\n"
         "                                   void* const* outputs, void* const* states, void* arena, char* err,\n"
         "                                   size_t errlen) {\n"

@@ -195,4 +195,23 @@ std::string emit_profile_entry(EmitContext& cx, const std::string& storage) {
   return os.str();
 }
 
+std::string emit_plan_entry(EmitContext& cx, const std::string& who) {
+  std::ostringstream os;
+  os << "DML_EXPORT int dinoml_module_plan(const int64_t* dims, size_t* arena_bytes, int64_t* out_shapes, char* err,\n"
+        "                                    size_t errlen) {\n"
+        "  const int64_t* d = dims;\n"
+        "  if (dml_check_dims(d, err, errlen)) return 1;\n"
+        "  const int b = dml_bucket_index(d);\n"
+        "  *arena_bytes = (size_t)kArenaBytes[b];\n";
+  const ir::Graph& g = cx.g;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const auto& shape = g.tensor(g.outputs[i]).shape;
+    if (shape.size() > 8) throw IrError(who + ": output '" + g.outputs[i] + "' has rank > 8");
+    for (size_t a = 0; a < shape.size(); ++a) os << "  out_shapes[" << i * 8 + a << "] = " << cx.cpp(shape[a]) << ";\n";
+  }
+  if (g.outputs.empty()) os << "  (void)out_shapes;\n";
+  os << "  return 0;\n}\n\n";
+  return os.str();
+}
+
 }  // namespace dinoml::lower::cpu
