@@ -1,0 +1,467 @@
+// GEMM with a quantized right-hand side on the GPU (issue 6): y[M, N] = epi(a[M, K] · wᵀ + bias + d),
+// a float32, w[N, K] kept as GGUF blocks (dinoml/quant_blocks.h), y float32. Two paths, both
+// candidates of the lowering's `qgemm` family:
+//   * GEMV (path 1, small M / decode): one warp per R weight rows; each lane walks the row's
+//     "units" (a contiguous run of 32 or 64 elements of one block) and dequantizes them in
+//     registers straight into the dot product with the activation row. Reads every weight byte
+//     once per activation row, so it is bound by memory bandwidth (docs/benchmarks.md).
+//   * dequantize + GEMM (path 2, large M / prefill): N-slices of w dequantized into a float32
+//     workspace, multiplied by the library's GEMM (cuBLASLt on CUDA, SIMT on ROCm; TF32 only when
+//     the compile allows it) into a workspace, then the epilogue writes y.
+// Path 0 chooses by M (kGemvMaxM). Dequantized values are computed with the same float
+// operations and order as the reference dequantizer (kernels/common/dinoml/quant_dequant.h, which
+// is bit-identical to ggml), with multiply and add kept separate (__fmul_rn / __fadd_rn), so both
+// paths see exactly the reference weights; only the summation order differs from the CPU.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "common.cuh"
+#include "../common/dinoml/quant_blocks.h"
+
+namespace dml_cuda {
+namespace {
+
+constexpr int64_t kGemvMaxM = 8;
+constexpr int kGemvRows = 4;     // weight rows per warp (activation chunk reused from registers)
+constexpr int kGemvWarps = 4;    // warps per block
+
+__device__ __forceinline__ float h2f(const uint8_t* p) {
+  const uint16_t bits = static_cast<uint16_t>(p[0] | (p[1] << 8));
+  return __half2float(__ushort_as_half(bits));
+}
+__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
+
+// Per format: UNIT elements per unit (contiguous within a block), UPB units per block, BYTES per
+// block, and visit(block, unit, f) calling f(i, value) for the unit's elements i = 0..UNIT-1.
+template <int QT> struct Fmt;
+
+template <> struct Fmt<DML_QT_Q4_0> {
+  static constexpr int UNIT = 32, UPB = 1, BYTES = 18;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
+    const float d = h2f(b);
+    const uint8_t* qs = b + 2;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int q = qs[j];
+      f(j, fmul(static_cast<float>((q & 0xF) - 8), d));
+      f(j + 16, fmul(static_cast<float>((q >> 4) - 8), d));
+    }
+  }
+};
+
+template <> struct Fmt<DML_QT_Q4_1> {
+  static constexpr int UNIT = 32, UPB = 1, BYTES = 20;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
+    const float d = h2f(b), m = h2f(b + 2);
+    const uint8_t* qs = b + 4;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int q = qs[j];
+      f(j, fadd(fmul(static_cast<float>(q & 0xF), d), m));
+      f(j + 16, fadd(fmul(static_cast<float>(q >> 4), d), m));
+    }
+  }
+};
+
+template <int Off, bool Min> struct Q5Legacy {
+  static constexpr int UNIT = 32, UPB = 1, BYTES = Min ? 24 : 22;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
+    const float d = h2f(b), m = Min ? h2f(b + 2) : 0.0f;
+    const uint8_t* qhp = b + (Min ? 4 : 2);
+    const uint32_t qh = qhp[0] | (qhp[1] << 8) | (qhp[2] << 16) | (static_cast<uint32_t>(qhp[3]) << 24);
+    const uint8_t* qs = qhp + 4;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int xh0 = ((qh >> j) << 4) & 0x10, xh1 = (qh >> (j + 12)) & 0x10;
+      const int x0 = ((qs[j] & 0x0F) | xh0) - Off, x1 = ((qs[j] >> 4) | xh1) - Off;
+      if (Min) {
+        f(j, fadd(fmul(static_cast<float>(x0), d), m));
+        f(j + 16, fadd(fmul(static_cast<float>(x1), d), m));
+      } else {
+        f(j, fmul(static_cast<float>(x0), d));
+        f(j + 16, fmul(static_cast<float>(x1), d));
+      }
+    }
+  }
+};
+template <> struct Fmt<DML_QT_Q5_0> : Q5Legacy<16, false> {};
+template <> struct Fmt<DML_QT_Q5_1> : Q5Legacy<0, true> {};
+
+template <> struct Fmt<DML_QT_Q8_0> {
+  static constexpr int UNIT = 32, UPB = 1, BYTES = 34;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
+    const float d = h2f(b);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) f(j, fmul(static_cast<float>(qs[j]), d));
+  }
+};
+
+// q2_K: unit u = (half n = u / 4, shift group j = u % 4): 16 elements with scale 2u, 16 with 2u+1.
+template <> struct Fmt<DML_QT_Q2_K> {
+  static constexpr int UNIT = 32, UPB = 8, BYTES = 84;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
+    const uint8_t* scales = b;
+    const uint8_t* q = b + 16 + (u / 4) * 32;
+    const float d = h2f(b + 80), dmin = h2f(b + 82);
+    const int shift = 2 * (u % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int sc = scales[2 * u + h];
+      const float dl = fmul(d, static_cast<float>(sc & 0xF)), ml = fmul(dmin, static_cast<float>(sc >> 4));
+#pragma unroll
+      for (int l = 0; l < 16; ++l)
+        f(16 * h + l, fsub(fmul(dl, static_cast<float>((q[l + 16 * h] >> shift) & 3)), ml));
+    }
+  }
+};
+
+__device__ __forceinline__ int q3k_scale(const uint8_t* p, int is) {
+  // The 6-bit scale `is` of q3_K's packed 12 bytes (low 4 bits from bytes 0..7, high 2 from 8..11).
+  const int lo = is < 8 ? (p[is] & 0xF) : (p[is - 8] >> 4);
+  const int hi = (p[8 + (is % 4)] >> (2 * (is / 4))) & 3;
+  return lo | (hi << 4);
+}
+
+template <> struct Fmt<DML_QT_Q3_K> {
+  static constexpr int UNIT = 32, UPB = 8, BYTES = 110;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
+    const uint8_t* hm = b;
+    const uint8_t* q = b + 32 + (u / 4) * 32;
+    const uint8_t* sp = b + 96;
+    const float d_all = h2f(b + 108);
+    const int shift = 2 * (u % 4);
+    const int m = 1 << u;  // hmask bit: one per (half, shift group)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float dl = fmul(d_all, static_cast<float>(q3k_scale(sp, 2 * u + h) - 32));
+#pragma unroll
+      for (int l = 0; l < 16; ++l) {
+        const int v = ((q[l + 16 * h] >> shift) & 3) - ((hm[l + 16 * h] & m) ? 0 : 4);
+        f(16 * h + l, fmul(dl, static_cast<float>(v)));
+      }
+    }
+  }
+};
+
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int& d, int& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// q4_K: unit u = elements [64u, 64u+64): low nibbles of qs[32u..] (sub-block 2u), high nibbles (2u+1).
+// The 144-byte block is 16-byte aligned when the row start is: header and quants load as uint4 and
+// every byte is taken from those registers by shifts (no byte arrays: they would go to local memory).
+template <> struct Fmt<DML_QT_Q4_K> {
+  static constexpr int UNIT = 64, UPB = 4, BYTES = 144;
+  // 6-bit scale / min of sub-block j from the 12 scale bytes s0..s11 held in words a (s0..3), b (s4..7), c (s8..11).
+  __device__ __forceinline__ static void scale_min(int j, uint32_t a, uint32_t b, uint32_t c, int& d, int& m) {
+    if (j < 4) {
+      d = (a >> (8 * j)) & 63;
+      m = (b >> (8 * j)) & 63;
+    } else {
+      const int s = 8 * (j - 4);
+      d = ((c >> s) & 0xF) | (((a >> (s + 6)) & 3) << 4);
+      m = ((c >> (s + 4)) & 0xF) | (((b >> (s + 6)) & 3) << 4);
+    }
+  }
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
+    const uint4 hdr = __ldg(reinterpret_cast<const uint4*>(b));
+    const uint4 q0 = __ldg(reinterpret_cast<const uint4*>(b + 16 + 32 * u));
+    const uint4 q1 = __ldg(reinterpret_cast<const uint4*>(b + 32 + 32 * u));
+    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    const float d = __half2float(__ushort_as_half(static_cast<uint16_t>(hdr.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half(static_cast<uint16_t>(hdr.x >> 16)));
+    int sc, mn;
+    scale_min(2 * u, hdr.y, hdr.z, hdr.w, sc, mn);
+    const float d1 = fmul(d, static_cast<float>(sc)), m1 = fmul(dmin, static_cast<float>(mn));
+    scale_min(2 * u + 1, hdr.y, hdr.z, hdr.w, sc, mn);
+    const float d2 = fmul(d, static_cast<float>(sc)), m2 = fmul(dmin, static_cast<float>(mn));
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const int q = (qw[l / 4] >> (8 * (l % 4))) & 0xFF;
+      f(l, fsub(fmul(d1, static_cast<float>(q & 0xF)), m1));
+      f(32 + l, fsub(fmul(d2, static_cast<float>(q >> 4)), m2));
+    }
+  }
+};
+
+template <> struct Fmt<DML_QT_Q5_K> {
+  static constexpr int UNIT = 64, UPB = 4, BYTES = 176;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
+    const float d = h2f(b), dmin = h2f(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* ql = b + 48 + 32 * u;
+    int sc, mn;
+    scale_min_k4(2 * u, scales, sc, mn);
+    const float d1 = fmul(d, static_cast<float>(sc)), m1 = fmul(dmin, static_cast<float>(mn));
+    scale_min_k4(2 * u + 1, scales, sc, mn);
+    const float d2 = fmul(d, static_cast<float>(sc)), m2 = fmul(dmin, static_cast<float>(mn));
+    const int u1 = 1 << (2 * u), u2 = 2 << (2 * u);
+#pragma unroll
+    for (int l = 0; l < 32; ++l)
+      f(l, fsub(fmul(d1, static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0))), m1));
+#pragma unroll
+    for (int l = 0; l < 32; ++l)
+      f(32 + l, fsub(fmul(d2, static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0))), m2));
+  }
+};
+
+// q6_K: unit u = (half n = u / 4, quarter k = u % 4) = elements [128n + 32k, +32).
+template <> struct Fmt<DML_QT_Q6_K> {
+  static constexpr int UNIT = 32, UPB = 8, BYTES = 210;
+  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
+    const int n = u / 4, k = u % 4;
+    const uint8_t* ql = b + 64 * n + ((k & 1) ? 32 : 0);
+    const uint8_t* qh = b + 128 + 32 * n;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
+    const float d = h2f(b + 208);
+    const int lshift = (k & 2) ? 4 : 0, hshift = 2 * k;
+    const float s0 = fmul(d, static_cast<float>(sc[0])), s1 = fmul(d, static_cast<float>(sc[1]));
+#pragma unroll
+    for (int l = 0; l < 32; ++l) {
+      const int q = (((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
+      f(l, fmul(l < 16 ? s0 : s1, static_cast<float>(q)));
+    }
+  }
+};
+
+__device__ __forceinline__ float epilogue(float v, int64_t m, int64_t n, int64_t N, const float* bias, const float* d,
+                                          int epi) {
+  if (bias) v += bias[n];
+  switch (epi) {
+    case DML_CUDA_EPI_RELU: return fmaxf(v, 0.0f);
+    case DML_CUDA_EPI_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case DML_CUDA_EPI_FAST_GELU: {
+      const float c = 0.7978845608028654f;
+      return 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+    }
+    case DML_CUDA_EPI_SWISH: return v / (1.0f + expf(-v));
+    case DML_CUDA_EPI_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    case DML_CUDA_EPI_TANH: return tanhf(v);
+    case DML_CUDA_EPI_ADD: return v + d[m * N + n];
+    case DML_CUDA_EPI_ADD_RELU: return fmaxf(v + d[m * N + n], 0.0f);
+    default: return v;
+  }
+}
+
+// GEMV: block = kGemvWarps warps, warp w handles rows [R·(blockIdx.x·W + w), +R) of activation row
+// blockIdx.y. Lanes stride over the K / UNIT units of a row.
+template <int QT>
+__global__ void __launch_bounds__(kGemvWarps * kWarp) qgemv_kernel(int64_t N, int64_t K, const float* __restrict__ a,
+                                                                   const uint8_t* __restrict__ w, int64_t row_bytes,
+                                                                   const float* __restrict__ bias,
+                                                                   const float* __restrict__ d, float* __restrict__ y,
+                                                                   int epi) {
+  using F = Fmt<QT>;
+  constexpr int R = kGemvRows;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;
+  if (n0 >= N) return;
+  const int64_t m = blockIdx.y;
+  const float* x = a + m * K;
+  const int64_t units = K / F::UNIT;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  for (int64_t u = lane; u < units; u += kWarp) {
+    float xv[F::UNIT];
+    const float4* xp = reinterpret_cast<const float4*>(x + u * F::UNIT);
+#pragma unroll
+    for (int i = 0; i < F::UNIT / 4; ++i) {
+      const float4 t = __ldg(xp + i);
+      xv[4 * i] = t.x;
+      xv[4 * i + 1] = t.y;
+      xv[4 * i + 2] = t.z;
+      xv[4 * i + 3] = t.w;
+    }
+    const int64_t blk = u / F::UPB;
+    const int sub = static_cast<int>(u % F::UPB);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (n0 + r < N) {
+        float s = 0.0f;
+        F::visit(w + (n0 + r) * row_bytes + blk * F::BYTES, sub, [&](int i, float v) { s = fmaf(v, xv[i], s); });
+        acc[r] += s;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0 && n0 + r < N) y[m * N + n0 + r] = epilogue(s, m, n0 + r, N, bias, d, epi);
+  }
+}
+
+// Dequantizes rows [n0, n0 + rows) of w into out[rows, K] (float32), one unit per thread.
+template <int QT>
+__global__ void dequant_kernel(int64_t n0, int64_t rows, int64_t K, const uint8_t* __restrict__ w, int64_t row_bytes,
+                               float* __restrict__ out) {
+  using F = Fmt<QT>;
+  const int64_t units_per_row = K / F::UNIT;
+  const int64_t total = rows * units_per_row;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = t / units_per_row, u = t % units_per_row;
+    float* o = out + r * K + u * F::UNIT;
+    F::visit(w + (n0 + r) * row_bytes + (u / F::UPB) * F::BYTES, static_cast<int>(u % F::UPB),
+             [&](int i, float v) { o[i] = v; });
+  }
+}
+
+// y[m, n0 + j] = epi(tmp[m, j]) for a [M, cols] slice.
+__global__ void epilogue_kernel(int64_t M, int64_t N, int64_t n0, int64_t cols, const float* __restrict__ tmp,
+                                const float* __restrict__ bias, const float* __restrict__ d, float* __restrict__ y,
+                                int epi) {
+  const int64_t total = M * cols;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t m = t / cols, j = t % cols;
+    y[m * N + n0 + j] = epilogue(tmp[t], m, n0 + j, N, bias, d, epi);
+  }
+}
+
+// Grow-only float32 workspace per (device, stream) for the dequantize path: weight slice + output slice.
+struct Workspaces {
+  std::mutex mu;
+  std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>> bufs;
+  ~Workspaces() = default;  // process exit: the driver releases device memory
+};
+Workspaces& workspaces() {
+  static Workspaces* w = new Workspaces;
+  return *w;
+}
+int workspace(cudaStream_t s, size_t bytes, void** out) {
+  int dev = 0;
+  if (int rc = check(cudaGetDevice(&dev), "cudaGetDevice")) return rc;
+  Workspaces& ws = workspaces();
+  std::lock_guard<std::mutex> lock(ws.mu);
+  auto& b = ws.bufs[{dev, s}];
+  if (b.second < bytes) {
+    if (b.first) {
+      // Work already queued on this stream may still read the old buffer.
+      if (int rc = check(cudaStreamSynchronize(s), "cudaStreamSynchronize (qgemm workspace)")) return rc;
+      cudaFree(b.first);
+      b = {nullptr, 0};
+    }
+    if (int rc = check(cudaMalloc(&b.first, bytes), "cudaMalloc(qgemm workspace)")) return rc;
+    b.second = bytes;
+  }
+  *out = b.first;
+  return 0;
+}
+
+struct Problem {
+  int64_t M, N, K;
+  const float* a;
+  const uint8_t* w;
+  int64_t row_bytes;
+  const float* bias;
+  const float* d;
+  float* y;
+  int epi, allow_tf32;
+  cudaStream_t s;
+};
+
+template <int QT>
+int run_gemv(const Problem& p) {
+  constexpr int rows_per_block = kGemvRows * kGemvWarps;
+  const int64_t bx = (p.N + rows_per_block - 1) / rows_per_block;
+  if (bx > 0x7fffffffLL || p.M > 65535) return fail("dml_cuda_qgemm: GEMV grid too large (N or M)");
+  qgemv_kernel<QT><<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(p.M)), kGemvWarps * kWarp, 0, p.s>>>(
+      p.N, p.K, p.a, p.w, p.row_bytes, p.bias, p.d, p.y, p.epi);
+  return check_launch("dml_cuda_qgemm (gemv)");
+}
+
+template <int QT>
+int run_dequant(const Problem& p) {
+  // N-slices whose float32 copy stays within 64 MiB (at least 64 rows).
+  const int64_t limit = (int64_t{64} << 20) / 4;
+  int64_t nc = std::max<int64_t>(64, limit / std::max<int64_t>(1, p.K));
+  if (nc > p.N) nc = p.N;
+  void* ws = nullptr;
+  const size_t wbytes = static_cast<size_t>(nc * p.K) * 4, ybytes = static_cast<size_t>(p.M * nc) * 4;
+  if (int rc = workspace(p.s, wbytes + ybytes, &ws)) return rc;
+  float* wt = static_cast<float*>(ws);
+  float* yt = wt + nc * p.K;
+  for (int64_t n0 = 0; n0 < p.N; n0 += nc) {
+    const int64_t cols = std::min(nc, p.N - n0);
+    dequant_kernel<QT><<<blocks_for(cols * (p.K / Fmt<QT>::UNIT), 256), 256, 0, p.s>>>(n0, cols, p.K, p.w, p.row_bytes, wt);
+    if (int rc = check_launch("dml_cuda_qgemm (dequantize)")) return rc;
+    if (int rc = dml_cuda_gemm(0, DML_CUDA_B_RCR, p.M, cols, p.K, p.a, wt, nullptr, nullptr, yt, DML_CUDA_EPI_NONE,
+                               p.allow_tf32, DML_GPU_HAS_CUBLASLT ? DML_CUDA_GEMM_CUBLASLT : DML_CUDA_GEMM_SIMT, p.s))
+      return rc;
+    epilogue_kernel<<<blocks_for(p.M * cols, 256), 256, 0, p.s>>>(p.M, p.N, n0, cols, yt, p.bias, p.d, p.y, p.epi);
+    if (int rc = check_launch("dml_cuda_qgemm (epilogue)")) return rc;
+  }
+  return 0;
+}
+
+template <int QT>
+int run_path(const Problem& p, int path) {
+  const bool gemv = path == DML_CUDA_QGEMM_GEMV || (path == DML_CUDA_QGEMM_AUTO && p.M <= kGemvMaxM);
+  return gemv ? run_gemv<QT>(p) : run_dequant<QT>(p);
+}
+
+int dispatch(int qtype, const Problem& p, int path) {
+  switch (qtype) {
+    case DML_QT_Q4_0: return run_path<DML_QT_Q4_0>(p, path);
+    case DML_QT_Q4_1: return run_path<DML_QT_Q4_1>(p, path);
+    case DML_QT_Q5_0: return run_path<DML_QT_Q5_0>(p, path);
+    case DML_QT_Q5_1: return run_path<DML_QT_Q5_1>(p, path);
+    case DML_QT_Q8_0: return run_path<DML_QT_Q8_0>(p, path);
+    case DML_QT_Q2_K: return run_path<DML_QT_Q2_K>(p, path);
+    case DML_QT_Q3_K: return run_path<DML_QT_Q3_K>(p, path);
+    case DML_QT_Q4_K: return run_path<DML_QT_Q4_K>(p, path);
+    case DML_QT_Q5_K: return run_path<DML_QT_Q5_K>(p, path);
+    case DML_QT_Q6_K: return run_path<DML_QT_Q6_K>(p, path);
+    default: {
+      const dml_qtype_traits* tr = dml_qtype_get(qtype);
+      return fail(std::string("dml_cuda_qgemm: weight type ") + (tr ? tr->name : std::to_string(qtype)) +
+                  " is not supported (q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K)");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dml_cuda
+
+extern "C" int dml_cuda_qgemm(int qtype, int64_t M, int64_t N, int64_t K, const void* a, const void* w,
+                              const void* bias, const void* d, void* y, int epilogue, int allow_tf32, int path,
+                              void* stream) {
+  using namespace dml_cuda;
+  const dml_qtype_traits* tr = dml_qtype_get(qtype);
+  if (!tr || !tr->is_quantized)
+    return fail("dml_cuda_qgemm: type number " + std::to_string(qtype) + " is not a quantized block type");
+  if (M < 0 || N < 0 || K < 0) return fail("dml_cuda_qgemm: negative extent");
+  if (K % tr->block_size != 0)
+    return fail("dml_cuda_qgemm: K = " + std::to_string(K) + " is not a multiple of the " + tr->name + " block size " +
+                std::to_string(tr->block_size));
+  if (epilogue < DML_CUDA_EPI_NONE || epilogue > DML_CUDA_EPI_ADD_RELU)
+    return fail("dml_cuda_qgemm: unknown epilogue " + std::to_string(epilogue));
+  if ((epilogue == DML_CUDA_EPI_ADD || epilogue == DML_CUDA_EPI_ADD_RELU) && !d)
+    return fail("dml_cuda_qgemm: the add epilogue needs the residual operand d");
+  if (path < DML_CUDA_QGEMM_AUTO || path > DML_CUDA_QGEMM_DEQUANT_GEMM)
+    return fail("dml_cuda_qgemm: unknown path " + std::to_string(path));
+  if (M == 0 || N == 0) return 0;
+  if (K == 0 || !a || !w || !y) return fail("dml_cuda_qgemm: K == 0 or a NULL operand");
+  // float4 activation loads and the q4_K uint4 weight loads.
+  if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(w)) % 16 != 0)
+    return fail("dml_cuda_qgemm: a and w must be 16-byte aligned");
+  const int64_t row_bytes = (K / tr->block_size) * tr->type_size;
+  Problem p{M, N, K, static_cast<const float*>(a), static_cast<const uint8_t*>(w), row_bytes,
+            static_cast<const float*>(bias), static_cast<const float*>(d), static_cast<float*>(y), epilogue,
+            allow_tf32, as_stream(stream)};
+  return dispatch(qtype, p, path);
+}
