@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "common.cuh"
-#include "../common/dinoml/quant_blocks.h"
+#include "quant_units.cuh"
 
 namespace dml_cuda {
 namespace {
@@ -27,215 +27,7 @@ namespace {
 constexpr int64_t kGemvMaxM = 8;
 constexpr int kGemvRows = 4;     // weight rows per warp (activation chunk reused from registers)
 constexpr int kGemvWarps = 4;    // warps per block
-
-__device__ __forceinline__ float h2f(const uint8_t* p) {
-  const uint16_t bits = static_cast<uint16_t>(p[0] | (p[1] << 8));
-  return __half2float(__ushort_as_half(bits));
-}
-__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
-
-// Per format: UNIT elements per unit (contiguous within a block), UPB units per block, BYTES per
-// block, and visit(block, unit, f) calling f(i, value) for the unit's elements i = 0..UNIT-1.
-template <int QT> struct Fmt;
-
-template <> struct Fmt<DML_QT_Q4_0> {
-  static constexpr int UNIT = 32, UPB = 1, BYTES = 18;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
-    const float d = h2f(b);
-    const uint8_t* qs = b + 2;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int q = qs[j];
-      f(j, fmul(static_cast<float>((q & 0xF) - 8), d));
-      f(j + 16, fmul(static_cast<float>((q >> 4) - 8), d));
-    }
-  }
-};
-
-template <> struct Fmt<DML_QT_Q4_1> {
-  static constexpr int UNIT = 32, UPB = 1, BYTES = 20;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
-    const float d = h2f(b), m = h2f(b + 2);
-    const uint8_t* qs = b + 4;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int q = qs[j];
-      f(j, fadd(fmul(static_cast<float>(q & 0xF), d), m));
-      f(j + 16, fadd(fmul(static_cast<float>(q >> 4), d), m));
-    }
-  }
-};
-
-template <int Off, bool Min> struct Q5Legacy {
-  static constexpr int UNIT = 32, UPB = 1, BYTES = Min ? 24 : 22;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
-    const float d = h2f(b), m = Min ? h2f(b + 2) : 0.0f;
-    const uint8_t* qhp = b + (Min ? 4 : 2);
-    const uint32_t qh = qhp[0] | (qhp[1] << 8) | (qhp[2] << 16) | (static_cast<uint32_t>(qhp[3]) << 24);
-    const uint8_t* qs = qhp + 4;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int xh0 = ((qh >> j) << 4) & 0x10, xh1 = (qh >> (j + 12)) & 0x10;
-      const int x0 = ((qs[j] & 0x0F) | xh0) - Off, x1 = ((qs[j] >> 4) | xh1) - Off;
-      if (Min) {
-        f(j, fadd(fmul(static_cast<float>(x0), d), m));
-        f(j + 16, fadd(fmul(static_cast<float>(x1), d), m));
-      } else {
-        f(j, fmul(static_cast<float>(x0), d));
-        f(j + 16, fmul(static_cast<float>(x1), d));
-      }
-    }
-  }
-};
-template <> struct Fmt<DML_QT_Q5_0> : Q5Legacy<16, false> {};
-template <> struct Fmt<DML_QT_Q5_1> : Q5Legacy<0, true> {};
-
-template <> struct Fmt<DML_QT_Q8_0> {
-  static constexpr int UNIT = 32, UPB = 1, BYTES = 34;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int, F&& f) {
-    const float d = h2f(b);
-    const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) f(j, fmul(static_cast<float>(qs[j]), d));
-  }
-};
-
-// q2_K: unit u = (half n = u / 4, shift group j = u % 4): 16 elements with scale 2u, 16 with 2u+1.
-template <> struct Fmt<DML_QT_Q2_K> {
-  static constexpr int UNIT = 32, UPB = 8, BYTES = 84;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
-    const uint8_t* scales = b;
-    const uint8_t* q = b + 16 + (u / 4) * 32;
-    const float d = h2f(b + 80), dmin = h2f(b + 82);
-    const int shift = 2 * (u % 4);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int sc = scales[2 * u + h];
-      const float dl = fmul(d, static_cast<float>(sc & 0xF)), ml = fmul(dmin, static_cast<float>(sc >> 4));
-#pragma unroll
-      for (int l = 0; l < 16; ++l)
-        f(16 * h + l, fsub(fmul(dl, static_cast<float>((q[l + 16 * h] >> shift) & 3)), ml));
-    }
-  }
-};
-
-__device__ __forceinline__ int q3k_scale(const uint8_t* p, int is) {
-  // The 6-bit scale `is` of q3_K's packed 12 bytes (low 4 bits from bytes 0..7, high 2 from 8..11).
-  const int lo = is < 8 ? (p[is] & 0xF) : (p[is - 8] >> 4);
-  const int hi = (p[8 + (is % 4)] >> (2 * (is / 4))) & 3;
-  return lo | (hi << 4);
-}
-
-template <> struct Fmt<DML_QT_Q3_K> {
-  static constexpr int UNIT = 32, UPB = 8, BYTES = 110;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
-    const uint8_t* hm = b;
-    const uint8_t* q = b + 32 + (u / 4) * 32;
-    const uint8_t* sp = b + 96;
-    const float d_all = h2f(b + 108);
-    const int shift = 2 * (u % 4);
-    const int m = 1 << u;  // hmask bit: one per (half, shift group)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float dl = fmul(d_all, static_cast<float>(q3k_scale(sp, 2 * u + h) - 32));
-#pragma unroll
-      for (int l = 0; l < 16; ++l) {
-        const int v = ((q[l + 16 * h] >> shift) & 3) - ((hm[l + 16 * h] & m) ? 0 : 4);
-        f(16 * h + l, fmul(dl, static_cast<float>(v)));
-      }
-    }
-  }
-};
-
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int& d, int& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-// q4_K: unit u = elements [64u, 64u+64): low nibbles of qs[32u..] (sub-block 2u), high nibbles (2u+1).
-// The 144-byte block is 16-byte aligned when the row start is: header and quants load as uint4 and
-// every byte is taken from those registers by shifts (no byte arrays: they would go to local memory).
-template <> struct Fmt<DML_QT_Q4_K> {
-  static constexpr int UNIT = 64, UPB = 4, BYTES = 144;
-  // 6-bit scale / min of sub-block j from the 12 scale bytes s0..s11 held in words a (s0..3), b (s4..7), c (s8..11).
-  __device__ __forceinline__ static void scale_min(int j, uint32_t a, uint32_t b, uint32_t c, int& d, int& m) {
-    if (j < 4) {
-      d = (a >> (8 * j)) & 63;
-      m = (b >> (8 * j)) & 63;
-    } else {
-      const int s = 8 * (j - 4);
-      d = ((c >> s) & 0xF) | (((a >> (s + 6)) & 3) << 4);
-      m = ((c >> (s + 4)) & 0xF) | (((b >> (s + 6)) & 3) << 4);
-    }
-  }
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
-    const uint4 hdr = __ldg(reinterpret_cast<const uint4*>(b));
-    const uint4 q0 = __ldg(reinterpret_cast<const uint4*>(b + 16 + 32 * u));
-    const uint4 q1 = __ldg(reinterpret_cast<const uint4*>(b + 32 + 32 * u));
-    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    const float d = __half2float(__ushort_as_half(static_cast<uint16_t>(hdr.x & 0xFFFF)));
-    const float dmin = __half2float(__ushort_as_half(static_cast<uint16_t>(hdr.x >> 16)));
-    int sc, mn;
-    scale_min(2 * u, hdr.y, hdr.z, hdr.w, sc, mn);
-    const float d1 = fmul(d, static_cast<float>(sc)), m1 = fmul(dmin, static_cast<float>(mn));
-    scale_min(2 * u + 1, hdr.y, hdr.z, hdr.w, sc, mn);
-    const float d2 = fmul(d, static_cast<float>(sc)), m2 = fmul(dmin, static_cast<float>(mn));
-#pragma unroll
-    for (int l = 0; l < 32; ++l) {
-      const int q = (qw[l / 4] >> (8 * (l % 4))) & 0xFF;
-      f(l, fsub(fmul(d1, static_cast<float>(q & 0xF)), m1));
-      f(32 + l, fsub(fmul(d2, static_cast<float>(q >> 4)), m2));
-    }
-  }
-};
-
-template <> struct Fmt<DML_QT_Q5_K> {
-  static constexpr int UNIT = 64, UPB = 4, BYTES = 176;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
-    const float d = h2f(b), dmin = h2f(b + 2);
-    const uint8_t* scales = b + 4;
-    const uint8_t* qh = b + 16;
-    const uint8_t* ql = b + 48 + 32 * u;
-    int sc, mn;
-    scale_min_k4(2 * u, scales, sc, mn);
-    const float d1 = fmul(d, static_cast<float>(sc)), m1 = fmul(dmin, static_cast<float>(mn));
-    scale_min_k4(2 * u + 1, scales, sc, mn);
-    const float d2 = fmul(d, static_cast<float>(sc)), m2 = fmul(dmin, static_cast<float>(mn));
-    const int u1 = 1 << (2 * u), u2 = 2 << (2 * u);
-#pragma unroll
-    for (int l = 0; l < 32; ++l)
-      f(l, fsub(fmul(d1, static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0))), m1));
-#pragma unroll
-    for (int l = 0; l < 32; ++l)
-      f(32 + l, fsub(fmul(d2, static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0))), m2));
-  }
-};
-
-// q6_K: unit u = (half n = u / 4, quarter k = u % 4) = elements [128n + 32k, +32).
-template <> struct Fmt<DML_QT_Q6_K> {
-  static constexpr int UNIT = 32, UPB = 8, BYTES = 210;
-  template <class F> __device__ __forceinline__ static void visit(const uint8_t* b, int u, F&& f) {
-    const int n = u / 4, k = u % 4;
-    const uint8_t* ql = b + 64 * n + ((k & 1) ? 32 : 0);
-    const uint8_t* qh = b + 128 + 32 * n;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
-    const float d = h2f(b + 208);
-    const int lshift = (k & 2) ? 4 : 0, hshift = 2 * k;
-    const float s0 = fmul(d, static_cast<float>(sc[0])), s1 = fmul(d, static_cast<float>(sc[1]));
-#pragma unroll
-    for (int l = 0; l < 32; ++l) {
-      const int q = (((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
-      f(l, fmul(l < 16 ? s0 : s1, static_cast<float>(q)));
-    }
-  }
-};
+using namespace qunit;
 
 __device__ __forceinline__ float epilogue(float v, int64_t m, int64_t n, int64_t N, const float* bias, const float* d,
                                           int epi) {
@@ -257,7 +49,10 @@ __device__ __forceinline__ float epilogue(float v, int64_t m, int64_t n, int64_t
 }
 
 // GEMV: block = kGemvWarps warps, warp w handles rows [R·(blockIdx.x·W + w), +R) of activation row
-// blockIdx.y. Lanes stride over the K / UNIT units of a row.
+// blockIdx.y. The activation row goes through shared memory in chunks of kChunkUnits units, each
+// unit padded by 4 floats so that the lanes' float4 reads of their own units (UNIT + 4 floats
+// apart) fall into different banks; global loads of x are coalesced. Lanes stride over units.
+constexpr int kChunkUnits = 64;
 template <int QT>
 __global__ void __launch_bounds__(kGemvWarps * kWarp) qgemv_kernel(int64_t N, int64_t K, const float* __restrict__ a,
                                                                    const uint8_t* __restrict__ w, int64_t row_bytes,
@@ -265,38 +60,52 @@ __global__ void __launch_bounds__(kGemvWarps * kWarp) qgemv_kernel(int64_t N, in
                                                                    const float* __restrict__ d, float* __restrict__ y,
                                                                    int epi) {
   using F = Fmt<QT>;
-  constexpr int R = kGemvRows;
+  constexpr int R = kGemvRows, PAD = F::UNIT + 4;
+  extern __shared__ float4 xs4[];
+  float* xs = reinterpret_cast<float*>(xs4);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;
-  if (n0 >= N) return;
   const int64_t m = blockIdx.y;
   const float* x = a + m * K;
   const int64_t units = K / F::UNIT;
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  for (int64_t u = lane; u < units; u += kWarp) {
-    float xv[F::UNIT];
-    const float4* xp = reinterpret_cast<const float4*>(x + u * F::UNIT);
-#pragma unroll
-    for (int i = 0; i < F::UNIT / 4; ++i) {
-      const float4 t = __ldg(xp + i);
-      xv[4 * i] = t.x;
-      xv[4 * i + 1] = t.y;
-      xv[4 * i + 2] = t.z;
-      xv[4 * i + 3] = t.w;
+  for (int64_t c0 = 0; c0 < units; c0 += kChunkUnits) {
+    const int cu = static_cast<int>(units - c0 < kChunkUnits ? units - c0 : kChunkUnits);
+    __syncthreads();  // the previous chunk is consumed
+    const float4* src = reinterpret_cast<const float4*>(x + c0 * F::UNIT);
+    for (int i = threadIdx.x; i < cu * F::UNIT / 4; i += blockDim.x) {
+      const int e = 4 * i;
+      *reinterpret_cast<float4*>(xs + (e / F::UNIT) * PAD + e % F::UNIT) = __ldg(src + i);
     }
-    const int64_t blk = u / F::UPB;
-    const int sub = static_cast<int>(u % F::UPB);
+    __syncthreads();
+    if (n0 >= N) continue;
+    for (int cu_i = lane; cu_i < cu; cu_i += kWarp) {
+      float xv[F::UNIT];
+      const float4* xp = reinterpret_cast<const float4*>(xs + cu_i * PAD);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (n0 + r < N) {
-        float s = 0.0f;
-        F::visit(w + (n0 + r) * row_bytes + blk * F::BYTES, sub, [&](int i, float v) { s = fmaf(v, xv[i], s); });
-        acc[r] += s;
+      for (int i = 0; i < F::UNIT / 4; ++i) {
+        const float4 t = xp[i];
+        xv[4 * i] = t.x;
+        xv[4 * i + 1] = t.y;
+        xv[4 * i + 2] = t.z;
+        xv[4 * i + 3] = t.w;
+      }
+      const int64_t u = c0 + cu_i;
+      const int64_t blk = u / F::UPB;
+      const int sub = static_cast<int>(u % F::UPB);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (n0 + r < N) {
+          float s = 0.0f;
+          F::visit(w + (n0 + r) * row_bytes + blk * F::BYTES, sub, [&](int i, float v) { s = fmaf(v, xv[i], s); });
+          acc[r] += s;
+        }
       }
     }
   }
+  if (n0 >= N) return;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const float s = warp_sum(acc[r]);
@@ -379,7 +188,8 @@ int run_gemv(const Problem& p) {
   constexpr int rows_per_block = kGemvRows * kGemvWarps;
   const int64_t bx = (p.N + rows_per_block - 1) / rows_per_block;
   if (bx > 0x7fffffffLL || p.M > 65535) return fail("dml_cuda_qgemm: GEMV grid too large (N or M)");
-  qgemv_kernel<QT><<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(p.M)), kGemvWarps * kWarp, 0, p.s>>>(
+  const size_t smem = static_cast<size_t>(kChunkUnits) * (Fmt<QT>::UNIT + 4) * sizeof(float);
+  qgemv_kernel<QT><<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(p.M)), kGemvWarps * kWarp, smem, p.s>>>(
       p.N, p.K, p.a, p.w, p.row_bytes, p.bias, p.d, p.y, p.epi);
   return check_launch("dml_cuda_qgemm (gemv)");
 }
