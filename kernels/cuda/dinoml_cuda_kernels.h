@@ -77,9 +77,13 @@ DML_CUDA_API int dml_cuda_copy(void* dst, const void* src, size_t bytes, void* s
 /* ---- quantized weights (qgemm.cu, issue 6) ---------------------------------------------- */
 /* y[M,N] (float32) = epi(a[M,K] (float32) · wᵀ + bias[N] (+ d[M,N])), w[N,K] in GGUF blocks of ggml
  * type `qtype` (dinoml/quant_blocks.h: q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K); a and w
- * 16-byte aligned. path: GEMV dequantizing in registers (small M), N-slices dequantized to float32
- * + the GEMM (large M), or AUTO (GEMV for M <= 8). */
-enum dml_cuda_qgemm_path { DML_CUDA_QGEMM_AUTO = 0, DML_CUDA_QGEMM_GEMV = 1, DML_CUDA_QGEMM_DEQUANT_GEMM = 2 };
+ * 16-byte aligned. path: GEMV dequantizing in registers (float32, exact weights), N-slices
+ * dequantized to float32 + the GEMM (large M), int8 GEMV (activations quantized to 8 bits as the
+ * CPU int8 path does, dp4a; q4_0 q8_0 q4_K q6_K), or AUTO (int8 for M <= 32 where the type has
+ * it, else the float32 GEMV for M <= 8, else dequantize + GEMM). */
+enum dml_cuda_qgemm_path {
+  DML_CUDA_QGEMM_AUTO = 0, DML_CUDA_QGEMM_GEMV = 1, DML_CUDA_QGEMM_DEQUANT_GEMM = 2, DML_CUDA_QGEMM_INT8 = 3
+};
 DML_CUDA_API int dml_cuda_qgemm(int qtype, int64_t M, int64_t N, int64_t K, const void* a, const void* w,
                                 const void* bias, const void* d, void* y, int epilogue, int allow_tf32, int path,
                                 void* stream);

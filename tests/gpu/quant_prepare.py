@@ -1,8 +1,8 @@
 """Builds the quantized-weight GPU bundle (issue 6) where the compiler runs (nvcc, no GPU):
 
-  * qgemm_<path>: one CUDA artifact holding gemm_rcr / gemm_rcr_bias_relu / gemm_rcr_bias_add with a
-    weight kept as GGUF blocks, for each of q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K; path
-    auto, gemv (DINOML_CUDA_QGEMM=gemv) and dequant_gemm. The oracle's dequantized weights
+  * qgemm_<path> (auto, gemv, int8, dequant_gemm): one CUDA artifact holding gemm_rcr / gemm_rcr_bias_relu / gemm_rcr_bias_add with a
+    weight kept as GGUF blocks, for each of q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K (int8:
+    q4_0 q8_0 q4_K q6_K), the path forced by DINOML_CUDA_QGEMM except for auto. The oracle's dequantized weights
     (dml.gguf.tensor = the reference dequantizer, bit-identical to ggml) are stored beside.
   * llama_<quant>: the tiny random llama (examples/llama/make_random_gguf.py, f32 / q4_k_m / q4_0)
     compiled with `dinoml compile examples/llama/model.py --gguf FILE --target cuda`, and the CPU
@@ -31,7 +31,11 @@ PROMPT = [1, 300, 451, 27, 999, 512, 260, 870, 42, 613, 777, 301]
 NGEN = 32
 
 
+I8_TYPES = ["q4_0", "q8_0", "q4_K", "q6_K"]
+
+
 def qgemm_case(dml, out, path, arch):
+    QTYPES = I8_TYPES if path == "int8" else globals()["QTYPES"]
     d = os.path.join(out, f"qgemm_{path}")
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(11)
@@ -135,7 +139,7 @@ def main():
 
     import dinoml as dml
     os.makedirs(a.out, exist_ok=True)
-    keys = [f"qgemm_{p}" for p in ("auto", "gemv", "dequant_gemm")] + [f"llama_{q}" for q in ("f32", "f32_notf32", "q4_k_m", "q4_0")]
+    keys = [f"qgemm_{p}" for p in ("auto", "gemv", "int8", "dequant_gemm")] + [f"llama_{q}" for q in ("f32", "f32_notf32", "q4_k_m", "q4_0")]
     done = []
     with tempfile.TemporaryDirectory() as tmp:
         for key in keys:

@@ -24,6 +24,23 @@ QT = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K":
 BLOCK = {"q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34), "q2_K": (256, 84),
          "q3_K": (256, 110), "q4_K": (256, 144), "q5_K": (256, 176), "q6_K": (256, 210)}
 TOL = 1e-4  # max |out - ref| / max(1, max |ref|): exact dequantized weights, fp32, --no-tf32
+I8 = {"q4_0": 32, "q8_0": 32, "q4_K": 256, "q6_K": 256}  # int8 path: activation block size
+
+
+def int8_used(path, t, m):
+    return t in I8 and (path == "int8" or (path == "auto" and m <= 32))
+
+
+def act_quant(x, qb):
+    """The int8 path's activations (as the CPU's avx2_quantize_a8/a8k): per qb-element block
+    d = amax / 127, q = round-half-even(x * (127 / amax)) in float32; returned as q * d in float64."""
+    m, k = x.shape
+    xb = x.reshape(m, k // qb, qb)
+    amax = xb.abs().amax(dim=2, keepdim=True)
+    idv = torch.where(amax > 0, torch.tensor(127.0, device=x.device, dtype=torch.float32) / amax, torch.zeros_like(amax))
+    q = torch.round(xb * idv)  # torch.round: half to even
+    d = amax / torch.tensor(127.0, device=x.device, dtype=torch.float32)
+    return (q.double() * d.double()).reshape(m, k)
 
 
 def run_qgemm(d, meta, results):
@@ -43,7 +60,8 @@ def run_qgemm(d, meta, results):
         torch.cuda.synchronize()
         for t in meta["qtypes"]:
             w = torch.from_numpy(ref[f"w_{t}"]).double().to(dev)
-            lin = x.double() @ w.T
+            xe = act_quant(x, I8[t]) if int8_used(meta["path"], t, m) else x.double()
+            lin = xe @ w.T
             exp = {"rcr": lin, "bias_relu": torch.relu(lin + bias), "bias_add": lin + bias + r.double()}
             for k, e in exp.items():
                 got = outs[f"{t}_{k}"].double()
@@ -128,7 +146,7 @@ def bandwidth(bundle, results):
     print(f"[bandwidth] D2D copy 1 GiB: {copy_bw / 1e9:.0f} GB/s (read + write)", flush=True)
     results.append({"case": "d2d_copy", "bytes": 1 << 30, "GBps": copy_bw / 1e9})
     shapes = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]
-    for t in ("q4_K", "q6_K", "q4_0", "q8_0", "q5_K"):
+    for t in ("q4_K", "q6_K", "q4_0", "q8_0"):
         bs, bb = BLOCK[t]
         for N, K in shapes:
             row_bytes = K // bs * bb
@@ -144,17 +162,19 @@ def bandwidth(bundle, results):
             x = torch.randn(1, K, device=dev)
             y = torch.empty(1, N, device=dev)
 
-            def call(i=0):
-                rc = lib.dml_cuda_qgemm(QT[t], 1, N, K, x.data_ptr(), w[i % copies].data_ptr(), None, None, y.data_ptr(),
-                                        0, 0, 1, stream)
-                if rc:
-                    raise RuntimeError(lib.dml_cuda_last_error().decode())
-            tq = timed(call, 100)
-            bw = wbytes / tq
-            print(f"[bandwidth] {t} GEMV N={N} K={K}: {tq * 1e6:.1f} us, weights {wbytes / 2**20:.1f} MiB -> "
-                  f"{bw / 1e9:.0f} GB/s = {bw / copy_bw:.0%} of the D2D copy", flush=True)
-            results.append({"case": "qgemv_bw", "qtype": t, "N": N, "K": K, "us": tq * 1e6, "GBps": bw / 1e9,
-                            "frac_of_copy": bw / copy_bw})
+            for path in ((3, 1) if t in I8 else (1,)):
+                def call(i=0):
+                    rc = lib.dml_cuda_qgemm(QT[t], 1, N, K, x.data_ptr(), w[i % copies].data_ptr(), None, None,
+                                            y.data_ptr(), 0, 0, path, stream)
+                    if rc:
+                        raise RuntimeError(lib.dml_cuda_last_error().decode())
+                tq = timed(call, 100)
+                bw = wbytes / tq
+                name = "int8 GEMV" if path == 3 else "fp32 GEMV"
+                print(f"[bandwidth] {t} {name} N={N} K={K}: {tq * 1e6:.1f} us, weights {wbytes / 2**20:.1f} MiB -> "
+                      f"{bw / 1e9:.0f} GB/s = {bw / copy_bw:.0%} of the D2D copy", flush=True)
+                results.append({"case": "qgemv_bw", "path": name, "qtype": t, "N": N, "K": K, "us": tq * 1e6,
+                                "GBps": bw / 1e9, "frac_of_copy": bw / copy_bw})
             del w
     # The large-M path (dequantize slices + cuBLASLt, TF32 off) at prefill sizes, for reference.
     for t in ("q4_K", "q6_K"):
@@ -170,14 +190,14 @@ def bandwidth(bundle, results):
         for M in (16, 512):
             x = torch.randn(M, K, device=dev)
             y = torch.empty(M, N, device=dev)
-            for path in (1, 2):
+            for path in (3, 1, 2):
                 def call(i=0):
                     rc = lib.dml_cuda_qgemm(QT[t], M, N, K, x.data_ptr(), w.data_ptr(), None, None, y.data_ptr(), 0, 0,
                                             path, stream)
                     if rc:
                         raise RuntimeError(lib.dml_cuda_last_error().decode())
                 tq = timed(call, 10)
-                print(f"[large-M] {t} M={M} N={N} K={K} {'gemv' if path == 1 else 'dequant+gemm'}: {tq * 1e6:.0f} us, "
+                print(f"[large-M] {t} M={M} N={N} K={K} { {1: 'fp32 gemv', 2: 'dequant+gemm', 3: 'int8 gemv'}[path] }: {tq * 1e6:.0f} us, "
                       f"{2 * M * N * K / tq / 1e12:.1f} TFLOP/s", flush=True)
                 results.append({"case": "qgemm_time", "qtype": t, "M": M, "N": N, "K": K, "path": path, "us": tq * 1e6})
         del w

@@ -46,7 +46,7 @@ def test_llama_compiles_for_cuda(tmp_path, quant):
         # 2 layers x 7 matrices + the output head
         assert src.count("dml_cuda_qgemm(") == 15
         q = [k for k in man if k["candidates"][0] == "qgemv.dequant_in_registers"]
-        assert len(q) == 15 and all(len(k["candidates"]) == 2 for k in q)
+        assert len(q) == 15 and all("qgemv.int8_dp4a" in k["candidates"] for k in q)
 
 
 def test_qgemm_forced_path_and_errors(tmp_path, monkeypatch):
@@ -73,5 +73,5 @@ def test_qgemm_forced_path_and_errors(tmp_path, monkeypatch):
     assert k["selected"].startswith("dequant_f32.cublaslt") and "forced" in k["reason"]
     assert "DML_CUDA_QGEMM_DEQUANT_GEMM" in open(os.path.join(art.path, "debug", "module.cu")).read()
     monkeypatch.setenv("DINOML_CUDA_QGEMM", "fast")
-    with pytest.raises(Exception, match="DINOML_CUDA_QGEMM must be gemv or dequant_gemm"):
+    with pytest.raises(Exception, match="DINOML_CUDA_QGEMM must be gemv, int8 or dequant_gemm"):
         build(tmp_path / "b")

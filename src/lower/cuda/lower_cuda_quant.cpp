@@ -97,9 +97,10 @@ json emit_cuda_index_op(EmitContext& cx, const ir::Node& n, std::ostringstream& 
   no_cuda_lowering(n, "");
 }
 
-// gemm_rcr* with b kept as GGUF blocks. Candidates: the GEMV (dequantize in registers; memory-bound
-// decode) and dequantize-to-float32 + GEMM (prefill); the library's automatic choice (GEMV for
-// M <= 8) unless DINOML_CUDA_QGEMM=gemv|dequant_gemm forced one at compile time.
+// gemm_rcr* with b kept as GGUF blocks. Candidates: the float32 GEMV (dequantize in registers),
+// the int8 GEMV (dp4a on activations quantized as the CPU int8 path does: q4_0 q8_0 q4_K q6_K) and
+// dequantize-to-float32 + GEMM (prefill); the library's automatic choice unless
+// DINOML_CUDA_QGEMM=gemv|int8|dequant_gemm forced one at compile time.
 json emit_cuda_qgemm(EmitContext& cx, const ir::Node& n, bool rcr, const std::string& epilogue, const std::string& bias,
                      const std::string& d, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
@@ -115,19 +116,29 @@ json emit_cuda_qgemm(EmitContext& cx, const ir::Node& n, bool rcr, const std::st
   const std::string M = cx.cpp_prod(a.shape, 0, ra - 1), K = cx.cpp(a.shape[ra - 1]), N = cx.cpp(b.shape[0]);
   const char* env = std::getenv("DINOML_CUDA_QGEMM");
   const std::string forced = env ? env : "";
-  if (!forced.empty() && forced != "gemv" && forced != "dequant_gemm")
-    throw BuildError("DINOML_CUDA_QGEMM must be gemv or dequant_gemm, not '" + forced + "'");
+  if (!forced.empty() && forced != "gemv" && forced != "dequant_gemm" && forced != "int8")
+    throw BuildError("DINOML_CUDA_QGEMM must be gemv, int8 or dequant_gemm, not '" + forced + "'");
+  const bool has_int8 = b.quant->type == "q4_0" || b.quant->type == "q8_0" || b.quant->type == "q4_K" ||
+                        b.quant->type == "q6_K";
+  if (forced == "int8" && !has_int8)
+    no_cuda_lowering(n, "DINOML_CUDA_QGEMM=int8: no int8 path for " + b.quant->type + " (q4_0 q8_0 q4_K q6_K)");
   const std::string path = forced == "gemv" ? "DML_CUDA_QGEMM_GEMV"
+                           : forced == "int8" ? "DML_CUDA_QGEMM_INT8"
                            : forced == "dequant_gemm" ? "DML_CUDA_QGEMM_DEQUANT_GEMM" : "DML_CUDA_QGEMM_AUTO";
   body << checked_cuda_call(n, "dml_cuda_qgemm(" + std::to_string(qt) + " /* " + b.quant->type + " */, " + M + ", " + N +
                                    ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
                                    d + ", " + cx.ptr(n.outputs[0]) + ", " + epilogue + ", " + (o.allow_tf32 ? "1" : "0") +
                                    ", " + path + ", stream)");
   const std::string gemm = o.arch.target == GpuTarget::rocm ? "simt_tiled_64x64" : std::string("cublaslt") + (o.allow_tf32 ? ".tf32" : "");
-  const json cands = {"qgemv.dequant_in_registers", "dequant_f32." + gemm};
-  std::string sel = "auto (qgemv.dequant_in_registers for M <= 8, else dequant_f32." + gemm + ")",
+  // The int8 path needs 32-lane warps (not gfx90a's wave64).
+  const bool int8 = has_int8 && o.arch.lanes == 32;
+  json cands = {"qgemv.dequant_in_registers", "dequant_f32." + gemm};
+  if (int8) cands.push_back("qgemv.int8_dp4a");
+  std::string sel = int8 ? "auto (qgemv.int8_dp4a for M <= 32, else dequant_f32." + gemm + ")"
+                         : "auto (qgemv.dequant_in_registers for M <= 8, else dequant_f32." + gemm + ")",
               reason = "default (not profiled)";
   if (forced == "gemv") { sel = "qgemv.dequant_in_registers"; reason = "forced by DINOML_CUDA_QGEMM=gemv"; }
+  if (forced == "int8") { sel = "qgemv.int8_dp4a"; reason = "forced by DINOML_CUDA_QGEMM=int8"; }
   if (forced == "dequant_gemm") { sel = "dequant_f32." + gemm; reason = "forced by DINOML_CUDA_QGEMM=dequant_gemm"; }
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
