@@ -52,7 +52,9 @@ __global__ void kv_write_kernel(int64_t outer, int64_t S, int64_t T, int64_t wor
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t w = t % words, row = t / words, o = row / T, j = row % T;
     const int64_t p = load_index(pos_dtype, pos, j);
-    if (p >= 0 && p < S) y[(o * S + p) * words + w] = v[t];
+    bool last = true;  // a repeated position keeps the last row (as the CPU kernel)
+    for (int64_t k = j + 1; k < T && last; ++k) last = load_index(pos_dtype, pos, k) != p;
+    if (last && p >= 0 && p < S) y[(o * S + p) * words + w] = v[t];
   }
 }
 

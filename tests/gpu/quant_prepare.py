@@ -79,6 +79,36 @@ def qgemm_case(dml, out, path, arch):
     json.dump(meta, open(os.path.join(d, "case.json"), "w"), indent=1)
 
 
+def index_case(dml, out, arch):
+    """gather (axis 1, negative indices), embedding, argmax (two axes, float32 and float16) and a
+    kv_cache_write whose cache is an input (the copy path; a repeated position), checked on the GPU
+    against torch."""
+    d = os.path.join(out, "index_ops")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((20, 8)).astype(np.float32)
+    np.save(os.path.join(d, "table.npy"), table)
+    t = dml.Dim("t", min=1, max=8, typical=3, buckets=(8,))
+
+    class M(dml.Module):
+        def __init__(self):
+            self.table = dml.Parameter([20, 8])
+
+        def forward(self, x, xh, idx, tok, cache, vals, pos):
+            return {"gather": dml.ops.gather(x, idx, axis=1), "embedding": dml.ops.embedding(tok, self.table),
+                    "argmax_last": dml.ops.argmax(x, axis=-1), "argmax_mid": dml.ops.argmax(x, axis=1),
+                    "argmax_f16": dml.ops.argmax(xh, axis=-1), "kv": dml.ops.kv_cache_write(cache, vals, pos)}
+
+    spec = dml.trace(M(), inputs={"x": dml.TensorSpec([4, 10, 6], "float32"), "xh": dml.TensorSpec([3, 50], "float16"),
+                                  "idx": dml.TensorSpec([5], "int64"), "tok": dml.TensorSpec([t], "int32"),
+                                  "cache": dml.TensorSpec([2, 16, 8], "float32"),
+                                  "vals": dml.TensorSpec([2, t, 8], "float32"), "pos": dml.TensorSpec([t], "int64")},
+                     constants={"table": table}, name="index_ops")
+    art = dml.compile(spec, target="cuda", arch=arch, out=os.path.join(d, "artifact"))
+    json.dump({"kind": "index", "kernels": sorted({k["selected"] for k in art.kernel_manifest})},
+              open(os.path.join(d, "case.json"), "w"), indent=1)
+
+
 CPU_RUN = r"""
 import json, sys
 import numpy as np
@@ -139,14 +169,16 @@ def main():
 
     import dinoml as dml
     os.makedirs(a.out, exist_ok=True)
-    keys = [f"qgemm_{p}" for p in ("auto", "gemv", "int8", "dequant_gemm")] + [f"llama_{q}" for q in ("f32", "f32_notf32", "q4_k_m", "q4_0")]
+    keys = ["index_ops"] + [f"qgemm_{p}" for p in ("auto", "gemv", "int8", "dequant_gemm")] + [f"llama_{q}" for q in ("f32", "f32_notf32", "q4_k_m", "q4_0")]
     done = []
     with tempfile.TemporaryDirectory() as tmp:
         for key in keys:
             if a.only and not any(o in key for o in a.only):
                 continue
             t0 = time.time()
-            if key.startswith("qgemm_"):
+            if key == "index_ops":
+                index_case(dml, a.out, a.arch)
+            elif key.startswith("qgemm_"):
                 qgemm_case(dml, a.out, key[len("qgemm_"):], a.arch)
             else:
                 llama_case(dml, a.out, key[len("llama_"):], a.arch, tmp)

@@ -75,6 +75,50 @@ def run_qgemm(d, meta, results):
           f"(kernels {meta['kernels']})", flush=True)
 
 
+def run_index(d, meta, results):
+    mod = D.Module(os.path.join(d, "artifact"))
+    sess = mod.session()
+    dev = torch.device("cuda")
+    table = torch.from_numpy(np.load(os.path.join(d, "table.npy"))).to(dev)
+    g = torch.Generator(device="cpu").manual_seed(9)
+    ok_all = True
+    for T in (1, 3, 8):
+        x = torch.randn(4, 10, 6, generator=g).to(dev)
+        x[1, 3, :] = x[1, 2, :]  # ties: the first maximum wins
+        x[2, 5, 4] = float("nan")  # NaN counts as the maximum
+        xh = torch.randn(3, 50, generator=g).half().to(dev)
+        idx = torch.tensor([0, -1, 9, -10, 4], dtype=torch.int64, device=dev)
+        tok = torch.randint(0, 20, (T,), generator=g, dtype=torch.int32).to(dev)
+        cache = torch.randn(2, 16, 8, generator=g).to(dev)
+        vals = torch.randn(2, T, 8, generator=g).to(dev)
+        pos = torch.randint(0, 16, (T,), generator=g, dtype=torch.int64)
+        if T >= 3:
+            pos[T - 1] = pos[0]  # a repeated position: the last row wins
+        pos = pos.to(dev)
+        outs = {"gather": torch.empty(4, 5, 6, device=dev), "embedding": torch.empty(T, 8, device=dev),
+                "argmax_last": torch.empty(4, 10, dtype=torch.int64, device=dev),
+                "argmax_mid": torch.empty(4, 6, dtype=torch.int64, device=dev),
+                "argmax_f16": torch.empty(3, dtype=torch.int64, device=dev), "kv": torch.empty(2, 16, 8, device=dev)}
+        sess.run({"x": x, "xh": xh, "idx": idx, "tok": tok, "cache": cache, "vals": vals, "pos": pos}, outs)
+        torch.cuda.synchronize()
+        kv = cache.clone()
+        for j in range(T):
+            kv[:, pos[j]] = vals[:, j]
+
+        def amax(t, dim):  # torch: NaN is the maximum; first index among equals
+            return torch.argmax(t.float().nan_to_num(nan=float("inf")), dim=dim)
+        exp = {"gather": torch.index_select(x, 1, torch.where(idx < 0, idx + 10, idx)), "embedding": table[tok.long()],
+               "argmax_last": amax(x, -1), "argmax_mid": amax(x, 1), "argmax_f16": amax(xh, -1), "kv": kv}
+        for k, e in exp.items():
+            same = torch.equal(outs[k], e)
+            ok_all &= same
+            results.append({"case": "index_ops", "out": k, "T": T, "ok": same})
+            if not same:
+                print(f"FAIL index_ops {k} T={T}", flush=True)
+    print(f"[index_ops] gather/embedding/argmax/kv_cache_write (copy path) at T = 1, 3, 8: "
+          f"{'all exact' if ok_all else 'MISMATCH'} (kernels {meta['kernels']})", flush=True)
+
+
 def greedy(art, prompt, n):
     mod = D.Module(art)
     sess = mod.session()  # states (KV cache) start zeroed
@@ -226,7 +270,7 @@ def main():
         d = os.path.join(a.bundle, key)
         meta = json.load(open(os.path.join(d, "case.json")))
         try:
-            (run_qgemm if meta["kind"] == "qgemm" else run_llama)(d, meta, results)
+            {"qgemm": run_qgemm, "llama": run_llama, "index": run_index}[meta["kind"]](d, meta, results)
         except Exception as e:  # report and go on with the other cases
             print(f"FAIL {key}: {type(e).__name__}: {e}", flush=True)
             results.append({"case": key, "ok": False, "error": str(e)})
