@@ -9,17 +9,17 @@ tolerance relative to the largest |logit| of llama.cpp, and the chosen tokens ar
 unless llama.cpp's top two logits are closer than that tolerance, after which the continuations
 may differ and the comparison stops (reported). Skips only when npm is missing.
 
-Tolerances: F32 1e-2 (measured 1.8e-4: llama.cpp's default flash attention over its F16 KV cache
-accumulates V·softmax in F16; against llama.cpp with an F32 KV cache and no flash attention the
-F32 model matches to 2.9e-7, test_llama_f32_matches_llama_cpp_exact_attention, 1e-5).
-Q4_K/Q6_K 2e-2, not the issue's 1e-2, because 1e-2 is below this random model's own noise floor:
-both sides quantize activations to q8_K blocks the same way, but any difference upstream of an
-8-bit rounding (even float summation order) flips some roundings, each flip is a whole quantum,
-and after a few of the 29 quantized GEMMs the difference saturates at the activation-quantization
-noise. Measured (max / mean over 32 steps, relative to max |logit|): DinoML vs llama.cpp default
-1.46e-2 / 1.04e-2; DinoML vs llama.cpp with F32 KV and no flash attention 1.13e-2 / 0.89e-2;
-llama.cpp against itself, F16 vs F32 KV cache, 1.32e-2 (its greedy tokens part at step 16);
-DinoML against itself with Q, K, V rounded to F16 or not 1.52e-2 / 1.00e-2. Evidence that the schemes agree: with a single quantized matrix (F32 file, only
+Tolerance: the issue's 1e-2 of max |logit| for both files (F32 measured 1.8e-4: llama.cpp's
+default flash attention over its F16 KV cache accumulates V·softmax in F16; against llama.cpp with
+an F32 KV cache and no flash attention the F32 model matches to 2.9e-7,
+test_llama_f32_matches_llama_cpp_exact_attention, 1e-5). Q4_K/Q6_K: both sides quantize
+activations to q8_K blocks the same way, but any difference upstream of an 8-bit rounding (even
+float summation order, or llama.cpp's F16 KV cache) flips some roundings, each flip a whole quantum,
+so the model has a noise floor of its own: llama.cpp moves by as much when it only switches its KV
+cache between F16 and F32. make_random_gguf's default block-output gain (0.1) keeps that floor
+below 1e-2: measured on seeds 1, 2, 3, 7, 11, DinoML vs llama.cpp 7.7e-3..8.8e-3 (max over 32
+steps), llama.cpp F16 vs F32 KV 7.4e-3..8.9e-3. (With gain 0.25 both were ~1.4e-2 / 1.3e-2.)
+Evidence that the schemes agree: with a single quantized matrix (F32 file, only
 `output` in q6_K / q4_0, or only ffn_down in q6_K) DinoML's int8 path is 1.9e-3..3.0e-3 from
 llama.cpp while an exact dequantized-weight compile of the same file is 5.2e-3..9.3e-3 away.
 """
@@ -84,7 +84,7 @@ def test_llama_matches_llama_cpp(ggml_libdir, tmp_path, quant):
     errs, close_calls = [], []
     for i in range(N):
         ref, got = ref_logits[i].astype(np.float64), logits.astype(np.float64)
-        tol = (1e-2 if quant == "f32" else 2e-2) * np.abs(ref).max()
+        tol = 1e-2 * np.abs(ref).max()
         err = np.abs(ref - got).max()
         assert err <= tol, f"step {i}: max |logit difference| {err:.4g} > tolerance {tol:.4g}"
         errs.append(err / np.abs(ref).max())
@@ -101,7 +101,7 @@ def test_llama_matches_llama_cpp(ggml_libdir, tmp_path, quant):
     for i in range(N):
         if ours["tokens"][i] != ref_tokens[i]:
             top2 = np.sort(ref_logits[i])[-2:]
-            assert top2[1] - top2[0] < (1e-2 if quant == "f32" else 2e-2) * np.abs(ref_logits[i]).max(), (
+            assert top2[1] - top2[0] < 1e-2 * np.abs(ref_logits[i]).max(), (
                 f"free-running continuations differ at step {i}")
             break
     print(f"{quant}: max |logit error| / max |logit| = {max(errs):.2e} over {N} steps; greedy tokens identical "

@@ -1,6 +1,7 @@
 #include "lower/cpu/library_args.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdint>
 
 #include "ir/error.h"
@@ -113,6 +114,147 @@ LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::strin
 
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked) {
   body << "  {\n" << a.decls << "  " << checked << "  }\n";
+}
+
+LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+  const auto& q = cx.tensor(n.inputs.at(0));
+  const auto& k = cx.tensor(n.inputs.at(1));
+  const auto& v = cx.tensor(n.inputs.at(2));
+  const size_t r = q.shape.size();
+  if (r < 2 || r - 2 > 8) fail(n, "rank outside [2, 10]");
+  const ir::Shape batch(q.shape.begin(), q.shape.end() - 2);
+  std::string mask_ptr = "NULL", mask_dtype = "-1", si = "0", sj = "0";
+  std::vector<std::string> bstride(batch.size(), "INT64_C(0)");
+  if (n.inputs.size() > 3) {
+    const auto& m = cx.tensor(n.inputs[3]);
+    const size_t rm = m.shape.size();
+    // Right-aligned broadcast: scores axis a reads mask axis a - (r - rm); extent-1 axes repeat.
+    auto stride = [&](size_t a) -> std::string {
+      if (a + rm < r) return "INT64_C(0)";
+      const size_t ma = a + rm - r;
+      if (m.shape[ma].is_const() && m.shape[ma].const_value() == 1) return "INT64_C(0)";
+      return cx.cpp_prod(m.shape, ma + 1, rm);
+    };
+    for (size_t a = 0; a < batch.size(); ++a) bstride[a] = stride(a);
+    si = stride(r - 2);
+    sj = stride(r - 1);
+    mask_ptr = cx.ptr(n.inputs[3]);
+    mask_dtype = std::to_string(static_cast<int>(m.dtype));
+  }
+  std::vector<std::string> bs = cx.cpp_shape(batch);
+  if (bs.empty()) bs.push_back("INT64_C(1)");  // rank 2: no batch axes (the arrays are not read)
+  if (bstride.empty()) bstride.push_back("INT64_C(0)");
+  const std::string scale = n.has_attr("scale") ? float_literal(n.attr_float("scale")) : "0.0f";
+  return {"    const int64_t bs[] = " + brace_list(bs) + ";\n    const int64_t ms[] = " + brace_list(bstride) + ";\n",
+          std::to_string(static_cast<int>(q.dtype)) + ", " + std::to_string(batch.size()) + ", bs, " +
+              cx.cpp(q.shape[r - 2]) + ", " + cx.cpp(k.shape[r - 2]) + ", " + cx.cpp(q.shape[r - 1]) + ", " +
+              cx.cpp(v.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
+              cx.ptr(n.inputs[2]) + ", " + mask_dtype + ", " + mask_ptr + ", ms, " + si + ", " + sj + ", " +
+              (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " + cx.ptr(n.outputs[0])};
+}
+
+LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes) {
+  const auto& a = cx.tensor(n.inputs.at(0));
+  const auto& b = cx.tensor(n.inputs.at(1));
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t r = y.shape.size();
+  if (r < 3 || a.shape.size() < 2 || b.shape.size() < 2) fail(n, "expects rank >= 3 operands");
+  const size_t br = r - 2;
+  if (br > max_batch_axes) fail(n, "more than " + std::to_string(max_batch_axes) + " batch axes");
+  auto padded_batch = [&](const ir::Shape& s) {
+    std::vector<std::string> out;
+    const size_t sb = s.size() - 2;
+    if (sb > br) fail(n, "operand has more batch axes than the output");
+    for (size_t i = 0; i < br; ++i) out.push_back(i < br - sb ? "INT64_C(1)" : cx.cpp(s[i - (br - sb)]));
+    return out;
+  };
+  std::vector<std::string> yb;
+  for (size_t i = 0; i < br; ++i) yb.push_back(cx.cpp(y.shape[i]));
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  const std::string M = cx.cpp(a.shape[ra - 2]), K = cx.cpp(a.shape[ra - 1]);
+  const std::string N = cx.cpp(rcr ? b.shape[rb - 2] : b.shape[rb - 1]);
+  return {"    const int64_t ys[] = " + brace_list(yb) + ";\n    const int64_t as[] = " +
+              brace_list(padded_batch(a.shape)) + ";\n    const int64_t bs[] = " + brace_list(padded_batch(b.shape)) +
+              ";\n",
+          std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " +
+              cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0])};
+}
+
+LibraryCallArgs layer_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const bool has_gamma = n.inputs.size() > 1, has_beta = n.inputs.size() > 2;
+  const size_t nd = has_gamma ? cx.tensor(n.inputs[1]).shape.size()
+                              : static_cast<size_t>(n.attr_int("normalized_ndim", 1));
+  if (nd < 1 || nd > x.shape.size()) fail(n, "normalized_ndim outside [1, rank]");
+  const size_t r = x.shape.size();
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (cx.tensor(n.inputs[i]).dtype != x.dtype) fail(n, "gamma/beta dtype differs from x");
+  return {"", cx.cpp_prod(x.shape, 0, r - nd) + ", " + cx.cpp_prod(x.shape, r - nd, r) + ", " + cx.ptr(n.inputs[0]) +
+                  ", " + (has_gamma ? cx.ptr(n.inputs[1]) : "NULL") + ", " + (has_beta ? cx.ptr(n.inputs[2]) : "NULL") +
+                  ", " + float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0])};
+}
+
+LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  if (r < 1) fail(n, "rank-0 input");
+  const bool has_w = n.inputs.size() > 1;
+  if (has_w && cx.tensor(n.inputs[1]).dtype != x.dtype) fail(n, "weight dtype differs from x");
+  return {"", cx.cpp_prod(x.shape, 0, r - 1) + ", " + cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                  (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " + float_literal(n.attr_float("eps", 1e-6)) + ", " +
+                  cx.ptr(n.outputs[0])};
+}
+
+bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k) {
+  k = GemmKind{};
+  k.epilogue = epi_prefix + "NONE";
+  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
+  else if (op.rfind("gemm_rrr", 0) != 0) return false;
+  const std::string rest = op.substr(8);
+  static const std::map<std::string, std::string> acts = {
+      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
+      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
+  if (rest.empty()) return true;
+  if (rest.rfind("_bias", 0) != 0) return false;
+  k.bias = true;
+  auto it = acts.find(rest.substr(5));
+  if (it == acts.end()) return false;
+  k.epilogue = epi_prefix + it->second;
+  k.add = it->second == "ADD" || it->second == "ADD_RELU";
+  return true;
+}
+
+LibraryCallArgs elementwise_call_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, size_t max_rank) {
+  const auto& y = cx.tensor(n.outputs.at(0));
+  const size_t R = std::max<size_t>(y.shape.size(), 1);
+  if (max_rank && R > max_rank) fail(n, "rank > " + std::to_string(max_rank));
+  std::vector<std::string> os = y.shape.empty() ? std::vector<std::string>{"INT64_C(1)"} : cx.cpp_shape(y.shape);
+  std::vector<std::string> st, numels, ptrs;
+  for (const auto& in : n.inputs) {
+    const auto& s = cx.tensor(in).shape;
+    if (s.size() > R) fail(n, "input '" + in + "' has a higher rank than the output");
+    for (size_t a = 0; a < R; ++a) {
+      const size_t off = R - s.size();
+      if (a < off || (s[a - off].is_const() && s[a - off].const_value() == 1)) st.push_back("0");
+      else st.push_back(cx.cpp_prod(s, a - off + 1, s.size()));
+    }
+    numels.push_back(cx.numel(in));
+    ptrs.push_back(cx.ptr(in));
+  }
+  return {"    const int64_t os[] = " + brace_list(os) + ";\n    const int64_t st[] = " + brace_list(st) +
+              ";\n    const int64_t nk[] = " + brace_list(numels) + ";\n    const void* const in[] = " +
+              brace_list(ptrs) + ";\n",
+          std::to_string(R) + ", os, st, nk, in, " + cx.ptr(n.outputs[0])};
+}
+
+nlohmann::json fused_members(const ir::Node& n) {
+  nlohmann::json members = nlohmann::json::array();
+  if (n.has_attr("members")) {
+    for (const auto& m : n.attr_strs("members")) members.push_back(m);
+  } else {
+    members.push_back(n.name);
+  }
+  return members;
 }
 
 }  // namespace dinoml::lower::cpu

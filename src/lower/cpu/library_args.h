@@ -34,6 +34,30 @@ LibraryCallArgs expand_args(EmitContext& cx, const ir::Node& n);
 // reduce_*: rank, xs, axis mask (absent or empty `axes` = every axis), x, y; the op code is
 // prefix + SUM/MEAN/MAX/MIN ("DML_CPU_REDUCE_" / "DML_CUDA_REDUCE_"), after the dtype code.
 LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::string& dtype_code, const std::string& op_prefix);
+// scaled_dot_product_attention: dtype, batch rank, bs, Lq, Lk, D, Dv, q, k, v, mask dtype (-1 =
+// none), mask, ms (the mask's strides over the batch axes, 0 where it broadcasts), mask row / column
+// strides, causal, scale (0 = 1/sqrt(D)), out. `bs` / `ms` hold at least one entry (rank 2 reads none).
+LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// bmm_rcr / bmm_rrr: batch rank, ys, as, bs (each operand's batch extents right-aligned to the
+// output's, 1 where it broadcasts), M, N, K, a, b, y. At most `max_batch_axes` batch axes.
+LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes);
+// layer_norm: outer, inner (the normalized trailing axes), x, gamma|NULL, beta|NULL, eps, y.
+LibraryCallArgs layer_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// rms_norm: rows, last-axis extent, x, weight|NULL, eps, y.
+LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// A generated elementwise kernel's call site: decls `os` (output shape, rank >= 1), `st` (each
+// input's broadcast strides, right-aligned, 0 where its extent is the literal 1), `nk` (element
+// counts), `in` (pointers); args "R, os, st, nk, in, y"; max_rank 0 = any rank.
+// fused_members: the fused node's member names (itself when it fused nothing).
+LibraryCallArgs elementwise_call_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, size_t max_rank = 0);
+nlohmann::json fused_members(const ir::Node& n);
+// The gemm family's op names: gemm_{rcr,rrr}[_bias[_relu|_gelu|_fast_gelu|_swish|_sigmoid|_tanh|
+// _add|_add_relu]]. `epilogue` is the target's constant (`epi_prefix` + NONE, RELU, ...).
+struct GemmKind {
+  bool rcr = false, bias = false, add = false;
+  std::string epilogue;
+};
+bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k);
 // "  {\n<decls>  <checked call>  }\n"
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked);
 

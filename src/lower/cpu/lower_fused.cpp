@@ -13,6 +13,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
+#include "lower/cpu/library_args.h"
 #include "lower/cpu/fused_program.h"
 
 namespace dinoml::lower::cpu {
@@ -270,30 +271,9 @@ json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 
   // Call site: output shape, per-input broadcast strides (right-aligned, 0 where the input's
   // extent is the literal 1), input element counts.
-  const size_t R = std::max<size_t>(y.shape.size(), 1);
-  std::vector<std::string> os = y.shape.empty() ? std::vector<std::string>{"INT64_C(1)"} : cx.cpp_shape(y.shape);
-  std::vector<std::string> st, numels, ptrs;
-  for (const auto& in : n.inputs) {
-    const auto& s = cx.tensor(in).shape;
-    if (s.size() > R) no_lowering(n, "input '" + in + "' has a higher rank than the output");
-    for (size_t a = 0; a < R; ++a) {
-      const size_t off = R - s.size();
-      if (a < off || (s[a - off].is_const() && s[a - off].const_value() == 1)) st.push_back("0");
-      else st.push_back(cx.cpp_prod(s, a - off + 1, s.size()));
-    }
-    numels.push_back(cx.numel(in));
-    ptrs.push_back(cx.ptr(in));
-  }
-  body << "  {\n    const int64_t os[] = " << brace_list(os) << ";\n    const int64_t st[] = " << brace_list(st)
-       << ";\n    const int64_t nk[] = " << brace_list(numels) << ";\n    const void* const in[] = " << brace_list(ptrs)
-       << ";\n    " << k.name << "(" << R << ", os, st, nk, in, " << cx.ptr(n.outputs[0]) << ");\n  }\n";
-
-  json members = json::array();
-  if (n.has_attr("members")) {
-    for (const auto& m : n.attr_strs("members")) members.push_back(m);
-  } else {
-    members.push_back(n.name);
-  }
+  const LibraryCallArgs call = elementwise_call_args(cx, n, no_lowering);
+  body << "  {\n" << call.decls << "    " << k.name << "(" << call.args << ");\n  }\n";
+  const json members = fused_members(n);
   cx.codegen_plan.push_back({{"name", k.name}, {"node", n.name}, {"members", members}, {"program", program_text},
                              {"dtype", ir::dtype_name(y.dtype)}});
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + k.name}}, {"selected", "generated." + k.name},

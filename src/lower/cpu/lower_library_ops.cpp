@@ -43,30 +43,7 @@ void expect_float(const ir::Node& n, ir::DType t) {
 
 // ---- GEMM family ----------------------------------------------------------------------------
 
-struct GemmKind {
-  bool rcr = false;
-  bool bias = false;
-  std::string epilogue = "DML_CPU_EPI_NONE";
-  bool add = false;
-};
-
-bool parse_gemm(const std::string& op, GemmKind& k) {
-  std::string rest;
-  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
-  else if (op.rfind("gemm_rrr", 0) != 0) return false;
-  rest = op.substr(8);
-  static const std::map<std::string, std::string> acts = {
-      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
-      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
-  if (rest.empty()) return true;
-  if (rest.rfind("_bias", 0) != 0) return false;
-  k.bias = true;
-  auto it = acts.find(rest.substr(5));
-  if (it == acts.end()) return false;
-  k.epilogue = "DML_CPU_EPI_" + it->second;
-  k.add = it->second == "ADD" || it->second == "ADD_RELU";
-  return true;
-}
+bool parse_gemm(const std::string& op, GemmKind& k) { return parse_gemm_op(op, "DML_CPU_EPI_", k); }
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
@@ -125,31 +102,11 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
-  const auto& b = cx.tensor(n.inputs.at(1));
-  const auto& y = cx.tensor(n.outputs.at(0));
   expect_float(n, a.dtype);
-  const size_t r = y.shape.size();
-  if (r < 3 || a.shape.size() < 2 || b.shape.size() < 2) no_lowering(n, "expects rank >= 3 operands");
-  const size_t br = r - 2;
-  auto padded_batch = [&](const ir::Shape& s) {
-    std::vector<std::string> out;
-    const size_t sb = s.size() - 2;
-    if (sb > br) no_lowering(n, "operand has more batch axes than the output");
-    for (size_t i = 0; i < br; ++i) out.push_back(i < br - sb ? "INT64_C(1)" : cx.cpp(s[i - (br - sb)]));
-    return out;
-  };
-  std::vector<std::string> yb;
-  for (size_t i = 0; i < br; ++i) yb.push_back(cx.cpp(y.shape[i]));
-  const size_t ra = a.shape.size(), rb = b.shape.size();
-  const std::string M = cx.cpp(a.shape[ra - 2]), K = cx.cpp(a.shape[ra - 1]);
-  const std::string N = cx.cpp(rcr ? b.shape[rb - 2] : b.shape[rb - 1]);
-  const std::string pre = "  {\n    const int64_t ys[] = " + brace_list(yb) + ";\n    const int64_t as[] = " +
-                          brace_list(padded_batch(a.shape)) + ";\n    const int64_t bs[] = " +
-                          brace_list(padded_batch(b.shape)) + ";\n  ";
-  const std::string args = dtype_code(a.dtype) + ", " + (rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " +
-                           std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) +
-                           ", " + cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]);
-  return emit_tunable(cx, n, CandidateFamily::bmm, args, body, pre, "  }\n");
+  const LibraryCallArgs args = bmm_args(cx, n, rcr, no_lowering, 8);
+  return emit_tunable(cx, n, CandidateFamily::bmm,
+                      dtype_code(a.dtype) + ", " + (rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + args.args, body,
+                      "  {\n" + args.decls + "  ", "  }\n");
 }
 
 // ---- reductions, softmax, norms ----------------------------------------------------------------
@@ -195,32 +152,14 @@ json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
 json emit_layer_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   expect_float(n, x.dtype);
-  const bool has_gamma = n.inputs.size() > 1, has_beta = n.inputs.size() > 2;
-  const size_t nd = has_gamma ? cx.tensor(n.inputs[1]).shape.size()
-                              : static_cast<size_t>(n.attr_int("normalized_ndim", 1));
-  if (nd < 1 || nd > x.shape.size()) no_lowering(n, "normalized_ndim outside [1, rank]");
-  const size_t r = x.shape.size();
-  for (size_t i = 1; i < n.inputs.size(); ++i)
-    if (cx.tensor(n.inputs[i]).dtype != x.dtype) no_lowering(n, "gamma/beta dtype differs from x");
-  body << checked_call(n, "dml_cpu_layer_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - nd) + ", " +
-                              cx.cpp_prod(x.shape, r - nd, r) + ", " + cx.ptr(n.inputs[0]) + ", " +
-                              (has_gamma ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
-                              (has_beta ? cx.ptr(n.inputs[2]) : "NULL") + ", " +
-                              float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]) + ")");
+  body << checked_call(n, "dml_cpu_layer_norm(" + dtype_code(x.dtype) + ", " + layer_norm_args(cx, n, no_lowering).args + ")");
   return manifest(n, "dml_cpu_layer_norm.two_pass_" + dtype_tag(x.dtype));
 }
 
 json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   expect_float(n, x.dtype);
-  const size_t r = x.shape.size();
-  if (r < 1) no_lowering(n, "rank-0 input");
-  const bool has_w = n.inputs.size() > 1;
-  if (has_w && cx.tensor(n.inputs[1]).dtype != x.dtype) no_lowering(n, "weight dtype differs from x");
-  body << checked_call(n, "dml_cpu_rms_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - 1) + ", " +
-                              cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
-                              (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
-                              float_literal(n.attr_float("eps", 1e-6)) + ", " + cx.ptr(n.outputs[0]) + ")");
+  body << checked_call(n, "dml_cpu_rms_norm(" + dtype_code(x.dtype) + ", " + rms_norm_args(cx, n, no_lowering).args + ")");
   return manifest(n, "dml_cpu_rms_norm.rowwise_" + dtype_tag(x.dtype));
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ir/error.h"
+#include "lower/cpu/conv_args.h"
 #include "lower/cuda/emit_cuda.h"
 #include "ops/conv_params.h"
 
@@ -16,16 +17,8 @@ using nlohmann::json;
 using cpu::brace_list;
 using cpu::EmitContext;
 
-std::string i64(int64_t v) { return "INT64_C(" + std::to_string(v) + ")"; }
-
 json manifest(const ir::Node& n, const json& cands, const std::string& sel, const std::string& reason) {
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
-}
-
-ops::Window2d window(const ir::Node& n, bool groups, bool dilation) {
-  ops::Window2d w;
-  if (auto e = ops::read_window2d(n, w, groups, dilation); !e.empty()) no_cuda_lowering(n, e);
-  return w;
 }
 
 ir::DType expect_float_all(const EmitContext& cx, const ir::Node& n) {
@@ -41,19 +34,9 @@ std::string dt(ir::DType t) { return std::to_string(static_cast<int>(t)); }
 
 json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& w = cx.tensor(n.inputs.at(1));
-  if (x.shape.size() != 4 || w.shape.size() != 4) no_cuda_lowering(n, "expects x[N, C, H, W] and w[O, C/groups, kH, kW]");
-  for (const auto& e : w.shape)
-    if (!e.is_const()) no_cuda_lowering(n, "weight shape must be static");
-  ops::Window2d win = window(n, true, true);
-  const int64_t O = w.shape[0].const_value(), Cg = w.shape[1].const_value();
-  win.kh = w.shape[2].const_value();
-  win.kw = w.shape[3].const_value();
-  if (O % win.groups != 0) no_cuda_lowering(n, "output channels not divisible by groups");
-  const bool bias = n.op != "conv2d", add = n.op == "conv2d_bias_add_relu";
-  const bool relu = n.op == "conv2d_bias_relu" || add;
-  const int64_t Og = O / win.groups;
+  const cpu::Conv2dArgs ca = cpu::conv2d_args(cx, n, no_cuda_lowering);
+  const bool bias = ca.bias, add = ca.add, relu = ca.relu;
+  const int64_t Og = ca.O / ca.win.groups;
   // mma.sync exists only on CUDA: on ROCm the library never picks it (no candidate).
   const bool half = t != ir::DType::f32 && o.arch.target == GpuTarget::cuda;
   // Candidates; the kernel library's automatic choice (direct for < 16 output channels per group,
@@ -71,11 +54,7 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
     sel = "implicit_gemm_mma_m16n8k16_64x64x32";
     reason = "forced by DINOML_CUDA_GEMM=mma";
   }
-  const std::vector<std::string> fields = {
-      cx.cpp(x.shape[0]), cx.cpp(x.shape[1]), cx.cpp(x.shape[2]), cx.cpp(x.shape[3]), i64(O),      i64(win.kh),
-      i64(win.kw),        i64(win.sh),        i64(win.sw),        i64(win.pt),        i64(win.pl), i64(win.pb),
-      i64(win.pr),        i64(win.dh),        i64(win.dw),        i64(win.groups)};
-  (void)Cg;
+  const std::vector<std::string>& fields = ca.fields;
   body << "  {\n    const dml_cuda_conv2d_shape cs = " << brace_list(fields) << ";\n  "
        << checked_cuda_call(n, "dml_cuda_conv2d(" + dt(t) + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
                                    ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " + (add ? cx.ptr(n.inputs[3]) : "NULL") +
@@ -86,21 +65,8 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
 
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  const bool is_max = n.op == "max_pool2d";
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& y = cx.tensor(n.outputs.at(0));
-  if (x.shape.size() != 4) no_cuda_lowering(n, "expects x[N, C, H, W]");
-  ops::Window2d win = window(n, false, is_max);
-  const auto& k = n.attr_ints("kernel");
-  if (k.size() != 2) no_cuda_lowering(n, "kernel must hold 2 values");
-  const bool include_pad = n.attr_bool("count_include_pad", true);
-  const std::vector<std::string> fields = {
-      cx.cpp(x.shape[0]), cx.cpp(x.shape[1]), cx.cpp(x.shape[2]), cx.cpp(x.shape[3]), cx.cpp(y.shape[2]),
-      cx.cpp(y.shape[3]), i64(k[0]),          i64(k[1]),          i64(win.sh),        i64(win.sw),
-      i64(win.pt),        i64(win.pl),        i64(win.pb),        i64(win.pr),        i64(win.dh),
-      i64(win.dw),        include_pad ? "1" : "0"};
-  const std::string fn = is_max ? "dml_cuda_max_pool2d" : "dml_cuda_avg_pool2d";
-  body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(fields) << ";\n  "
+  const std::string fn = n.op == "max_pool2d" ? "dml_cuda_max_pool2d" : "dml_cuda_avg_pool2d";
+  body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(cpu::pool2d_fields(cx, n, no_cuda_lowering)) << ";\n  "
        << checked_cuda_call(n, fn + "(" + dt(t) + ", &ps, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
        << "  }\n";
   return manifest(n, {fn + ".per_output"}, fn + ".per_output", "only candidate (not tunable)");
@@ -108,10 +74,7 @@ json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 
 json emit_global_avg(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  const auto& x = cx.tensor(n.inputs.at(0));
-  if (x.shape.size() != 4) no_cuda_lowering(n, "expects x[N, C, H, W]");
-  body << checked_cuda_call(n, "dml_cuda_global_avg_pool2d(" + dt(t) + ", " + cx.cpp_prod(x.shape, 0, 2) + ", " +
-                                   cx.cpp_prod(x.shape, 2, 4) + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) +
+  body << checked_cuda_call(n, "dml_cuda_global_avg_pool2d(" + dt(t) + ", " + cpu::global_avg_pool_args(cx, n, no_cuda_lowering) +
                                    ", stream)");
   return manifest(n, {"dml_cuda_global_avg_pool2d.warp_per_plane"}, "dml_cuda_global_avg_pool2d.warp_per_plane",
                   "only candidate (not tunable)");
@@ -119,47 +82,16 @@ json emit_global_avg(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
 
 json emit_interpolate(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const auto& y = cx.tensor(n.outputs.at(0));
-  if (x.shape.size() != 4) no_cuda_lowering(n, "expects x[N, C, H, W]");
-  const std::string mode = n.attr_str("mode", "nearest");
-  static const std::map<std::string, std::string> ctms = {{"half_pixel", "DML_CUDA_COORD_HALF_PIXEL"},
-                                                          {"pytorch_half_pixel", "DML_CUDA_COORD_PYTORCH_HALF_PIXEL"},
-                                                          {"asymmetric", "DML_CUDA_COORD_ASYMMETRIC"},
-                                                          {"align_corners", "DML_CUDA_COORD_ALIGN_CORNERS"}};
-  static const std::map<std::string, std::string> nms = {{"round_prefer_floor", "DML_CUDA_NEAREST_ROUND_PREFER_FLOOR"},
-                                                         {"round_prefer_ceil", "DML_CUDA_NEAREST_ROUND_PREFER_CEIL"},
-                                                         {"floor", "DML_CUDA_NEAREST_FLOOR"},
-                                                         {"ceil", "DML_CUDA_NEAREST_CEIL"}};
-  const auto ctm = ctms.find(n.attr_str("coordinate_transformation_mode", "half_pixel"));
-  const auto nm = nms.find(n.attr_str("nearest_mode", "round_prefer_floor"));
-  if (ctm == ctms.end() || nm == nms.end() || (mode != "nearest" && mode != "bilinear"))
-    no_cuda_lowering(n, "unknown mode / coordinate_transformation_mode / nearest_mode");
-  std::string rs[2];
-  for (int a = 0; a < 2; ++a) {
-    if (n.has_attr("scales"))
-      rs[a] = cpu::float_literal(static_cast<float>(1.0 / n.attr_floats("scales").at(static_cast<size_t>(a))));
-    else
-      rs[a] = "((float)(" + cx.cpp(x.shape[2 + a]) + ") / (float)(" + cx.cpp(y.shape[2 + a]) + "))";
-  }
-  body << checked_cuda_call(n, "dml_cuda_interpolate(" + dt(t) + ", " +
-                                   (mode == "nearest" ? "DML_CUDA_INTERP_NEAREST" : "DML_CUDA_INTERP_BILINEAR") + ", " +
-                                   ctm->second + ", " + nm->second + ", " + cx.cpp_prod(x.shape, 0, 2) + ", " +
-                                   cx.cpp(x.shape[2]) + ", " + cx.cpp(x.shape[3]) + ", " + cx.cpp(y.shape[2]) + ", " +
-                                   cx.cpp(y.shape[3]) + ", " + rs[0] + ", " + rs[1] + ", " + cx.ptr(n.inputs[0]) + ", " +
-                                   cx.ptr(n.outputs[0]) + ", stream)");
+  std::string mode;
+  const std::string args = cpu::interpolate_args(cx, n, "DML_CUDA_", no_cuda_lowering, &mode);
+  body << checked_cuda_call(n, "dml_cuda_interpolate(" + dt(t) + ", " + args + ", stream)");
   return manifest(n, {"dml_cuda_interpolate." + mode}, "dml_cuda_interpolate." + mode, "only candidate (not tunable)");
 }
 
 json emit_batch_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  const auto& x = cx.tensor(n.inputs.at(0));
-  if (x.shape.size() < 2) no_cuda_lowering(n, "expects x[N, C, ...]");
-  body << checked_cuda_call(n, "dml_cuda_batch_norm(" + dt(t) + ", " + cx.cpp(x.shape[0]) + ", " + cx.cpp(x.shape[1]) + ", " +
-                                   cx.cpp_prod(x.shape, 2, x.shape.size()) + ", " + cx.ptr(n.inputs[0]) + ", " +
-                                   cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.inputs[2]) + ", " + cx.ptr(n.inputs[3]) + ", " +
-                                   cx.ptr(n.inputs[4]) + ", " + cpu::float_literal(n.attr_float("eps", 1e-5)) + ", " +
-                                   cx.ptr(n.outputs[0]) + ", stream)");
+  body << checked_cuda_call(n, "dml_cuda_batch_norm(" + dt(t) + ", " + cpu::batch_norm_args(cx, n, no_cuda_lowering) +
+                                   ", stream)");
   return manifest(n, {"dml_cuda_batch_norm.per_element"}, "dml_cuda_batch_norm.per_element", "only candidate (not tunable)");
 }
 

@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "lower/cpu/fused_program.h"
+#include "lower/cpu/library_args.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
@@ -127,32 +128,10 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   cx.functions << f.str();
 
   // Call site: as the CPU lowering's (output shape, broadcast strides, element counts).
-  const size_t R = std::max<size_t>(y.shape.size(), 1);
-  if (R > 8) no_cuda_lowering(n, "rank > 8");
-  std::vector<std::string> os = y.shape.empty() ? std::vector<std::string>{"INT64_C(1)"} : cx.cpp_shape(y.shape);
-  std::vector<std::string> st, numels, ptrs;
-  for (const auto& in : n.inputs) {
-    const auto& s = cx.tensor(in).shape;
-    if (s.size() > R) no_cuda_lowering(n, "input '" + in + "' has a higher rank than the output");
-    for (size_t a = 0; a < R; ++a) {
-      const size_t off = R - s.size();
-      if (a < off || (s[a - off].is_const() && s[a - off].const_value() == 1)) st.push_back("0");
-      else st.push_back(cx.cpp_prod(s, a - off + 1, s.size()));
-    }
-    numels.push_back(cx.numel(in));
-    ptrs.push_back(cx.ptr(in));
-  }
-  body << "  {\n    const int64_t os[] = " << brace_list(os) << ";\n    const int64_t st[] = " << brace_list(st)
-       << ";\n    const int64_t nk[] = " << brace_list(numels) << ";\n    const void* const in[] = " << brace_list(ptrs)
-       << ";\n    DML_LAUNCH(" << name << "(" << R << ", os, st, nk, in, " << cx.ptr(n.outputs[0]) << ", stream), "
+  const cpu::LibraryCallArgs call = cpu::elementwise_call_args(cx, n, no_cuda_lowering, 8);
+  body << "  {\n" << call.decls << "    DML_LAUNCH(" << name << "(" << call.args << ", stream), "
        << cpu::cpp_string_literal(n.name) << ", " << cpu::cpp_string_literal(n.op) << ");\n  }\n";
-
-  json members = json::array();
-  if (n.has_attr("members")) {
-    for (const auto& m : n.attr_strs("members")) members.push_back(m);
-  } else {
-    members.push_back(n.name);
-  }
+  const json members = cpu::fused_members(n);
   cx.codegen_plan.push_back({{"name", name}, {"node", n.name}, {"members", members}, {"program", program_text},
                              {"dtype", ir::dtype_name(y.dtype)}, {"target", target_id(current_target())}});
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + name}}, {"selected", "generated." + name},

@@ -71,27 +71,8 @@ json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::stri
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
 
-struct GemmKind {
-  bool rcr = false, bias = false, add = false;
-  std::string epilogue = "DML_CUDA_EPI_NONE";
-};
-
-bool parse_gemm(const std::string& op, GemmKind& k) {
-  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
-  else if (op.rfind("gemm_rrr", 0) != 0) return false;
-  const std::string rest = op.substr(8);
-  static const std::map<std::string, std::string> acts = {
-      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
-      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
-  if (rest.empty()) return true;
-  if (rest.rfind("_bias", 0) != 0) return false;
-  k.bias = true;
-  auto it = acts.find(rest.substr(5));
-  if (it == acts.end()) return false;
-  k.epilogue = "DML_CUDA_EPI_" + it->second;
-  k.add = it->second == "ADD" || it->second == "ADD_RELU";
-  return true;
-}
+using cpu::GemmKind;
+bool parse_gemm(const std::string& op, GemmKind& k) { return cpu::parse_gemm_op(op, "DML_CUDA_EPI_", k); }
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
@@ -114,32 +95,12 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
-  const auto& b = cx.tensor(n.inputs.at(1));
-  const auto& y = cx.tensor(n.outputs.at(0));
   expect_gpu_float(n, a.dtype);
-  const size_t r = y.shape.size();
-  if (r < 3 || a.shape.size() < 2 || b.shape.size() < 2) no_cuda_lowering(n, "expects rank >= 3 operands");
-  const size_t br = r - 2;
-  if (br > 6) no_cuda_lowering(n, "more than 6 batch axes");
-  auto padded_batch = [&](const ir::Shape& s) {
-    std::vector<std::string> out;
-    const size_t sb = s.size() - 2;
-    if (sb > br) no_cuda_lowering(n, "operand has more batch axes than the output");
-    for (size_t i = 0; i < br; ++i) out.push_back(i < br - sb ? "INT64_C(1)" : cx.cpp(s[i - (br - sb)]));
-    return out;
-  };
-  std::vector<std::string> yb;
-  for (size_t i = 0; i < br; ++i) yb.push_back(cx.cpp(y.shape[i]));
-  const size_t ra = a.shape.size(), rb = b.shape.size();
-  const std::string M = cx.cpp(a.shape[ra - 2]), K = cx.cpp(a.shape[ra - 1]);
-  const std::string N = cx.cpp(rcr ? b.shape[rb - 2] : b.shape[rb - 1]);
-  body << "  {\n    const int64_t ys[] = " << brace_list(yb) << ";\n    const int64_t as[] = " << brace_list(padded_batch(a.shape))
-       << ";\n    const int64_t bs[] = " << brace_list(padded_batch(b.shape)) << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " + (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
-                                   ", " + std::to_string(br) + ", ys, as, bs, " + M + ", " + N + ", " + K + ", " +
-                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]) + ", " +
-                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o) + ", stream)")
-       << "  }\n";
+  const cpu::LibraryCallArgs args = cpu::bmm_args(cx, n, rcr, no_cuda_lowering, 6);
+  cpu::emit_call_block(body, args,
+                       checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " +
+                                                (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + args.args + ", " +
+                                                (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o) + ", stream)"));
   return gemm_manifest(n, o, std::string(ir::dtype_name(a.dtype)));
 }
 
@@ -162,30 +123,16 @@ json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
 json emit_layer_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   expect_gpu_float(n, x.dtype);
-  const bool has_gamma = n.inputs.size() > 1, has_beta = n.inputs.size() > 2;
-  const size_t nd = has_gamma ? cx.tensor(n.inputs[1]).shape.size() : static_cast<size_t>(n.attr_int("normalized_ndim", 1));
-  if (nd < 1 || nd > x.shape.size()) no_cuda_lowering(n, "normalized_ndim outside [1, rank]");
-  const size_t r = x.shape.size();
-  for (size_t i = 1; i < n.inputs.size(); ++i)
-    if (cx.tensor(n.inputs[i]).dtype != x.dtype) no_cuda_lowering(n, "gamma/beta dtype differs from x");
-  body << checked_cuda_call(n, "dml_cuda_layer_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - nd) + ", " +
-                                   cx.cpp_prod(x.shape, r - nd, r) + ", " + cx.ptr(n.inputs[0]) + ", " +
-                                   (has_gamma ? cx.ptr(n.inputs[1]) : "NULL") + ", " + (has_beta ? cx.ptr(n.inputs[2]) : "NULL") +
-                                   ", " + cpu::float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  body << checked_cuda_call(n, "dml_cuda_layer_norm(" + dtype_code(x.dtype) + ", " +
+                                   cpu::layer_norm_args(cx, n, no_cuda_lowering).args + ", stream)");
   return manifest(n, "dml_cuda_layer_norm.block_rows");
 }
 
 json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   expect_gpu_float(n, x.dtype);
-  const size_t r = x.shape.size();
-  if (r < 1) no_cuda_lowering(n, "rank-0 input");
-  const bool has_w = n.inputs.size() > 1;
-  if (has_w && cx.tensor(n.inputs[1]).dtype != x.dtype) no_cuda_lowering(n, "weight dtype differs from x");
-  body << checked_cuda_call(n, "dml_cuda_rms_norm(" + dtype_code(x.dtype) + ", " + cx.cpp_prod(x.shape, 0, r - 1) + ", " +
-                                   cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
-                                   (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
-                                   cpu::float_literal(n.attr_float("eps", 1e-6)) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  body << checked_cuda_call(n, "dml_cuda_rms_norm(" + dtype_code(x.dtype) + ", " +
+                                   cpu::rms_norm_args(cx, n, no_cuda_lowering).args + ", stream)");
   return manifest(n, "dml_cuda_rms_norm.block_rows");
 }
 
