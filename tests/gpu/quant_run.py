@@ -148,6 +148,7 @@ def greedy(art, prompt, n):
 def run_llama(d, meta, results):
     toks, logits = greedy(os.path.join(d, "artifact"), meta["prompt"], meta["n"])
     row = {"case": os.path.basename(d), "quant": meta["quant"], "gpu_tokens": toks}
+    lim = 1e-2  # issue 6: logits within 1e-2 of max |logit| (the F32 model lands near 1e-6)
     for ref in ("cpu_default", "cpu_exact"):
         rl = np.load(os.path.join(d, f"{ref}_logits.npy"))
         rt = meta[ref]["tokens"]
@@ -155,19 +156,21 @@ def run_llama(d, meta, results):
         k = min(same + 1, meta["n"])  # logits of steps with identical context
         per_step = np.abs(logits[:k] - rl[:k]).max(axis=1) / np.abs(rl[:k]).max(axis=1)
         err = float(per_step.max())
-        row[ref] = {"tokens_identical": toks == rt, "identical_steps": same, "max_rel_logit_err": err,
-                    "mean_rel_logit_err": float(per_step.mean()), "worst_step": int(per_step.argmax()),
-                    "steps_over_1e-2": int((per_step > 1e-2).sum())}
-        print(f"[{os.path.basename(d)}] vs {ref}: greedy tokens identical {toks == rt} ({same}/{meta['n']}), "
+        # As tests/python/test_llama.py: greedy tokens identical, except that from a step where the
+        # reference's top two logits are closer than the tolerance either continuation is right.
+        close = None
+        if same < meta["n"]:
+            top2 = np.sort(rl[same])[-2:]
+            close = float((top2[1] - top2[0]) / np.abs(rl[same]).max())
+        tokens_ok = same == meta["n"] or close < lim
+        row[ref] = {"tokens_identical": toks == rt, "identical_steps": same, "close_call_gap": close,
+                    "tokens_ok": tokens_ok, "max_rel_logit_err": err, "mean_rel_logit_err": float(per_step.mean()),
+                    "worst_step": int(per_step.argmax()), "steps_over_1e-2": int((per_step > 1e-2).sum())}
+        print(f"[{os.path.basename(d)}] vs {ref}: greedy tokens identical {toks == rt} ({same}/{meta['n']}"
+              f"{'' if close is None else f'; at the first difference the reference top-2 gap is {close:.2e} of max |logit|'}), "
               f"max |logit diff| / max |logit| = {err:.2e} (step {int(per_step.argmax())}; mean {per_step.mean():.2e}; "
               f"{int((per_step > 1e-2).sum())} steps > 1e-2)", flush=True)
-    # Issue 6: greedy tokens identical to the CPU artifact's and logits within 1e-2 of max |logit|.
-    # The quantized models get 2e-2, the limit tests/python/test_llama.py uses against llama.cpp: with
-    # 8-bit activation blocks any upstream float difference (here: GPU vs CPU summation order, FMA
-    # contraction) can flip a rounding by one quantum, and those flips accumulate over the 29
-    # quantized GEMMs (measured: q4_k_m max 1.26e-2, 2 of 32 steps above 1e-2; q4_0 3.6e-7).
-    lim = 1e-2 if meta["quant"].startswith("f32") else 2e-2
-    row["ok"] = row["cpu_default"]["tokens_identical"] and row["cpu_default"]["max_rel_logit_err"] <= lim
+    row["ok"] = row["cpu_default"]["tokens_ok"] and row["cpu_default"]["max_rel_logit_err"] <= lim
     results.append(row)
 
 
