@@ -74,6 +74,36 @@ DML_CUDA_API int dml_cuda_fill(int dtype, double value, int64_t n, void* y, void
 DML_CUDA_API int dml_cuda_arange(int dtype, double start, double step, int64_t n, void* y, void* stream);
 DML_CUDA_API int dml_cuda_copy(void* dst, const void* src, size_t bytes, void* stream);
 
+/* ---- quantized weights (qgemm.cu, issue 6) ---------------------------------------------- */
+/* y[M,N] (float32) = epi(a[M,K] (float32) · wᵀ + bias[N] (+ d[M,N])), w[N,K] in GGUF blocks of ggml
+ * type `qtype` (dinoml/quant_blocks.h: q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K); a and w
+ * 16-byte aligned. path: GEMV dequantizing in registers (float32, exact weights), N-slices
+ * dequantized to float32 + the GEMM (large M), int8 GEMV (activations quantized to 8 bits as the
+ * CPU int8 path does, dp4a; q4_0 q8_0 q4_K q6_K), or AUTO (int8 for M <= 32 where the type has
+ * it, else the float32 GEMV for M <= 8, else dequantize + GEMM). */
+enum dml_cuda_qgemm_path {
+  DML_CUDA_QGEMM_AUTO = 0, DML_CUDA_QGEMM_GEMV = 1, DML_CUDA_QGEMM_DEQUANT_GEMM = 2, DML_CUDA_QGEMM_INT8 = 3
+};
+DML_CUDA_API int dml_cuda_qgemm(int qtype, int64_t M, int64_t N, int64_t K, const void* a, const void* w,
+                                const void* bias, const void* d, void* y, int epilogue, int allow_tf32, int path,
+                                void* stream);
+/* ---- indexing, decoding (index.cu) ------------------------------------------------------------ */
+/* gather along the middle axis of x[outer, axis_len, inner] (negative indices wrap); embedding:
+ * rows of weight[vocab, dim] (no wrap). Indices (dtype code 5 int32 / 6 int64) live on the device
+ * and are checked there: an out-of-range index never reads or writes out of bounds — its output
+ * rows are zero (kv_cache_write: its row is not written) — but it is not reported (known gap). */
+DML_CUDA_API int dml_cuda_gather(size_t esize, int64_t outer, int64_t axis_len, int64_t inner, const void* x,
+                                 int index_dtype, const void* indices, int64_t num_indices, void* y, void* stream);
+DML_CUDA_API int dml_cuda_embedding(size_t esize, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
+                                    const void* indices, int64_t num_indices, void* y, void* stream);
+/* y = cache[outer, S, D] with rows positions[t] replaced by values[outer, T, D]; y may alias the cache. */
+DML_CUDA_API int dml_cuda_kv_cache_write(size_t esize, int64_t outer, int64_t S, int64_t T, int64_t D,
+                                         const void* cache, const void* values, int pos_dtype, const void* positions,
+                                         void* y, void* stream);
+/* y[outer, inner] (int64) = index of the first maximum over the middle axis of x[outer, axis, inner]. */
+DML_CUDA_API int dml_cuda_argmax(int dtype, int64_t outer, int64_t axis, int64_t inner, const void* x, int64_t* y,
+                                 void* stream);
+
 /* ---- convolution, pooling, resampling, attention (conv.cu, pool.cu, attention.cu) ---------- */
 /* NCHW geometry; pads are (top, left, bottom, right); output extents follow from them. */
 typedef struct dml_cuda_conv2d_shape {

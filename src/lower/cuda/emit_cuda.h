@@ -26,6 +26,12 @@ nlohmann::json emit_cuda_library_op(cpu::EmitContext& cx, const ir::Node& n, con
 // conv2d family, batch_norm, pooling, interpolate (lower_cuda_conv.cpp); attention (lower_cuda_attention.cpp).
 bool is_cuda_conv_op(const std::string& op);
 nlohmann::json emit_cuda_conv_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
+// gather / embedding / kv_cache_write / argmax and quantized-weight GEMMs (lower_cuda_quant.cpp).
+bool is_cuda_index_op(const std::string& op);
+nlohmann::json emit_cuda_index_op(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+nlohmann::json emit_cuda_qgemm(cpu::EmitContext& cx, const ir::Node& n, bool rcr, const std::string& epilogue,
+                               const std::string& bias, const std::string& d, const CudaLowerOptions& opts,
+                               std::ostringstream& body);
 nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
 
 }  // namespace dinoml::lower::cuda

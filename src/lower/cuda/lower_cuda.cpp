@@ -245,6 +245,7 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
     else if (is_cuda_library_op(n.op)) entry = emit_cuda_library_op(cx, n, opts, body);
     else if (is_cuda_conv_op(n.op)) entry = emit_cuda_conv_op(cx, n, opts, body);
     else if (n.op == "scaled_dot_product_attention") entry = emit_cuda_sdpa(cx, n, opts, body);
+    else if (is_cuda_index_op(n.op)) entry = emit_cuda_index_op(cx, n, body);
     else no_cuda_lowering(n, "");
     if (entry.contains("selected") && entry["selected"] == "memcpy") {
       entry["selected"] = rocm ? "hip_memcpy_d2d" : "cuda_memcpy_d2d";

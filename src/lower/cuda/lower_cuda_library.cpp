@@ -85,6 +85,7 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
   size_t next = 2;
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
   const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  if (b.quant) return emit_cuda_qgemm(cx, n, k.rcr, k.epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
   body << checked_cuda_call(n, "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
                                    ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
                                    ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
