@@ -12,7 +12,9 @@
 //   q8_0: d fp16[8] | 8 × 32 int8 bytes (step s)                                          = 272
 //   q4_K: d fp16[8] | dmin fp16[8] | scale u8[8 sub][8 rows] | min u8[4 pairs][8 rows][2]
 //         | 4 pairs of sub-blocks × 8 steps × 32 nibble bytes (low: sub 2j, high: sub 2j+1) = 1184
-//   q6_K: d fp16[8] | scale i8[8 pairs][8 rows][2] | 64 steps × 32 bytes (6-bit u, 0..63)  = 2192
+//   q6_K: d fp16[8] | scale i8[8 pairs][8 rows][2] | per 32 elements (8 steps): 4 × 32 bytes of
+//         low 4 bits (low nibble step k, high nibble step k+4) + 2 × 32 bytes of the top 2 bits
+//         (bits 2i..2i+1: step i, resp. 4+i)                                                = 1680
 // fp16 scales are widened 8 at a time by vcvtph2ps. Offsets (q4_0's -8, q6_K's -32, q4_K's mins)
 // are folded out as in the unpacked kernels (qgemm_avx2.cpp): they multiply the activation block
 // sums. Overflow: s16 sums of maddubs pairs stay ≤ 8·2·15·127 = 30480 (4-bit) and
@@ -53,7 +55,7 @@ int64_t tile_bytes(int qtype) {
     case DML_QT_Q4_0: return 144;
     case DML_QT_Q8_0: return 272;
     case DML_QT_Q4_K: return 1184;
-    case DML_QT_Q6_K: return 2192;
+    case DML_QT_Q6_K: return 1680;
     default: return 0;
   }
 }
@@ -180,9 +182,19 @@ void pack_tile(int qtype, const uint8_t* const* rows, uint8_t* t) {
           t[16 + 16 * p + 2 * r + 1] = un[r].sc[2 * p + 1];
         }
       uint8_t* q = t + 144;
-      for (int s = 0; s < 64; ++s)
+      for (int p = 0; p < 8; ++p, q += 192)
         for (int r = 0; r < kG; ++r)
-          for (int e = 0; e < 4; ++e) q[32 * s + 4 * r + e] = un[r].u[4 * s + e];
+          for (int e = 0; e < 4; ++e) {
+            const uint8_t* u = un[r].u + 32 * p + e;
+            uint8_t h0 = 0, h1 = 0;
+            for (int k = 0; k < 4; ++k) {
+              q[32 * k + 4 * r + e] = (uint8_t)((u[4 * k] & 0xF) | ((u[16 + 4 * k] & 0xF) << 4));
+              h0 |= (uint8_t)(((u[4 * k] >> 4) & 3) << (2 * k));
+              h1 |= (uint8_t)(((u[16 + 4 * k] >> 4) & 3) << (2 * k));
+            }
+            q[128 + 4 * r + e] = h0;
+            q[160 + 4 * r + e] = h1;
+          }
       break;
     }
   }
@@ -280,21 +292,20 @@ void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
       isum[r] = _mm256_setzero_si256();
     }
     const uint8_t* q = t + 160;
-    for (int jp = 0; jp < 4; ++jp) {
-      const __m256i sclo = pair_dup_u8(t + 32 + 16 * jp), schi = pair_dup_u8(t + 32 + 16 * jp + 8);
-      __m256i lo16[R], hi16[R];
-      for (int r = 0; r < R; ++r) lo16[r] = hi16[r] = _mm256_setzero_si256();
+    // Sub-blocks one at a time (low nibbles of a pair, then high): R s16 sums live at once.
+    for (int j = 0; j < 8; ++j) {
+      const int jp = j >> 1, shift = (j & 1) * 4;
+      const __m256i sc = pair_dup_u8(t + 32 + 8 * j);
+      __m256i s16[R];
+      for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
-        const __m256i w = load32(q + 256 * jp + 32 * s);
-        const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+        const __m256i w = _mm256_and_si256(_mm256_srli_epi16(load32(q + 256 * jp + 32 * s), shift), m4);
         for (int r = 0; r < R; ++r) {
-          const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 64 * jp + 4 * s;
-          lo16[r] = _mm256_add_epi16(lo16[r], _mm256_maddubs_epi16(lo, bcast4(aq)));
-          hi16[r] = _mm256_add_epi16(hi16[r], _mm256_maddubs_epi16(hi, bcast4(aq + 32)));
+          const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 32 * j + 4 * s;
+          s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(w, bcast4(aq)));
         }
       }
-      for (int r = 0; r < R; ++r)
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_madd_epi16(lo16[r], sclo), _mm256_madd_epi16(hi16[r], schi)));
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(s16[r], sc));
     }
     for (int r = 0; r < R; ++r) {
       const __m256 da = _mm256_set1_ps((reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->d);
@@ -312,17 +323,26 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
   const __m256i dup_b = _mm256_add_epi8(dup_a, _mm256_set1_epi8(2));
   __m256 acc[R], corr[R];
   for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, t += 2192) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  for (int64_t i = 0; i < nb; ++i, t += 1680) {
     const __m256 dv = halves8(t);
     __m256i isum[R], osum[R];
     for (int r = 0; r < R; ++r) isum[r] = osum[r] = _mm256_setzero_si256();
     const uint8_t* q = t + 144;
-    for (int p = 0; p < 8; ++p) {
+    for (int p = 0; p < 8; ++p, q += 192) {
       const __m256i s16 = _mm256_cvtepi8_epi16(load16(t + 16 + 16 * p));  // (sc_2p, sc_2p+1) per row
       const __m256i sA = _mm256_shuffle_epi8(s16, dup_a), sB = _mm256_shuffle_epi8(s16, dup_b);
-      const uint8_t* qp = q + 256 * p;  // steps 8p..8p+7
-      const __m256i w0 = load32(qp), w1 = load32(qp + 32), w2 = load32(qp + 64), w3 = load32(qp + 96);
-      const __m256i w4 = load32(qp + 128), w5 = load32(qp + 160), w6 = load32(qp + 192), w7 = load32(qp + 224);
+      const __m256i l0 = load32(q), l1 = load32(q + 32), l2 = load32(q + 64), l3 = load32(q + 96);
+      const __m256i h0 = load32(q + 128), h1 = load32(q + 160);
+      // Top bits of step k sit at bits 2k..2k+1 of each byte: moved to bits 4..5.
+      const __m256i w0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h0, 4), m30));
+      const __m256i w1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h0, 2), m30));
+      const __m256i w2 = _mm256_or_si256(_mm256_and_si256(l2, m4), _mm256_and_si256(h0, m30));
+      const __m256i w3 = _mm256_or_si256(_mm256_and_si256(l3, m4), _mm256_and_si256(_mm256_srli_epi16(h0, 2), m30));
+      const __m256i w4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(h1, 4), m30));
+      const __m256i w5 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_slli_epi16(h1, 2), m30));
+      const __m256i w6 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4), _mm256_and_si256(h1, m30));
+      const __m256i w7 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l3, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h1, 2), m30));
       for (int r = 0; r < R; ++r) {
         const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
         const int8_t* aq = a->qs + 32 * p;
@@ -412,7 +432,9 @@ int check_shape(int qtype, int64_t N, int64_t K, const char* kernel) {
   return DML_CPU_OK;
 }
 
-constexpr int64_t kGroupsPerChunk = 2;  // 16 weight rows per scheduling unit
+constexpr int64_t kGroupsPerChunk = 2;  // 16 weight rows per scheduling unit (decode)
+const int64_t kGroupsPerChunkPrefill = std::getenv("DML_QPK_GPC") ? std::atoll(std::getenv("DML_QPK_GPC")) : 8;
+const int64_t kMBlock = std::getenv("DML_QPK_MB") ? std::atoll(std::getenv("DML_QPK_MB")) : 32;
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
 }  // namespace
@@ -488,7 +510,11 @@ extern "C" int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t 
   if (!act) return dml_cpu::fail(DML_CPU_ERR_MEMORY, std::string(kernel) + ": cannot allocate the quantized activations");
   const RowsFn fn = group_fn(qtype);
   const auto* tiles = static_cast<const uint8_t*>(packed) + kHeader;
-  const int64_t groups = cdiv(N, kG), chunks = cdiv(groups, kGroupsPerChunk);
+  // Prefill-sized M: more groups per chunk, and the activations walked in blocks of kMBlock rows
+  // (≤ 160 KiB of quantized rows at K = 4096) so a block stays in L2 while the chunk's weight
+  // tiles (L2 as well) are swept over it.
+  const int64_t gpc = M <= 4 ? kGroupsPerChunk : kGroupsPerChunkPrefill;
+  const int64_t groups = cdiv(N, kG), chunks = cdiv(groups, gpc);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
 #pragma omp for schedule(static)
@@ -500,15 +526,18 @@ extern "C" int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t 
     }
 #pragma omp for schedule(static)
     for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t g0 = ch * kGroupsPerChunk, g1 = std::min(groups, g0 + kGroupsPerChunk);
-      for (int64_t g = g0; g < g1; ++g) {
-        const int64_t n0 = g * kG, cols = std::min<int64_t>(kG, N - n0);
-        const uint8_t* t = tiles + g * nb * tb;
-        alignas(32) float out[4 * kG];
-        for (int64_t m = 0; m < M; m += 4) {
-          const int rows = (int)std::min<int64_t>(4, M - m);
-          fn(rows, nb, t, act + m * act_row, act_row, out);
-          for (int r = 0; r < rows; ++r) memcpy(c + (m + r) * N + n0, out + kG * r, (size_t)cols * sizeof(float));
+      const int64_t g0 = ch * gpc, g1 = std::min(groups, g0 + gpc);
+      alignas(32) float out[4 * kG];
+      for (int64_t mb = 0; mb < M; mb += kMBlock) {
+        const int64_t me = std::min(M, mb + kMBlock);
+        for (int64_t g = g0; g < g1; ++g) {
+          const int64_t n0 = g * kG, cols = std::min<int64_t>(kG, N - n0);
+          const uint8_t* t = tiles + g * nb * tb;
+          for (int64_t m = mb; m < me; m += 4) {
+            const int rows = (int)std::min<int64_t>(4, me - m);
+            fn(rows, nb, t, act + m * act_row, act_row, out);
+            for (int r = 0; r < rows; ++r) memcpy(c + (m + r) * N + n0, out + kG * r, (size_t)cols * sizeof(float));
+          }
         }
       }
       const int64_t n0 = g0 * kG, cols = std::min(N, g1 * kG) - n0;
