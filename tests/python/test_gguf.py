@@ -179,6 +179,10 @@ def test_artifact_records_policy_and_blocks(gguf_file, tmp_path):
     km = json.load(open(os.path.join(art.path, "kernel_manifest.json")))
     text = json.dumps(km)
     assert "dml.qgemm" in text
+    # Constant q8_0 / q4_0 weights default to the tiles repacked at module init.
+    q = [e for e in km["kernels"] if e.get("family") == "qgemm"] if isinstance(km, dict) and "kernels" in km else \
+        [e for e in km if isinstance(e, dict) and e.get("family") == "qgemm"]
+    assert q and all(e["selected"] == "dml.qgemm.repacked" for e in q), q
     # The runtime's verifier accepts the quantized slot sizes.
     assert dml.runtime.load(art.path) is not None
 
@@ -237,7 +241,8 @@ def test_profiler_times_the_qgemm_candidates(gguf_file, tmp_path):
     art = dml.compile(_spec(path, "keep"), target="cpu", out=str(tmp_path / "p"), profile=True)
     plan = json.load(open(os.path.join(art.path, "execution_plan.json")))
     text = json.dumps(plan)
-    for name in ("dml.qgemm.auto", "dml.qgemm.int8dot", "dml.qgemm.dequant_tile"):
+    for name in ("dml.qgemm.auto", "dml.qgemm.int8dot", "dml.qgemm.dequant_tile", "dml.qgemm.repacked",
+                 "dml.qgemm.repacked.st"):
         assert name in text
     # The profiled artifact still computes the right thing, whichever kernel won each bucket.
     session = dml.runtime.load(art.path).create_session()

@@ -433,8 +433,8 @@ int check_shape(int qtype, int64_t N, int64_t K, const char* kernel) {
 }
 
 constexpr int64_t kGroupsPerChunk = 2;  // 16 weight rows per scheduling unit (decode)
-const int64_t kGroupsPerChunkPrefill = std::getenv("DML_QPK_GPC") ? std::atoll(std::getenv("DML_QPK_GPC")) : 8;
-const int64_t kMBlock = std::getenv("DML_QPK_MB") ? std::atoll(std::getenv("DML_QPK_MB")) : 32;
+constexpr int64_t kGroupsPerChunkPrefill = 8;  // M > 4: 64 weight rows per unit
+constexpr int64_t kMBlock = 32;                  // activation rows per block (a multiple of 4)
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
 }  // namespace
