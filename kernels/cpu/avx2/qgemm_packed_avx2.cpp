@@ -515,16 +515,24 @@ extern "C" int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t 
   // tiles (L2 as well) are swept over it.
   const int64_t gpc = M <= 4 ? kGroupsPerChunk : kGroupsPerChunkPrefill;
   const int64_t groups = cdiv(N, kG), chunks = cdiv(groups, gpc);
+  auto quantize_row = [&](int64_t m) {
+    if (k_act)
+      avx2_quantize_a8k(a + m * K, reinterpret_cast<dml_block_q8_K*>(act + m * act_row), K);
+    else
+      avx2_quantize_a8(a + m * K, reinterpret_cast<BlockA8*>(act + m * act_row), K);
+  };
+  // Decode-sized M: the caller quantizes the few rows itself (microseconds), which saves the
+  // team one barrier per call.
+  const bool serial_act = M <= 4;
+  if (serial_act)
+    for (int64_t m = 0; m < M; ++m) quantize_row(m);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
+    if (!serial_act) {
 #pragma omp for schedule(static)
-    for (int64_t m = 0; m < M; ++m) {
-      if (k_act)
-        avx2_quantize_a8k(a + m * K, reinterpret_cast<dml_block_q8_K*>(act + m * act_row), K);
-      else
-        avx2_quantize_a8(a + m * K, reinterpret_cast<BlockA8*>(act + m * act_row), K);
+      for (int64_t m = 0; m < M; ++m) quantize_row(m);
     }
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t g0 = ch * gpc, g1 = std::min(groups, g0 + gpc);
       alignas(32) float out[4 * kG];
