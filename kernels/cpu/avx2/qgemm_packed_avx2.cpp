@@ -210,6 +210,13 @@ inline __m256i bcast4(const void* p) {
   return _mm256_set1_epi32(v);
 }
 inline __m256 halves8(const void* p) { return _mm256_cvtph_ps(load16(p)); }
+// Software prefetch of the tile kPrefetchBytes ahead: one decode step streams the whole model from
+// DRAM, and the hardware prefetcher alone leaves one core well below its bandwidth.
+constexpr int kPrefetchBytes = 4096;  // measured at 1–8 KiB on a 32000×2048 GEMV (DRAM-resident): 4 KiB best
+template <int Bytes>
+inline void prefetch_tile(const uint8_t* t) {
+  for (int o = 0; o < Bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchBytes + o), _MM_HINT_T0);
+}
 
 template <int R>
 void group_q4_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
@@ -217,6 +224,7 @@ void group_q4_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
   __m256 acc[R], corr[R];
   for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i, t += 144) {
+    prefetch_tile<144>(t);
     const __m256 dv = halves8(t);
     __m256i s16[R];
     for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
@@ -245,6 +253,7 @@ void group_q8_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i, t += 272) {
+    prefetch_tile<272>(t);
     const __m256 dv = halves8(t);
     __m256i s32[R];
     for (int r = 0; r < R; ++r) s32[r] = _mm256_setzero_si256();
@@ -277,6 +286,7 @@ void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
   __m256 acc[R], corr[R];
   for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i, t += 1184) {
+    prefetch_tile<1184>(t);
     const __m256 dv = halves8(t), mv = halves8(t + 16);
     __m256i isum[R], msum[R];
     for (int r = 0; r < R; ++r) {
@@ -325,6 +335,7 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
   for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   for (int64_t i = 0; i < nb; ++i, t += 1680) {
+    prefetch_tile<1680>(t);
     const __m256 dv = halves8(t);
     __m256i isum[R], osum[R];
     for (int r = 0; r < R; ++r) isum[r] = osum[r] = _mm256_setzero_si256();
