@@ -2,7 +2,8 @@
 // count, at llama shapes (K = N = 4096; M = 1 decode, 8, 128 prefill). Timing surface: the kernel
 // call alone (inputs resident, one warm-up, median of repeats sized to ~min-time).
 //   qgemm_bench [--threads 2] [--cpu-time (with --threads 1)] [--ggml $(scripts/fetch-ggml-ref)] [--min-time 0.3] [--types q4_0,q8_0,q4_K,q6_K] [--m 1,8,128] [--k 4096] [--n 4096]
-// Columns: DinoML int8 path, DinoML dequantize-tile path, DinoML auto (dml_cpu_qgemm), fp32 GEMM
+// Columns: DinoML int8 path, DinoML int8 on repacked 8-row tiles (dml_cpu_qgemm_prepacked; 0 = type
+// without a repacked layout), DinoML dequantize-tile path, DinoML auto (dml_cpu_qgemm), fp32 GEMM
 // (dml_cpu_gemm, b[N,K] fp32 = the dequantized weights) and fp32 GEMM with prepacked weights;
 // the ratio is fp32 (best of the two) / best quantized path.
 #include <dlfcn.h>
@@ -135,8 +136,8 @@ int main(int argc, char** argv) {
   if (!ggml_dir.empty() && !ggml) std::fprintf(stderr, "cannot load ggml from %s: %s\n", ggml_dir.c_str(), dlerror());
   std::printf("qgemm_bench: K=%lld N=%lld threads=%d, %s (median ms per call; GB/s = weight bytes read / time)\n",
               (long long)K, (long long)N, threads, g_cpu_time ? "thread CPU time" : "wall time");
-  std::printf("%-6s %5s %10s %10s %10s %10s %10s %10s %9s %9s %9s\n", "type", "M", "int8", "dequant", "auto", "fp32",
-              "fp32pk", "ggml", "int8GB/s", "fp32/best", "ggml/best");
+  std::printf("%-6s %5s %10s %10s %10s %10s %10s %10s %10s %9s %9s %9s\n", "type", "M", "int8", "repack", "dequant", "auto",
+              "fp32", "fp32pk", "ggml", "int8GB/s", "fp32/best", "ggml/best");
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 0.05f);
   for (const auto& tn : split(types)) {
@@ -152,6 +153,10 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> packed((size_t)dml_cpu_gemm_packed_b_size(N, K) + 64);
     void* pk = packed.data() + (64 - (uintptr_t)packed.data() % 64) % 64;
     dml_cpu_gemm_pack_b(DML_CPU_F32, DML_CPU_B_RCR, N, K, wd.data(), pk);
+    // Repacked int8 tiles (dml.qgemm.repacked) where the type has a repacked layout.
+    const int64_t rp_size = dml_cpu_qgemm_packed_size(type, N, K);
+    std::vector<uint8_t> rp(rp_size > 0 ? (size_t)rp_size : 0);
+    if (rp_size > 0) dml_cpu_qgemm_pack(type, N, K, wq.data(), rp.data());
     for (const auto& mstr : split(ms)) {
       const int64_t M = std::atoll(mstr.c_str());
       std::vector<float> a(M * K), c(M * N);
@@ -160,9 +165,10 @@ int main(int argc, char** argv) {
         return time_median([&] { dml_cpu_qgemm_variant(type, M, N, K, a.data(), wq.data(), nullptr, nullptr, c.data(), 0, path, 0); }, min_time);
       };
       const double t_int = q(1), t_deq = q(2), t_auto = q(0);
+      const double t_rp = rp_size > 0 ? time_median([&] { dml_cpu_qgemm_prepacked(type, M, N, K, a.data(), rp.data(), nullptr, nullptr, c.data(), 0, 0); }, min_time) : 1e9;
       const double t_f32 = time_median([&] { dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RCR, M, N, K, a.data(), wd.data(), nullptr, nullptr, c.data(), 0); }, min_time);
       const double t_pk = time_median([&] { dml_cpu_gemm_prepacked(DML_CPU_F32, M, N, K, a.data(), pk, nullptr, nullptr, c.data(), 0); }, min_time);
-      const double best_q = std::min(t_int, t_deq), best_f = std::min(t_f32, t_pk);
+      const double best_q = std::min({t_int, t_deq, t_rp}), best_f = std::min(t_f32, t_pk);
       double t_gg = 0;
       if (ggml) {
         std::vector<uint8_t> act;
@@ -174,8 +180,8 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < M * N; ++i) md = std::max(md, (double)std::fabs(cg[i] - c[i])), mx = std::max(mx, (double)std::fabs(cg[i]));
         if (md > 0.05 * mx) std::fprintf(stderr, "warning: %s M=%lld: ggml and DinoML differ by %g (max |c| %g)\n", tn.c_str(), (long long)M, md, mx);
       }
-      std::printf("%-6s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %9.1f %8.2fx %8.2fx\n", tn.c_str(), (long long)M,
-                  t_int * 1e3, t_deq * 1e3, t_auto * 1e3, t_f32 * 1e3, t_pk * 1e3, t_gg * 1e3, wq.size() / t_int / 1e9,
+      std::printf("%-6s %5lld %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %9.1f %8.2fx %8.2fx\n", tn.c_str(), (long long)M,
+                  t_int * 1e3, rp_size > 0 ? t_rp * 1e3 : 0.0, t_deq * 1e3, t_auto * 1e3, t_f32 * 1e3, t_pk * 1e3, t_gg * 1e3, wq.size() / t_int / 1e9,
                   best_f / best_q, ggml ? t_gg / best_q : 0.0);
       std::fflush(stdout);
     }

@@ -260,6 +260,15 @@ DML_CPU_API int dml_cpu_qgemm(int qtype, int64_t M, int64_t N, int64_t K, const 
 DML_CPU_API int dml_cpu_qgemm_variant(int qtype, int64_t M, int64_t N, int64_t K, const float* a, const void* w,
                                       const float* bias, const float* d, float* c, int epilogue, int path,
                                       int threads);
+/* Repacked quantized weights (kernels/cpu/avx2/qgemm_packed_avx2.cpp; AVX2): w[N, K] of type q4_0,
+ * q8_0, q4_K or q6_K rearranged once into 8-row interleaved tiles. packed_size: bytes of the buffer
+ * (-1 for another type or a K that is not a multiple of the block size); pack fills it;
+ * prepacked computes what dml_cpu_qgemm path 1 computes (same activation quantization) from it
+ * (threads 0 = default, n > 0 = exactly n). A buffer packed for another type or shape is refused. */
+DML_CPU_API int64_t dml_cpu_qgemm_packed_size(int qtype, int64_t N, int64_t K);
+DML_CPU_API int dml_cpu_qgemm_pack(int qtype, int64_t N, int64_t K, const void* w, void* packed);
+DML_CPU_API int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t K, const float* a, const void* packed,
+                                        const float* bias, const float* d, float* c, int epilogue, int threads);
 /* dst[0, n) = dequantize(src) (bit-identical to ggml's dequantize_row_*); f32/f16/bf16 too. */
 DML_CPU_API int dml_cpu_dequantize(int qtype, int64_t n, const void* src, float* dst);
 

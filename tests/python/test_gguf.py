@@ -179,6 +179,10 @@ def test_artifact_records_policy_and_blocks(gguf_file, tmp_path):
     km = json.load(open(os.path.join(art.path, "kernel_manifest.json")))
     text = json.dumps(km)
     assert "dml.qgemm" in text
+    # Constant q8_0 / q4_0 weights default to the tiles repacked at module init.
+    q = [e for e in km["kernels"] if e.get("family") == "qgemm"] if isinstance(km, dict) and "kernels" in km else \
+        [e for e in km if isinstance(e, dict) and e.get("family") == "qgemm"]
+    assert q and all(e["selected"] == "dml.qgemm.repacked" for e in q), q
     # The runtime's verifier accepts the quantized slot sizes.
     assert dml.runtime.load(art.path) is not None
 
@@ -237,7 +241,8 @@ def test_profiler_times_the_qgemm_candidates(gguf_file, tmp_path):
     art = dml.compile(_spec(path, "keep"), target="cpu", out=str(tmp_path / "p"), profile=True)
     plan = json.load(open(os.path.join(art.path, "execution_plan.json")))
     text = json.dumps(plan)
-    for name in ("dml.qgemm.auto", "dml.qgemm.int8dot", "dml.qgemm.dequant_tile"):
+    for name in ("dml.qgemm.auto", "dml.qgemm.int8dot", "dml.qgemm.dequant_tile", "dml.qgemm.repacked",
+                 "dml.qgemm.repacked.st"):
         assert name in text
     # The profiled artifact still computes the right thing, whichever kernel won each bucket.
     session = dml.runtime.load(art.path).create_session()
@@ -246,3 +251,48 @@ def test_profiler_times_the_qgemm_candidates(gguf_file, tmp_path):
         o = session.run_numpy({"x": x})
         _check(o["y"], x, w["w8"], w["bias"], "keep")
         _check(o["z"], x, w["w4"], None, "keep")
+
+
+def test_type_without_repacked_layout_keeps_the_in_place_kernels(tmp_path):
+    """q4_1 has no repacked tile layout: its GEMM keeps dml.qgemm.auto (blocks read in place), and
+    the repacked candidates are not offered for it; q8_0 beside it still defaults to repacked."""
+    n, k = 19, 96
+    nb = k // 32
+    d = RNG.uniform(0.005, 0.03, (n, nb)).astype(np.float16)
+    m = RNG.uniform(-0.1, 0.1, (n, nb)).astype(np.float16)
+    nib = RNG.integers(0, 16, (n, nb, 32), dtype=np.uint8)
+    packed = (nib[..., :16] | (nib[..., 16:] << 4)).astype(np.uint8)
+    raw = b"".join(d[i, b].tobytes() + m[i, b].tobytes() + packed[i, b].tobytes() for i in range(n) for b in range(nb))
+    w41 = (nib.astype(np.float32) * d.astype(np.float32)[..., None] + m.astype(np.float32)[..., None]).reshape(n, k)
+    raw8, w8 = q8_0_blocks(N1, k)
+    path = str(tmp_path / "q41.gguf")
+    write_gguf(path, [("general.architecture", T_STR, "llama")],
+               [("w8", GGML_Q8_0, [k, N1], raw8), ("w41", 3, [k, n], raw),
+                ("bias", GGML_F32, [N1], np.zeros(N1, np.float32).tobytes())])
+
+    class Heads(dml.Module):
+        def __init__(self):
+            self.w8 = dml.Parameter([N1, k])
+            self.bias = dml.Parameter([N1])
+            self.w2 = dml.Parameter([n, k])
+
+        def forward(self, x):
+            return (dml.ops.output(dml.ops.gemm_rcr_bias(x, self.w8, self.bias), "y"),
+                    dml.ops.output(dml.ops.gemm_rcr(x, self.w2), "z"))
+
+    dim = dml.Dim("M", min=1, max=8)
+    spec = dml.trace(Heads(), inputs={"x": dml.TensorSpec([dim, k])}, name="q41",
+                     constants={"w8": dml.gguf_constant(path, "w8", "keep"), "bias": dml.gguf_constant(path, "bias"),
+                                "w2": dml.gguf_constant(path, "w41", "keep")})
+    art = dml.compile(spec, target="cpu", out=str(tmp_path / "a"))
+    km = json.load(open(os.path.join(art.path, "kernel_manifest.json")))
+    entries = km["kernels"] if isinstance(km, dict) and "kernels" in km else km
+    q = {e["selected"]: e["candidates"] for e in entries if isinstance(e, dict) and e.get("family") == "qgemm"}
+    assert set(q) == {"dml.qgemm.repacked", "dml.qgemm.auto"}, q
+    assert not any("repacked" in c for c in q["dml.qgemm.auto"])
+    session = dml.runtime.load(art.path).create_session()
+    for rows in (1, 3, 8):
+        x = RNG.standard_normal((rows, k)).astype(np.float32)
+        o = session.run_numpy({"x": x})
+        _check(o["y"], x, w8, np.zeros(N1, np.float32), "keep")
+        _check(o["z"], x, w41, None, "keep")

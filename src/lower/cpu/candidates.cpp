@@ -11,7 +11,8 @@
 //  * conv (constant weights): implicit GEMM vs Winograd F(2x2) vs F(4x4): which wins depends on
 //    channels and image size (transform cost vs multiply savings).
 //  * qgemm (quantized weights): integer dot products read the compressed weights once (bandwidth-
-//    bound decode), dequantized fp32 tiles reuse the FMA tiles (compute-bound prefill).
+//    bound decode), dequantized fp32 tiles reuse the FMA tiles (compute-bound prefill);
+//    dml.qgemm.repacked rearranges a constant weight once at init into 8-row interleaved tiles.
 #include "lower/cpu/candidates.h"
 
 #include <sstream>
@@ -56,6 +57,8 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::qgemm,   "dml.qgemm.int8dot",                   "dml_cpu_qgemm_variant", "1, 0",              "avx2,fma", "activations quantized to 8-bit blocks, integer dot products (decode)"},
     {F::qgemm,   "dml.qgemm.dequant_tile",              "dml_cpu_qgemm_variant", "2, 0",              "avx2,fma", "weight tiles dequantized to fp32, fp32 GEMM register tiles (prefill)"},
     {F::qgemm,   "dml.qgemm.int8dot.st",                "dml_cpu_qgemm_variant", "1, 1",              "avx2,fma", "int8 dot, single-threaded: no OpenMP wake-up"},
+    {F::qgemm,   "dml.qgemm.repacked",                  "dml_cpu_qgemm_prepacked", "0",               "avx2,fma", "constant q4_0/q8_0/q4_K/q6_K weights repacked at init into 8-row interleaved tiles, int8 dot (default)", "", "", false, true},
+    {F::qgemm,   "dml.qgemm.repacked.st",               "dml_cpu_qgemm_prepacked", "1",               "avx2,fma", "repacked tiles, single-threaded", "", "", false, true},
     {F::conv,    "dml.conv2d.prepacked",                "dml_cpu_conv2d",       "",                   "", "library rule: F(4x4) where accurate, else F(2x2) where it fits, else GEMM panels (DINOML_CONV_WINOGRAD at load)", "", "", false, false, -1},
     {F::conv,    "dml.conv2d.implicit_gemm.prepacked",  "dml_cpu_conv2d",       "",                   "", "implicit GEMM over packed weight panels (6x16 tiles)", "", "", false, false, 0},
     {F::conv,    "dml.conv2d.winograd_f2.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(2x2,3x3): 2.25x fewer multiplies (3x3 stride 1, C, O >= 16)", "", "", false, false, 2},

@@ -17,6 +17,11 @@ namespace dinoml::lower::cpu {
 
 // kv_cache_write (lower_kv_cache.cpp).
 nlohmann::json emit_kv_cache_write(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+// gemm with a quantized constant b: the qgemm family, repacked at init where possible (lower_qgemm.cpp).
+nlohmann::json emit_qgemm(EmitContext& cx, const ir::Node& n, int qt, const std::string& qargs, const std::string& M,
+                          const std::string& N, const std::string& K, const std::string& a, const std::string& bias,
+                          const std::string& d, const std::string& y, const std::string& epilogue,
+                          std::ostringstream& body);
 namespace {
 
 using nlohmann::json;
@@ -66,7 +71,7 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
     const std::string qargs = std::to_string(qt) + " /* " + b.quant->type + " */, " + M + ", " + N + ", " + K + ", " +
                               "(const float*)" + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", (const float*)" +
                               bias + ", (const float*)" + d + ", (float*)" + cx.ptr(y) + ", " + k.epilogue;
-    return emit_tunable(cx, n, CandidateFamily::qgemm, qargs, body);
+    return emit_qgemm(cx, n, qt, qargs, M, N, K, cx.ptr(n.inputs[0]), bias, d, cx.ptr(y), k.epilogue, body);
   }
   const std::string args = dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
                            N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +

@@ -1,0 +1,74 @@
+// gemm_rcr* with a quantized constant b (GGUF blocks): the qgemm candidate family. A weight of a
+// type with a repacked layout (q4_0 q8_0 q4_K q6_K) is repacked once at module init into 8-row
+// interleaved tiles (dml_cpu_qgemm_pack, kernels/cpu/avx2/qgemm_packed_avx2.cpp) for the
+// dml.qgemm.repacked candidates, which then come first (the default); the other candidates read
+// the blocks in place.
+#include <mutex>
+
+#include "dinoml/quant_blocks.h"
+#include "ir/serialize.h"
+#include "lower/cpu/emit_context.h"
+
+namespace dinoml::lower::cpu {
+
+namespace {
+
+bool repackable(int qt) {
+  return qt == DML_QT_Q4_0 || qt == DML_QT_Q8_0 || qt == DML_QT_Q4_K || qt == DML_QT_Q6_K;
+}
+
+// Offset of constant `name` in the module's constant blob. layout_constants hashes every
+// constant; a model has one quantized GEMM per weight, so the layout is computed once per graph
+// (checked against the graph's constant names and sizes, so a reused address cannot hit a stale one).
+std::optional<uint64_t> constant_offset(const ir::Graph& g, const std::string& name) {
+  static std::mutex mu;
+  static const ir::Graph* graph = nullptr;
+  static std::vector<std::pair<std::string, size_t>> key;
+  static std::map<std::string, ir::ConstantSlot> layout;
+  std::vector<std::pair<std::string, size_t>> k;
+  for (const auto& [n, t] : g.tensors) {
+    if (t.kind != ir::TensorKind::constant) continue;
+    auto it = g.constant_data.find(n);
+    k.emplace_back(n, it != g.constant_data.end() && it->second ? it->second->size() : size_t(-1));
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  if (graph != &g || key != k) {
+    layout = ir::layout_constants(g);
+    graph = &g;
+    key = std::move(k);
+  }
+  auto it = layout.find(name);
+  if (it == layout.end()) return std::nullopt;
+  return it->second.offset;
+}
+
+}  // namespace
+
+nlohmann::json emit_qgemm(EmitContext& cx, const ir::Node& n, int qt, const std::string& qargs, const std::string& M,
+                          const std::string& N, const std::string& K, const std::string& a, const std::string& bias,
+                          const std::string& d, const std::string& y, const std::string& epilogue,
+                          std::ostringstream& body) {
+  const auto& b = cx.tensor(n.inputs.at(1));
+  std::optional<uint64_t> b_offset;
+  if (b.kind == ir::TensorKind::constant && repackable(qt)) b_offset = constant_offset(cx.g, n.inputs[1]);
+  const std::string q = std::to_string(qt);
+  std::string packed;
+  TunableHooks hooks;
+  hooks.applies = [&](const KernelCandidate& c) { return !c.packed_constant_b || b_offset.has_value(); };
+  hooks.rank = [](const KernelCandidate& c) { return c.packed_constant_b ? 0 : 1; };
+  hooks.prepare = [&](const KernelCandidate& c) {
+    if (c.packed_constant_b && packed.empty())
+      packed = emit_init_packing(cx, n, "", "dml_cpu_qgemm_packed_size(" + q + ", " + N + ", " + K + ")",
+                                 "dml_cpu_qgemm_pack(" + q + ", " + N + ", " + K + ", constants + " +
+                                     std::to_string(*b_offset) + ", p)");
+  };
+  hooks.call = [&](const KernelCandidate& c) {
+    if (!c.packed_constant_b) return candidate_call(c, qargs);
+    return c.function + "(" + q + ", " + M + ", " + N + ", " + K + ", (const float*)" + a + ", " + packed +
+           ", (const float*)" + bias + ", (const float*)" + d + ", (float*)" + y + ", " + epilogue +
+           (c.extra_args.empty() ? "" : ", " + c.extra_args) + ")";
+  };
+  return emit_tunable(cx, n, CandidateFamily::qgemm, qargs, body, "", "", &hooks);
+}
+
+}  // namespace dinoml::lower::cpu

@@ -1,0 +1,160 @@
+// Repacked quantized GEMM (dml_cpu_qgemm_pack + dml_cpu_qgemm_prepacked, 8-row interleaved tiles)
+// against (1) dequantize + double-precision GEMM with the int8 path's activation-rounding bound
+// (see test_qgemm.cpp for its derivation) and (2) the unpacked int8 path (dml_cpu_qgemm_variant
+// path 1), which quantizes the activations identically: the two differ only by fp32 summation
+// order. Shapes cover N not a multiple of 8 (zero-padded last group), M = 1, 3, 4, 5 (the 4-row
+// activation tiles and their tails), 128, epilogues with and without bias, 1 and 2 threads.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <dinoml/quant_ref.h>
+
+#include "dinoml_cpu_kernels.h"
+
+namespace {
+
+const int kPackedTypes[] = {DML_QT_Q4_0, DML_QT_Q8_0, DML_QT_Q4_K, DML_QT_Q6_K};
+
+struct Weights {
+  std::vector<uint8_t> q;
+  std::vector<float> deq;  // [N, K]
+  std::vector<uint8_t> packed;
+};
+
+Weights make_weights(int type, int64_t N, int64_t K, std::mt19937& rng) {
+  const auto* tr = dml_qtype_get(type);
+  std::normal_distribution<float> nd(0.f, 0.05f);
+  std::vector<float> w(N * K);
+  for (auto& v : w) v = nd(rng);
+  for (int64_t i = 0; i < N * K; i += 37) w[i] *= 6.f;  // uneven sub-block scales and mins
+  Weights out;
+  const int64_t row_bytes = K / tr->block_size * tr->type_size;
+  out.q.resize(N * row_bytes);
+  out.deq.resize(N * K);
+  for (int64_t n = 0; n < N; ++n) {
+    dinoml::quant::quantize_row_ref(type, w.data() + n * K, out.q.data() + n * row_bytes, K);
+    dinoml::quant::dequantize_row(type, out.q.data() + n * row_bytes, out.deq.data() + n * K, K);
+  }
+  const int64_t sz = dml_cpu_qgemm_packed_size(type, N, K);
+  EXPECT_GT(sz, 0);
+  out.packed.assign((size_t)sz, 0xCD);
+  EXPECT_EQ(dml_cpu_qgemm_pack(type, N, K, out.q.data(), out.packed.data()), DML_CPU_OK) << dml_cpu_last_error();
+  return out;
+}
+
+double gelu(double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); }
+
+void check(int type, int64_t M, int64_t N, int64_t K, int threads, int epi, bool use_bias, std::mt19937& rng) {
+  const auto* tr = dml_qtype_get(type);
+  const int64_t ablock = (type >= DML_QT_Q2_K) ? DML_QK_K : DML_QK;
+  Weights w = make_weights(type, N, K, rng);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> a(M * K), bias(N), d(M * N), c(M * N, std::nanf("")), c1(M * N, std::nanf(""));
+  for (auto& v : a) v = nd(rng);
+  for (int64_t i = 0; i < M * K; i += 41) a[i] *= 8.f;
+  for (auto& v : bias) v = nd(rng);
+  for (auto& v : d) v = nd(rng);
+  const float* bp = use_bias ? bias.data() : nullptr;
+  ASSERT_EQ(dml_cpu_qgemm_prepacked(type, M, N, K, a.data(), w.packed.data(), bp, d.data(), c.data(), epi, threads),
+            DML_CPU_OK)
+      << dml_cpu_last_error();
+  ASSERT_EQ(dml_cpu_qgemm_variant(type, M, N, K, a.data(), w.q.data(), bp, d.data(), c1.data(), epi, 1, 1), DML_CPU_OK);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, mag = 0, qbound = 0;
+      for (int64_t k0 = 0; k0 < K; k0 += ablock) {
+        double amax = 0, wsum = 0;
+        for (int64_t k = k0; k < k0 + ablock; ++k) {
+          const double av = a[m * K + k], wv = w.deq[n * K + k];
+          ref += av * wv;
+          mag += std::fabs(av * wv);
+          amax = std::max(amax, std::fabs(av));
+          wsum += std::fabs(wv);
+        }
+        qbound += amax / 127.0 / 2.0 * wsum;
+      }
+      double tol = 2e-5 * mag + 1e-6 + qbound * 1.0001;
+      if (use_bias) ref += bias[n];
+      if (epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU) ref += d[m * N + n];
+      if (epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU) ref = std::max(ref, 0.0);
+      if (epi == DML_CPU_EPI_GELU) {
+        ref = gelu(ref);
+        tol *= 1.2;
+      }
+      const double got = c[m * N + n], unpacked = c1[m * N + n];
+      ASSERT_LE(std::fabs(got - ref), tol) << tr->name << " M=" << M << " N=" << N << " K=" << K << " threads "
+                                           << threads << " epi " << epi << " at (" << m << ", " << n << "): got " << got
+                                           << " want " << ref;
+      // Same quantized activations, exact integer block sums: only fp32 rounding differs.
+      ASSERT_LE(std::fabs(got - unpacked), 2e-5 * mag + 1e-6)
+          << tr->name << " vs unpacked int8 path, M=" << M << " N=" << N << " at (" << m << ", " << n << ")";
+    }
+}
+
+TEST(QGemmPacked, OddShapesTailsAndRowTiles) {
+  std::mt19937 rng(21);
+  for (int type : kPackedTypes) {
+    const int bs = dml_qtype_get(type)->block_size;
+    for (int64_t K : {int64_t(bs), int64_t(bs == 32 ? 96 : 512)})
+      for (auto [M, N] : {std::pair<int64_t, int64_t>{1, 1}, {1, 17}, {3, 8}, {4, 7}, {5, 45}, {1, 64}, {9, 33}})
+        check(type, M, N, K, 0, DML_CPU_EPI_NONE, false, rng);
+  }
+}
+
+TEST(QGemmPacked, EpiloguesBiasThreadsAndPrefill) {
+  std::mt19937 rng(22);
+  for (int type : kPackedTypes) {
+    for (int threads : {1, 2})
+      for (int epi : {DML_CPU_EPI_NONE, DML_CPU_EPI_RELU, DML_CPU_EPI_GELU, DML_CPU_EPI_ADD, DML_CPU_EPI_ADD_RELU})
+        for (bool bias : {false, true}) {
+          if (epi == DML_CPU_EPI_NONE && bias) continue;
+          check(type, 3, 70, 512, threads, epi, bias || epi != DML_CPU_EPI_NONE, rng);
+        }
+    check(type, 128, 41, 512, 2, DML_CPU_EPI_NONE, true, rng);  // prefill-sized M, tail group
+    check(type, 128, 64, 1024, 0, DML_CPU_EPI_ADD, true, rng);
+  }
+}
+
+TEST(QGemmPacked, ZeroWeightsGiveExactZeros) {
+  const int64_t M = 5, N = 11, K = 512;
+  for (int type : kPackedTypes) {
+    const auto* tr = dml_qtype_get(type);
+    std::vector<float> zeros(N * K, 0.f), a(M * K, 1.f), c(M * N, 1.f);
+    std::vector<uint8_t> q(N * (K / tr->block_size) * tr->type_size);
+    dinoml::quant::quantize_row_ref(type, zeros.data(), q.data(), N * K);
+    std::vector<uint8_t> p((size_t)dml_cpu_qgemm_packed_size(type, N, K));
+    ASSERT_EQ(dml_cpu_qgemm_pack(type, N, K, q.data(), p.data()), 0);
+    ASSERT_EQ(dml_cpu_qgemm_prepacked(type, M, N, K, a.data(), p.data(), nullptr, nullptr, c.data(), 0, 0), 0);
+    for (float v : c) ASSERT_EQ(v, 0.f) << tr->name;
+  }
+}
+
+TEST(QGemmPacked, BadArgumentsAreNamedErrors) {
+  std::vector<float> a(512), c(512);
+  std::vector<uint8_t> w(8192), p(65536);
+  EXPECT_EQ(dml_cpu_qgemm_packed_size(DML_QT_Q5_K, 8, 256), -1);  // no repacked layout
+  EXPECT_EQ(dml_cpu_qgemm_packed_size(DML_QT_Q4_K, 8, 96), -1);   // K not a multiple of 256
+  EXPECT_EQ(dml_cpu_qgemm_pack(DML_QT_Q5_K, 8, 256, w.data(), p.data()), DML_CPU_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("q5_K has no repacked layout"), std::string::npos);
+  EXPECT_EQ(dml_cpu_qgemm_pack(DML_QT_Q4_K, 8, 96, w.data(), p.data()), DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("not a multiple of the q4_K block size 256"), std::string::npos);
+  // A buffer packed for another shape or type is refused.
+  ASSERT_EQ(dml_cpu_qgemm_pack(DML_QT_Q4_0, 8, 64, w.data(), p.data()), 0);
+  EXPECT_EQ(dml_cpu_qgemm_prepacked(DML_QT_Q4_0, 1, 8, 96, a.data(), p.data(), nullptr, nullptr, c.data(), 0, 0),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("not made by dml_cpu_qgemm_pack for q4_0 [8, 96]"), std::string::npos);
+  EXPECT_EQ(dml_cpu_qgemm_prepacked(DML_QT_Q8_0, 1, 8, 64, a.data(), p.data(), nullptr, nullptr, c.data(), 0, 0),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_EQ(dml_cpu_qgemm_prepacked(DML_QT_Q4_0, 1, 8, 64, a.data(), p.data(), nullptr, nullptr, c.data(),
+                                    DML_CPU_EPI_ADD, 0),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_EQ(dml_cpu_qgemm_prepacked(DML_QT_Q4_0, 1, 8, 64, a.data(), nullptr, nullptr, nullptr, c.data(), 0, 0),
+            DML_CPU_ERR_ARGUMENT);
+}
+
+}  // namespace
