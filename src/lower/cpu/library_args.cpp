@@ -257,4 +257,17 @@ nlohmann::json fused_members(const ir::Node& n) {
   return members;
 }
 
+LibraryCallArgs kv_cache_write_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool* in_place) {
+  const auto& c = cx.tensor(n.inputs.at(0));
+  const auto& v = cx.tensor(n.inputs.at(1));
+  const auto& p = cx.tensor(n.inputs.at(2));
+  const size_t r = c.shape.size();
+  if (r < 2) fail(n, "cache must have rank >= 2");
+  if (in_place) *in_place = cx.root(n.inputs[0]) == cx.root(n.outputs.at(0));
+  return {"", "(size_t)" + std::to_string(ir::dtype_size(c.dtype)) + ", " + cx.cpp_prod(c.shape, 0, r - 2) + ", " +
+                  cx.cpp(c.shape[r - 2]) + ", " + cx.cpp(v.shape[r - 2]) + ", " + cx.cpp(c.shape[r - 1]) + ", " +
+                  cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + std::to_string(static_cast<int>(p.dtype)) +
+                  ", " + cx.ptr(n.inputs[2]) + ", " + cx.ptr(n.outputs[0])};
+}
+
 }  // namespace dinoml::lower::cpu

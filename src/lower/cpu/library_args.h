@@ -51,6 +51,9 @@ LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail f
 // fused_members: the fused node's member names (itself when it fused nothing).
 LibraryCallArgs elementwise_call_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, size_t max_rank = 0);
 nlohmann::json fused_members(const ir::Node& n);
+// kv_cache_write: esize, outer (leading axes), cache rows, new rows, row length, cache, new rows,
+// positions dtype, positions, out. `in_place` = the output aliases the cache state.
+LibraryCallArgs kv_cache_write_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool* in_place);
 // The gemm family's op names: gemm_{rcr,rrr}[_bias[_relu|_gelu|_fast_gelu|_swish|_sigmoid|_tanh|
 // _add|_add_relu]]. `epilogue` is the target's constant (`epi_prefix` + NONE, RELU, ...).
 struct GemmKind {

@@ -55,18 +55,10 @@ json emit_embedding(EmitContext& cx, const ir::Node& n, std::ostringstream& body
 }
 
 json emit_kv_cache_write(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& c = cx.tensor(n.inputs.at(0));
-  const auto& v = cx.tensor(n.inputs.at(1));
-  const auto& p = cx.tensor(n.inputs.at(2));
-  expect_index(n, p.dtype, "positions");
-  const size_t r = c.shape.size();
-  if (r < 2) no_cuda_lowering(n, "cache must have rank >= 2");
-  const bool in_place = cx.root(n.inputs[0]) == cx.root(n.outputs.at(0));
-  body << checked_cuda_call(n, "dml_cuda_kv_cache_write((size_t)" + std::to_string(ir::dtype_size(c.dtype)) + ", " +
-                                   cx.cpp_prod(c.shape, 0, r - 2) + ", " + cx.cpp(c.shape[r - 2]) + ", " +
-                                   cx.cpp(v.shape[r - 2]) + ", " + cx.cpp(c.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) +
-                                   ", " + cx.ptr(n.inputs[1]) + ", " + std::to_string(static_cast<int>(p.dtype)) + ", " +
-                                   cx.ptr(n.inputs[2]) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+  expect_index(n, cx.tensor(n.inputs.at(2)).dtype, "positions");
+  bool in_place = false;
+  const cpu::LibraryCallArgs a = cpu::kv_cache_write_args(cx, n, no_cuda_lowering, &in_place);
+  body << checked_cuda_call(n, "dml_cuda_kv_cache_write(" + a.args + ", stream)");
   const std::string sel = in_place ? "dml_cuda_kv_cache_write.in_place" : "dml_cuda_kv_cache_write.copy";
   return single(n, sel, in_place ? "output aliases the cache state (alias_kv_cache_write): only the new rows are written"
                                  : "only candidate (not tunable): cache copied, then the new rows written");

@@ -1,11 +1,8 @@
 // Quantized-weight GEMM (dml_cpu_qgemm*) against dequantize + double-precision GEMM, for every
 // quant type, both paths, odd M/N, K a multiple of the block size, epilogues and thread counts.
 //
-// Tolerances, per output element (c = Σ_k a_k·w_k with w the exactly dequantized weights):
-//   * dequantize path: fp32 summation only → 2e-5 · Σ|a_k·w_k| + 1e-6.
-//   * int8 path: the activations are quantized symmetrically per block (32 elements, or 256 for
-//     the K-quants) with d = max|a_block|/127 and round-to-nearest, so |a_k - â_k| ≤ d/2 and
-//     |c - ĉ| ≤ Σ_blocks d_b/2 · Σ_{k∈b}|w_k| — computed exactly per element — plus the fp32 slack.
+// Tolerances: qgemm_reference.h (dequantize path: fp32 slack only; int8 path: plus the exact
+// activation-rounding bound).
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -17,38 +14,21 @@
 #include <dinoml/quant_ref.h>
 
 #include "dinoml_cpu_kernels.h"
+#include "qgemm_reference.h"
 
 namespace {
 
 const int kTypes[] = {DML_QT_Q4_0, DML_QT_Q4_1, DML_QT_Q5_0, DML_QT_Q5_1, DML_QT_Q8_0, DML_QT_Q2_K,
                       DML_QT_Q3_K, DML_QT_Q4_K, DML_QT_Q5_K, DML_QT_Q6_K, DML_QT_Q8_K};
 
-struct Weights {
-  std::vector<uint8_t> q;
-  std::vector<float> deq;  // [N, K]
-};
+using qgemm_test::Weights;
 
 Weights make_weights(int type, int64_t N, int64_t K, std::mt19937& rng) {
-  const auto* tr = dml_qtype_get(type);
-  std::normal_distribution<float> nd(0.f, 0.05f);
-  std::vector<float> w(N * K);
-  for (auto& v : w) v = nd(rng);
-  Weights out;
-  const int64_t row_bytes = K / tr->block_size * tr->type_size;
-  out.q.resize(N * row_bytes);
-  out.deq.resize(N * K);
-  for (int64_t n = 0; n < N; ++n) {
-    dinoml::quant::quantize_row_ref(type, w.data() + n * K, out.q.data() + n * row_bytes, K);
-    dinoml::quant::dequantize_row(type, out.q.data() + n * row_bytes, out.deq.data() + n * K, K);
-  }
-  return out;
+  return qgemm_test::make_weights(type, N, K, rng, false);
 }
-
-double gelu(double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); }
 
 void check(int type, int64_t M, int64_t N, int64_t K, int path, int threads, int epi, std::mt19937& rng) {
   const auto* tr = dml_qtype_get(type);
-  const int64_t ablock = (type >= DML_QT_Q2_K) ? DML_QK_K : DML_QK;  // activation block of the int8 path
   Weights w = make_weights(type, N, K, rng);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> a(M * K), bias(N), d(M * N), c(M * N, std::nanf(""));
@@ -63,26 +43,9 @@ void check(int type, int64_t M, int64_t N, int64_t K, int path, int threads, int
       << dml_cpu_last_error();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, mag = 0, qbound = 0;
-      for (int64_t k0 = 0; k0 < K; k0 += ablock) {
-        double amax = 0, wsum = 0;
-        for (int64_t k = k0; k < k0 + ablock; ++k) {
-          const double av = a[m * K + k], wv = w.deq[n * K + k];
-          ref += av * wv;
-          mag += std::fabs(av * wv);
-          amax = std::max(amax, std::fabs(av));
-          wsum += std::fabs(wv);
-        }
-        qbound += amax / 127.0 / 2.0 * wsum;
-      }
-      double tol = 2e-5 * mag + 1e-6 + (path == 2 ? 0.0 : qbound * 1.0001);
-      if (use_bias) ref += bias[n];
-      if (epi == DML_CPU_EPI_ADD) ref += d[m * N + n];
-      if (epi == DML_CPU_EPI_RELU) ref = std::max(ref, 0.0);
-      if (epi == DML_CPU_EPI_GELU) {
-        ref = gelu(ref);
-        tol *= 1.2;  // gelu's slope is at most ~1.13
-      }
+      const auto e = qgemm_test::expected(a, w.deq, use_bias ? bias.data() : nullptr, d, m, n, N, K, type, epi,
+                                          path != 2);
+      const double ref = e.ref, tol = e.tol;
       const double got = c[m * N + n];
       ASSERT_LE(std::fabs(got - ref), tol) << tr->name << " path " << path << " M=" << M << " N=" << N << " K=" << K
                                            << " threads " << threads << " epi " << epi << " at (" << m << ", " << n

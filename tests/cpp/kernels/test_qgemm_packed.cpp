@@ -15,31 +15,19 @@
 #include <dinoml/quant_ref.h>
 
 #include "dinoml_cpu_kernels.h"
+#include "qgemm_reference.h"
 
 namespace {
 
 const int kPackedTypes[] = {DML_QT_Q4_0, DML_QT_Q8_0, DML_QT_Q4_K, DML_QT_Q6_K};
 
-struct Weights {
-  std::vector<uint8_t> q;
-  std::vector<float> deq;  // [N, K]
+struct Weights : qgemm_test::Weights {
   std::vector<uint8_t> packed;
 };
 
 Weights make_weights(int type, int64_t N, int64_t K, std::mt19937& rng) {
-  const auto* tr = dml_qtype_get(type);
-  std::normal_distribution<float> nd(0.f, 0.05f);
-  std::vector<float> w(N * K);
-  for (auto& v : w) v = nd(rng);
-  for (int64_t i = 0; i < N * K; i += 37) w[i] *= 6.f;  // uneven sub-block scales and mins
   Weights out;
-  const int64_t row_bytes = K / tr->block_size * tr->type_size;
-  out.q.resize(N * row_bytes);
-  out.deq.resize(N * K);
-  for (int64_t n = 0; n < N; ++n) {
-    dinoml::quant::quantize_row_ref(type, w.data() + n * K, out.q.data() + n * row_bytes, K);
-    dinoml::quant::dequantize_row(type, out.q.data() + n * row_bytes, out.deq.data() + n * K, K);
-  }
+  static_cast<qgemm_test::Weights&>(out) = qgemm_test::make_weights(type, N, K, rng, true);
   const int64_t sz = dml_cpu_qgemm_packed_size(type, N, K);
   EXPECT_GT(sz, 0);
   out.packed.assign((size_t)sz, 0xCD);
@@ -47,11 +35,8 @@ Weights make_weights(int type, int64_t N, int64_t K, std::mt19937& rng) {
   return out;
 }
 
-double gelu(double v) { return 0.5 * v * std::erfc(-v / std::sqrt(2.0)); }
-
 void check(int type, int64_t M, int64_t N, int64_t K, int threads, int epi, bool use_bias, std::mt19937& rng) {
   const auto* tr = dml_qtype_get(type);
-  const int64_t ablock = (type >= DML_QT_Q2_K) ? DML_QK_K : DML_QK;
   Weights w = make_weights(type, N, K, rng);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> a(M * K), bias(N), d(M * N), c(M * N, std::nanf("")), c1(M * N, std::nanf(""));
@@ -66,26 +51,8 @@ void check(int type, int64_t M, int64_t N, int64_t K, int threads, int epi, bool
   ASSERT_EQ(dml_cpu_qgemm_variant(type, M, N, K, a.data(), w.q.data(), bp, d.data(), c1.data(), epi, 1, 1), DML_CPU_OK);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, mag = 0, qbound = 0;
-      for (int64_t k0 = 0; k0 < K; k0 += ablock) {
-        double amax = 0, wsum = 0;
-        for (int64_t k = k0; k < k0 + ablock; ++k) {
-          const double av = a[m * K + k], wv = w.deq[n * K + k];
-          ref += av * wv;
-          mag += std::fabs(av * wv);
-          amax = std::max(amax, std::fabs(av));
-          wsum += std::fabs(wv);
-        }
-        qbound += amax / 127.0 / 2.0 * wsum;
-      }
-      double tol = 2e-5 * mag + 1e-6 + qbound * 1.0001;
-      if (use_bias) ref += bias[n];
-      if (epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU) ref += d[m * N + n];
-      if (epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU) ref = std::max(ref, 0.0);
-      if (epi == DML_CPU_EPI_GELU) {
-        ref = gelu(ref);
-        tol *= 1.2;
-      }
+      const auto e = qgemm_test::expected(a, w.deq, bp, d, m, n, N, K, type, epi, true);
+      const double ref = e.ref, tol = e.tol, mag = e.mag;
       const double got = c[m * N + n], unpacked = c1[m * N + n];
       ASSERT_LE(std::fabs(got - ref), tol) << tr->name << " M=" << M << " N=" << N << " K=" << K << " threads "
                                            << threads << " epi " << epi << " at (" << m << ", " << n << "): got " << got
