@@ -60,8 +60,12 @@ double measure_ghz() {
 // slices lost to other processes do not count.
 __attribute__((target("avx2,fma"))) double fma_gflops_one_thread(double seconds) {
   // Ten named accumulators: an array here can end up in memory at -O2, adding store-forwarding
-  // latency to every chain.
-  __m256 c0 = _mm256_set1_ps(1), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0;
+  // latency to every chain. Each starts from a different value: with equal starts the compiler
+  // proves the ten chains equal and keeps one, which then runs at the FMA latency and overstated the
+  // peak by 25% (sessions 2-4 reported 259.5 GFLOP/s for this 2 × 3.2 GHz machine).
+  __m256 c0 = _mm256_set1_ps(1.0f), c1 = _mm256_set1_ps(1.1f), c2 = _mm256_set1_ps(1.2f), c3 = _mm256_set1_ps(1.3f),
+         c4 = _mm256_set1_ps(1.4f), c5 = _mm256_set1_ps(1.5f), c6 = _mm256_set1_ps(1.6f), c7 = _mm256_set1_ps(1.7f),
+         c8 = _mm256_set1_ps(1.8f), c9 = _mm256_set1_ps(1.9f);
   const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
   const double t0 = now();
   double best = 0;
@@ -185,8 +189,11 @@ int main(int argc, char** argv) {
     for (auto* v : {&buf.a, &buf.b, &buf.bias})
       for (auto& x : *v) x = u(g);
     std::vector<float> c_dml(p.M * p.N), c_pack(p.M * p.N), c_dnnl(p.M * p.N), c_blas(p.M * p.N);
-    buf.packed.resize(dml_cpu_gemm_packed_b_size(p.N, p.K) / 4 + 16);
-    if (dml_cpu_gemm_pack_b(DML_CPU_F32, p.layout, p.N, p.K, buf.b.data(), buf.packed.data())) {
+    // 64-byte aligned like a module's init allocation (lower_tunable.cpp): from a plain vector the
+    // 16-float panel rows straddle cache lines and the prepacked column measured ~15% low.
+    buf.packed.resize(dml_cpu_gemm_packed_b_size(p.N, p.K) / 4 + 32);
+    float* packed = buf.packed.data() + (16 - (reinterpret_cast<uintptr_t>(buf.packed.data()) / 4) % 16) % 16;
+    if (dml_cpu_gemm_pack_b(DML_CPU_F32, p.layout, p.N, p.K, buf.b.data(), packed)) {
       std::fprintf(stderr, "pack_b: %s\n", dml_cpu_last_error());
       return 1;
     }
@@ -207,7 +214,7 @@ int main(int argc, char** argv) {
                                                    nullptr, nullptr, c_dml.data(), 0); }, min_time, reps) / 1e9;
     pause();
     r.dml_packed = flops / median_time([&] { dml_cpu_gemm_prepacked(DML_CPU_F32, p.M, p.N, p.K, buf.a.data(),
-                                                                    buf.packed.data(), nullptr, nullptr,
+                                                                    packed, nullptr, nullptr,
                                                                     c_pack.data(), 0); }, min_time, reps) / 1e9;
     pause();
     r.onednn = flops / median_time([&] { dml_cpu_onednn_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),

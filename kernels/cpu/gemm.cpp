@@ -57,6 +57,9 @@ Blocking cache_blocking() {
   b.kc = std::clamp<int64_t>(l1 / 2 / (kNR * 4), 128, 512);
   b.mc = std::clamp<int64_t>(l2 * 2 / 5 / (b.kc * 4) / kMR * kMR, 4 * kMR, 64 * kMR);
   b.nc = 4096;
+  b.kc = env_int("DINOML_GEMM_KC", b.kc);
+  b.mc = env_int("DINOML_GEMM_MC", b.mc) / kMR * kMR;
+  b.nc = env_int("DINOML_GEMM_NC", b.nc) / kNR * kNR;
   return b;
 }
 const Blocking kBlocking = cache_blocking();

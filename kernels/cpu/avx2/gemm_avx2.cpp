@@ -22,40 +22,70 @@ using gemm::kMR;
 using gemm::kNR;
 
 // PACKED: a[k*kMR + i]; otherwise a[i*lda + k] (skinny path: A is used in place).
+// Up to 3 rows there are too few accumulators to cover the FMA latency (2 pipes × 4 cycles need 8
+// independent chains; 1 row has 2): even and odd k then go to separate accumulator sets (S = 2),
+// summed at the end, which makes 1-row tiles (GEMV, M = 1 decode) ~1.3× faster from cache.
 template <int R, bool PACKED>
 void tile(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool accumulate) {
-  __m256 acc0[R], acc1[R];
+  constexpr int S = R <= 3 ? 2 : 1;
+  __m256 acc0[S][R], acc1[S][R];
+#pragma GCC unroll 2
+  for (int s = 0; s < S; ++s)
 #pragma GCC unroll 6
-  for (int i = 0; i < R; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+    for (int i = 0; i < R; ++i) acc0[s][i] = acc1[s][i] = _mm256_setzero_ps();
   const float* rows[R];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) rows[i] = a + (PACKED ? i : i * lda);
+  // The C rows are N floats apart and usually not cached (a block of C is larger than L2): fetch
+  // them now so the loads/stores at the end do not stall; the k loop hides the latency.
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNR - 1), _MM_HINT_T0);
+  }
+  int64_t k = 0;
 #pragma GCC unroll 2
-  for (int64_t k = 0; k < kc; ++k) {
+  for (; k + S <= kc; k += S) {
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i) {
+        const __m256 av = _mm256_broadcast_ss(PACKED ? rows[0] + i : rows[i]);
+        acc0[s][i] = _mm256_fmadd_ps(av, b0, acc0[s][i]);
+        acc1[s][i] = _mm256_fmadd_ps(av, b1, acc1[s][i]);
+      }
+      if (PACKED) {
+        rows[0] += kMR;
+      } else {
+#pragma GCC unroll 6
+        for (int i = 0; i < R; ++i) ++rows[i];
+      }
+      b += kNR;
+    }
+  }
+  if (S > 1 && k < kc) {  // odd kc: the last k into set 0
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
       const __m256 av = _mm256_broadcast_ss(PACKED ? rows[0] + i : rows[i]);
-      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+      acc0[0][i] = _mm256_fmadd_ps(av, b0, acc0[0][i]);
+      acc1[0][i] = _mm256_fmadd_ps(av, b1, acc1[0][i]);
     }
-    if (PACKED) {
-      rows[0] += kMR;
-    } else {
-#pragma GCC unroll 6
-      for (int i = 0; i < R; ++i) ++rows[i];
-    }
-    b += kNR;
   }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) {
+    if (S > 1) {
+      acc0[0][i] = _mm256_add_ps(acc0[0][i], acc0[S - 1][i]);
+      acc1[0][i] = _mm256_add_ps(acc1[0][i], acc1[S - 1][i]);
+    }
     float* ci = c + i * ldc;
     if (accumulate) {
-      acc0[i] = _mm256_add_ps(acc0[i], _mm256_loadu_ps(ci));
-      acc1[i] = _mm256_add_ps(acc1[i], _mm256_loadu_ps(ci + 8));
+      acc0[0][i] = _mm256_add_ps(acc0[0][i], _mm256_loadu_ps(ci));
+      acc1[0][i] = _mm256_add_ps(acc1[0][i], _mm256_loadu_ps(ci + 8));
     }
-    _mm256_storeu_ps(ci, acc0[i]);
-    _mm256_storeu_ps(ci + 8, acc1[i]);
+    _mm256_storeu_ps(ci, acc0[0][i]);
+    _mm256_storeu_ps(ci + 8, acc1[0][i]);
   }
 }
 
