@@ -32,6 +32,8 @@ nlohmann::json emit_cuda_index_op(cpu::EmitContext& cx, const ir::Node& n, std::
 nlohmann::json emit_cuda_qgemm(cpu::EmitContext& cx, const ir::Node& n, bool rcr, const std::string& epilogue,
                                const std::string& bias, const std::string& d, const CudaLowerOptions& opts,
                                std::ostringstream& body);
+// dinoml_module_run_cuda: CUDA-graph capture/replay around the module's dml_run_direct (cuda_graphs.cpp).
+std::string graph_runner_source(size_t num_dims, size_t num_inputs, size_t num_outputs, size_t num_states);
 nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
 
 }  // namespace dinoml::lower::cuda

@@ -287,9 +287,10 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "  DmlModuleState* st = (DmlModuleState*)module_state;\n"
         "  if (!st) return;\n  if (st->dconst) cudaFree(st->dconst);\n  free(st);\n}\n\n";
   os << cpu::emit_plan_entry(cx, target_label(current_target()) + std::string(" lowering"));
-  os << "DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, const void* const* inputs,\n"
-        "                                        void* const* outputs, void* const* states, void* arena, void* stream_,\n"
-        "                                        char* err, size_t errlen) {\n"
+  // The direct run; dinoml_module_run_cuda (cuda_graphs.cpp) calls it or replays its CUDA graph.
+  os << "static int dml_run_direct(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                          void* const* outputs, void* const* states, void* arena, void* stream_,\n"
+        "                          char* err, size_t errlen) {\n"
         "  (void)inputs; (void)outputs; (void)states;\n"
         "  [[maybe_unused]] cudaStream_t stream = (cudaStream_t)stream_;\n"
         "  const int64_t* d = dims;\n"
@@ -299,7 +300,8 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
   os << storage.str() << body.str();
   os << "  // deferred state updates\n" << cx.tail.str();
-  os << "  return 0;\n}\n\n";
+  os << "  return 0;\n}\n";
+  os << graph_runner_source(g.dims.size(), g.inputs.size(), g.outputs.size(), g.states.size()) << "\n";
   os << "DML_EXPORT int dinoml_module_run(void* module_state, const int64_t* dims, const void* const* inputs,\n"
         "                                   void* const* outputs, void* const* states, void* arena, char* err,\n"
         "                                   size_t errlen) {\n"

@@ -120,6 +120,13 @@ TEST(CudaLowering, ModuleSourceHasGeneratedKernelsAndLibraryCalls) {
   EXPECT_NE(m.source.find("dml_cuda_softmax("), std::string::npos);
   EXPECT_NE(m.source.find("dml_cuda_layer_norm("), std::string::npos);
   EXPECT_NE(m.source.find("DML_EXPORT int dinoml_module_run_cuda("), std::string::npos);
+  // CUDA-graph replay wraps the direct run (cuda_graphs.cpp): keyed on the graph's one dim, one
+  // input and one output; capture only on a non-default stream, DINOML_CUDA_GRAPHS=0 turns it off.
+  EXPECT_NE(m.source.find("static int dml_run_direct("), std::string::npos);
+  EXPECT_NE(m.source.find("cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal)"), std::string::npos);
+  EXPECT_NE(m.source.find("DINOML_CUDA_GRAPHS"), std::string::npos);
+  EXPECT_NE(m.source.find("int64_t dims[" + std::to_string(std::max<size_t>(1, g.dims.size())) + "];"), std::string::npos);
+  EXPECT_NE(m.source.find("const void* in[" + std::to_string(std::max<size_t>(1, g.inputs.size())) + "];"), std::string::npos);
   EXPECT_NE(m.source.find("major == 9 && minor == 0"), std::string::npos) << "sm_90a runs on exactly 9.0";
   ASSERT_EQ(m.nvcc_flags.back(), "-gencode=arch=compute_90a,code=sm_90a");
   bool saw_gemm = false;
