@@ -81,6 +81,26 @@ class Module:
                 out.append((ti.name.decode(), ti.dtype))
             return out
         self.inputs, self.outputs = infos("input"), infos("output")
+        # The module's optional CUDA-graph entry points (src/lower/cuda/cuda_graphs.cpp): the same
+        # module.so the runtime loaded (dlopen returns the loaded copy), or None (ROCm modules).
+        so = ctypes.CDLL(os.path.join(os.path.realpath(artifact_dir), "module.so"))
+        self._graphs_set = getattr(so, "dinoml_module_cuda_graphs_set", None)
+        self._graph_stats = getattr(so, "dinoml_module_cuda_graph_stats", None)
+        self._so = so
+
+    def graphs(self, on=None):
+        """CUDA-graph replay on/off for this module (None: query); returns the state."""
+        if self._graphs_set is None:
+            return False
+        return bool(self._graphs_set(ctypes.c_int(-1 if on is None else int(bool(on)))))
+
+    def graph_stats(self):
+        """(captured, replayed, uncapturable) runs since load, or None without graph support."""
+        if self._graph_stats is None:
+            return None
+        v = [ctypes.c_longlong() for _ in range(3)]
+        self._graph_stats(*[ctypes.byref(x) for x in v])
+        return tuple(x.value for x in v)
 
     def session(self):
         return Session(self)

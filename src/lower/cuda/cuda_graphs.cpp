@@ -44,9 +44,26 @@ struct DmlGraphEntry {
 static DmlGraphEntry dml_graphs[8];
 static std::mutex dml_graphs_mu;
 static unsigned long long dml_graphs_clock = 0;
+static int dml_graphs_on = -1;  // -1: not yet read from DINOML_CUDA_GRAPHS
+static long long dml_graph_counts[3];  // captured, replayed, uncapturable (runs)
 static int dml_graphs_enabled(void) {
-  static const int on = [] { const char* v = getenv("DINOML_CUDA_GRAPHS"); return !(v && v[0] == '0'); }();
-  return on;
+  if (dml_graphs_on < 0) { const char* v = getenv("DINOML_CUDA_GRAPHS"); dml_graphs_on = !(v && v[0] == '0'); }
+  return dml_graphs_on;
+}
+// Optional entry points (not part of the module ABI; tests and benchmarks find them with dlsym):
+// turn replay on/off for this module (on < 0 only queries) and read the counters.
+DML_EXPORT int dinoml_module_cuda_graphs_set(int on) {
+  std::lock_guard<std::mutex> lock(dml_graphs_mu);
+  if (on >= 0) {
+    dml_graphs_on = on ? 1 : 0;
+  }
+  return dml_graphs_enabled();
+}
+DML_EXPORT void dinoml_module_cuda_graph_stats(long long* captured, long long* replayed, long long* uncapturable) {
+  std::lock_guard<std::mutex> lock(dml_graphs_mu);
+  *captured = dml_graph_counts[0];
+  *replayed = dml_graph_counts[1];
+  *uncapturable = dml_graph_counts[2];
 }
 static int dml_graph_key_equal(const DmlGraphEntry& e, const int64_t* dims, const void* const* in, void* const* out,
                                void* const* st, void* arena, void* stream) {
@@ -60,9 +77,11 @@ static int dml_graph_key_equal(const DmlGraphEntry& e, const int64_t* dims, cons
 DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, const void* const* inputs,
                                         void* const* outputs, void* const* states, void* arena, void* stream_,
                                         char* err, size_t errlen) {
-  if (!stream_ || !dml_graphs_enabled())
+  std::unique_lock<std::mutex> lock(dml_graphs_mu);
+  if (!stream_ || !dml_graphs_enabled()) {
+    lock.unlock();
     return dml_run_direct(module_state, dims, inputs, outputs, states, arena, stream_, err, errlen);
-  std::lock_guard<std::mutex> lock(dml_graphs_mu);
+  }
   DmlGraphEntry* e = NULL;
   for (auto& c : dml_graphs)
     if (dml_graph_key_equal(c, dims, inputs, outputs, states, arena, stream_)) { e = &c; break; }
@@ -85,6 +104,7 @@ DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, c
   e->last_use = ++dml_graphs_clock;
   cudaStream_t stream = (cudaStream_t)stream_;
   if (e->exec) {
+    ++dml_graph_counts[1];
     cudaError_t le = cudaGraphLaunch(e->exec, stream);
     return le == cudaSuccess ? 0 : dml_cuda_fail(err, errlen, "cudaGraphLaunch (replaying this run's CUDA graph)", le);
   }
@@ -104,8 +124,10 @@ DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, c
   if (rc != 0 || !e->exec) {  // not capturable: this key runs directly from now on
     (void)cudaGetLastError();
     e->uncapturable = 1;
+    ++dml_graph_counts[2];
     return dml_run_direct(module_state, dims, inputs, outputs, states, arena, stream_, err, errlen);
   }
+  ++dml_graph_counts[0];
   cudaError_t le = cudaGraphLaunch(e->exec, stream);
   return le == cudaSuccess ? 0 : dml_cuda_fail(err, errlen, "cudaGraphLaunch (first replay of this run's CUDA graph)", le);
 }
