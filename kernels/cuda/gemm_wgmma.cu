@@ -58,11 +58,13 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Arrive on the barrier at the same shared-memory offset in cluster CTA `rank` (itself included).
+// Arrive on the barrier at the same shared-memory offset in cluster CTA `rank`. Default (.cta)
+// semantics: what is released is the stage's shared memory, whose readers (wgmma) wgmma.wait_group
+// already retired; a .release.cluster arrive would also wait for the wgmma group still in flight.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 __device__ __forceinline__ void cluster_sync() {  // every thread of both blocks, warps converged
   __syncwarp();
@@ -211,8 +213,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
       if (k > 0 && lane == 0) {
         if constexpr (kCluster == 2) {
-          mbar_arrive_cluster(empty0 + 8 * ((k - 1) % ST), 0);
-          mbar_arrive_cluster(empty0 + 8 * ((k - 1) % ST), 1);
+          mbar_arrive(empty0 + 8 * ((k - 1) % ST));
+          mbar_arrive_cluster(empty0 + 8 * ((k - 1) % ST), rank ^ 1u);
         } else {
           mbar_arrive(empty0 + 8 * ((k - 1) % ST));
         }
