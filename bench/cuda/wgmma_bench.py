@@ -97,16 +97,16 @@ class Lib:
         self.lib = ctypes.CDLL(so)
         L = self.lib
         L.wgmma_bench_gemm.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 5 + [
-            ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+            ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         L.wgmma_bench_supported.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
         L.wgmma_bench_error.restype = ctypes.c_char_p
 
-    def gemm(self, code, a, b, bias, d, y, epi, tile_n, cluster=0):
+    def gemm(self, code, a, b, bias, d, y, epi, tile_n):
         M, K = a.shape
         N = b.shape[0]
         p = lambda t: None if t is None else t.data_ptr()
         rc = self.lib.wgmma_bench_gemm(code, M, N, K, p(a), p(b), p(bias), p(d), p(y), EPI[epi], tile_n,
-                                       cluster, torch.cuda.current_stream().cuda_stream)
+                                       torch.cuda.current_stream().cuda_stream)
         if rc != 0:
             raise RuntimeError(self.lib.wgmma_bench_error().decode())
 
@@ -114,17 +114,17 @@ class Lib:
         return self.lib.wgmma_bench_supported(code, a.shape[0], b.shape[0], a.shape[1], a.data_ptr(), b.data_ptr()) == 1
 
 
-def check(lib, dtype, M, N, K, epi="none", bias=False, resid=False, tile_n=0, cluster=0):
+def check(lib, dtype, M, N, K, epi="none", bias=False, resid=False, tile_n=0):
     tdt, code = DT[dtype]
     g = torch.Generator(device="cuda")
-    g.manual_seed(hash((dtype, M, N, K, epi, bias, resid, tile_n, cluster)) & 0xFFFFFFFF)
+    g.manual_seed(hash((dtype, M, N, K, epi, bias, resid, tile_n)) & 0xFFFFFFFF)
     a = torch.randn(M, K, device="cuda", generator=g).to(tdt)
     b = (torch.randn(N, K, device="cuda", generator=g) / math.sqrt(K)).to(tdt)
     bb = torch.randn(N, device="cuda", generator=g).to(tdt) if bias else None
     d = torch.randn(M, N, device="cuda", generator=g).to(tdt) if resid else None
     y = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
     assert lib.supported(code, a, b)
-    lib.gemm(code, a, b, bb, d, y, epi, tile_n, cluster)
+    lib.gemm(code, a, b, bb, d, y, epi, tile_n)
     torch.cuda.synchronize()
     ref = ref_gemm(a, b, bb, d, epi)
     unwritten = int((~torch.isfinite(y)).sum().item())
@@ -133,7 +133,7 @@ def check(lib, dtype, M, N, K, epi="none", bias=False, resid=False, tile_n=0, cl
     maxerr = ((y.double() - ref).abs().max() / ref.abs().max().clamp_min(1.0)).item() if unwritten == 0 else float("nan")
     tol = 1e-2 if dtype == "bfloat16" else 2e-3
     ok = unwritten == 0 and err <= tol and err <= 3 * err_torch + 1e-4
-    return {"dtype": dtype, "M": M, "N": N, "K": K, "epi": epi, "bias": bias, "resid": resid, "tile_n": tile_n, "cluster": cluster,
+    return {"dtype": dtype, "M": M, "N": N, "K": K, "epi": epi, "bias": bias, "resid": resid, "tile_n": tile_n,
             "rel_l2": err, "rel_l2_torch": err_torch, "max_err": maxerr, "unwritten": unwritten, "pass": ok}
 
 
@@ -180,11 +180,10 @@ def bench(lib, dtype, M, N, K, variants):
     t_ms, _ = time_graph([lambda s=s: torch.matmul(s[0], s[1].t(), out=s[3]) for s in sets], calls)
     row["torch_ms"] = t_ms
     row["torch_tflops"] = flop / t_ms / 1e9
-    for (tn, cl) in variants:
-        ms, _ = time_graph([lambda s=s: lib.gemm(code, s[0], s[1], None, None, s[2], "none", tn, cl) for s in sets], calls)
-        name = "auto" if tn == 0 else f"{tn}c{cl}"
-        row[f"wgmma_{name}_ms"] = ms
-        row[f"wgmma_{name}_tflops"] = flop / ms / 1e9
+    for v in variants:
+        ms, _ = time_graph([lambda s=s: lib.gemm(code, s[0], s[1], None, None, s[2], "none", v) for s in sets], calls)
+        row[f"wgmma{v or 'auto'}_ms"] = ms
+        row[f"wgmma{v or 'auto'}_tflops"] = flop / ms / 1e9
     return row
 
 
@@ -192,27 +191,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/wgmma_out"))
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--smoke-cluster", action="store_true", help="only a few cluster-2 checks (exit 1 on a failure)")
-    ap.add_argument("--no-cluster", action="store_true", help="leave the cluster-2 variants out")
-    ap.add_argument("--reuse", action="store_true", help="reuse OUT/libwgmma_bench.so from an earlier run")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "wgmma_build.log"), "w")
     print("[env]", torch.__version__, torch.cuda.get_device_name(), flush=True)
-    if args.reuse and os.path.exists(os.path.join(args.out, "build_info.json")):
-        so, binfo = os.path.join(args.out, "libwgmma_bench.so"), json.load(open(os.path.join(args.out, "build_info.json")))
-    else:
-        so, binfo = build(args.out, log)
-        json.dump(binfo, open(os.path.join(args.out, "build_info.json"), "w"))
+    so, binfo = build(args.out, log)
     lib = Lib(so)
-    if args.smoke_cluster:
-        bad = 0
-        for c in [("bfloat16", 512, 512, 512, "none", False, False, 256, 2), ("float16", 384, 100, 256, "add", True, True, 256, 2),
-                  ("bfloat16", 300, 1000, 4104, "gelu", True, False, 128, 2)]:
-            r = check(lib, *c)
-            bad += 0 if r["pass"] else 1
-            print("[smoke]", json.dumps(r), flush=True)
-        return 1 if bad else 0
     result = {"build": binfo, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "checks": [], "timings": []}
 
     checks = []
@@ -221,25 +205,18 @@ def main():
                           (3, 5, 8), (127, 255, 72), (129, 257, 136), (1000, 1000, 1000), (300, 130, 4104),
                           (4095, 4097, 4096), (4096, 4096, 4096), (4096, 14336, 4096)]:
             for tn in (128, 256):
-                for cl in ((1,) if args.no_cluster else (1, 2)):
-                    checks.append((dt, M, N, K, "none", False, False, tn, cl))
+                checks.append((dt, M, N, K, "none", False, False, tn))
         checks.append((dt, 8192, 8192, 8192, "none", False, False, 0))
-        checks.append((dt, 8192, 8192, 8192, "none", False, False, 256, 2))
-        checks.append((dt, 384, 100, 256, "none", True, False, 256, 2))   # odd tile rows; B half 2 wholly outside
-        checks.append((dt, 1, 4096, 4096, "gelu", True, False, 256, 2))
         for epi in EPI:
             resid = epi in ("add", "add_relu")
             checks.append((dt, 200, 300, 264, epi, True, resid, 128))
             checks.append((dt, 512, 1024, 512, epi, True, resid, 256))
-            checks.append((dt, 700, 520, 328, epi, True, resid, 256, 2))
         checks.append((dt, 64, 72, 64, "none", True, False, 256))       # N % 8 == 0, tails in N
         checks.append((dt, 65, 71, 80, "add", False, True, 128))        # N odd: scalar stores, no bias
-    if args.no_cluster:
-        checks = [c for c in checks if len(c) < 9 or c[8] != 2]
     for c in checks:
         r = check(lib, *c)
         result["checks"].append(r)
-        print(f"[check] {r['dtype']:8s} M={r['M']:5d} N={r['N']:5d} K={r['K']:5d} tile={r['tile_n']:3d}c{r['cluster']} {r['epi']:9s} "
+        print(f"[check] {r['dtype']:8s} M={r['M']:5d} N={r['N']:5d} K={r['K']:5d} tile={r['tile_n']:3d} {r['epi']:9s} "
               f"bias={int(r['bias'])} d={int(r['resid'])} rel_l2={r['rel_l2']:.2e} (torch {r['rel_l2_torch']:.2e}) "
               f"max={r['max_err']:.2e} unwritten={r['unwritten']} {'PASS' if r['pass'] else 'FAIL'}", flush=True)
     json.dump(result, open(os.path.join(args.out, "wgmma_bench.json"), "w"), indent=1)
@@ -251,8 +228,7 @@ def main():
                 shapes.append((M, N, K))
     for dt in DT:
         for (M, N, K) in shapes:
-            r = bench(lib, dt, M, N, K, [(128, 1), (256, 1), (0, 0)] if args.no_cluster else
-                      [(128, 1), (256, 1), (128, 2), (256, 2), (0, 0)])
+            r = bench(lib, dt, M, N, K, [128, 256, 0])
             result["timings"].append(r)
             print("[time]", json.dumps(r), flush=True)
             json.dump(result, open(os.path.join(args.out, "wgmma_bench.json"), "w"), indent=1)
@@ -260,13 +236,10 @@ def main():
     n_fail = sum(1 for r in result["checks"] if not r["pass"])
     print(f"\n== build: HGMMA lines {binfo['hgmma_sass_lines']}, local-memory lines {binfo['local_mem_sass_lines']}; "
           f"checks: {len(result['checks']) - n_fail}/{len(result['checks'])} pass")
-    cols = ["128c1", "256c1", "auto"] if args.no_cluster else ["128c1", "256c1", "128c2", "256c2", "auto"]
-    print(f"{'dtype':8s} {'M':>5s} {'N':>6s} {'K':>6s} {'torch':>7s} " + " ".join(f"{c:>7s}" for c in cols) +
-          f" {'auto/torch':>10s}  (TFLOP/s; NcC = tile 128xN, cluster C)")
+    print(f"{'dtype':8s} {'M':>5s} {'N':>6s} {'K':>6s} {'torch':>7s} {'w128':>7s} {'w256':>7s} {'auto':>7s} {'auto/torch':>10s}  (TFLOP/s)")
     for r in result["timings"]:
-        print(f"{r['dtype']:8s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['torch_tflops']:7.1f} " +
-              " ".join(f"{r['wgmma_' + c + '_tflops']:7.1f}" for c in cols) +
-              f" {r['wgmma_auto_tflops'] / r['torch_tflops']:10.2f}")
+        print(f"{r['dtype']:8s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['torch_tflops']:7.1f} {r['wgmma128_tflops']:7.1f} "
+              f"{r['wgmma256_tflops']:7.1f} {r['wgmmaauto_tflops']:7.1f} {r['wgmmaauto_tflops'] / r['torch_tflops']:10.2f}")
     return 1 if n_fail else 0
 
 

@@ -12,9 +12,8 @@ extern "C" __attribute__((visibility("default"))) int wgmma_bench_supported(int 
 extern "C" __attribute__((visibility("default"))) int wgmma_bench_gemm(int dtype, int64_t M, int64_t N, int64_t K,
                                                                        const void* a, const void* b, const void* bias,
                                                                        const void* d, void* y, int epi, int tile_n,
-                                                                       int cluster, void* stream) {
-  return dml_cuda::wgmma_gemm(dtype, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, static_cast<cudaStream_t>(stream), tile_n,
-                              cluster);
+                                                                       void* stream) {
+  return dml_cuda::wgmma_gemm(dtype, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, static_cast<cudaStream_t>(stream), tile_n);
 }
 
 extern "C" __attribute__((visibility("default"))) const char* wgmma_bench_error(void) { return dml_cuda_last_error(); }

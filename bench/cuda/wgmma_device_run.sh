@@ -22,10 +22,4 @@ ls kernels/cuda/*.cu | xargs -P 16 -I{} sh -c 'nvcc -O3 -std=c++17 -Xcompiler -f
 nvcc -shared -o /tmp/wgmma_lib/libdinoml_cuda_kernels.so /tmp/wgmma_lib/*.o "$LT" 2>&1 | tail -5
 echo "library built in $(( $(date +%s) - t0 )) s"
 timeout 120 python3 bench/cuda/wgmma_lib_check.py /tmp/wgmma_lib/libdinoml_cuda_kernels.so 2>&1 | tee "$OUT/wgmma_lib_check.log"
-# The cluster-2 variant first on its own (a hang there must not cost the whole run).
-if timeout 60 python3 bench/cuda/wgmma_bench.py --out "$OUT" --smoke-cluster 2>&1 | tee "$OUT/wgmma_smoke.log"; then
-  CL=""
-else
-  echo "cluster-2 smoke check failed or hung: timing without it"; CL="--no-cluster"
-fi
-timeout 200 python3 bench/cuda/wgmma_bench.py --out "$OUT" --reuse $CL "$@" 2>&1 | tee "$OUT/wgmma_run.log"
+timeout 200 python3 bench/cuda/wgmma_bench.py --out "$OUT" "$@" 2>&1 | tee "$OUT/wgmma_run.log"

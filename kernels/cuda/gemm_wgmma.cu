@@ -18,6 +18,10 @@
 // driver entry point: the library does not link libcuda) and passed as __grid_constant__.
 // Everything device-side exists only in the sm_90a pass (DML_WGMMA_DEVICE); on other archs the
 // kernel is empty and the host never launches it (wgmma_gemm_supported checks compute 9.0).
+// Tried and dropped (git history, bench/cuda/h200_session5_wgmma_cluster_experiment*): 2-block
+// clusters sharing B through TMA multicast were correct but no faster on the H200 (576-637 vs
+// 619-665 TFLOP/s), so L2 bandwidth is not what limits this kernel; two blocks per SM do not fit
+// (the 64×128 accumulators need more than the 80 registers a 2×384-thread SM leaves per thread).
 #include <cstdint>
 #include <string>
 
@@ -58,23 +62,6 @@ __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Arrive on the barrier at the same shared-memory offset in cluster CTA `rank`. Default (.cta)
-// semantics: what is released is the stage's shared memory, whose readers (wgmma) wgmma.wait_group
-// already retired; a .release.cluster arrive would also wait for the wgmma group still in flight.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {  // every thread of both blocks, warps converged
-  __syncwarp();
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
   do {
@@ -89,15 +76,6 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-// The same box written to the same offset (and completing the barrier at the same offset) in every
-// CTA of the cluster named in `mask`.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
-                                                      uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
       : "memory");
 }
 // Shared-memory matrix descriptor of a K-major tile with 128-byte swizzle: rows of 64 halves
@@ -128,10 +106,7 @@ __device__ __forceinline__ void mma_k16(float* acc, uint64_t da, uint64_t db) {
 }
 #endif  // DML_WGMMA_DEVICE
 
-// kCluster 2: the blocks of tiles (tm, tn) and (tm + 1, tn) form a cluster; each loads its own A
-// tile and one half of the shared B tile, multicast into both (half the B traffic from L2). A
-// stage is then free once the consumers of both blocks released it (16 arrivals).
-template <class T, int BN, int kCluster>
+template <class T, int BN>
 __global__ void __launch_bounds__(WG_THREADS, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                       int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
@@ -144,11 +119,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   uint8_t* gbase = smem_raw + (base - raw);
   const uint32_t full0 = base + C::kPipeBytes, empty0 = full0 + ST * 8;
 
-  // Grouped raster over the tiles (blockIdx.x is the linear tile index). With clusters the tile rows
-  // are padded to an even count (kGroupM is even), so pids 2i, 2i+1 are tiles (tm, tn), (tm+1, tn);
-  // a padding block loads real rows (clamped) and stores nothing.
-  const int tiles_m_real = (M + WG_BM - 1) / WG_BM, tiles_n = (N + BN - 1) / BN;
-  const int tiles_m = kCluster == 2 ? (tiles_m_real + 1) & ~1 : tiles_m_real;
+  // Grouped raster over the tiles (blockIdx.x is the linear tile index).
+  const int tiles_m = (M + WG_BM - 1) / WG_BM, tiles_n = (N + BN - 1) / BN;
   const int pid = blockIdx.x, per_group = kGroupM * tiles_n;
   const int first_m = (pid / per_group) * kGroupM;
   const int gsize = min(tiles_m - first_m, kGroupM);
@@ -156,17 +128,15 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
   const int m0 = tm * WG_BM, n0 = tn * BN;
   const int kt = (K + WG_BK - 1) / WG_BK;
   const int wg = threadIdx.x / 128;
-  const uint32_t rank = kCluster == 2 ? cluster_rank() : 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < ST; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8 * kCluster);
+      mbar_init(empty0 + 8 * s, 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if constexpr (kCluster == 2) cluster_sync();  // the peer's barriers exist before anyone arrives on them
-  else __syncthreads();
+  __syncthreads();
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::);
@@ -178,16 +148,8 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
         if (k >= ST) mbar_wait(empty0 + 8 * s, ((k / ST) - 1) & 1);
         const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
         mbar_expect_tx(full, C::kStageBytes);
-        if constexpr (kCluster == 2) {
-          // Never a box wholly outside the matrix: clamp (those rows/columns are not stored).
-          const int am = min(m0, (tiles_m_real - 1) * WG_BM);
-          const int bn = n0 + static_cast<int>(rank) * (BN / 2) < N ? n0 + static_cast<int>(rank) * (BN / 2) : n0;
-          tma_load_2d(dst, &map_a, k * WG_BK, am, full);
-          tma_load_2d_multicast(dst + C::kABytes + rank * (BN / 2) * 128, &map_b, k * WG_BK, bn, full, 0x3);
-        } else {
-          tma_load_2d(dst, &map_a, k * WG_BK, m0, full);
-          tma_load_2d(dst + C::kABytes, &map_b, k * WG_BK, n0, full);
-        }
+        tma_load_2d(dst, &map_a, k * WG_BK, m0, full);
+        tma_load_2d(dst + C::kABytes, &map_b, k * WG_BK, n0, full);
       }
     }
   } else {
@@ -211,14 +173,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       wg_wait<1>();  // the previous step's group is done: release its stage
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
-      if (k > 0 && lane == 0) {
-        if constexpr (kCluster == 2) {
-          mbar_arrive(empty0 + 8 * ((k - 1) % ST));
-          mbar_arrive_cluster(empty0 + 8 * ((k - 1) % ST), rank ^ 1u);
-        } else {
-          mbar_arrive(empty0 + 8 * ((k - 1) % ST));
-        }
-      }
+      if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((k - 1) % ST));
     }
     wg_wait<0>();
 #pragma unroll
@@ -273,8 +228,6 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       }
     }
   }
-  // No block may exit while its peer can still arrive on its barriers.
-  if constexpr (kCluster == 2) cluster_sync();
 #else
   (void)map_a; (void)map_b; (void)M; (void)N; (void)K; (void)bias; (void)d; (void)y; (void)epi; (void)vec_out;
 #endif
@@ -309,37 +262,24 @@ int encode_map(CUtensorMap* map, int dtype, const void* ptr, int64_t rows, int64
   return 0;
 }
 
-template <class T, int BN, int kCluster>
+template <class T, int BN>
 int launch_one(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                void* y, int epi, cudaStream_t s) {
   using C = WgCfg<BN>;
   CUtensorMap ma, mb;
   if (int rc = encode_map(&ma, dtype, a, M, K, WG_BM)) return rc;
-  if (int rc = encode_map(&mb, dtype, b, N, K, BN / kCluster)) return rc;
-  auto kern = &wgmma_gemm_kernel<T, BN, kCluster>;
+  if (int rc = encode_map(&mb, dtype, b, N, K, BN)) return rc;
+  auto kern = &wgmma_gemm_kernel<T, BN>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM: cudaFuncSetAttribute"))
     return rc;
-  int64_t tiles_m = (M + WG_BM - 1) / WG_BM;
-  if (kCluster == 2) tiles_m += tiles_m & 1;
-  const int64_t tiles = tiles_m * ((N + BN - 1) / BN);
+  const int64_t tiles = ((M + WG_BM - 1) / WG_BM) * ((N + BN - 1) / BN);
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const int vec = (N % 8 == 0) && al16(y) && (!d || al16(d)) && (!bias || al16(bias));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(tiles));
-  cfg.blockDim = dim3(WG_THREADS);
-  cfg.dynamicSmemBytes = C::kSmemBytes;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kCluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = kCluster == 2 ? 1 : 0;
-  return check(cudaLaunchKernelEx(&cfg, kern, ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-                                  static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi, vec),
-               "own sm_90a GEMM kernel");
+  kern<<<static_cast<unsigned>(tiles), WG_THREADS, C::kSmemBytes, s>>>(
+      ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<const T*>(bias),
+      static_cast<const T*>(d), static_cast<T*>(y), epi, vec);
+  return check_launch("own sm_90a GEMM kernel");
 }
 
 int device_is_sm90() {
@@ -375,36 +315,26 @@ int wgmma_tile_n(int64_t M, int64_t N) {
   return w256 * 18 <= w128 * 10 ? 256 : 128;
 }
 
-int wgmma_cluster(int64_t M, int64_t N, int tile_n) {
-  (void)M; (void)N; (void)tile_n;
-  return 1;
-}
-
 int wgmma_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
-               const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int tile_n, int cluster) {
+               const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int tile_n) {
   if (tile_n == 0) tile_n = wgmma_tile_n(M, N);
-  if (cluster == 0) cluster = wgmma_cluster(M, N, tile_n);
-  if ((tile_n != 128 && tile_n != 256) || (cluster != 1 && cluster != 2))
-    return fail("own sm_90a GEMM: tile N " + std::to_string(tile_n) + ", cluster " + std::to_string(cluster) +
-                " (128 or 256; 1 or 2)");
+  if (tile_n != 128 && tile_n != 256) return fail("own sm_90a GEMM: tile N " + std::to_string(tile_n) + " (128 or 256)");
   const size_t es = 2;
   for (int64_t z = 0; z < batch; ++z) {  // batch items as separate launches (own tensor maps)
     const void* az = static_cast<const char*>(a) + z * sa * es;
     const void* bz = static_cast<const char*>(b) + z * sb * es;
     const void* dz = d ? static_cast<const char*>(d) + z * M * N * es : nullptr;
     void* yz = static_cast<char*>(y) + z * M * N * es;
-    auto go = [&](auto tag) {
-      using T = decltype(tag);
-      if (tile_n == 256)
-        return cluster == 2 ? launch_one<T, 256, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s)
-                            : launch_one<T, 256, 1>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
-      return cluster == 2 ? launch_one<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s)
-                          : launch_one<T, 128, 1>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
-    };
     int rc = 0;
-    if (dtype == 2) rc = go(__nv_bfloat16{});
-    else if (dtype == 1) rc = go(__half{});
-    else return fail("own sm_90a GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+    if (dtype == 2) {
+      rc = tile_n == 256 ? launch_one<__nv_bfloat16, 256>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s)
+                         : launch_one<__nv_bfloat16, 128>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
+    } else if (dtype == 1) {
+      rc = tile_n == 256 ? launch_one<__half, 256>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s)
+                         : launch_one<__half, 128>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
+    } else {
+      return fail("own sm_90a GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+    }
     if (rc) return rc;
   }
   return 0;
