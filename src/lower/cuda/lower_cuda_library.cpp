@@ -1,8 +1,8 @@
 // Library ops of the CUDA lowering: one call into libdinoml_cuda_kernels per node, with the same
 // canonical shapes as the CPU lowering (outer × axis × inner, padded batch shapes, axis masks)
-// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT kernel) in
-// kernel_manifest.json; the selected one is the default unless the compile chose otherwise.
-// (Candidates: cuBLASLt, the own SIMT, mma.sync and sm_90a wgmma kernels.)
+// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync and
+// sm_90a wgmma kernels) in kernel_manifest.json; the selected one is the default unless the
+// compile chose otherwise.
 #include <map>
 #include <set>
 
