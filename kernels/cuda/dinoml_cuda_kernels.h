@@ -27,10 +27,15 @@ enum dml_cuda_reduce_op { DML_CUDA_REDUCE_SUM = 0, DML_CUDA_REDUCE_MEAN = 1, DML
 /* GEMM implementations (candidates): cuBLASLt (heuristic's first algorithm, its BIAS/RELU_BIAS/
  * GELU_BIAS epilogues where they match the op, other activations in one extra pass), the
  * library's own tiled SIMT kernel (float accumulation; any alignment), or its own mma.sync
- * tensor-core kernel (fp16/bf16, sm_80+, fused epilogue; float32 problems use the SIMT kernel).
+ * tensor-core kernel (fp16/bf16, sm_80+, fused epilogue; float32 problems use the SIMT kernel),
+ * or its own Hopper kernel (WGMMA: wgmma.mma_async + TMA, sm_90a, fp16/bf16, B as [N,K] (RCR),
+ * fused epilogue; where the device is not compute 9.0, B is [K,N], K % 8 != 0 or an operand is
+ * not 16-byte aligned it runs the mma.sync kernel, and float32 runs SIMT).
  * The same library built for ROCm (gpu_target.h) has SIMT and its own MFMA matrix-core kernel
- * (fp16/bf16, gfx90a only); cuBLASLt and mma.sync exist only on CUDA. */
-enum dml_cuda_gemm_impl { DML_CUDA_GEMM_CUBLASLT = 0, DML_CUDA_GEMM_SIMT = 1, DML_CUDA_GEMM_MMA = 2, DML_CUDA_GEMM_MFMA = 3 };
+ * (fp16/bf16, gfx90a only); cuBLASLt, mma.sync and wgmma exist only on CUDA. */
+enum dml_cuda_gemm_impl {
+  DML_CUDA_GEMM_CUBLASLT = 0, DML_CUDA_GEMM_SIMT = 1, DML_CUDA_GEMM_MMA = 2, DML_CUDA_GEMM_MFMA = 3, DML_CUDA_GEMM_WGMMA = 4
+};
 
 DML_CUDA_API const char* dml_cuda_last_error(void);
 /* Library identity for artifacts and tests: the archs of the fatbin ("sm_80,sm_90a"). */

@@ -1,4 +1,5 @@
-// GEMM and batched matmul: cuBLASLt (default candidate) and the library's own tiled SIMT kernel.
+// GEMM and batched matmul: cuBLASLt (default candidate) and the library's own tiled SIMT kernel
+// (own tensor-core kernels: gemm_mma.cu for sm_80+, gemm_wgmma.cu for sm_90a).
 //
 // Row-major y[M,N] = a[M,K]·op(b) is computed as the column-major product yᵀ = op(b)ᵀ·aᵀ, so the
 // buffers are passed unchanged: cuBLASLt's "A" is b (transposed for RCR), its "B" is a. The bias
@@ -276,6 +277,15 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
 #if DML_GPU_HAS_MMA_SYNC
   if (impl == DML_CUDA_GEMM_MMA) {
     if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no mma path
+    return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  }
+#endif
+#if DML_GPU_CUDA
+  if (impl == DML_CUDA_GEMM_WGMMA) {
+    if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no wgmma path
+    if (wgmma_gemm_supported(dtype, rcr, M, N, K, sa, sb, a, b))
+      return wgmma_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    // not compute 9.0, B as [K, N], K % 8 != 0 or unaligned operands: the sm_80+ tensor-core kernel
     return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
 #endif

@@ -10,6 +10,17 @@ namespace dml_cuda {
 int mma_gemm(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
              const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s);
 #endif
+#if DML_GPU_CUDA
+// Own sm_90a wgmma + TMA GEMM (gemm_wgmma.cu): fp16/bf16, B as [N, K] (RCR) only, batched as one
+// launch per item. wgmma_gemm_supported says whether this device (compute 9.0), dtype, layout,
+// K (a multiple of 8) and 16-byte aligned operands allow it; callers fall back otherwise.
+// tile_n: 128 or 256 output columns per block, 0 = chosen by wgmma_tile_n.
+bool wgmma_gemm_supported(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb, const void* a,
+                          const void* b);
+int wgmma_tile_n(int64_t M, int64_t N);
+int wgmma_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+               const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int tile_n = 0);
+#endif
 #if DML_GPU_ROCM
 // Own MFMA matrix-core GEMM (gemm_mfma.cu, gfx90a only; other archs get a clear error at run
 // time): fp16/bf16, batched with element strides, same epilogues.

@@ -56,6 +56,23 @@ def _gemm_ref(torch, W, X):
             "tanh": torch.tanh(lin), "add": lin + d, "add_relu": torch.relu(lin + d), "rrr": x @ w2, "rrr_bias": x @ w2 + b}
 
 
+# GEMMs sized for the own sm_90a kernel (prepare.py also compiles them with DINOML_CUDA_GEMM=wgmma):
+# K = 520 (8 full K steps of 64 and a zero-filled tail), N = 300 (column tail, N % 8 != 0: scalar
+# stores) and N = 256 (16-byte stores), M from 1 to 700 (row tails, several 128-row tiles).
+def _gemm_wg_build(ops, W, X):
+    x, d = X["x"], X["d"]
+    return {"rcr": ops.gemm_rcr(x, W["w"]), "swish": ops.gemm_rcr_bias_swish(x, W["w"], W["b"]),
+            "gelu": ops.gemm_rcr_bias_gelu(x, W["w3"], W["b3"]),
+            "add_relu": ops.gemm_rcr_bias_add_relu(x, W["w3"], W["b3"], d)}
+
+
+def _gemm_wg_ref(torch, W, X):
+    F = torch.nn.functional
+    x, d = X["x"], X["d"]
+    return {"rcr": F.linear(x, W["w"]), "swish": F.silu(F.linear(x, W["w"], W["b"])),
+            "gelu": F.gelu(F.linear(x, W["w3"], W["b3"])), "add_relu": torch.relu(F.linear(x, W["w3"], W["b3"]) + d)}
+
+
 # ---- batched matmul and softmax ----------------------------------------------------------------
 
 def _bmm_build(ops, W, X):
@@ -469,6 +486,10 @@ def cases():
         out.append(Case("gemm", dt, {"x": [2, "m", 64], "d": [2, "m", 96]},
                         {"w": ([96, 64], "w"), "b": ([96], "small"), "w2": ([64, 96], "w")},
                         {"m": (1, 256, [16, 256])}, [{"m": 1}, {"m": 16}, {"m": 100}, {"m": 256}], _gemm_build, _gemm_ref))
+        if dt != "float32":
+            out.append(Case("gemm_wgmma", dt, {"x": ["m", 520], "d": ["m", 256]},
+                            {"w": ([300, 520], "w"), "b": ([300], "small"), "w3": ([256, 520], "w"), "b3": ([256], "small")},
+                            {"m": (1, 768, [64, 768])}, [{"m": 1}, {"m": 130}, {"m": 700}], _gemm_wg_build, _gemm_wg_ref))
         out.append(Case("bmm_softmax", dt, {"q": ["b", 4, "s", 32], "k": ["b", 4, "s", 32], "v": ["b", 4, "s", 32]},
                         {"wh": ([1, 4, 32, 16], "w"), "wa": ([1, 1, 32, 8], "w")},
                         {"b": (1, 4, [1, 4]), "s": (1, 64, [8, 64])}, [{"b": 1, "s": 1}, {"b": 4, "s": 8}, {"b": 3, "s": 50}],

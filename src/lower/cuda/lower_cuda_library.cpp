@@ -1,7 +1,8 @@
 // Library ops of the CUDA lowering: one call into libdinoml_cuda_kernels per node, with the same
 // canonical shapes as the CPU lowering (outer × axis × inner, padded batch shapes, axis masks)
-// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT kernel) in
-// kernel_manifest.json; the selected one is the default unless the compile chose otherwise.
+// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync and
+// sm_90a wgmma kernels) in kernel_manifest.json; the selected one is the default unless the
+// compile chose otherwise.
 #include <map>
 #include <set>
 
@@ -30,9 +31,26 @@ void expect_gpu_float(const ir::Node& n, ir::DType t) {
     no_cuda_lowering(n, "dtype " + std::string(ir::dtype_name(t)) + " (float32/float16/bfloat16 only)");
 }
 
-std::string impl_code(const CudaLowerOptions& o) {
+// The own sm_90a GEMM (kernels/cuda/gemm_wgmma.cu: wgmma.mma_async + TMA) is a candidate for
+// fp16/bf16 with B as [N, K] (RCR) when the artifact targets sm_90a and K is a multiple of 8 (the
+// tensor maps' row pitch must be a multiple of 16 bytes). A symbolic K is offered: the library
+// checks K, alignment and the device at run time and falls back to the mma.sync kernel.
+constexpr const char* kWgmmaName = "wgmma_sm90a_tma_128x128or256x64";
+bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
+                     std::string* why = nullptr) {
+  std::string no;
+  if (o.arch.target != GpuTarget::cuda || o.arch.name != "sm_90a") no = "arch " + o.arch.name + " (sm_90a only)";
+  else if (dtype == "float32") no = "float32 (float16/bfloat16 only)";
+  else if (!rcr) no = "B as [K, N] (RRR; the kernel takes B as [N, K])";
+  else if (K.is_const() && K.const_value() % 8 != 0) no = "K = " + std::to_string(K.const_value()) + " (a multiple of 8 is needed)";
+  if (why) *why = no;
+  return no.empty();
+}
+
+std::string impl_code(const CudaLowerOptions& o, bool wgmma_ok) {
   if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
   if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
+  if (o.gemm_impl == "wgmma") return wgmma_ok ? "DML_CUDA_GEMM_WGMMA" : "DML_CUDA_GEMM_MMA";  // fp32: the library uses SIMT
   if (o.gemm_impl == "mfma") return o.arch.name == "gfx90a" ? "DML_CUDA_GEMM_MFMA" : "DML_CUDA_GEMM_SIMT";
   return "DML_CUDA_GEMM_CUBLASLT";
 }
@@ -51,15 +69,19 @@ json rocm_gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std:
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
 
-// Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, and for fp16/bf16 the own
-// mma.sync tensor-core kernel. Without profiling the default (cuBLASLt) is selected unless
-// DINOML_CUDA_GEMM forced another at compile time.
-json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
+// Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, for fp16/bf16 the own mma.sync
+// tensor-core kernel and, where wgmma_candidate allows, the own sm_90a wgmma kernel. Without
+// profiling the default (cuBLASLt) is selected unless DINOML_CUDA_GEMM forced another at compile
+// time (wgmma where it is no candidate: mma.sync, or SIMT for float32).
+json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K) {
   if (o.arch.target == GpuTarget::rocm) return rocm_gemm_manifest(n, o, dtype);
   const bool tf32 = o.allow_tf32 && dtype == "float32";
   const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
   json cands = {lt, "simt_tiled_64x64"};
   if (dtype != "float32") cands.push_back("mma_sync_m16n8k16_64x64x32");
+  std::string no_wgmma;
+  const bool wgmma = wgmma_candidate(o, dtype, rcr, K, &no_wgmma);
+  if (wgmma) cands.push_back(kWgmmaName);
   std::string sel = lt, reason = "default (not profiled)";
   if (o.gemm_impl == "simt") {
     sel = "simt_tiled_64x64";
@@ -67,6 +89,11 @@ json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::stri
   } else if (o.gemm_impl == "mma") {
     sel = dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
     reason = dtype == "float32" ? "forced by DINOML_CUDA_GEMM=mma (float32 has no mma kernel: SIMT)" : "forced by DINOML_CUDA_GEMM=mma";
+  } else if (o.gemm_impl == "wgmma") {
+    sel = wgmma ? kWgmmaName : dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
+    reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
+                   : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
+                         (dtype == "float32" ? "SIMT)" : "mma.sync)");
   }
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
@@ -86,22 +113,27 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
   const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
   if (b.quant) return emit_cuda_qgemm(cx, n, k.rcr, k.epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
+  const std::string dtype(ir::dtype_name(a.dtype));
+  const bool wgmma = wgmma_candidate(o, dtype, k.rcr, a.shape[ra - 1]);
   body << checked_cuda_call(n, "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
                                    ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
                                    ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
-                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o) + ", stream)");
-  return gemm_manifest(n, o, std::string(ir::dtype_name(a.dtype)));
+                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma) + ", stream)");
+  return gemm_manifest(n, o, dtype, k.rcr, a.shape[ra - 1]);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
   expect_gpu_float(n, a.dtype);
   const cpu::LibraryCallArgs args = cpu::bmm_args(cx, n, rcr, no_cuda_lowering, 6);
+  const std::string dtype(ir::dtype_name(a.dtype));
+  const ir::IntExpr& K = a.shape.back();
+  const bool wgmma = wgmma_candidate(o, dtype, rcr, K);
   cpu::emit_call_block(body, args,
                        checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " +
                                                 (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + args.args + ", " +
-                                                (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o) + ", stream)"));
-  return gemm_manifest(n, o, std::string(ir::dtype_name(a.dtype)));
+                                                (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma) + ", stream)"));
+  return gemm_manifest(n, o, dtype, rcr, K);
 }
 
 std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {
