@@ -23,24 +23,35 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 B = os.path.abspath(sys.argv[1])
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("OUT", "/tmp")
 WORK = "/tmp/dml_profile_work"
-sys.path.insert(0, B)
-import dml_ctypes  # noqa: E402
+
+
+def cublas_dirs():
+    """cuBLASLt is not shipped in artifacts: the system's, else the one PyTorch's wheels carry."""
+    dirs = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/lib") if os.path.exists(os.path.join(d, "libcublasLt.so.13"))]
+    for sp in site.getsitepackages():
+        dirs += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(sp, "nvidia", "**", "libcublasLt.so.13"),
+                                                                recursive=True)})
+    return dirs
+
+
+if os.environ.get("DML_PROFILE_RUN_ENV") != "1":  # the loader reads LD_LIBRARY_PATH at start: re-exec once
+    os.environ["DML_PROFILE_RUN_ENV"] = "1"
+    os.environ["LD_LIBRARY_PATH"] = ":".join(cublas_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")])
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def env():
+    """The compiler's environment: the carried build (DINOML_HOME / DINOML_LIB_DIR) and the system
+    libraries it needs (syslib/), a private profile + compile cache."""
     e = dict(os.environ)
-    libs = [os.path.join(B, "syslib")]
-    for sp in site.getsitepackages():  # cuBLASLt from PyTorch's wheels when the system has none
-        libs += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(sp, "nvidia", "**", "libcublasLt.so.13"),
-                                                                recursive=True)})
-    e["LD_LIBRARY_PATH"] = ":".join(libs + [e.get("LD_LIBRARY_PATH", "")])
+    e["LD_LIBRARY_PATH"] = os.path.join(B, "syslib") + ":" + e.get("LD_LIBRARY_PATH", "")
     e["DINOML_HOME"] = os.path.join(B, "home")
     e["DINOML_LIB_DIR"] = os.path.join(B, "lib")
     e["DINOML_CACHE_DIR"] = os.path.join(WORK, "cache")
@@ -48,7 +59,8 @@ def env():
 
 
 ENV = env()
-os.environ["LD_LIBRARY_PATH"] = ENV["LD_LIBRARY_PATH"]  # cuBLASLt for the artifacts loaded here
+sys.path.insert(0, B)
+import dml_ctypes  # noqa: E402
 
 
 def dinoml(*args, log):

@@ -25,7 +25,7 @@ nlohmann::json emit_gpu_tunable(cpu::EmitContext& cx, const ir::Node& n, const s
   if (cands.size() == 1) {  // nothing to choose: not a tunable node (no profile slot, --strict does not ask)
     body << cands[0].call;
     return {{"node", n.name}, {"op", n.op}, {"candidates", {cands[0].name}}, {"selected", cands[0].name},
-            {"reason", default_reason}};
+            {"reason", default_reason == "default (not profiled)" ? "only candidate (not tunable)" : default_reason}};
   }
   std::vector<GpuCandidate> order = cands;
   if (default_first && default_index > 0 && default_index < order.size()) {
