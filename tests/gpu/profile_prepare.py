@@ -5,16 +5,19 @@ the system libraries it needs that a bare GPU machine lacks, home/ with the kern
 tests/gpu/profile_run.py can run `dinoml compile --target cuda --profile` on the GPU machine.
 
 Models (every one has a dynamic dim with several buckets, so winners can differ per bucket):
-  * qgemm_q4k: y = x[m, 2048] · W[4096, 2048]ᵀ, W kept as q4_K blocks; m buckets 16 / 512
-    (decode-like vs prefill-like: int8 GEMV vs dequantize + cuBLASLt).
+  * qgemm_q8: y = x[m, 2048] · W[4096, 2048]ᵀ, W kept as q8_0 blocks (quantized here as ggml
+    does); m buckets 16 / 512 (decode-like vs prefill-like: int8 GEMV vs dequantize + cuBLASLt).
   * mlp_f16: y = relu(x W1ᵀ + b1) W2ᵀ, fp16, x[m, 1024], W 1024x1024; m buckets 8 / 64 / 1024.
   * conv_f16: relu(conv2d(x[n, 64, 28, 28], W[64, 64, 3, 3]) + b), fp16; n buckets 1 / 8.
   * sdpa_f16: attention(q, k, v) of [1, 8, s, 64] fp16; s buckets 64 / 1024.
 
-    PYTHONPATH=python DINOML_BUILD_DIR=build python3 tests/gpu/profile_prepare.py OUT_DIR
+    DINOML_BUILD_DIR=build python3 tests/gpu/profile_prepare.py OUT_DIR
+
+The graphs are written as IR JSON directly (no Python extension needed).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -30,90 +33,132 @@ SYSTEM = ("linux-vdso", "libc.so", "libm.so", "libdl.so", "libpthread.so", "libr
           "libgcc_s.so")
 
 
-def save(spec, d, case):
-    os.makedirs(d, exist_ok=True)
-    spec.save(os.path.join(d, "graph.dinoir.json"))
-    json.dump(case, open(os.path.join(d, "case.json"), "w"), indent=1)
+class Graph:
+    """A .dinoir.json graph written directly (the IR's JSON form, src/ir/serialize.cpp), so the
+    bundle needs no Python extension: constants go to constants.bin at 64-byte aligned offsets."""
+
+    def __init__(self, name, dims):
+        self.j = {"schema_version": 1, "name": name, "dims": dims, "inputs": [], "outputs": [], "states": [],
+                  "constants_file": "constants.bin", "tensors": [], "nodes": []}
+        self.blob = bytearray()
+
+    def tensor(self, name, dtype, shape, kind):
+        self.j["tensors"].append({"name": name, "dtype": dtype, "shape": shape, "layout": "row_major", "kind": kind})
+        if kind in ("input", "output"):
+            self.j[kind + "s"].append(name)
+        return name
+
+    def const(self, name, data: bytes, dtype, shape, quant=None):
+        off = (len(self.blob) + 63) // 64 * 64
+        self.blob += b"\0" * (off - len(self.blob)) + data
+        t = {"name": name, "dtype": dtype, "shape": shape, "layout": "row_major", "kind": "constant",
+             "constant": {"offset": off, "nbytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
+        if quant:
+            t["quant"] = quant
+        self.j["tensors"].append(t)
+        return name
+
+    def node(self, op, inputs, outputs, attrs=None):
+        self.j["nodes"].append({"name": f"{op}_{len(self.j['nodes'])}", "op": op, "inputs": inputs, "outputs": outputs,
+                                "attrs": attrs or {}})
+
+    def output(self, src, name):
+        """The graph output `name` (an `output` node copying `src`, as GraphBuilder::output)."""
+        t = next(t for t in self.j["tensors"] if t["name"] == src)
+        self.tensor(name, t["dtype"], t["shape"], "output")
+        self.node("output", [src], [name])
+
+    def save(self, d, case):
+        os.makedirs(d, exist_ok=True)
+        json.dump(self.j, open(os.path.join(d, "graph.dinoir.json"), "w"), indent=1)
+        open(os.path.join(d, "constants.bin"), "wb").write(bytes(self.blob))
+        json.dump(case, open(os.path.join(d, "case.json"), "w"), indent=1)
 
 
-def models(dml, out):
+def dim(name, lo, hi, typical, buckets):
+    return {"name": name, "min": lo, "max": hi, "typical": typical, "buckets": buckets, "divisible_by": 1}
+
+
+def quantize_q8_0(w):
+    """ggml's q8_0: per 32 values d = amax / 127 stored as fp16, q = round(x / d) as int8. Returns the
+    GGUF block bytes and the exact dequantized weights (fp16 d widened, times q)."""
+    n, k = w.shape
+    b = w.reshape(n, k // 32, 32).astype(np.float32)
+    d = np.abs(b).max(axis=2) / 127.0
+    inv = np.where(d > 0, 1.0 / np.where(d > 0, d, 1), 0.0)
+    q = np.clip(np.rint(b * inv[..., None]), -127, 127).astype(np.int8)
+    dh = d.astype(np.float16)
+    blocks = np.zeros((n, k // 32), dtype=[("d", "<f2"), ("qs", "i1", (32,))])
+    blocks["d"], blocks["qs"] = dh, q
+    deq = (dh.astype(np.float32)[..., None] * q.astype(np.float32)).reshape(n, k)
+    return blocks.tobytes(), deq
+
+
+def dequantize_q8_0(data: bytes, n, k):
+    blocks = np.frombuffer(data, dtype=[("d", "<f2"), ("qs", "i1", (32,))]).reshape(n, k // 32)
+    return (blocks["d"].astype(np.float32)[..., None] * blocks["qs"].astype(np.float32)).reshape(n, k)
+
+
+def models(out):
     rng = np.random.default_rng(5)
-    # qgemm q4_K
+    conv_attrs = {"stride": {"ints": [1, 1]}, "padding": {"ints": [1, 1, 1, 1]}, "dilation": {"ints": [1, 1]},
+                  "groups": {"int": 1}}
+
+    # qgemm_q8: y = x · Wᵀ with W kept as q8_0 blocks; m buckets 16 / 512.
     N, K = 4096, 2048
-    d = os.path.join(out, "models", "qgemm_q4k")
-    os.makedirs(d, exist_ok=True)
-    gguf = os.path.join(d, "w.gguf")
-    w = (rng.standard_normal((N, K), dtype=np.float32) / np.sqrt(K)).astype(np.float32)
-    dml.gguf.write(gguf, [("general.architecture", "str", "test")], [("w", w, "q4_K")])
-    np.save(os.path.join(d, "w_deq.npy"), dml.gguf.tensor(gguf, "w"))
-    m = dml.Dim("m", min=1, max=512, typical=1, buckets=(16, 512))
+    data, deq = quantize_q8_0(rng.standard_normal((N, K), dtype=np.float32) / np.sqrt(K))
+    g = Graph("qgemm_q8", [dim("m", 1, 512, 1, [16, 512])])
+    g.tensor("x", "float32", ["m", K], "input")
+    g.const("w", data, "float32", [N, K], {"type": "q8_0", "block_size": 32, "block_bytes": 34})
+    g.tensor("t", "float32", ["m", N], "intermediate")
+    g.node("gemm_rcr", ["x", "w"], ["t"])
+    g.output("t", "y")
+    d = os.path.join(out, "models", "qgemm_q8")
+    g.save(d, {"kind": "qgemm", "dims": [{"m": 5}, {"m": 16}, {"m": 300}, {"m": 512}]})
+    # profile_run.py dequantizes the blocks of constants.bin the same way (no second copy carried)
+    assert np.array_equal(deq, dequantize_q8_0(data, N, K))
 
-    class Q(dml.Module):
-        def __init__(self):
-            self.w = dml.Parameter([N, K])
-
-        def forward(self, x):
-            return {"y": dml.ops.gemm_rcr(x, self.w)}
-
-    spec = dml.trace(Q(), inputs={"x": dml.TensorSpec([m, K], "float32")},
-                     constants={"w": dml.gguf_constant(gguf, "w", "keep")}, name="qgemm_q4k")
-    save(spec, d, {"kind": "qgemm", "dims": [{"m": 5}, {"m": 16}, {"m": 300}, {"m": 512}]})
-    os.remove(gguf)
-
-    # fp16 MLP
+    # mlp_f16: relu(x W1ᵀ + b1) W2ᵀ; m buckets 8 / 64 / 1024.
     E = 1024
-    d = os.path.join(out, "models", "mlp_f16")
-    os.makedirs(d, exist_ok=True)
     w1 = (rng.standard_normal((E, E)) / np.sqrt(E)).astype(np.float16)
     b1 = (rng.standard_normal(E) * 0.1).astype(np.float16)
     w2 = (rng.standard_normal((E, E)) / np.sqrt(E)).astype(np.float16)
-    np.savez(os.path.join(d, "ref.npz"), w1=w1, b1=b1, w2=w2)
-    m = dml.Dim("m", min=1, max=1024, typical=8, buckets=(8, 64, 1024))
+    g = Graph("mlp_f16", [dim("m", 1, 1024, 8, [8, 64, 1024])])
+    g.tensor("x", "float16", ["m", E], "input")
+    g.const("w1", w1.tobytes(), "float16", [E, E])
+    g.const("b1", b1.tobytes(), "float16", [E])
+    g.const("w2", w2.tobytes(), "float16", [E, E])
+    g.tensor("h", "float16", ["m", E], "intermediate")
+    g.tensor("t", "float16", ["m", E], "intermediate")
+    g.node("gemm_rcr_bias_relu", ["x", "w1", "b1"], ["h"])
+    g.node("gemm_rcr", ["h", "w2"], ["t"])
+    g.output("t", "y")
+    d = os.path.join(out, "models", "mlp_f16")
+    g.save(d, {"kind": "mlp", "dims": [{"m": 3}, {"m": 40}, {"m": 1000}]})
 
-    class MLP(dml.Module):
-        def __init__(self):
-            self.w1 = dml.Parameter([E, E], "float16")
-            self.b1 = dml.Parameter([E], "float16")
-            self.w2 = dml.Parameter([E, E], "float16")
-
-        def forward(self, x):
-            return {"y": dml.ops.gemm_rcr(dml.ops.gemm_rcr_bias_relu(x, self.w1, self.b1), self.w2)}
-
-    spec = dml.trace(MLP(), inputs={"x": dml.TensorSpec([m, E], "float16")},
-                     constants={"w1": w1, "b1": b1, "w2": w2}, name="mlp_f16")
-    save(spec, d, {"kind": "mlp", "dims": [{"m": 3}, {"m": 40}, {"m": 1000}]})
-
-    # fp16 conv
-    d = os.path.join(out, "models", "conv_f16")
-    os.makedirs(d, exist_ok=True)
+    # conv_f16: relu(conv2d(x, W, b)), 3x3 pad 1; n buckets 1 / 8.
     cw = (rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float16)
     cb = (rng.standard_normal(64) * 0.1).astype(np.float16)
-    np.savez(os.path.join(d, "ref.npz"), w=cw, b=cb)
-    n = dml.Dim("n", min=1, max=8, typical=1, buckets=(1, 8))
+    g = Graph("conv_f16", [dim("n", 1, 8, 1, [1, 8])])
+    g.tensor("x", "float16", ["n", 64, 28, 28], "input")
+    g.const("w", cw.tobytes(), "float16", [64, 64, 3, 3])
+    g.const("b", cb.tobytes(), "float16", [64])
+    g.tensor("c", "float16", ["n", 64, 28, 28], "intermediate")
+    g.tensor("t", "float16", ["n", 64, 28, 28], "intermediate")
+    g.node("conv2d_bias", ["x", "w", "b"], ["c"], conv_attrs)
+    g.node("relu", ["c"], ["t"])
+    g.output("t", "y")
+    d = os.path.join(out, "models", "conv_f16")
+    g.save(d, {"kind": "conv", "dims": [{"n": 1}, {"n": 5}]})
 
-    class C(dml.Module):
-        def __init__(self):
-            self.w = dml.Parameter([64, 64, 3, 3], "float16")
-            self.b = dml.Parameter([64], "float16")
-
-        def forward(self, x):
-            return {"y": dml.ops.relu(dml.ops.conv2d(x, self.w, self.b, padding=1))}
-
-    spec = dml.trace(C(), inputs={"x": dml.TensorSpec([n, 64, 28, 28], "float16")},
-                     constants={"w": cw, "b": cb}, name="conv_f16")
-    save(spec, d, {"kind": "conv", "dims": [{"n": 1}, {"n": 5}]})
-
-    # fp16 attention
-    d = os.path.join(out, "models", "sdpa_f16")
-    s = dml.Dim("s", min=1, max=1024, typical=64, buckets=(64, 1024))
-
-    class A(dml.Module):
-        def forward(self, q, k, v):
-            return {"y": dml.ops.scaled_dot_product_attention(q, k, v)}
-
-    spec = dml.trace(A(), inputs={n_: dml.TensorSpec([1, 8, s, 64], "float16") for n_ in ("q", "k", "v")},
-                     name="sdpa_f16")
-    save(spec, d, {"kind": "sdpa", "dims": [{"s": 50}, {"s": 700}]})
+    # sdpa_f16: attention over [1, 8, s, 64]; s buckets 64 / 1024.
+    g = Graph("sdpa_f16", [dim("s", 1, 1024, 64, [64, 1024])])
+    for t in ("q", "k", "v"):
+        g.tensor(t, "float16", [1, 8, "s", 64], "input")
+    g.tensor("t", "float16", [1, 8, "s", 64], "intermediate")
+    g.node("scaled_dot_product_attention", ["q", "k", "v"], ["t"])
+    g.output("t", "y")
+    g.save(os.path.join(out, "models", "sdpa_f16"), {"kind": "sdpa", "dims": [{"s": 50}, {"s": 700}]})
 
 
 def compiler_bundle(out, build):
@@ -148,10 +193,9 @@ def compiler_bundle(out, build):
 def main():
     out = sys.argv[1]
     build = os.environ.get("DINOML_BUILD_DIR", os.path.join(ROOT, "build"))
-    import dinoml as dml
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    models(dml, out)
+    models(out)
     libs = compiler_bundle(out, build)
     for f in ("profile_run.py", "dml_ctypes.py"):
         shutil.copy2(os.path.join(ROOT, "tests", "gpu", f), os.path.join(out, f))

@@ -51,7 +51,8 @@ def env():
     """The compiler's environment: the carried build (DINOML_HOME / DINOML_LIB_DIR) and the system
     libraries it needs (syslib/), a private profile + compile cache."""
     e = dict(os.environ)
-    e["LD_LIBRARY_PATH"] = os.path.join(B, "syslib") + ":" + e.get("LD_LIBRARY_PATH", "")
+    # last: the system's own copies win where it has them (nvcc and g++, started by the compiler, see this too)
+    e["LD_LIBRARY_PATH"] = e.get("LD_LIBRARY_PATH", "") + ":" + os.path.join(B, "syslib")
     e["DINOML_HOME"] = os.path.join(B, "home")
     e["DINOML_LIB_DIR"] = os.path.join(B, "lib")
     e["DINOML_CACHE_DIR"] = os.path.join(WORK, "cache")
@@ -74,17 +75,30 @@ def dinoml(*args, log):
     return p.stdout + p.stderr, dt
 
 
+def constant(mdir, name):
+    """A constant of the model's graph, read from its constants.bin (float tensors; q8_0 blocks
+    dequantized exactly as the reference dequantizer: fp16 scale widened, times the int8 value)."""
+    g = json.load(open(os.path.join(mdir, "graph.dinoir.json")))
+    t = next(t for t in g["tensors"] if t["name"] == name)
+    raw = open(os.path.join(mdir, "constants.bin"), "rb").read()
+    c = t["constant"]
+    data = raw[c["offset"]:c["offset"] + c["nbytes"]]
+    if t.get("quant", {}).get("type") == "q8_0":
+        n, k = t["shape"]
+        blocks = np.frombuffer(data, dtype=[("d", "<f2"), ("qs", "i1", (32,))]).reshape(n, k // 32)
+        return (blocks["d"].astype(np.float32)[..., None] * blocks["qs"].astype(np.float32)).reshape(n, k)
+    return np.frombuffer(data, dtype={"float16": np.float16, "float32": np.float32}[t["dtype"]]).reshape(t["shape"])
+
+
 def reference(kind, mdir, inputs):
-    dev = "cuda"
+    def c(name):
+        return torch.from_numpy(np.array(constant(mdir, name))).to("cuda", torch.float64)
     if kind == "qgemm":
-        w = torch.from_numpy(np.load(os.path.join(mdir, "w_deq.npy"))).to(dev, torch.float64)
-        return inputs["x"].double() @ w.T
-    r = np.load(os.path.join(mdir, "ref.npz"))
-    t = {k: torch.from_numpy(r[k]).to(dev).double() for k in r.files}
+        return inputs["x"].double() @ c("w").T
     if kind == "mlp":
-        return torch.relu(inputs["x"].double() @ t["w1"].T + t["b1"]) @ t["w2"].T
+        return torch.relu(inputs["x"].double() @ c("w1").T + c("b1")) @ c("w2").T
     if kind == "conv":
-        return torch.relu(F.conv2d(inputs["x"].double(), t["w"], t["b"], padding=1))
+        return torch.relu(F.conv2d(inputs["x"].double(), c("w"), c("b"), padding=1))
     if kind == "sdpa":
         return F.scaled_dot_product_attention(inputs["q"].double(), inputs["k"].double(), inputs["v"].double())
     raise ValueError(kind)

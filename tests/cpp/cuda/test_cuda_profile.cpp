@@ -16,6 +16,8 @@
 
 #include <dinoml/compiler.hpp>
 
+#include "build/artifact.h"
+#include "build/module_build.h"
 #include "builder/graph_builder.h"
 #include "ir/error.h"
 #include "lower/cuda/lower_cuda.h"
@@ -120,7 +122,9 @@ TEST(CudaProfile, BootstrapExportsProfileEntryWithEveryCandidate) {
     EXPECT_NE(boot.source.find(code), std::string::npos) << code;
   // The conv's default (mma for fp16, 32 output channels) is its index 0: noise never moves it.
   for (const auto& t : boot.tunables) {
-    if (t["family"] == "conv") EXPECT_EQ(t["candidates"][0], "implicit_gemm_mma_m16n8k16_64x64x32");
+    if (t["family"] == "conv") {
+      EXPECT_EQ(t["candidates"][0], "implicit_gemm_mma_m16n8k16_64x64x32");
+    }
   }
   // A normal module has no profile entry and only the default candidates.
   ir::Graph g2 = tunable_graph();
@@ -128,6 +132,20 @@ TEST(CudaProfile, BootstrapExportsProfileEntryWithEveryCandidate) {
   EXPECT_EQ(m.source.find("dinoml_module_profile_cuda"), std::string::npos);
   EXPECT_EQ(m.source.find("DML_CUDA_GEMM_SIMT"), std::string::npos);
   EXPECT_EQ(m.tunables.size(), 4u);
+}
+
+TEST(CudaProfile, BootstrapModuleBuildsWithNvccAndExportsTheEntry) {
+  if (!nvcc_available()) GTEST_SKIP() << "no CUDA kernel library in this build (nvcc missing)";
+  ir::Graph g = tunable_graph();
+  auto boot = lower_it(g, true);
+  const fs::path so = scratch("boot.so");
+  build::compile_cuda_module(build::find_cuda_toolchain(), boot.source, boot.nvcc_flags, so.string(), "", false);
+  std::string out;
+  ASSERT_EQ(build::run_command("nm -D --defined-only " + so.string(), out), 0) << out;
+  EXPECT_NE(out.find(" T dinoml_module_profile_cuda"), std::string::npos) << out;
+  EXPECT_NE(out.find(" T dinoml_module_run_cuda"), std::string::npos);
+  EXPECT_EQ(out.find("dml_profile_call"), std::string::npos) << "the helper stays hidden";
+  fs::remove(so);
 }
 
 TEST(CudaProfile, ExecutionPlanPicksCandidatesPerBucket) {
