@@ -313,7 +313,9 @@ ProfileResult detail::run_profile(const ir::Graph& g, const passes::MemoryPlan& 
     std::vector<lower::cpu::KernelChoice> per;
     for (size_t bi = 0; bi < nb; ++bi) {
       const auto& ms = timings[slot][bi];
-      Decision d = choose(names, ms);
+      const std::string def = t.value("default", names.at(0));
+      const size_t di = static_cast<size_t>(std::find(names.begin(), names.end(), def) - names.begin());
+      Decision d = choose(names, ms, di < names.size() ? di : 0);
       json tj = json::array();
       for (size_t ci = 0; ci < ms.size(); ++ci)
         tj.push_back({{"candidate", names[ci]}, {"median_s", ms[ci].median_s}, {"ci_low_s", ms[ci].ci_low_s},

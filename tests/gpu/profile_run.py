@@ -52,7 +52,7 @@ def env():
     libraries it needs (syslib/), a private profile + compile cache."""
     e = dict(os.environ)
     # last: the system's own copies win where it has them (nvcc and g++, started by the compiler, see this too)
-    e["LD_LIBRARY_PATH"] = e.get("LD_LIBRARY_PATH", "") + ":" + os.path.join(B, "syslib")
+    e["LD_LIBRARY_PATH"] = os.path.join(B, "lib") + ":" + e.get("LD_LIBRARY_PATH", "") + ":" + os.path.join(B, "syslib")
     e["DINOML_HOME"] = os.path.join(B, "home")
     e["DINOML_LIB_DIR"] = os.path.join(B, "lib")
     e["DINOML_CACHE_DIR"] = os.path.join(WORK, "cache")

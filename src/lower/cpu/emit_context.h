@@ -127,6 +127,7 @@ nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily 
 struct TunableSelection {
   std::vector<KernelChoice> sel;  // per bucket
   std::vector<size_t> idx;        // per bucket: index into the candidate names
+  size_t default_index = 0;       // the unprofiled choice (tunables entry "default"; plan reasons compare to it)
 };
 TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const std::vector<std::string>& names,
                                 size_t default_index, const std::string& default_reason, const std::string& where);

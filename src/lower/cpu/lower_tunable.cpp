@@ -65,6 +65,7 @@ TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const 
                                 size_t default_index, const std::string& default_reason, const std::string& where) {
   const size_t nb = std::max<size_t>(cx.plan.buckets.size(), 1);
   TunableSelection s;
+  s.default_index = default_index;
   s.sel.assign(nb, KernelChoice{names.at(default_index), default_reason, false, json()});
   if (cx.choices) {
     auto it = cx.choices->find(n.name);
@@ -125,7 +126,7 @@ json emit_tunable_dispatch(EmitContext& cx, const ir::Node& n, const std::string
   }
   const size_t slot = cx.tunables.size();
   cx.tunables.push_back({{"slot", slot}, {"node", n.name}, {"op", n.op}, {"family", family},
-                         {"candidates", jnames}, {"selected", per_bucket}});
+                         {"candidates", jnames}, {"default", names[s.default_index]}, {"selected", per_bucket}});
   if (cx.bootstrap) {
     cx.profile_cases << "    case " << slot << ":  // " << comment_text(n.name) << "\n      switch (candidate) {\n";
     for (size_t ci = 0; ci < names.size(); ++ci)
