@@ -23,16 +23,20 @@ nlohmann::json HardwareFingerprint::to_json() const {
   return j;
 }
 
-HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path) {
-  HardwareFingerprint h;
+std::string cpu_model_name() {
   std::ifstream f("/proc/cpuinfo");
   for (std::string line; std::getline(f, line);)
     if (line.rfind("model name", 0) == 0) {
       auto c = line.find(':');
-      h.cpu_model = c == std::string::npos ? line : line.substr(c + 2);
-      break;
+      std::string m = c == std::string::npos ? line : line.substr(c + 2);
+      if (!m.empty()) return m;
     }
-  if (h.cpu_model.empty()) h.cpu_model = "unknown";
+  return "unknown";
+}
+
+HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path) {
+  HardwareFingerprint h;
+  h.cpu_model = cpu_model_name();
   for (const char* flag : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"})
     if (lower::cpu::isa_supported_here(flag)) h.isa += (h.isa.empty() ? "" : ",") + std::string(flag);
   h.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));

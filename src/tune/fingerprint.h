@@ -34,6 +34,8 @@ struct HardwareFingerprint {
 
 // `kernel_lib_path` is hashed, so a rebuilt kernel library invalidates old measurements.
 HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path);
+// /proc/cpuinfo's first "model name" ("unknown" when absent): part of the CPU and GPU fingerprints.
+std::string cpu_model_name();
 
 // CUDA profiles (fingerprint_cuda.cpp): the host CPU (launch overhead is host work), the GPU of
 // device 0 as the bootstrap module sees it, `cudart_path`'s runtime version and the CUDA kernel

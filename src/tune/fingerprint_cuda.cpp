@@ -40,14 +40,7 @@ F sym(void* h, const char* name) {
 
 HardwareFingerprint cuda_hardware_fingerprint(const std::string& cudart_path, const std::string& kernel_lib_path) {
   HardwareFingerprint h;
-  std::ifstream f("/proc/cpuinfo");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("model name", 0) == 0) {
-      auto c = line.find(':');
-      h.cpu_model = c == std::string::npos ? line : line.substr(c + 2);
-      break;
-    }
-  if (h.cpu_model.empty()) h.cpu_model = "unknown";
+  h.cpu_model = cpu_model_name();
   h.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   h.kernel_lib_sha256 = ir::sha256_file(kernel_lib_path);
 
