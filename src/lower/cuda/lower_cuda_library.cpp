@@ -1,7 +1,7 @@
 // Library ops of the CUDA lowering: one call into libdinoml_cuda_kernels per node, with the same
 // canonical shapes as the CPU lowering (outer × axis × inner, padded batch shapes, axis masks)
-// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync and
-// sm_90a wgmma kernels) in kernel_manifest.json; the selected one is the default unless the
+// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync,
+// sm_90a wgmma and small-M skinny kernels) in kernel_manifest.json; the selected one is the default unless the
 // compile chose otherwise.
 #include <map>
 #include <set>
@@ -47,8 +47,38 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
   return no.empty();
 }
 
-std::string impl_code(const CudaLowerOptions& o, bool wgmma_ok) {
+// The own skinny GEMM (kernels/cuda/gemm_skinny.cu: weight streamed once, mma.sync, in-block
+// split-K) is a candidate for fp16/bf16 with B as [N, K] (RCR) on CUDA (every CUDA arch here is
+// sm_80+) when M (rows of a) is at most 16 or symbolic (a dynamic batch may be small) and K is a
+// multiple of 8 where constant; the library checks K and alignment at run time (mma.sync fallback)
+// and runs any M correctly (weight re-read per 16 rows). Not selected without forcing: on the H200
+// it beat cuBLASLt only on the 4096×4096 weight (bench/cuda/h200_session5_gemv.log).
+constexpr const char* kSkinnyName = "skinny_mma_m16n8k16_splitk";
+bool skinny_candidate(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& M,
+                      const ir::IntExpr& K, std::string* why = nullptr) {
+  std::string no;
+  if (o.arch.target != GpuTarget::cuda || o.arch.major < 8) no = "arch " + o.arch.name + " (CUDA sm_80+ only)";
+  else if (dtype == "float32") no = "float32 (float16/bfloat16 only)";
+  else if (!rcr) no = "B as [K, N] (RRR; the kernel takes B as [N, K])";
+  else if (K.is_const() && K.const_value() % 8 != 0) no = "K = " + std::to_string(K.const_value()) + " (a multiple of 8 is needed)";
+  else if (M.is_const() && M.const_value() > 16) no = "M = " + std::to_string(M.const_value()) + " (small M only: at most 16)";
+  if (why) *why = no;
+  return no.empty();
+}
+
+// M of a GEMM node: the product of a's leading dims (a constant when they all are).
+ir::IntExpr gemm_rows(const ir::Shape& s, size_t n) {
+  int64_t p = 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (!s[i].is_const()) return s[i];  // symbolic: the candidate check treats it as "may be small"
+    p *= s[i].const_value();
+  }
+  return ir::IntExpr(p);
+}
+
+std::string impl_code(const CudaLowerOptions& o, bool wgmma_ok, bool skinny_ok) {
   if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
+  if (o.gemm_impl == "skinny") return skinny_ok ? "DML_CUDA_GEMM_SKINNY" : "DML_CUDA_GEMM_MMA";  // fp32: SIMT in the library
   if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
   if (o.gemm_impl == "wgmma") return wgmma_ok ? "DML_CUDA_GEMM_WGMMA" : "DML_CUDA_GEMM_MMA";  // fp32: the library uses SIMT
   if (o.gemm_impl == "mfma") return o.arch.name == "gfx90a" ? "DML_CUDA_GEMM_MFMA" : "DML_CUDA_GEMM_SIMT";
@@ -73,7 +103,8 @@ json rocm_gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std:
 // tensor-core kernel and, where wgmma_candidate allows, the own sm_90a wgmma kernel. Without
 // profiling the default (cuBLASLt) is selected unless DINOML_CUDA_GEMM forced another at compile
 // time (wgmma where it is no candidate: mma.sync, or SIMT for float32).
-json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K) {
+json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
+                   const ir::IntExpr& M) {
   if (o.arch.target == GpuTarget::rocm) return rocm_gemm_manifest(n, o, dtype);
   const bool tf32 = o.allow_tf32 && dtype == "float32";
   const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
@@ -82,6 +113,9 @@ json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::stri
   std::string no_wgmma;
   const bool wgmma = wgmma_candidate(o, dtype, rcr, K, &no_wgmma);
   if (wgmma) cands.push_back(kWgmmaName);
+  std::string no_skinny;
+  const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
+  if (skinny) cands.push_back(kSkinnyName);
   std::string sel = lt, reason = "default (not profiled)";
   if (o.gemm_impl == "simt") {
     sel = "simt_tiled_64x64";
@@ -94,6 +128,11 @@ json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::stri
     reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
                    : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
                          (dtype == "float32" ? "SIMT)" : "mma.sync)");
+  } else if (o.gemm_impl == "skinny") {
+    sel = skinny ? kSkinnyName : dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
+    reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
+                    : "forced by DINOML_CUDA_GEMM=skinny (no skinny kernel for " + no_skinny + ": " +
+                          (dtype == "float32" ? "SIMT)" : "mma.sync)");
   }
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
 }
@@ -115,11 +154,13 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
   if (b.quant) return emit_cuda_qgemm(cx, n, k.rcr, k.epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
   const std::string dtype(ir::dtype_name(a.dtype));
   const bool wgmma = wgmma_candidate(o, dtype, k.rcr, a.shape[ra - 1]);
+  const ir::IntExpr rows = gemm_rows(a.shape, ra - 1);
+  const bool skinny = skinny_candidate(o, dtype, k.rcr, rows, a.shape[ra - 1]);
   body << checked_cuda_call(n, "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
                                    ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
                                    ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
-                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma) + ", stream)");
-  return gemm_manifest(n, o, dtype, k.rcr, a.shape[ra - 1]);
+                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma, skinny) + ", stream)");
+  return gemm_manifest(n, o, dtype, k.rcr, a.shape[ra - 1], rows);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
@@ -129,11 +170,13 @@ json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptio
   const std::string dtype(ir::dtype_name(a.dtype));
   const ir::IntExpr& K = a.shape.back();
   const bool wgmma = wgmma_candidate(o, dtype, rcr, K);
+  const ir::IntExpr& M = a.shape.at(a.shape.size() - 2);
+  const bool skinny = skinny_candidate(o, dtype, rcr, M, K);
   cpu::emit_call_block(body, args,
                        checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " +
                                                 (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + args.args + ", " +
-                                                (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma) + ", stream)"));
-  return gemm_manifest(n, o, dtype, rcr, K);
+                                                (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma, skinny) + ", stream)"));
+  return gemm_manifest(n, o, dtype, rcr, K, M);
 }
 
 std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {
