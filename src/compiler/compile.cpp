@@ -23,6 +23,26 @@ namespace fs = std::filesystem;
 
 namespace {
 
+tune::ProfileOptions profile_options(const CompileOptions& opts) {
+  tune::ProfileOptions po;
+  po.cache_path = opts.profile_cache;
+  po.use_cache = opts.use_profile_cache;
+  po.compile_cache_dir = opts.cache_dir;
+  po.use_compile_cache = opts.use_cache;
+  po.progress = opts.progress;
+  return po;
+}
+
+// --strict: every tunable node of the final lowering must have a measured choice.
+void check_strict(const nlohmann::json& tunables, const tune::Choices& choices) {
+  auto missing = tune::unmeasured_nodes(tunables, choices);
+  if (missing.empty()) return;
+  std::string list;
+  for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+  throw BuildError("--strict: " + std::to_string(missing.size()) + " tunable node(s) have no measured kernel choice: " +
+                   list + " (compile with --profile, or give an --execution-plan that measured them)");
+}
+
 // Kernel choices for the lowering: measured (--profile), reused (--execution-plan) or the
 // defaults. A plan is validated against this graph's tunable nodes, found by a default lowering
 // (text generation only, no build).
@@ -35,13 +55,7 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
   if (opts.profile && !opts.execution_plan.empty())
     throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
   if (opts.profile) {
-    tune::ProfileOptions po;
-    po.cache_path = opts.profile_cache;
-    po.use_cache = opts.use_profile_cache;
-    po.compile_cache_dir = opts.cache_dir;
-    po.use_compile_cache = opts.use_cache;
-    po.progress = opts.progress;
-    auto pr = tune::profile(g, plan, tc, po);
+    auto pr = tune::profile(g, plan, tc, profile_options(opts));
     lopts.choices = pr.choices;
     extra_files["execution_plan.json"] = pr.plan.dump(1) + "\n";
     res.kernel_selection = "profiled";
@@ -90,12 +104,13 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts) {
 CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
   const bool rocm = opts.target == "rocm";
   const std::string& target = opts.target;
-  if (opts.profile || !opts.execution_plan.empty())
-    throw BuildError("--profile / --execution-plan are not available for target " + target + " yet: GPU kernels use their "
-                     "defaults (" + std::string(rocm ? "the SIMT kernel" : "cuBLASLt") + " for GEMMs), listed per node in "
-                     "kernel_manifest.json");
-  if (opts.strict)
-    throw BuildError("--strict: target " + target + " has no measured kernel selection yet (every GEMM uses its default)");
+  if (rocm && (opts.profile || !opts.execution_plan.empty()))
+    throw BuildError("--profile / --execution-plan are not available for target rocm yet: GPU kernels use their "
+                     "defaults (the SIMT kernel for GEMMs), listed per node in kernel_manifest.json");
+  if (rocm && opts.strict)
+    throw BuildError("--strict: target rocm has no measured kernel selection yet (every GEMM uses its default)");
+  if (opts.profile && !opts.execution_plan.empty())
+    throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
   lower::cuda::CudaLowerOptions lo;
   lo.allow_tf32 = opts.allow_tf32;
   std::optional<build::CudaToolchain> ctc;
@@ -125,16 +140,32 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
   const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
-  auto lowered = lower::cuda::lower(g, plan, lo);
   CompileResult res;
   res.kernel_selection = "default";
+  std::map<std::string, std::string> extra_files;
+  if (opts.profile) {  // target cuda: measured on this machine's GPU (tune/profiler_cuda.cpp)
+    auto pr = tune::profile_cuda(g, plan, *ctc, lo, profile_options(opts));
+    lo.choices = pr.choices;
+    extra_files["execution_plan.json"] = pr.plan.dump(1) + "\n";
+    res.kernel_selection = "profiled";
+    res.profile = pr.to_json();
+  } else if (!opts.execution_plan.empty()) {
+    const auto tunables = lower::cuda::lower(g, plan, lo).tunables;
+    nlohmann::json pj;
+    lo.choices = tune::read_execution_plan(opts.execution_plan, tunables, &pj);
+    extra_files["execution_plan.json"] = pj.dump(1) + "\n";
+    res.kernel_selection = "execution_plan";
+  }
+  auto lowered = lower::cuda::lower(g, plan, lo);
+  if (opts.strict) check_strict(lowered.tunables, lo.choices);
   fs::path so = fs::temp_directory_path() / ("dinoml-" + target + "-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
   res.cache_hit = rocm ? build::compile_rocm_module(*rtc, lowered.source, lowered.nvcc_flags, so.string(), opts.cache_dir, opts.use_cache)
                        : build::compile_cuda_module(*ctc, lowered.source, lowered.nvcc_flags, so.string(), opts.cache_dir, opts.use_cache);
 
   nlohmann::json config = {{"target", target}, {"arch", lo.arch.name}, {"allow_tf32", lo.allow_tf32},
                            {"gemm_impl", lo.gemm_impl}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
-                           {rocm ? "hipcc_flags" : "nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection}};
+                           {rocm ? "hipcc_flags" : "nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection},
+                           {"strict", opts.strict}};
   const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
   build::ArtifactContents contents;
@@ -147,6 +178,7 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
   contents.module_so_path = so.string();
   contents.compile_config = config;
   contents.pass_dump_dir = dump_dir.string();
+  contents.extra_files = extra_files;
   build::write_artifact(contents, tc, opts.out_dir);
   fs::remove(so);
   if (!dump_dir.empty()) fs::remove_all(dump_dir);
@@ -174,15 +206,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   std::map<std::string, std::string> extra_files;
   lower::cpu::CpuLowerOptions lopts = select_kernels(g, plan, tc, opts, res, extra_files);
   auto lowered = lower::cpu::lower(g, plan, lopts);
-  if (opts.strict) {
-    auto missing = tune::unmeasured_nodes(lowered.tunables, lopts.choices);
-    if (!missing.empty()) {
-      std::string list;
-      for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-      throw BuildError("--strict: " + std::to_string(missing.size()) + " tunable node(s) have no measured kernel choice: " +
-                       list + " (compile with --profile, or give an --execution-plan that measured them)");
-    }
-  }
+  if (opts.strict) check_strict(lowered.tunables, lopts.choices);
 
   fs::path so = fs::temp_directory_path() / ("dinoml-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
   res.cache_hit = build::compile_module(tc, lowered.source, lowered.cxx_flags, so.string(), opts.cache_dir, opts.use_cache,

@@ -10,9 +10,17 @@
 
 namespace dinoml::tune {
 
+nlohmann::json GpuFingerprint::to_json() const {
+  return {{"name", name}, {"compute_capability", compute_capability}, {"sm_count", sm_count},
+          {"driver_version", driver_version}, {"cuda_runtime_version", runtime_version},
+          {"cublaslt_version", cublaslt_version}};
+}
+
 nlohmann::json HardwareFingerprint::to_json() const {
-  return {{"cpu_model", cpu_model}, {"isa", isa}, {"cores", cores}, {"omp_threads", omp_threads},
-          {"kernel_lib_sha256", kernel_lib_sha256}, {"key", key}};
+  nlohmann::json j = {{"cpu_model", cpu_model}, {"isa", isa}, {"cores", cores}, {"omp_threads", omp_threads},
+                      {"kernel_lib_sha256", kernel_lib_sha256}, {"key", key}};
+  if (gpu) j["gpu"] = gpu->to_json();
+  return j;
 }
 
 HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path) {

@@ -22,6 +22,15 @@ CREATE TABLE IF NOT EXISTS hardware (
   omp_threads       TEXT NOT NULL,
   kernel_lib_sha256 TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS gpu (
+  fingerprint          TEXT PRIMARY KEY REFERENCES hardware(fingerprint),
+  name                 TEXT NOT NULL,
+  compute_capability   TEXT NOT NULL,
+  sm_count             INTEGER NOT NULL,
+  driver_version       INTEGER NOT NULL,
+  cuda_runtime_version INTEGER NOT NULL,
+  cublaslt_version     TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS profile (
   problem_sha256 TEXT NOT NULL,
   candidate      TEXT NOT NULL,
@@ -77,6 +86,17 @@ ProfileCache::ProfileCache(const std::string& path, const HardwareFingerprint& h
   st.text(5, hw.omp_threads);
   st.text(6, hw.kernel_lib_sha256);
   if (sqlite3_step(st.s) != SQLITE_DONE) throw BuildError("profile cache '" + path_ + "': " + sqlite3_errmsg(db_));
+  if (hw.gpu) {  // CUDA profiles: the GPU part of the fingerprint, readable next to the hardware row
+    Stmt gs(db_, "INSERT OR REPLACE INTO gpu VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", path_);
+    gs.text(1, hw.key);
+    gs.text(2, hw.gpu->name);
+    gs.text(3, hw.gpu->compute_capability);
+    sqlite3_bind_int(gs.s, 4, hw.gpu->sm_count);
+    sqlite3_bind_int(gs.s, 5, hw.gpu->driver_version);
+    sqlite3_bind_int(gs.s, 6, hw.gpu->runtime_version);
+    gs.text(7, hw.gpu->cublaslt_version);
+    if (sqlite3_step(gs.s) != SQLITE_DONE) throw BuildError("profile cache '" + path_ + "': " + sqlite3_errmsg(db_));
+  }
 }
 
 ProfileCache::~ProfileCache() {

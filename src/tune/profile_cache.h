@@ -4,6 +4,8 @@
 // shell (AITemplate keeps its profiler cache the same way):
 //
 //   hardware(fingerprint PK, cpu_model, isa, cores, omp_threads, kernel_lib_sha256)
+//   gpu(fingerprint PK, name, compute_capability, sm_count, driver_version, cuda_runtime_version,
+//       cublaslt_version)                               — CUDA profiles only
 //   profile(problem_sha256, candidate, hardware, op, problem, median_s, ci_low_s, ci_high_s,
 //           reps, created_utc, PRIMARY KEY(problem_sha256, candidate, hardware))
 //

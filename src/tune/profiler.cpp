@@ -17,6 +17,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "tune/fingerprint.h"
+#include "tune/profile_driver.h"
 #include "tune/profile_cache.h"
 #include "tune/stats.h"
 
@@ -51,22 +52,15 @@ std::string problem_signature(const ir::Graph& g, const ir::Node& n, const std::
   return n.op + describe(n.inputs, "in") + " ->" + describe(n.outputs, "out") + " " + attrs.dump();
 }
 
-namespace {
+namespace detail {
 
-// 64-byte aligned scratch owned by the profiler.
-struct Buffer {
-  void* p = nullptr;
-  explicit Buffer(size_t n) {
-    p = std::aligned_alloc(64, ((std::max<size_t>(n, 1) + 63) / 64) * 64);
-    if (!p) throw BuildError("profiler: cannot allocate " + std::to_string(n) + " bytes");
-    std::memset(p, 0, std::max<size_t>(n, 1));
-  }
-  ~Buffer() { std::free(p); }
-  Buffer(const Buffer&) = delete;
-};
+Buffer::Buffer(size_t n) {
+  p = std::aligned_alloc(64, ((std::max<size_t>(n, 1) + 63) / 64) * 64);
+  if (!p) throw BuildError("profiler: cannot allocate " + std::to_string(n) + " bytes");
+  std::memset(p, 0, std::max<size_t>(n, 1));
+}
+Buffer::~Buffer() { std::free(p); }
 
-// Deterministic values in [-1, 1) for float tensors; integer and bool tensors stay zero (always
-// a valid index, so gathers and embeddings in the bootstrap run cannot fail).
 void fill_random(void* p, ir::DType dt, size_t numel, uint64_t seed) {
   uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
   auto next = [&] {
@@ -88,6 +82,12 @@ size_t numel_at(const ir::Tensor& t, const std::map<std::string, int64_t>& dims)
   for (int64_t e : ir::eval_shape(t.shape, dims)) n *= static_cast<size_t>(e);
   return n;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::Buffer;
 
 // The bootstrap module, built into a private directory. Never unloaded: RTLD_NODELETE, like the runtime, because
 // OpenMP worker threads may still hold code of the kernel library.
@@ -167,17 +167,77 @@ class Progress {
   bool enabled_, tty_;
 };
 
+// The CPU target: the bootstrap module.so in this process, host buffers, wall-clock timings.
+class CpuTarget : public detail::ProfileTarget {
+ public:
+  CpuTarget(const ir::Graph& g, const lower::cpu::LoweredModule& boot, const build::Toolchain& tc, const ProfileOptions& o)
+      : g_(g), boot_(boot), tc_(tc), o_(o) {}
+  void bind(const std::map<std::string, int64_t>& dims, const std::vector<int64_t>& dvec) override {
+    if (!bs_) bs_ = std::make_unique<Bootstrap>(g_, boot_, tc_, o_);
+    dvec_ = dvec;
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      const auto& t = g_.tensor(g_.inputs[i]);
+      const size_t n = detail::numel_at(t, dims);
+      bufs_.push_back(std::make_unique<Buffer>(n * ir::dtype_size(t.dtype)));
+      detail::fill_random(bufs_.back()->p, t.dtype, n, 1000 + i);
+      in_ptrs_.push_back(bufs_.back()->p);
+    }
+    for (const auto& name : g_.outputs) {
+      const auto& t = g_.tensor(name);
+      bufs_.push_back(std::make_unique<Buffer>(detail::numel_at(t, dims) * ir::dtype_size(t.dtype)));
+      out_ptrs_.push_back(bufs_.back()->p);
+    }
+    for (const auto& name : g_.states) {
+      const auto& t = g_.tensor(name);
+      bufs_.push_back(std::make_unique<Buffer>(detail::numel_at(t, dims) * ir::dtype_size(t.dtype)));
+      st_ptrs_.push_back(bufs_.back()->p);
+    }
+    size_t arena_bytes = 0;
+    std::vector<int64_t> out_shapes(8 * std::max<size_t>(g_.outputs.size(), 1));
+    char err[1024] = "";
+    if (bs_->plan(dvec_.data(), &arena_bytes, out_shapes.data(), err, sizeof err))
+      throw BuildError(std::string("profiler: bootstrap plan failed: ") + err);
+    arena_ = std::make_unique<Buffer>(arena_bytes);
+    // One full run so every intermediate the timed kernels read holds real values.
+    if (bs_->run(bs_->state, dvec_.data(), in_ptrs_.data(), out_ptrs_.data(), st_ptrs_.data(), arena_->p, err, sizeof err))
+      throw BuildError(std::string("profiler: bootstrap run failed: ") + err);
+  }
+  std::vector<double> time(int slot, int cand, int reps) override {
+    std::vector<double> secs(static_cast<size_t>(reps));
+    char err[1024] = "";
+    if (bs_->prof(bs_->state, dvec_.data(), in_ptrs_.data(), out_ptrs_.data(), st_ptrs_.data(), arena_->p, slot, cand, reps,
+                  secs.data(), err, sizeof err))
+      throw BuildError(std::string("profiler: ") + err);
+    return secs;
+  }
+  void unbind() override {
+    bufs_.clear();
+    in_ptrs_.clear();
+    out_ptrs_.clear();
+    st_ptrs_.clear();
+    arena_.reset();
+  }
+  bool built_bootstrap() const override { return bs_ != nullptr; }
+
+ private:
+  const ir::Graph& g_;
+  const lower::cpu::LoweredModule& boot_;
+  const build::Toolchain& tc_;
+  const ProfileOptions& o_;
+  std::unique_ptr<Bootstrap> bs_;  // built on the first cache miss only
+  std::vector<int64_t> dvec_;
+  std::vector<std::unique_ptr<Buffer>> bufs_;
+  std::vector<const void*> in_ptrs_;
+  std::vector<void*> out_ptrs_, st_ptrs_;
+  std::unique_ptr<Buffer> arena_;
+};
+
 }  // namespace
 
-ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const build::Toolchain& tc,
-                      const ProfileOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+ProfileResult detail::run_profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const json& tunables,
+                                  const HardwareFingerprint& hw, ProfileTarget& target, const ProfileOptions& o,
+                                  std::chrono::steady_clock::time_point t0) {
   ProfileResult res;
-  lower::cpu::CpuLowerOptions lo;
-  lo.bootstrap = true;
-  lo.providers = tc.providers;
-  const lower::cpu::LoweredModule boot = lower::cpu::lower(g, mplan, lo);
-  const HardwareFingerprint hw = hardware_fingerprint((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string());
   res.cache_path = o.cache_path.empty() ? default_profile_cache_path(o.compile_cache_dir) : o.cache_path;
   ProfileCache cache(res.cache_path, hw);
   std::map<std::string, const ir::Node*> nodes;
@@ -185,70 +245,27 @@ ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const
 
   const size_t nb = std::max<size_t>(mplan.buckets.size(), 1);
   int total = 0;
-  for (const auto& t : boot.tunables) total += static_cast<int>(t["candidates"].size() * nb);
+  for (const auto& t : tunables) total += static_cast<int>(t["candidates"].size() * nb);
   Progress progress(total, o.progress);
-  std::unique_ptr<Bootstrap> bs;  // built on the first cache miss only
 
   // timings[slot][bucket][candidate]
-  std::vector<std::vector<std::vector<Measurement>>> timings(boot.tunables.size(),
-                                                             std::vector<std::vector<Measurement>>(nb));
-  std::vector<std::vector<std::vector<bool>>> cached(boot.tunables.size(), std::vector<std::vector<bool>>(nb));
-  std::vector<std::vector<std::string>> problems(boot.tunables.size(), std::vector<std::string>(nb));
+  std::vector<std::vector<std::vector<Measurement>>> timings(tunables.size(), std::vector<std::vector<Measurement>>(nb));
+  std::vector<std::vector<std::vector<bool>>> cached(tunables.size(), std::vector<std::vector<bool>>(nb));
+  std::vector<std::vector<std::string>> problems(tunables.size(), std::vector<std::string>(nb));
   for (size_t bi = 0; bi < nb; ++bi) {
     const std::map<std::string, int64_t> dims = bi < mplan.buckets.size() ? mplan.buckets[bi].dims
                                                                           : std::map<std::string, int64_t>{};
     std::vector<int64_t> dvec;
     for (const auto& d : g.dims) dvec.push_back(dims.at(d.name));
-    // Storage for this bucket, bound lazily (only when something must be measured).
-    std::vector<std::unique_ptr<Buffer>> bufs;
-    std::vector<const void*> in_ptrs;
-    std::vector<void*> out_ptrs, st_ptrs;
-    std::unique_ptr<Buffer> arena;
-    auto bind = [&] {
-      if (arena) return;
-      if (!bs) {
-        bs = std::make_unique<Bootstrap>(g, boot, tc, o);
-        res.built_bootstrap = true;
-      }
-      for (size_t i = 0; i < g.inputs.size(); ++i) {
-        const auto& t = g.tensor(g.inputs[i]);
-        const size_t n = numel_at(t, dims);
-        bufs.push_back(std::make_unique<Buffer>(n * ir::dtype_size(t.dtype)));
-        fill_random(bufs.back()->p, t.dtype, n, 1000 + i);
-        in_ptrs.push_back(bufs.back()->p);
-      }
-      for (const auto& name : g.outputs) {
-        const auto& t = g.tensor(name);
-        bufs.push_back(std::make_unique<Buffer>(numel_at(t, dims) * ir::dtype_size(t.dtype)));
-        out_ptrs.push_back(bufs.back()->p);
-      }
-      for (const auto& name : g.states) {
-        const auto& t = g.tensor(name);
-        bufs.push_back(std::make_unique<Buffer>(numel_at(t, dims) * ir::dtype_size(t.dtype)));
-        st_ptrs.push_back(bufs.back()->p);
-      }
-      size_t arena_bytes = 0;
-      std::vector<int64_t> out_shapes(8 * std::max<size_t>(g.outputs.size(), 1));
-      char err[1024] = "";
-      if (bs->plan(dvec.data(), &arena_bytes, out_shapes.data(), err, sizeof err))
-        throw BuildError(std::string("profiler: bootstrap plan failed: ") + err);
-      arena = std::make_unique<Buffer>(arena_bytes);
-      // One full run so every intermediate the timed kernels read holds real values.
-      if (bs->run(bs->state, dvec.data(), in_ptrs.data(), out_ptrs.data(), st_ptrs.data(), arena->p, err, sizeof err))
-        throw BuildError(std::string("profiler: bootstrap run failed: ") + err);
-    };
-    auto time_one = [&](int slot, int cand, int reps) {
-      std::vector<double> secs(static_cast<size_t>(reps));
-      char err[1024] = "";
-      if (bs->prof(bs->state, dvec.data(), in_ptrs.data(), out_ptrs.data(), st_ptrs.data(), arena->p, slot, cand, reps,
-                   secs.data(), err, sizeof err))
-        throw BuildError(std::string("profiler: ") + err);
-      return secs;
-    };
+    bool bound = false;  // storage for this bucket, bound only when something must be measured
+    struct Unbind {
+      ProfileTarget& t;
+      ~Unbind() { t.unbind(); }
+    } unbind{target};
 
     cache.begin();  // committed per bucket: an interrupted profile keeps what it measured
-    for (size_t slot = 0; slot < boot.tunables.size(); ++slot) {
-      const json& t = boot.tunables[slot];
+    for (size_t slot = 0; slot < tunables.size(); ++slot) {
+      const json& t = tunables[slot];
       const ir::Node& n = *nodes.at(t["node"].get<std::string>());
       const std::string problem = problem_signature(g, n, dims);
       problems[slot][bi] = problem;
@@ -260,15 +277,19 @@ ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const
         if (m) {
           ++res.cache_hits;
         } else {
-          bind();
-          time_one(static_cast<int>(slot), static_cast<int>(ci), 1);  // warm-up: caches, pages, OpenMP team
+          if (!bound) {
+            target.bind(dims, dvec);
+            bound = true;
+          }
+          const int s = static_cast<int>(slot), c = static_cast<int>(ci);
+          target.time(s, c, 1);  // warm-up: caches, pages, OpenMP team, library plans
           // The fastest of three sizes the repeat count: on a loaded machine a single call can
           // wait a whole scheduler slice for an OpenMP thread, which says nothing about the kernel.
-          const auto probe = time_one(static_cast<int>(slot), static_cast<int>(ci), 3);
+          const auto probe = target.time(s, c, 3);
           const double est = std::max(*std::min_element(probe.begin(), probe.end()), 1e-7);
           int reps = std::clamp(static_cast<int>(o.target_seconds / est), o.min_reps, o.max_reps);
           if (est * o.min_reps > 1.0) reps = 3;  // slow kernels: a few repeats are already a lot of time
-          m = summarize(time_one(static_cast<int>(slot), static_cast<int>(ci), reps));
+          m = summarize(target.time(s, c, reps));
           cache.store(n.op, problem, cname, *m);
           ++res.measurements;
         }
@@ -278,20 +299,23 @@ ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const
     }
     cache.commit();
   }
+  res.built_bootstrap = target.built_bootstrap();
 
   // Decisions and the plan.
   json plan = {{"schema_version", kExecutionPlanSchemaVersion}, {"model", g.name}, {"graph_hash", ir::graph_hash(g)},
                {"hardware", hw.to_json()}, {"buckets", json::array()}, {"nodes", json::array()}};
   for (size_t bi = 0; bi < mplan.buckets.size(); ++bi) plan["buckets"].push_back({{"bucket", bi}, {"dims", mplan.buckets[bi].dims}});
-  for (size_t slot = 0; slot < boot.tunables.size(); ++slot) {
-    const json& t = boot.tunables[slot];
+  for (size_t slot = 0; slot < tunables.size(); ++slot) {
+    const json& t = tunables[slot];
     std::vector<std::string> names = t["candidates"].get<std::vector<std::string>>();
     json pn = {{"node", t["node"]}, {"op", t["op"]}, {"family", t["family"]}, {"candidates", names},
                {"buckets", json::array()}};
     std::vector<lower::cpu::KernelChoice> per;
     for (size_t bi = 0; bi < nb; ++bi) {
       const auto& ms = timings[slot][bi];
-      Decision d = choose(names, ms);
+      const std::string def = t.value("default", names.at(0));
+      const size_t di = static_cast<size_t>(std::find(names.begin(), names.end(), def) - names.begin());
+      Decision d = choose(names, ms, di < names.size() ? di : 0);
       json tj = json::array();
       for (size_t ci = 0; ci < ms.size(); ++ci)
         tj.push_back({{"candidate", names[ci]}, {"median_s", ms[ci].median_s}, {"ci_low_s", ms[ci].ci_low_s},
@@ -307,11 +331,23 @@ ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const
   }
   res.plan = plan;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  progress.finish("profiled " + std::to_string(boot.tunables.size()) + " tunable nodes x " + std::to_string(nb) +
+  progress.finish("profiled " + std::to_string(tunables.size()) + " tunable nodes x " + std::to_string(nb) +
                   " buckets: " + std::to_string(res.measurements) + " timings measured, " +
                   std::to_string(res.cache_hits) + " from the cache (" + res.cache_path + ") in " +
                   format_seconds(res.seconds));
   return res;
+}
+
+ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const build::Toolchain& tc,
+                      const ProfileOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  lower::cpu::CpuLowerOptions lo;
+  lo.bootstrap = true;
+  lo.providers = tc.providers;
+  const lower::cpu::LoweredModule boot = lower::cpu::lower(g, mplan, lo);
+  const HardwareFingerprint hw = hardware_fingerprint((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string());
+  CpuTarget target(g, boot, tc, o);
+  return detail::run_profile(g, mplan, boot.tunables, hw, target, o, t0);
 }
 
 }  // namespace dinoml::tune

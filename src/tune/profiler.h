@@ -44,6 +44,12 @@ struct ProfileResult {
 ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& plan, const build::Toolchain& tc,
                       const ProfileOptions& opts);
 
+// Target cuda: the same driver with a CUDA bootstrap module (lowered with `lo` plus bootstrap),
+// timed with CUDA events on the GPU of this machine (profiler_cuda.cpp). The cache key is the
+// GPU's fingerprint (tune/fingerprint.h, cuda_hardware_fingerprint).
+ProfileResult profile_cuda(const ir::Graph& g, const passes::MemoryPlan& plan, const build::CudaToolchain& tc,
+                           const lower::cuda::CudaLowerOptions& lo, const ProfileOptions& opts);
+
 // "gemm_rcr_bias float32 in0[64,32] in1[96,32] in2[96] -> out0[64,96] {attrs}" at `dims`.
 std::string problem_signature(const ir::Graph& g, const ir::Node& n, const std::map<std::string, int64_t>& dims);
 

@@ -28,7 +28,8 @@ std::string format_seconds(double s) {
   return buf;
 }
 
-Decision choose(const std::vector<std::string>& names, const std::vector<Measurement>& m) {
+Decision choose(const std::vector<std::string>& names, const std::vector<Measurement>& m, size_t default_index) {
+  if (default_index >= m.size()) default_index = 0;
   Decision d;
   if (m.empty()) return d;
   size_t best = 0;
@@ -45,9 +46,10 @@ Decision choose(const std::vector<std::string>& names, const std::vector<Measure
   if (win == best) {
     d.reason = "fastest: median " + format_seconds(w.median_s) + " (95% CI " + format_seconds(w.ci_low_s) + " .. " +
                format_seconds(w.ci_high_s) + ")";
-    if (win != 0 && w.median_s > 0) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "; %.2fx faster than the default %s", m[0].median_s / w.median_s, names[0].c_str());
+    if (win != default_index && w.median_s > 0) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "; %.2fx faster than the default %s", m[default_index].median_s / w.median_s,
+                    names[default_index].c_str());
       d.reason += buf;
     }
   } else {

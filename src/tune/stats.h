@@ -20,7 +20,9 @@ struct Decision {
 // The selection rule: the fastest median wins, except that a candidate whose median lies inside
 // the fastest one's 95% interval is "within noise" and the lowest such index wins (the default is
 // index 0, so noise never moves a node off the default). Deterministic for equal inputs.
-Decision choose(const std::vector<std::string>& names, const std::vector<Measurement>& m);
+// `default_index` only names the unprofiled choice in the reason ("1.7x faster than the default
+// X"); a lowering that keeps its default elsewhere than index 0 (CUDA qgemm.auto) says so.
+Decision choose(const std::vector<std::string>& names, const std::vector<Measurement>& m, size_t default_index = 0);
 
 // "12.3 us", "1.52 ms".
 std::string format_seconds(double s);

@@ -48,6 +48,10 @@ class EmitContext {
   // Kernel selection (lower_tunable.cpp): the options, the tunable nodes met so far, the
   // `case slot:` blocks of dinoml_module_profile (bootstrap only), ISA the chosen kernels add.
   const CpuLowerOptions* options = nullptr;
+  // The target-independent part of kernel selection, set by every lowering (CPU and GPU) from its
+  // options: chosen kernels per tunable node and bucket, and whether this is a bootstrap module.
+  const std::map<std::string, std::vector<KernelChoice>>* choices = nullptr;
+  bool bootstrap = false;
   nlohmann::json tunables = nlohmann::json::array();
   std::ostringstream profile_cases;
   std::vector<std::string> extra_isa;
@@ -116,6 +120,24 @@ struct TunableHooks {
 nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
                             std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "",
                             const TunableHooks* hooks = nullptr);
+// The target-independent half of a tunable node, shared by the CPU and GPU lowerings.
+// select_tunable: the kernel of each bucket: cx.choices' entry for the node (checked: bucket count,
+// candidate names), else `names[default_index]` with `default_reason`. `where` ends the
+// not-a-candidate message ("on this CPU").
+struct TunableSelection {
+  std::vector<KernelChoice> sel;  // per bucket
+  std::vector<size_t> idx;        // per bucket: index into the candidate names
+  size_t default_index = 0;       // the unprofiled choice (tunables entry "default"; plan reasons compare to it)
+};
+TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const std::vector<std::string>& names,
+                                size_t default_index, const std::string& default_reason, const std::string& where);
+// Emits the chosen candidates' calls into `body` (one call, or a switch on the bucket index `b`),
+// the node's `case slot:` block of the profile entry (bootstrap: every candidate), records the
+// node in cx.tunables and returns its kernel_manifest entry. `call(i)` is candidate i's statement
+// text.
+nlohmann::json emit_tunable_dispatch(EmitContext& cx, const ir::Node& n, const std::string& family,
+                                     const std::vector<std::string>& names, const TunableSelection& s,
+                                     const std::function<std::string(size_t)>& call, std::ostringstream& body);
 // Statement block for dinoml_module_init packing a constant once into a new static buffer
 // `dml_packed_<id>` (returned): `size_expr` gives the bytes, `pack_call` fills `p` and returns a
 // status. Shared by the gemm and conv lowerings.

@@ -330,6 +330,8 @@ std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan
 LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CpuLowerOptions& opts) {
   EmitContext cx(g, plan);
   cx.options = &opts;
+  cx.choices = &opts.choices;
+  cx.bootstrap = opts.bootstrap;
   std::set<std::string> roots;
   for (const auto& [name, t] : g.tensors) roots.insert(passes::storage_root(g, name));
   const std::vector<std::string> arena = arena_tensors(g, roots);

@@ -24,16 +24,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string names_of(const std::vector<KernelCandidate>& cands) {
-  std::string s;
-  for (const auto& c : cands) s += (s.empty() ? "" : ", ") + c.name;
-  return s;
-}
-
-}  // namespace
-
-namespace {
-
 // The candidates this node can use: ISA of this CPU (candidates_for), provider libraries built
 // here, then the node's own limits (hooks->applies), ordered by hooks->rank.
 std::vector<KernelCandidate> node_candidates(const EmitContext& cx, CandidateFamily family, const TunableHooks* hooks) {
@@ -71,38 +61,98 @@ std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::str
   return var;
 }
 
+TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const std::vector<std::string>& names,
+                                size_t default_index, const std::string& default_reason, const std::string& where) {
+  const size_t nb = std::max<size_t>(cx.plan.buckets.size(), 1);
+  TunableSelection s;
+  s.default_index = default_index;
+  s.sel.assign(nb, KernelChoice{names.at(default_index), default_reason, false, json()});
+  if (cx.choices) {
+    auto it = cx.choices->find(n.name);
+    if (it != cx.choices->end()) {
+      if (it->second.size() != nb)
+        throw BuildError("kernel selection for node '" + n.name + "' (" + n.op + ") lists " +
+                         std::to_string(it->second.size()) + " buckets, the graph has " + std::to_string(nb) +
+                         ": the execution plan was made for a different model or dims");
+      s.sel = it->second;
+    }
+  }
+  s.idx.resize(nb);
+  for (size_t b = 0; b < nb; ++b) {
+    size_t i = 0;
+    while (i < names.size() && names[i] != s.sel[b].kernel) ++i;
+    if (i == names.size()) {
+      std::string list;
+      for (const auto& c : names) list += (list.empty() ? "" : ", ") + c;
+      throw BuildError("kernel selection for node '" + n.name + "' (" + n.op + "), bucket " + std::to_string(b) +
+                       ": '" + s.sel[b].kernel + "' is not a candidate of this node " + where + " (candidates: " +
+                       list + ")");
+    }
+    s.idx[b] = i;
+  }
+  return s;
+}
+
+json emit_tunable_dispatch(EmitContext& cx, const ir::Node& n, const std::string& family,
+                           const std::vector<std::string>& names, const TunableSelection& s,
+                           const std::function<std::string(size_t)>& call, std::ostringstream& body) {
+  const size_t nb = s.idx.size();
+  const std::set<size_t> distinct(s.idx.begin(), s.idx.end());
+  if (distinct.size() == 1) {
+    body << call(s.idx[0]);
+  } else {
+    // Buckets chose differently: dispatch on the runtime bucket. The last group takes `default`
+    // so the compiler sees every path return.
+    body << "  switch (b) {  // kernel chosen per shape bucket\n";
+    size_t seen = 0;
+    for (size_t ci : distinct) {
+      body << "  ";
+      if (++seen == distinct.size()) body << " default:";
+      else
+        for (size_t b = 0; b < nb; ++b)
+          if (s.idx[b] == ci) body << " case " << b << ":";
+      body << " {  // " << comment_text(names[ci]) << "\n" << call(ci) << "  } break;\n";
+    }
+    body << "  }\n";
+  }
+
+  json jnames = json::array(), per_bucket = json::array();
+  for (const auto& c : names) jnames.push_back(c);
+  for (size_t b = 0; b < nb; ++b) {
+    json e = {{"bucket", b}, {"kernel", s.sel[b].kernel}, {"reason", s.sel[b].reason}, {"measured", s.sel[b].measured}};
+    if (b < cx.plan.buckets.size()) e["dims"] = cx.plan.buckets[b].dims;
+    if (!s.sel[b].timings.is_null()) e["timings"] = s.sel[b].timings;
+    per_bucket.push_back(e);
+  }
+  const size_t slot = cx.tunables.size();
+  cx.tunables.push_back({{"slot", slot}, {"node", n.name}, {"op", n.op}, {"family", family},
+                         {"candidates", jnames}, {"default", names[s.default_index]}, {"selected", per_bucket}});
+  if (cx.bootstrap) {
+    cx.profile_cases << "    case " << slot << ":  // " << comment_text(n.name) << "\n      switch (candidate) {\n";
+    for (size_t ci = 0; ci < names.size(); ++ci)
+      cx.profile_cases << "      case " << ci << ": {  // " << comment_text(names[ci]) << "\n"
+                       << call(ci) << "      } break;\n";
+    cx.profile_cases << "      default: goto bad_slot;\n      }\n      break;\n";
+  }
+  const bool uniform = distinct.size() == 1;
+  std::string reason = uniform ? s.sel[0].reason : "chosen per shape bucket (see selected_per_bucket)";
+  return {{"node", n.name}, {"op", n.op}, {"tunable", true}, {"family", family}, {"candidates", jnames},
+          {"selected", uniform ? s.sel[0].kernel : "per bucket"}, {"reason", reason}, {"selected_per_bucket", per_bucket}};
+}
+
 json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
                   std::ostringstream& body, const std::string& wrap_pre, const std::string& wrap_post,
                   const TunableHooks* hooks) {
   const std::vector<KernelCandidate> cands = node_candidates(cx, family, hooks);
   if (cands.empty()) throw BuildError("no " + std::string(family_name(family)) + " kernel candidate runs on this CPU");
-  const size_t nb = std::max<size_t>(cx.plan.buckets.size(), 1);
-  std::vector<KernelChoice> sel(nb, KernelChoice{cands[0].name, "default (not profiled)", false, json()});
-  if (cx.options) {
-    auto it = cx.options->choices.find(n.name);
-    if (it != cx.options->choices.end()) {
-      if (it->second.size() != nb)
-        throw BuildError("kernel selection for node '" + n.name + "' (" + n.op + ") lists " +
-                         std::to_string(it->second.size()) + " buckets, the graph has " + std::to_string(nb) +
-                         ": the execution plan was made for a different model or dims");
-      sel = it->second;
-    }
-  }
-  std::vector<size_t> idx(nb);
-  for (size_t b = 0; b < nb; ++b) {
-    size_t i = 0;
-    while (i < cands.size() && cands[i].name != sel[b].kernel) ++i;
-    if (i == cands.size())
-      throw BuildError("kernel selection for node '" + n.name + "' (" + n.op + "), bucket " + std::to_string(b) +
-                       ": '" + sel[b].kernel + "' is not a candidate of this node on this CPU (candidates: " +
-                       names_of(cands) + ")");
-    idx[b] = i;
+  std::vector<std::string> names;
+  for (const auto& c : cands) names.push_back(c.name);
+  const TunableSelection s = select_tunable(cx, n, names, 0, "default (not profiled)", "on this CPU");
+  for (size_t i : s.idx)
     if (!cands[i].isa.empty()) cx.extra_isa.push_back(cands[i].isa);
-  }
   // What the emitted candidates need: the chosen ones, or all of them in a bootstrap module.
-  const bool bootstrap = cx.options && cx.options->bootstrap;
   for (size_t ci = 0; ci < cands.size(); ++ci) {
-    if (!bootstrap && std::find(idx.begin(), idx.end(), ci) == idx.end()) continue;
+    if (!cx.bootstrap && std::find(s.idx.begin(), s.idx.end(), ci) == s.idx.end()) continue;
     const KernelCandidate& c = cands[ci];
     if (hooks && hooks->prepare) hooks->prepare(c);
     if (!c.library.empty() && std::find(cx.libraries.begin(), cx.libraries.end(), c.library) == cx.libraries.end()) {
@@ -119,52 +169,11 @@ json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, co
     const std::string text = hooks && hooks->call ? hooks->call(c) : candidate_call(c, common_args);
     return wrap_pre + checked_call(n, text) + wrap_post;
   };
-
-  const std::set<size_t> distinct(idx.begin(), idx.end());
-  if (distinct.size() == 1) {
-    body << call(idx[0]);
-  } else {
-    // Buckets chose differently: dispatch on the runtime bucket. The last group takes `default`
-    // so the compiler sees every path return.
-    body << "  switch (b) {  // kernel chosen per shape bucket\n";
-    size_t seen = 0;
-    for (size_t ci : distinct) {
-      body << "  ";
-      if (++seen == distinct.size()) body << " default:";
-      else
-        for (size_t b = 0; b < nb; ++b)
-          if (idx[b] == ci) body << " case " << b << ":";
-      body << " {  // " << comment_text(cands[ci].name) << "\n" << call(ci) << "  } break;\n";
-    }
-    body << "  }\n";
-  }
-
-  json names = json::array(), per_bucket = json::array();
-  for (const auto& c : cands) names.push_back(c.name);
-  for (size_t b = 0; b < nb; ++b) {
-    json e = {{"bucket", b}, {"kernel", sel[b].kernel}, {"reason", sel[b].reason}, {"measured", sel[b].measured}};
-    if (b < cx.plan.buckets.size()) e["dims"] = cx.plan.buckets[b].dims;
-    if (!sel[b].timings.is_null()) e["timings"] = sel[b].timings;
-    per_bucket.push_back(e);
-  }
-  const size_t slot = cx.tunables.size();
-  cx.tunables.push_back({{"slot", slot}, {"node", n.name}, {"op", n.op}, {"family", family_name(family)},
-                         {"candidates", names}, {"selected", per_bucket}});
-  if (cx.options && cx.options->bootstrap) {
-    cx.profile_cases << "    case " << slot << ":  // " << comment_text(n.name) << "\n      switch (candidate) {\n";
-    for (size_t ci = 0; ci < cands.size(); ++ci)
-      cx.profile_cases << "      case " << ci << ": {  // " << comment_text(cands[ci].name) << "\n"
-                       << call(ci) << "      } break;\n";
-    cx.profile_cases << "      default: goto bad_slot;\n      }\n      break;\n";
-  }
-  const bool uniform = distinct.size() == 1;
-  std::string reason = uniform ? sel[0].reason : "chosen per shape bucket (see selected_per_bucket)";
-  return {{"node", n.name}, {"op", n.op}, {"tunable", true}, {"family", family_name(family)}, {"candidates", names},
-          {"selected", uniform ? sel[0].kernel : "per bucket"}, {"reason", reason}, {"selected_per_bucket", per_bucket}};
+  return emit_tunable_dispatch(cx, n, family_name(family), names, s, call, body);
 }
 
 std::string emit_profile_entry(EmitContext& cx, const std::string& storage) {
-  if (!cx.options || !cx.options->bootstrap) return "";
+  if (!cx.bootstrap) return "";
   std::ostringstream os;
   os << "#include <time.h>\n\nstatic double dml_now(void) {\n  struct timespec ts;\n  clock_gettime(CLOCK_MONOTONIC, &ts);\n"
         "  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}\n\n"

@@ -3,6 +3,7 @@
 #pragma once
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,21 @@ nlohmann::json emit_cuda_qgemm(cpu::EmitContext& cx, const ir::Node& n, bool rcr
                                std::ostringstream& body);
 // dinoml_module_run_cuda: CUDA-graph capture/replay around the module's dml_run_direct (cuda_graphs.cpp).
 std::string graph_runner_source(size_t num_dims, size_t num_inputs, size_t num_outputs, size_t num_states);
+// A tunable GPU node (lower_cuda_tunable.cpp): candidate names with their full statement text;
+// the kernel selection, bucket dispatch and profile cases are the CPU lowering's
+// (cpu::select_tunable / cpu::emit_tunable_dispatch). `default_index` is the unprofiled choice;
+// `default_first` moves it to index 0, which the profiler's tie-break favours (qgemm keeps its
+// run-time rule `auto` last instead: see lower_cuda_quant.cpp).
+struct GpuCandidate {
+  std::string name;  // stable: keys the profile cache and execution_plan.json
+  std::string call;  // statement(s) emitted into run() / the profile entry
+};
+nlohmann::json emit_gpu_tunable(cpu::EmitContext& cx, const ir::Node& n, const std::string& family,
+                                const std::vector<GpuCandidate>& cands, size_t default_index,
+                                const std::string& default_reason, std::ostringstream& body,
+                                bool default_first = true);
+// dinoml_module_profile_cuda of a bootstrap module (empty text otherwise).
+std::string emit_gpu_profile_entry(cpu::EmitContext& cx, const std::string& storage);
 nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
 
 }  // namespace dinoml::lower::cuda

@@ -221,6 +221,8 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
   } scope(opts.arch.target);
   const bool rocm = opts.arch.target == GpuTarget::rocm;
   cpu::EmitContext cx(g, plan);
+  cx.choices = &opts.choices;
+  cx.bootstrap = opts.bootstrap;
   cx.copy_fn = [](const std::string& dst, const std::string& src, const std::string& bytes) {
     return "  DML_CHECK(dml_cuda_copy(" + dst + ", " + src + ", " + bytes + ", stream), \"copy\", \"copy\");\n";
   };
@@ -307,9 +309,11 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "                                   size_t errlen) {\n"
         "  if (dinoml_module_run_cuda(module_state, dims, inputs, outputs, states, arena, NULL, err, errlen)) return 1;\n"
         "  return dinoml_module_cuda_stream_sync(NULL, err, errlen);\n}\n";
+  if (opts.bootstrap) os << "\n" << emit_gpu_profile_entry(cx, storage.str());
 
   m.source = os.str();
   m.kernel_codegen_plan = cx.codegen_plan;
+  m.tunables = cx.tunables;
   if (rocm) {
     m.nvcc_flags = {"-O3", "-std=c++17", "--offload-arch=" + opts.arch.name,
                     "-DDML_GPU_WARP_SIZE=" + std::to_string(opts.arch.lanes)};

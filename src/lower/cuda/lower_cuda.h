@@ -7,12 +7,14 @@
 // bucket selection, storage pointers, output/view/state copies) is the CPU lowering's, with
 // device-to-device copies.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "ir/graph.h"
+#include "lower/cpu/lower_cpu.h"
 #include "passes/plan_memory.h"
 
 namespace dinoml::lower::cuda {
@@ -44,6 +46,11 @@ struct CudaLowerOptions {
   bool allow_tf32 = true;          // float32 GEMMs may use TF32 tensor cores (--no-tf32 turns it off)
   // CUDA: "cublaslt" (default), "simt", "mma", "wgmma" (sm_90a) or "skinny" (small M); ROCm: "simt" (default) or "mfma" (gfx90a).
   std::string gemm_impl = "cublaslt";
+  // Kernel selection (as CpuLowerOptions): node name -> one choice per memory-plan bucket; tunable
+  // nodes absent here get their default. A bootstrap module compiles every candidate in and
+  // exports dinoml_module_profile_cuda (lower_cuda_tunable.cpp) for the profiler.
+  std::map<std::string, std::vector<cpu::KernelChoice>> choices;
+  bool bootstrap = false;
 };
 
 struct CudaLoweredModule {
@@ -51,6 +58,8 @@ struct CudaLoweredModule {
   nlohmann::json kernel_manifest;      // per node: {node, op, candidates, selected, reason}
   nlohmann::json kernel_codegen_plan;  // per generated kernel: members, program, dtype
   std::vector<std::string> nvcc_flags; // device compiler flags: nvcc -O3 -gencode ... / hipcc --offload-arch=...
+  // Tunable nodes in profile-slot order (as LoweredModule::tunables).
+  nlohmann::json tunables = nlohmann::json::array();
 };
 
 CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CudaLowerOptions& opts);

@@ -39,28 +39,32 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
   const int64_t Og = ca.O / ca.win.groups;
   // mma.sync exists only on CUDA: on ROCm the library never picks it (no candidate).
   const bool half = t != ir::DType::f32 && o.arch.target == GpuTarget::cuda;
-  // Candidates; the kernel library's automatic choice (direct for < 16 output channels per group,
-  // else mma on fp16/bf16, SIMT on fp32) unless DINOML_CUDA_GEMM forced simt / mma.
-  json cands = {"implicit_gemm_simt_64x64", "direct"};
-  if (half) cands.push_back("implicit_gemm_mma_m16n8k16_64x64x32");
-  std::string impl = "DML_CUDA_CONV_AUTO", sel, reason = "default (not profiled)";
-  sel = Og < 16 ? "direct" : half ? "implicit_gemm_mma_m16n8k16_64x64x32" : "implicit_gemm_simt_64x64";
+  // Candidates (emit_gpu_tunable puts the unprofiled default first): the kernel library's automatic rule (direct for < 16
+  // output channels per group, else mma on fp16/bf16, SIMT on fp32) unless DINOML_CUDA_GEMM forced
+  // simt / mma. Every candidate runs every geometry (mma: fp16/bf16 on CUDA only).
+  std::vector<std::pair<std::string, std::string>> c = {{"implicit_gemm_simt_64x64", "DML_CUDA_CONV_SIMT"},
+                                                        {"direct", "DML_CUDA_CONV_DIRECT"}};
+  if (half) c.push_back({"implicit_gemm_mma_m16n8k16_64x64x32", "DML_CUDA_CONV_MMA"});
+  size_t def = Og < 16 ? 1 : half ? 2 : 0;
+  std::string reason = "default (not profiled)";
   if (o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda) {  // ROCm: simt is the default, not forced
-    impl = "DML_CUDA_CONV_SIMT";
-    sel = "implicit_gemm_simt_64x64";
+    def = 0;
     reason = "forced by DINOML_CUDA_GEMM=simt";
   } else if (o.gemm_impl == "mma" && half) {
-    impl = "DML_CUDA_CONV_MMA";
-    sel = "implicit_gemm_mma_m16n8k16_64x64x32";
+    def = 2;
     reason = "forced by DINOML_CUDA_GEMM=mma";
   }
-  const std::vector<std::string>& fields = ca.fields;
-  body << "  {\n    const dml_cuda_conv2d_shape cs = " << brace_list(fields) << ";\n  "
-       << checked_cuda_call(n, "dml_cuda_conv2d(" + dt(t) + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
-                                   ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " + (add ? cx.ptr(n.inputs[3]) : "NULL") +
-                                   ", " + cx.ptr(n.outputs[0]) + ", " + (relu ? "1" : "0") + ", " + impl + ", stream)")
-       << "  }\n";
-  return manifest(n, cands, sel, reason);
+  std::vector<GpuCandidate> cands;
+  for (const auto& [name, impl] : c) {
+    std::ostringstream call;
+    call << "  {\n    const dml_cuda_conv2d_shape cs = " << brace_list(ca.fields) << ";\n  "
+         << checked_cuda_call(n, "dml_cuda_conv2d(" + dt(t) + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
+                                     ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " + (add ? cx.ptr(n.inputs[3]) : "NULL") +
+                                     ", " + cx.ptr(n.outputs[0]) + ", " + (relu ? "1" : "0") + ", " + impl + ", stream)")
+         << "  }\n";
+    cands.push_back({name, call.str()});
+  }
+  return emit_gpu_tunable(cx, n, "conv", cands, def, reason, body);
 }
 
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {

@@ -1,8 +1,9 @@
 // Library ops of the CUDA lowering: one call into libdinoml_cuda_kernels per node, with the same
 // canonical shapes as the CPU lowering (outer × axis × inner, padded batch shapes, axis masks)
 // plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync,
-// sm_90a wgmma and small-M skinny kernels) in kernel_manifest.json; the selected one is the default unless the
-// compile chose otherwise.
+// sm_90a wgmma and small-M skinny kernels) in kernel_manifest.json; without a profile the default is selected unless
+// the compile forced another.
+#include <functional>
 #include <map>
 #include <set>
 
@@ -51,8 +52,8 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
 // split-K) is a candidate for fp16/bf16 with B as [N, K] (RCR) on CUDA (every CUDA arch here is
 // sm_80+) when M (rows of a) is at most 16 or symbolic (a dynamic batch may be small) and K is a
 // multiple of 8 where constant; the library checks K and alignment at run time (mma.sync fallback)
-// and runs any M correctly (weight re-read per 16 rows). Not selected without forcing: on the H200
-// it beat cuBLASLt only on the 4096×4096 weight (bench/cuda/h200_session5_gemv.log).
+// and runs any M correctly (weight re-read per 16 rows). Not the unprofiled default: on the H200 it
+// beat cuBLASLt only on the 4096×4096 weight (bench/cuda/h200_session5_gemv.log).
 constexpr const char* kSkinnyName = "skinny_mma_m16n8k16_splitk";
 bool skinny_candidate(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& M,
                       const ir::IntExpr& K, std::string* why = nullptr) {
@@ -76,65 +77,69 @@ ir::IntExpr gemm_rows(const ir::Shape& s, size_t n) {
   return ir::IntExpr(p);
 }
 
-std::string impl_code(const CudaLowerOptions& o, bool wgmma_ok, bool skinny_ok) {
-  if (o.gemm_impl == "simt") return "DML_CUDA_GEMM_SIMT";
-  if (o.gemm_impl == "skinny") return skinny_ok ? "DML_CUDA_GEMM_SKINNY" : "DML_CUDA_GEMM_MMA";  // fp32: SIMT in the library
-  if (o.gemm_impl == "mma") return "DML_CUDA_GEMM_MMA";
-  if (o.gemm_impl == "wgmma") return wgmma_ok ? "DML_CUDA_GEMM_WGMMA" : "DML_CUDA_GEMM_MMA";  // fp32: the library uses SIMT
-  if (o.gemm_impl == "mfma") return o.arch.name == "gfx90a" ? "DML_CUDA_GEMM_MFMA" : "DML_CUDA_GEMM_SIMT";
-  return "DML_CUDA_GEMM_CUBLASLT";
-}
+// GEMM/BMM candidates: the implementation code passed to dml_cuda_gemm / dml_cuda_bmm.
+// CUDA: cuBLASLt (default), the own SIMT kernel and, for fp16/bf16, the own mma.sync tensor-core
+// kernel, the own sm_90a wgmma kernel and the own small-M skinny kernel where their checks allow. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
+// gfx90a, the own MFMA matrix-core kernel; no vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
+// DINOML_CUDA_GEMM / DINOML_ROCM_GEMM (CudaLowerOptions::gemm_impl) move the unprofiled default.
+struct GemmCands {
+  std::vector<std::pair<std::string, std::string>> c;  // name, impl code
+  size_t def = 0;
+  std::string reason = "default (not profiled)";
+};
 
-// ROCm candidates: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
-// gfx90a, the own MFMA matrix-core kernel. No vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
-json rocm_gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype) {
-  const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
-  json cands = {"simt_tiled_64x64"};
-  if (mfma) cands.push_back("mfma_f32_16x16x16_64x64x32");
-  std::string sel = "simt_tiled_64x64", reason = "default (not profiled)";
-  if (o.gemm_impl == "mfma") {
-    sel = mfma ? "mfma_f32_16x16x16_64x64x32" : "simt_tiled_64x64";
-    reason = mfma ? "forced by DINOML_ROCM_GEMM=mfma" : "forced by DINOML_ROCM_GEMM=mfma (no MFMA kernel for " + dtype + " on " + o.arch.name + ": SIMT)";
+GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
+                          const ir::IntExpr& M) {
+  GemmCands g;
+  if (o.arch.target == GpuTarget::rocm) {
+    const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
+    g.c = {{"simt_tiled_64x64", "DML_CUDA_GEMM_SIMT"}};
+    if (mfma) g.c.push_back({"mfma_f32_16x16x16_64x64x32", "DML_CUDA_GEMM_MFMA"});
+    if (o.gemm_impl == "mfma") {
+      g.def = mfma ? 1 : 0;
+      g.reason = mfma ? "forced by DINOML_ROCM_GEMM=mfma"
+                      : "forced by DINOML_ROCM_GEMM=mfma (no MFMA kernel for " + dtype + " on " + o.arch.name + ": SIMT)";
+    }
+    return g;
   }
-  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
-}
-
-// Candidates of a GEMM/BMM node: cuBLASLt, the own SIMT kernel, for fp16/bf16 the own mma.sync
-// tensor-core kernel and, where wgmma_candidate allows, the own sm_90a wgmma kernel. Without
-// profiling the default (cuBLASLt) is selected unless DINOML_CUDA_GEMM forced another at compile
-// time (wgmma where it is no candidate: mma.sync, or SIMT for float32).
-json gemm_manifest(const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
-                   const ir::IntExpr& M) {
-  if (o.arch.target == GpuTarget::rocm) return rocm_gemm_manifest(n, o, dtype);
   const bool tf32 = o.allow_tf32 && dtype == "float32";
-  const std::string lt = std::string("cublaslt") + (tf32 ? ".tf32" : "");
-  json cands = {lt, "simt_tiled_64x64"};
-  if (dtype != "float32") cands.push_back("mma_sync_m16n8k16_64x64x32");
+  g.c = {{std::string("cublaslt") + (tf32 ? ".tf32" : ""), "DML_CUDA_GEMM_CUBLASLT"}, {"simt_tiled_64x64", "DML_CUDA_GEMM_SIMT"}};
+  if (dtype != "float32") g.c.push_back({"mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA"});
   std::string no_wgmma;
   const bool wgmma = wgmma_candidate(o, dtype, rcr, K, &no_wgmma);
-  if (wgmma) cands.push_back(kWgmmaName);
+  if (wgmma) g.c.push_back({kWgmmaName, "DML_CUDA_GEMM_WGMMA"});
   std::string no_skinny;
   const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
-  if (skinny) cands.push_back(kSkinnyName);
-  std::string sel = lt, reason = "default (not profiled)";
+  if (skinny) g.c.push_back({kSkinnyName, "DML_CUDA_GEMM_SKINNY"});
   if (o.gemm_impl == "simt") {
-    sel = "simt_tiled_64x64";
-    reason = "forced by DINOML_CUDA_GEMM=simt";
+    g.def = 1;
+    g.reason = "forced by DINOML_CUDA_GEMM=simt";
   } else if (o.gemm_impl == "mma") {
-    sel = dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
-    reason = dtype == "float32" ? "forced by DINOML_CUDA_GEMM=mma (float32 has no mma kernel: SIMT)" : "forced by DINOML_CUDA_GEMM=mma";
+    g.def = dtype == "float32" ? 1 : 2;
+    g.reason = dtype == "float32" ? "forced by DINOML_CUDA_GEMM=mma (float32 has no mma kernel: SIMT)" : "forced by DINOML_CUDA_GEMM=mma";
   } else if (o.gemm_impl == "wgmma") {
-    sel = wgmma ? kWgmmaName : dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
-    reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
-                   : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
-                         (dtype == "float32" ? "SIMT)" : "mma.sync)");
+    g.def = wgmma ? 3 : dtype == "float32" ? 1 : 2;
+    g.reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
+                     : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
+                           (dtype == "float32" ? "SIMT)" : "mma.sync)");
   } else if (o.gemm_impl == "skinny") {
-    sel = skinny ? kSkinnyName : dtype == "float32" ? "simt_tiled_64x64" : "mma_sync_m16n8k16_64x64x32";
-    reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
-                    : "forced by DINOML_CUDA_GEMM=skinny (no skinny kernel for " + no_skinny + ": " +
-                          (dtype == "float32" ? "SIMT)" : "mma.sync)");
+    g.def = skinny ? g.c.size() - 1 : dtype == "float32" ? 1 : 2;
+    g.reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
+                      : "forced by DINOML_CUDA_GEMM=skinny (no skinny kernel for " + no_skinny + ": " +
+                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
   }
-  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
+  return g;
+}
+
+// One tunable node whose candidates differ only in the implementation code: `call(code)` is the
+// statement text of one candidate.
+json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr,
+                       const ir::IntExpr& K, const ir::IntExpr& M, const std::function<std::string(const std::string&)>& call,
+                       std::ostringstream& body) {
+  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M);
+  std::vector<GpuCandidate> cands;
+  for (const auto& [name, code] : g.c) cands.push_back({name, call(code)});
+  return emit_gpu_tunable(cx, n, n.op.rfind("bmm", 0) == 0 ? "bmm" : "gemm", cands, g.def, g.reason, body);
 }
 
 using cpu::GemmKind;
@@ -152,31 +157,28 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
   const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
   if (b.quant) return emit_cuda_qgemm(cx, n, k.rcr, k.epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
-  const std::string dtype(ir::dtype_name(a.dtype));
-  const bool wgmma = wgmma_candidate(o, dtype, k.rcr, a.shape[ra - 1]);
-  const ir::IntExpr rows = gemm_rows(a.shape, ra - 1);
-  const bool skinny = skinny_candidate(o, dtype, k.rcr, rows, a.shape[ra - 1]);
-  body << checked_cuda_call(n, "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
-                                   ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
-                                   ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
-                                   (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma, skinny) + ", stream)");
-  return gemm_manifest(n, o, dtype, k.rcr, a.shape[ra - 1], rows);
+  const std::string args = "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
+                           ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
+                           bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
+                           (o.allow_tf32 ? "1" : "0") + ", ";
+  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
+                           [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
   expect_gpu_float(n, a.dtype);
   const cpu::LibraryCallArgs args = cpu::bmm_args(cx, n, rcr, no_cuda_lowering, 6);
-  const std::string dtype(ir::dtype_name(a.dtype));
-  const ir::IntExpr& K = a.shape.back();
-  const bool wgmma = wgmma_candidate(o, dtype, rcr, K);
-  const ir::IntExpr& M = a.shape.at(a.shape.size() - 2);
-  const bool skinny = skinny_candidate(o, dtype, rcr, M, K);
-  cpu::emit_call_block(body, args,
-                       checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " +
-                                                (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + args.args + ", " +
-                                                (o.allow_tf32 ? "1" : "0") + ", " + impl_code(o, wgmma, skinny) + ", stream)"));
-  return gemm_manifest(n, o, dtype, rcr, K, M);
+  auto call = [&](const std::string& code) {
+    std::ostringstream block;
+    cpu::emit_call_block(block, args,
+                         checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " +
+                                                  (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + args.args + ", " +
+                                                  (o.allow_tf32 ? "1" : "0") + ", " + code + ", stream)"));
+    return block.str();
+  };
+  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), rcr, a.shape.back(),
+                           a.shape.at(a.shape.size() - 2), call, body);
 }
 
 std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {

@@ -114,25 +114,29 @@ json emit_cuda_qgemm(EmitContext& cx, const ir::Node& n, bool rcr, const std::st
                         b.quant->type == "q6_K";
   if (forced == "int8" && !has_int8)
     no_cuda_lowering(n, "DINOML_CUDA_QGEMM=int8: no int8 path for " + b.quant->type + " (q4_0 q8_0 q4_K q6_K)");
-  const std::string path = forced == "gemv" ? "DML_CUDA_QGEMM_GEMV"
-                           : forced == "int8" ? "DML_CUDA_QGEMM_INT8"
-                           : forced == "dequant_gemm" ? "DML_CUDA_QGEMM_DEQUANT_GEMM" : "DML_CUDA_QGEMM_AUTO";
-  body << checked_cuda_call(n, "dml_cuda_qgemm(" + std::to_string(qt) + " /* " + b.quant->type + " */, " + M + ", " + N +
-                                   ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
-                                   d + ", " + cx.ptr(n.outputs[0]) + ", " + epilogue + ", " + (o.allow_tf32 ? "1" : "0") +
-                                   ", " + path + ", stream)");
+  const std::string call = "dml_cuda_qgemm(" + std::to_string(qt) + " /* " + b.quant->type + " */, " + M + ", " + N + ", " + K +
+                           ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " + d + ", " +
+                           cx.ptr(n.outputs[0]) + ", " + epilogue + ", " + (o.allow_tf32 ? "1" : "0") + ", ";
   const std::string gemm = o.arch.target == GpuTarget::rocm ? "simt_tiled_64x64" : std::string("cublaslt") + (o.allow_tf32 ? ".tf32" : "");
   // The int8 path needs 32-lane warps (not gfx90a's wave64).
   const bool int8 = has_int8 && o.arch.lanes == 32;
-  json cands = {"qgemv.dequant_in_registers", "dequant_f32." + gemm};
-  if (int8) cands.push_back("qgemv.int8_dp4a");
-  std::string sel = int8 ? "auto (qgemv.int8_dp4a for M <= 32, else dequant_f32." + gemm + ")"
-                         : "auto (qgemv.dequant_in_registers for M <= 8, else dequant_f32." + gemm + ")",
-              reason = "default (not profiled)";
-  if (forced == "gemv") { sel = "qgemv.dequant_in_registers"; reason = "forced by DINOML_CUDA_QGEMM=gemv"; }
-  if (forced == "int8") { sel = "qgemv.int8_dp4a"; reason = "forced by DINOML_CUDA_QGEMM=int8"; }
-  if (forced == "dequant_gemm") { sel = "dequant_f32." + gemm; reason = "forced by DINOML_CUDA_QGEMM=dequant_gemm"; }
-  return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
+  if (forced == "int8" && !int8) no_cuda_lowering(n, "DINOML_CUDA_QGEMM=int8: the int8 path needs 32-lane warps");
+  // Candidates: the three paths, then `qgemm.auto` = the library's rule on the run-time M (int8 for
+  // M <= 32 where the type has it, else the float32 GEMV for M <= 8, else dequantize + GEMM). Auto
+  // is the unprofiled default (it adapts to M inside a bucket) but listed last: measured at a
+  // bucket's upper bound it runs one of the paths, ties with it, and the plan names that path.
+  std::vector<GpuCandidate> cands = {
+      {"qgemv.dequant_in_registers", checked_cuda_call(n, call + "DML_CUDA_QGEMM_GEMV, stream)")},
+      {"dequant_f32." + gemm, checked_cuda_call(n, call + "DML_CUDA_QGEMM_DEQUANT_GEMM, stream)")}};
+  if (int8) cands.push_back({"qgemv.int8_dp4a", checked_cuda_call(n, call + "DML_CUDA_QGEMM_INT8, stream)")});
+  cands.push_back({"qgemm.auto", checked_cuda_call(n, call + "DML_CUDA_QGEMM_AUTO, stream)")});
+  size_t def = cands.size() - 1;
+  std::string reason = int8 ? "default (not profiled): auto = qgemv.int8_dp4a for M <= 32, else dequant_f32." + gemm
+                            : "default (not profiled): auto = qgemv.dequant_in_registers for M <= 8, else dequant_f32." + gemm;
+  if (forced == "gemv") { def = 0; reason = "forced by DINOML_CUDA_QGEMM=gemv"; }
+  if (forced == "dequant_gemm") { def = 1; reason = "forced by DINOML_CUDA_QGEMM=dequant_gemm"; }
+  if (forced == "int8") { def = 2; reason = "forced by DINOML_CUDA_QGEMM=int8"; }
+  return emit_gpu_tunable(cx, n, "qgemm", cands, def, reason, body, /*default_first=*/false);
 }
 
 }  // namespace dinoml::lower::cuda

@@ -115,7 +115,7 @@ TEST(CudaSkinnyLowering, NotOfferedWhereTheKernelDoesNotFit) {
       {DType::bf16, "gemm_rcr_bias", 12, 4, "mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA", "K = 12"},
       {DType::bf16, "gemm_rcr", 64, 17, "mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA", "M = 17"},
       {DType::bf16, "bmm_rcr", 64, 32, "mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA", "M = 32"},
-      {DType::f32, "gemm_rcr", 64, 4, "simt_tiled_64x64", "DML_CUDA_GEMM_MMA", "float32"},
+      {DType::f32, "gemm_rcr", 64, 4, "simt_tiled_64x64", "DML_CUDA_GEMM_SIMT", "float32"},
   };
   for (const auto& c : cases) {
     auto dflt = gemm_entry(lower_it(one_gemm(c.dt, c.op, c.K, c.rows), "cublaslt"));

@@ -108,7 +108,7 @@ TEST(CudaWgmmaLowering, NotOfferedWhereTheKernelCannotRun) {
       {DType::f16, "gemm_rrr", "sm_90a", 64, "mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA", "RRR"},
       {DType::bf16, "gemm_rcr_bias", "sm_90a", 12, "mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA", "K = 12"},
       {DType::bf16, "gemm_rcr", "sm_80", 64, "mma_sync_m16n8k16_64x64x32", "DML_CUDA_GEMM_MMA", "arch sm_80"},
-      {DType::f32, "gemm_rcr", "sm_90a", 64, "simt_tiled_64x64", "DML_CUDA_GEMM_MMA", "float32"},
+      {DType::f32, "gemm_rcr", "sm_90a", 64, "simt_tiled_64x64", "DML_CUDA_GEMM_SIMT", "float32"},
   };
   for (const auto& c : cases) {
     auto dflt = gemm_entry(lower_it(one_gemm(c.dt, c.op, c.K), "cublaslt", c.arch));
@@ -119,7 +119,7 @@ TEST(CudaWgmmaLowering, NotOfferedWhereTheKernelCannotRun) {
     const std::string reason = e["reason"].get<std::string>();
     EXPECT_EQ(reason.rfind("forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for ", 0), 0u) << reason;
     EXPECT_NE(reason.find(c.why), std::string::npos) << reason;
-    // The call names the mma.sync kernel (the library runs float32 problems on SIMT for it).
+    // The call names the fallback kernel (mma.sync; SIMT for float32).
     EXPECT_NE(m.source.find(c.code + ", stream)"), std::string::npos) << c.op;
     EXPECT_EQ(m.source.find("DML_CUDA_GEMM_WGMMA"), std::string::npos) << c.op;
   }

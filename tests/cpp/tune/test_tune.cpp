@@ -111,6 +111,11 @@ TEST(TuneStats, TieBreakPrefersLowerIndexWithinNoise) {
   // Exact ties: lowest index.
   d = tune::choose(names, {{1.0, 1.0, 1.0, 5}, {1.0, 1.0, 1.0, 5}, {1.0, 1.0, 1.0, 5}});
   EXPECT_EQ(d.winner, 0u);
+  // A default kept elsewhere than index 0 (CUDA qgemm.auto) is what the reason compares to; the
+  // rule itself is unchanged.
+  d = tune::choose(names, {{2.0, 1.9, 2.1, 9}, {1.0, 0.95, 1.05, 9}, {1.5, 1.4, 1.6, 9}}, 2);
+  EXPECT_EQ(d.winner, 1u);
+  EXPECT_NE(d.reason.find("1.50x faster than the default b"), std::string::npos) << d.reason;
 }
 
 TEST(TuneCandidates, EveryFamilyHasSeveralWithUniqueNames) {
