@@ -30,11 +30,15 @@ enum dml_cuda_reduce_op { DML_CUDA_REDUCE_SUM = 0, DML_CUDA_REDUCE_MEAN = 1, DML
  * tensor-core kernel (fp16/bf16, sm_80+, fused epilogue; float32 problems use the SIMT kernel),
  * or its own Hopper kernel (WGMMA: wgmma.mma_async + TMA, sm_90a, fp16/bf16, B as [N,K] (RCR),
  * fused epilogue; where the device is not compute 9.0, B is [K,N], K % 8 != 0 or an operand is
- * not 16-byte aligned it runs the mma.sync kernel, and float32 runs SIMT).
+ * not 16-byte aligned it runs the mma.sync kernel, and float32 runs SIMT), or its own skinny
+ * kernel for small M (decode: streams the weight once with 16-byte loads and mma.sync, in-block
+ * split-K; fp16/bf16, sm_80+, B as [N,K], fused epilogue; B as [K,N], K % 8 != 0 or unaligned
+ * operands run the mma.sync kernel, float32 runs SIMT).
  * The same library built for ROCm (gpu_target.h) has SIMT and its own MFMA matrix-core kernel
- * (fp16/bf16, gfx90a only); cuBLASLt, mma.sync and wgmma exist only on CUDA. */
+ * (fp16/bf16, gfx90a only); cuBLASLt, mma.sync, wgmma and skinny exist only on CUDA. */
 enum dml_cuda_gemm_impl {
-  DML_CUDA_GEMM_CUBLASLT = 0, DML_CUDA_GEMM_SIMT = 1, DML_CUDA_GEMM_MMA = 2, DML_CUDA_GEMM_MFMA = 3, DML_CUDA_GEMM_WGMMA = 4
+  DML_CUDA_GEMM_CUBLASLT = 0, DML_CUDA_GEMM_SIMT = 1, DML_CUDA_GEMM_MMA = 2, DML_CUDA_GEMM_MFMA = 3, DML_CUDA_GEMM_WGMMA = 4,
+  DML_CUDA_GEMM_SKINNY = 5
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

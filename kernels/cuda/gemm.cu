@@ -1,5 +1,5 @@
 // GEMM and batched matmul: cuBLASLt (default candidate) and the library's own tiled SIMT kernel
-// (own tensor-core kernels: gemm_mma.cu for sm_80+, gemm_wgmma.cu for sm_90a).
+// (own tensor-core kernels: gemm_mma.cu for sm_80+, gemm_wgmma.cu for sm_90a, gemm_skinny.cu for small M).
 //
 // Row-major y[M,N] = a[M,K]·op(b) is computed as the column-major product yᵀ = op(b)ᵀ·aᵀ, so the
 // buffers are passed unchanged: cuBLASLt's "A" is b (transposed for RCR), its "B" is a. The bias
@@ -70,25 +70,39 @@ LtState& lt() {
 }
 
 // The activation cuBLASLt cannot apply (erf GELU, swish, sigmoid, tanh), in place on y.
+__device__ __forceinline__ float lt_activation(float v, int epi) {
+  switch (epi) {
+    case DML_CUDA_EPI_GELU: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case DML_CUDA_EPI_SWISH: return v / (1.0f + expf(-v));
+    case DML_CUDA_EPI_SIGMOID: return 1.0f / (1.0f + expf(-v));
+    case DML_CUDA_EPI_TANH: return tanhf(v);
+    default: return v;
+  }
+}
 template <class T>
 __global__ void activation_kernel(T* y, int64_t n, int epi) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float v = to_f(y[i]);
-    switch (epi) {
-      case DML_CUDA_EPI_GELU: v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
-      case DML_CUDA_EPI_SWISH: v = v / (1.0f + expf(-v)); break;
-      case DML_CUDA_EPI_SIGMOID: v = 1.0f / (1.0f + expf(-v)); break;
-      case DML_CUDA_EPI_TANH: v = tanhf(v); break;
-      default: break;
-    }
-    y[i] = from_f<T>(v);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = from_f<T>(lt_activation(to_f(y[i]), epi));
+}
+// fp16/bf16 with n % 8 == 0 and y 16-byte aligned: 8 elements per 16-byte load/store.
+template <class T>
+__global__ void activation_kernel_v8(T* y, int64_t n8, int epi) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+    uint4 v = reinterpret_cast<uint4*>(y)[i];
+    T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) e[j] = from_f<T>(lt_activation(to_f(e[j]), epi));
+    reinterpret_cast<uint4*>(y)[i] = v;
   }
 }
 
 int activation_pass(int dtype, void* y, int64_t n, int epi, cudaStream_t s) {
   return dispatch_float(dtype, "gemm epilogue", [&](auto tag) {
     using T = decltype(tag);
-    activation_kernel<T><<<blocks_for(n, 256), 256, 0, s>>>(static_cast<T*>(y), n, epi);
+    if (sizeof(T) == 2 && n % 8 == 0 && (reinterpret_cast<uintptr_t>(y) & 15) == 0)
+      activation_kernel_v8<T><<<blocks_for(n / 8, 256), 256, 0, s>>>(static_cast<T*>(y), n / 8, epi);
+    else
+      activation_kernel<T><<<blocks_for(n, 256), 256, 0, s>>>(static_cast<T*>(y), n, epi);
     return check_launch("gemm epilogue kernel");
   });
 }
@@ -286,6 +300,15 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
     if (wgmma_gemm_supported(dtype, rcr, M, N, K, sa, sb, a, b))
       return wgmma_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     // not compute 9.0, B as [K, N], K % 8 != 0 or unaligned operands: the sm_80+ tensor-core kernel
+    return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  }
+#endif
+#if DML_GPU_HAS_MMA_SYNC
+  if (impl == DML_CUDA_GEMM_SKINNY) {
+    if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no skinny path
+    if (skinny_gemm_supported(dtype, rcr, K, sa, sb, a, b))
+      return skinny_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    // B as [K, N], K % 8 != 0 or unaligned operands: the sm_80+ tensor-core tile kernel
     return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
 #endif

@@ -10,6 +10,16 @@ namespace dml_cuda {
 int mma_gemm(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
              const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s);
 #endif
+#if DML_GPU_HAS_MMA_SYNC
+// Own skinny GEMM (gemm_skinny.cu, sm_80+ mma.sync): fp16/bf16, small M, B as [N, K] (RCR) only,
+// K % 8 == 0 and 16-byte aligned operands (skinny_gemm_supported); streams the weight once.
+// variant: 1..10 (rows per block, loads in flight, warps per block: gemm_skinny.cu's kVariants),
+// 0 = chosen by skinny_variant.
+bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t sb, const void* a, const void* b);
+int skinny_variant(int64_t M, int64_t N, int64_t batch);
+int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+                const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant = 0);
+#endif
 #if DML_GPU_CUDA
 // Own sm_90a wgmma + TMA GEMM (gemm_wgmma.cu): fp16/bf16, B as [N, K] (RCR) only, batched as one
 // launch per item. wgmma_gemm_supported says whether this device (compute 9.0), dtype, layout,

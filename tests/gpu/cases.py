@@ -56,7 +56,8 @@ def _gemm_ref(torch, W, X):
             "tanh": torch.tanh(lin), "add": lin + d, "add_relu": torch.relu(lin + d), "rrr": x @ w2, "rrr_bias": x @ w2 + b}
 
 
-# GEMMs sized for the own sm_90a kernel (prepare.py also compiles them with DINOML_CUDA_GEMM=wgmma):
+# GEMMs sized for the own sm_90a kernel (prepare.py also compiles them with DINOML_CUDA_GEMM=wgmma,
+# and these and the "gemm" case with DINOML_CUDA_GEMM=skinny: the small-M kernel at M = 1..700):
 # K = 520 (8 full K steps of 64 and a zero-filled tail), N = 300 (column tail, N % 8 != 0: scalar
 # stores) and N = 256 (16-byte stores), M from 1 to 700 (row tails, several 128-row tiles).
 def _gemm_wg_build(ops, W, X):

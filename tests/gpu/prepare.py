@@ -64,6 +64,8 @@ def main():
             todo.append((c, "simt" if c.dtype == "float32" else "mma", a.arch))
         if c.name in ("gemm", "gemm_wgmma", "bmm_softmax") and c.dtype != "float32" and a.arch == "sm_90a":
             todo.append((c, "wgmma", a.arch))  # the own sm_90a kernel (RRR nodes fall back to mma.sync)
+        if c.name in ("gemm", "gemm_wgmma") and c.dtype != "float32":
+            todo.append((c, "skinny", a.arch))  # the own small-M kernel (any M runs; RRR nodes: mma.sync)
         if c.name == "transformer" and c.dtype == "float16":
             todo.append((c, "mma", a.arch))
         if c.name == "gemm" and c.dtype == "float32":

@@ -44,7 +44,7 @@ const char* target_label(GpuTarget t);
 struct CudaLowerOptions {
   CudaArch arch;
   bool allow_tf32 = true;          // float32 GEMMs may use TF32 tensor cores (--no-tf32 turns it off)
-  // CUDA: "cublaslt" (default), "simt", "mma" or "wgmma" (sm_90a); ROCm: "simt" (default) or "mfma" (gfx90a).
+  // CUDA: "cublaslt" (default), "simt", "mma", "wgmma" (sm_90a) or "skinny" (small M); ROCm: "simt" (default) or "mfma" (gfx90a).
   std::string gemm_impl = "cublaslt";
   // Kernel selection (as CpuLowerOptions): node name -> one choice per memory-plan bucket; tunable
   // nodes absent here get their default. A bootstrap module compiles every candidate in and

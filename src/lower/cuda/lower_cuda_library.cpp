@@ -1,7 +1,7 @@
 // Library ops of the CUDA lowering: one call into libdinoml_cuda_kernels per node, with the same
 // canonical shapes as the CPU lowering (outer × axis × inner, padded batch shapes, axis masks)
-// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync and
-// sm_90a wgmma kernels) in kernel_manifest.json; without a profile the default is selected unless
+// plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync,
+// sm_90a wgmma and small-M skinny kernels) in kernel_manifest.json; without a profile the default is selected unless
 // the compile forced another.
 #include <functional>
 #include <map>
@@ -48,9 +48,38 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
   return no.empty();
 }
 
+// The own skinny GEMM (kernels/cuda/gemm_skinny.cu: weight streamed once, mma.sync, in-block
+// split-K) is a candidate for fp16/bf16 with B as [N, K] (RCR) on CUDA (every CUDA arch here is
+// sm_80+) when M (rows of a) is at most 16 or symbolic (a dynamic batch may be small) and K is a
+// multiple of 8 where constant; the library checks K and alignment at run time (mma.sync fallback)
+// and runs any M correctly (weight re-read per 16 rows). Not the unprofiled default: on the H200 it
+// beat cuBLASLt only on the 4096×4096 weight (bench/cuda/h200_session5_gemv.log).
+constexpr const char* kSkinnyName = "skinny_mma_m16n8k16_splitk";
+bool skinny_candidate(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& M,
+                      const ir::IntExpr& K, std::string* why = nullptr) {
+  std::string no;
+  if (o.arch.target != GpuTarget::cuda || o.arch.major < 8) no = "arch " + o.arch.name + " (CUDA sm_80+ only)";
+  else if (dtype == "float32") no = "float32 (float16/bfloat16 only)";
+  else if (!rcr) no = "B as [K, N] (RRR; the kernel takes B as [N, K])";
+  else if (K.is_const() && K.const_value() % 8 != 0) no = "K = " + std::to_string(K.const_value()) + " (a multiple of 8 is needed)";
+  else if (M.is_const() && M.const_value() > 16) no = "M = " + std::to_string(M.const_value()) + " (small M only: at most 16)";
+  if (why) *why = no;
+  return no.empty();
+}
+
+// M of a GEMM node: the product of a's leading dims (a constant when they all are).
+ir::IntExpr gemm_rows(const ir::Shape& s, size_t n) {
+  int64_t p = 1;
+  for (size_t i = 0; i < n; ++i) {
+    if (!s[i].is_const()) return s[i];  // symbolic: the candidate check treats it as "may be small"
+    p *= s[i].const_value();
+  }
+  return ir::IntExpr(p);
+}
+
 // GEMM/BMM candidates: the implementation code passed to dml_cuda_gemm / dml_cuda_bmm.
 // CUDA: cuBLASLt (default), the own SIMT kernel and, for fp16/bf16, the own mma.sync tensor-core
-// kernel. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
+// kernel, the own sm_90a wgmma kernel and the own small-M skinny kernel where their checks allow. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
 // gfx90a, the own MFMA matrix-core kernel; no vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
 // DINOML_CUDA_GEMM / DINOML_ROCM_GEMM (CudaLowerOptions::gemm_impl) move the unprofiled default.
 struct GemmCands {
@@ -59,7 +88,8 @@ struct GemmCands {
   std::string reason = "default (not profiled)";
 };
 
-GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K) {
+GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
+                          const ir::IntExpr& M) {
   GemmCands g;
   if (o.arch.target == GpuTarget::rocm) {
     const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
@@ -78,6 +108,9 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   std::string no_wgmma;
   const bool wgmma = wgmma_candidate(o, dtype, rcr, K, &no_wgmma);
   if (wgmma) g.c.push_back({kWgmmaName, "DML_CUDA_GEMM_WGMMA"});
+  std::string no_skinny;
+  const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
+  if (skinny) g.c.push_back({kSkinnyName, "DML_CUDA_GEMM_SKINNY"});
   if (o.gemm_impl == "simt") {
     g.def = 1;
     g.reason = "forced by DINOML_CUDA_GEMM=simt";
@@ -85,10 +118,15 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
     g.def = dtype == "float32" ? 1 : 2;
     g.reason = dtype == "float32" ? "forced by DINOML_CUDA_GEMM=mma (float32 has no mma kernel: SIMT)" : "forced by DINOML_CUDA_GEMM=mma";
   } else if (o.gemm_impl == "wgmma") {
-    g.def = wgmma ? g.c.size() - 1 : dtype == "float32" ? 1 : 2;
+    g.def = wgmma ? 3 : dtype == "float32" ? 1 : 2;
     g.reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
                      : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
+  } else if (o.gemm_impl == "skinny") {
+    g.def = skinny ? g.c.size() - 1 : dtype == "float32" ? 1 : 2;
+    g.reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
+                      : "forced by DINOML_CUDA_GEMM=skinny (no skinny kernel for " + no_skinny + ": " +
+                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
   }
   return g;
 }
@@ -96,9 +134,9 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
 // One tunable node whose candidates differ only in the implementation code: `call(code)` is the
 // statement text of one candidate.
 json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr,
-                       const ir::IntExpr& K, const std::function<std::string(const std::string&)>& call,
+                       const ir::IntExpr& K, const ir::IntExpr& M, const std::function<std::string(const std::string&)>& call,
                        std::ostringstream& body) {
-  const GemmCands g = gemm_candidates(o, dtype, rcr, K);
+  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M);
   std::vector<GpuCandidate> cands;
   for (const auto& [name, code] : g.c) cands.push_back({name, call(code)});
   return emit_gpu_tunable(cx, n, n.op.rfind("bmm", 0) == 0 ? "bmm" : "gemm", cands, g.def, g.reason, body);
@@ -123,7 +161,7 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
                            ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
                            bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
                            (o.allow_tf32 ? "1" : "0") + ", ";
-  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1],
+  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
                            [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body);
 }
 
@@ -139,7 +177,8 @@ json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptio
                                                   (o.allow_tf32 ? "1" : "0") + ", " + code + ", stream)"));
     return block.str();
   };
-  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), rcr, a.shape.back(), call, body);
+  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), rcr, a.shape.back(),
+                           a.shape.at(a.shape.size() - 2), call, body);
 }
 
 std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {

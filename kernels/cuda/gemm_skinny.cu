@@ -1,0 +1,211 @@
+// The library's own skinny GEMM (sm_80+) for fp16/bf16 decode-time linear layers:
+// y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N] (+ d[M,N])) with M small (1..16 per block row), fp32
+// accumulation. The weight b is streamed from memory exactly once; the work is bandwidth, not math.
+//
+// Design: a block of W warps owns 8·NG output columns (weight rows) and 16 rows of a; each warp
+// takes every W-th 32-element K chunk (in-block split-K). Per chunk a lane loads 16 bytes of each of
+// its NG weight rows (row n0 + 8g + lane/4, elements 8·(lane%4)..+8: an 8-row group reads 8
+// contiguous 64-byte segments) and 16 bytes of a rows lane/4 and lane/4 + 8, and issues
+// 2·NG mma.sync.m16n8k16 (row.col): the weight row is already the "col" B operand. The order of k
+// inside a chunk is permuted identically for a and b (lane t's 8 elements are k = 8t..8t+7; mma
+// step 0 takes elements 0-3, step 1 elements 4-7), which a sum over k does not see, so both operands
+// come straight from 16-byte global loads, no shared memory or shuffles. U chunks are unrolled so
+// NG·U weight loads per lane are in flight (ld.global.nc, no L1 allocation: the weight is read once;
+// a stays in L1/L2). Rows of a beyond M are zero (not loaded). The W warps' fp32 partial tiles are
+// summed in shared memory and one thread per output element applies the shared epilogue
+// (gemm_tile.cuh: bias, residual, activation) and stores.
+// Needs K % 8 == 0 and 16-byte aligned a / b (batch strides included); gemm.cu falls back to the
+// mma.sync tile kernel otherwise, and for B as [K, N]. M > 16 runs ceil(M/16) block rows (the
+// weight is then re-read per block row, mostly from L2): a candidate for small M only.
+#include <cstdint>
+#include <string>
+
+#include "common.cuh"
+#include "gemm_internal.h"
+#include "gemm_tile.cuh"
+#include "mma.cuh"
+
+#if DML_GPU_HAS_MMA_SYNC  // NVIDIA PTX: not a candidate on ROCm
+
+namespace dml_cuda {
+namespace {
+
+constexpr int SK_MT = 16;
+
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+#else
+  r = *static_cast<const uint4*>(p);
+#endif
+  return r;
+}
+
+template <class T, int NG, int SK_U, int SK_WARPS>
+__global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
+                                                                    const T* __restrict__ a, const T* __restrict__ b,
+                                                                    const T* __restrict__ bias, const T* __restrict__ d,
+                                                                    T* __restrict__ y, int epi) {
+  __shared__ float red[SK_WARPS][NG][4][32];
+  const int64_t z = blockIdx.z;
+  a += z * sa;
+  b += z * sb;
+  y += z * M * N;
+  if (d) d += z * M * N;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t m0 = (int64_t)blockIdx.y * SK_MT, n0 = (int64_t)blockIdx.x * (8 * NG);
+  const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;
+  const T* a_lo = a + (m0 + g) * K + 8 * t;
+  const T* a_hi = a_lo + 8 * K;
+  const T* brow[NG];
+  bool bok[NG];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    const int64_t n = n0 + 8 * j + g;
+    bok[j] = n < N;
+    brow[j] = b + (bok[j] ? n : 0) * K + 8 * t;
+  }
+  float acc[NG][4];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  const int64_t chunks = (K + 31) / 32;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int64_t c0 = warp; c0 < chunks; c0 += SK_WARPS * SK_U) {
+    uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
+#pragma unroll
+    for (int u = 0; u < SK_U; ++u) {
+      const int64_t c = c0 + (int64_t)u * SK_WARPS;
+      const int64_t k = c * 32 + 8 * t;
+      const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+#pragma unroll
+      for (int j = 0; j < NG; ++j) wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+      xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
+      xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < SK_U; ++u) {
+      const uint32_t a0[4] = {xl[u].x, xh[u].x, xl[u].y, xh[u].y};
+      const uint32_t a1[4] = {xl[u].z, xh[u].z, xl[u].w, xh[u].w};
+#pragma unroll
+      for (int j = 0; j < NG; ++j) {
+        const uint32_t b0[2] = {wv[u][j].x, wv[u][j].y};
+        const uint32_t b1[2] = {wv[u][j].z, wv[u][j].w};
+        mma_m16n8k16<T>(acc[j], a0, b0);
+        mma_m16n8k16<T>(acc[j], a1, b1);
+      }
+    }
+  }
+  // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
+#pragma unroll
+  for (int j = 0; j < NG; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
+  __syncthreads();
+  for (int o = threadIdx.x; o < SK_MT * 8 * NG; o += SK_WARPS * 32) {
+    const int m = o / (8 * NG), n = o % (8 * NG);
+    const int j = n / 8, col = n % 8;
+    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < SK_WARPS; ++w) v += red[w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m0 + m, n0 + n, v, epi);
+  }
+}
+
+template <class T, int NG, int U, int W>
+int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
+           const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
+  const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
+  if (gx > INT32_MAX || gy > 65535 || batch > 65535)
+    return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
+                ", batch = " + std::to_string(batch) + ")");
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
+  skinny_gemm_kernel<T, NG, U, W><<<grid, W * 32, 0, s>>>(M, N, K, sa, sb, static_cast<const T*>(a),
+                                                          static_cast<const T*>(b), static_cast<const T*>(bias),
+                                                          static_cast<const T*>(d), static_cast<T*>(y), epi);
+  return check_launch("own skinny GEMM kernel");
+}
+
+// The kernel's variants: {8-row weight groups per block, K chunks in flight per warp, warps per
+// block}. Variant numbers are the bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
+constexpr int kVariants[][3] = {{1, 4, 8}, {2, 4, 8}, {4, 4, 8}, {1, 8, 8}, {2, 8, 8},
+                                {1, 8, 4}, {2, 8, 4}, {4, 8, 4}, {1, 4, 16}, {2, 4, 16}};
+constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
+template <class T>
+int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+                   const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
+#define DML_SK_CASE(i, NG, U, W) \
+  case i: return launch<T, NG, U, W>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  switch (v) {
+    DML_SK_CASE(1, 1, 4, 8) DML_SK_CASE(2, 2, 4, 8) DML_SK_CASE(3, 4, 4, 8) DML_SK_CASE(4, 1, 8, 8) DML_SK_CASE(5, 2, 8, 8)
+    DML_SK_CASE(6, 1, 8, 4) DML_SK_CASE(7, 2, 8, 4) DML_SK_CASE(8, 4, 8, 4) DML_SK_CASE(9, 1, 4, 16) DML_SK_CASE(10, 2, 4, 16)
+    default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
+  }
+#undef DML_SK_CASE
+}
+
+}  // namespace
+
+bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t sb, const void* a, const void* b) {
+  if ((dtype != 1 && dtype != 2) || !rcr || K % 8 != 0) return false;
+  if ((reinterpret_cast<uintptr_t>(a) & 15) || (reinterpret_cast<uintptr_t>(b) & 15)) return false;
+  return sa % 8 == 0 && sb % 8 == 0;
+}
+
+int skinny_variant(int64_t M, int64_t N, int64_t batch) {
+  // Blocks one multiprocessor holds of variants 1 {1, 4, 8}, 2 {2, 4, 8}, 3 {4, 4, 8} and
+  // 7 {2, 8, 4} (registers decide: 48/62/80/58 per thread on sm_90a), and the multiprocessors.
+  struct Occ {
+    int sms = 132, per_sm[4] = {5, 4, 3, 8};
+  };
+  static const Occ occ = [] {
+    Occ o;
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        n > 0)
+      o.sms = n;
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, skinny_gemm_kernel<__nv_bfloat16, 1, 4, 8>, 256, 0) == cudaSuccess && b > 0) o.per_sm[0] = b;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, skinny_gemm_kernel<__nv_bfloat16, 2, 4, 8>, 256, 0) == cudaSuccess && b > 0) o.per_sm[1] = b;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, skinny_gemm_kernel<__nv_bfloat16, 4, 4, 8>, 256, 0) == cudaSuccess && b > 0) o.per_sm[2] = b;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, skinny_gemm_kernel<__nv_bfloat16, 2, 8, 4>, 128, 0) == cudaSuccess && b > 0) o.per_sm[3] = b;
+    (void)cudaGetLastError();
+    return o;
+  }();
+  // Fewest waves of blocks first, then the fullest last wave. On the H200 (7B-class shapes, M <= 16)
+  // this picks the variant that measured fastest of the ten: 1 for N = 4096, 3 for N = 11008, 7 for
+  // N = 14336 (bench/cuda/h200_session5_gemv.log); a partly empty extra wave costs more than
+  // fewer rows per block.
+  const int64_t items = ((M + SK_MT - 1) / SK_MT) * batch;
+  const int ids[4] = {1, 2, 3, 7}, rows[4] = {8, 16, 32, 16};
+  int best = 1;
+  int64_t best_waves = INT64_MAX;
+  double best_fill = -1.0;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t blocks = ((N + rows[i] - 1) / rows[i]) * items, slots = (int64_t)occ.per_sm[i] * occ.sms;
+    const int64_t waves = (blocks + slots - 1) / slots;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (waves < best_waves || (waves == best_waves && fill > best_fill + 1e-9)) {
+      best = ids[i];
+      best_waves = waves;
+      best_fill = fill;
+    }
+  }
+  return best;
+}
+
+int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+                const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
+  if (variant == 0) variant = skinny_variant(M, N, batch);
+  if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  if (dtype == 1) return launch_variant<__half>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  return fail("own skinny GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+}
+
+}  // namespace dml_cuda
+#endif  // DML_GPU_HAS_MMA_SYNC
