@@ -5,6 +5,10 @@
 // the measured clock). Results: docs/benchmarks.md.
 //
 //   gemm_bench [--threads 2] [--quick] [--only square|transformer] [--min-time 0.3] [--stat median|min]
+//              [--rounds R]
+// --rounds R measures the four libraries R times in turn per shape (each for min-time / R) and keeps
+// each library's best round (--stat min) or the median of its rounds: on a shared machine whose
+// speed drifts, alternating keeps the four columns side by side in time.
 #include <omp.h>
 #include <unistd.h>
 
@@ -134,15 +138,17 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string only;
   double min_time = 0.3;
+  int rounds = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--quick") quick = true, min_time = 0.1;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--stat" && i + 1 < argc) g_use_min = std::string(argv[++i]) == "min";
     else {
-      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--quick] [--only square|transformer] [--min-time S] [--stat median|min]\n");
+      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--quick] [--only square|transformer] [--min-time S] [--stat median|min] [--rounds R]\n");
       return 2;
     }
   }
@@ -210,21 +216,34 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "%s M%-4lld N%-5lld K%-5lld", p.layout == DML_CPU_B_RRR ? "rrr" : "rcr",
                   (long long)p.M, (long long)p.N, (long long)p.K);
     r.name = name;
-    r.dml = flops / median_time([&] { dml_cpu_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(), buf.b.data(),
-                                                   nullptr, nullptr, c_dml.data(), 0); }, min_time, reps) / 1e9;
-    pause();
-    r.dml_packed = flops / median_time([&] { dml_cpu_gemm_prepacked(DML_CPU_F32, p.M, p.N, p.K, buf.a.data(),
-                                                                    packed, nullptr, nullptr,
-                                                                    c_pack.data(), 0); }, min_time, reps) / 1e9;
-    pause();
-    r.onednn = flops / median_time([&] { dml_cpu_onednn_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),
-                                                             buf.b.data(), nullptr, nullptr, c_dnnl.data(), 0); },
-                                   min_time, reps) / 1e9;
-    pause();
-    r.openblas = flops / median_time([&] { dml_cpu_openblas_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),
-                                                                 buf.b.data(), nullptr, nullptr, c_blas.data(), 0); },
-                                     min_time, reps) / 1e9;
-    pause();
+    std::vector<double> per[4];
+    for (int round = 0; round < rounds; ++round) {
+      double g[4];
+      g[0] = flops / median_time([&] { dml_cpu_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(), buf.b.data(),
+                                                     nullptr, nullptr, c_dml.data(), 0); }, min_time / rounds, reps) / 1e9;
+      pause();
+      g[1] = flops / median_time([&] { dml_cpu_gemm_prepacked(DML_CPU_F32, p.M, p.N, p.K, buf.a.data(),
+                                                                      packed, nullptr, nullptr,
+                                                                      c_pack.data(), 0); }, min_time / rounds, reps) / 1e9;
+      pause();
+      g[2] = flops / median_time([&] { dml_cpu_onednn_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),
+                                                               buf.b.data(), nullptr, nullptr, c_dnnl.data(), 0); },
+                                     min_time / rounds, reps) / 1e9;
+      pause();
+      g[3] = flops / median_time([&] { dml_cpu_openblas_gemm(DML_CPU_F32, p.layout, p.M, p.N, p.K, buf.a.data(),
+                                                                   buf.b.data(), nullptr, nullptr, c_blas.data(), 0); },
+                                       min_time / rounds, reps) / 1e9;
+      pause();
+      for (int l = 0; l < 4; ++l) per[l].push_back(g[l]);
+    }
+    auto pick = [](std::vector<double> v) {  // GFLOP/s: best round for --stat min, else the median round
+      std::sort(v.begin(), v.end());
+      return g_use_min ? v.back() : v[v.size() / 2];
+    };
+    r.dml = pick(per[0]);
+    r.dml_packed = pick(per[1]);
+    r.onednn = pick(per[2]);
+    r.openblas = pick(per[3]);
     const double diff = std::max({max_rel_diff(c_dml, c_dnnl), max_rel_diff(c_pack, c_dnnl), max_rel_diff(c_blas, c_dnnl)});
     std::printf("%-28s %9.1f %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f %8.1e\n", r.name.c_str(), r.dml, r.dml_packed,
                 r.onednn, r.openblas, r.dml / r.onednn, r.dml_packed / r.onednn, r.dml / r.openblas, diff);
