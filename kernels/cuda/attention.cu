@@ -383,12 +383,11 @@ extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64
   p.scale_log2 = (scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(D))) * kLog2e;
   if (p.batch == 0 || Lq == 0) return 0;
   cudaStream_t st = as_stream(stream);
-  // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it).
   // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it), 3 the
   // sm_90a wgmma kernel where it applies (else as 0).
 #if DML_GPU_CUDA
   if (impl == 3 && Lk > 0 && Lq < INT32_MAX / 2 && Lk < INT32_MAX / 2 && wgmma_sdpa_supported(dtype, D, Dv, p.mask_kind, q, k, v, y))
-    return wgmma_sdpa(dtype, p.batch, Lq, Lk, D, q, k, v, y, p.causal, p.scale_log2, st, -1);
+    return wgmma_sdpa(dtype, p.batch, Lq, Lk, D, q, k, v, y, p.causal, p.scale_log2, st, 0);
 #endif
   if (impl == 3) impl = 0;
   const bool mma_fits = (dtype == 1 || dtype == 2) && D == Dv && (D == 64 || D == 128) && aligned16(q) && aligned16(k) &&

@@ -6,8 +6,7 @@
 //     tiles [128 keys × D] of each key block by TMA (cp.async.bulk.tensor, 3-d tensor maps
 //     [batch, L, D] so rows past L are zero-filled per head; 128-byte swizzle, so D = 128 is loaded
 //     as two 64-column halves) into a 2-stage ring; each stage has a "K full" and a "V full"
-//     mbarrier (so S = Q·Kᵀ can start before V has landed) and a "K empty" and "V empty" one (8
-//     consumer warps arrive once S, resp. P·V, of the block retired: K is refilled early);
+//     mbarrier (so S = Q·Kᵀ can start before V has landed) and an "empty" one (8 consumer warps);
 //   * warpgroups 1 and 2 are the consumers, each owning 64 query rows: per key block
 //     S[64×128] = Q·Kᵀ by wgmma m64n128k16 with both operands in shared memory (K-major), online
 //     softmax in registers (scale·log2e folded, ex2.approx, row max/sum over the 4 threads of a quad),
@@ -16,8 +15,13 @@
 //   * setmaxnreg moves registers from the producer (40) to the consumers (232).
 // Causal: key blocks past the query tile's last row are never loaded; only blocks that cross the
 // diagonal (or the end of the keys) are masked; query tiles are scheduled heaviest first.
-// Not (yet) done vs FlashAttention-3: intra-warpgroup overlap of softmax with the next S GEMM,
-// ping-pong scheduling of the two consumers, smem-staged output stores.
+// Not (yet) done vs FlashAttention-3: ping-pong scheduling of the two consumers, smem-staged
+// output stores. Tried and dropped (git history, bench/cuda/h200_session5_fa3_run2.*): a version
+// with separate K/V "empty" barriers, a softmax that recomputes the mask instead of rewriting the
+// score registers, and an intra-warpgroup overlap variant (S of the next block issued with P·V of
+// the previous one, P double-buffered) passed every check but ran at 0.51-0.63x SDPA — the
+// overlap gained only 3-7% over its own sequential loop, which had become ~30% slower than this
+// one (PTX: twice the branches in the softmax); the causes were not isolated.
 // Everything device-side exists only in the sm_90a pass (DML_WGMMA_DEVICE); elsewhere the kernel
 // is empty and the host never launches it (wgmma_sdpa_supported checks compute 9.0).
 #include <cstdint>
@@ -37,10 +41,6 @@ namespace dml_cuda {
 namespace {
 
 constexpr int FA_BM = 128, FA_BN = 128, FA_THREADS = 384, FA_STAGES = 2;
-// Consumer loop variants: 0 = S, softmax, P·V in sequence (P·V as one m64n{D}k16 per k step);
-// 1 = the same with P·V as two m64n64k16 (D = 128); 2 = S of the next block overlapped with
-// P·V of the previous one. The default is the fastest of the H200 run (bench/cuda/h200_session5_fa3*).
-constexpr int kDefaultVariant = 0;
 
 template <int D> struct FaCfg {
   static constexpr int kHalves = D / 64;                          // 64-column (128-byte) swizzle halves
@@ -48,8 +48,8 @@ template <int D> struct FaCfg {
   static constexpr uint32_t kQBytes = kHalves * kQHalf, kKBytes = kHalves * kKHalf;
   static constexpr uint32_t kStageBytes = 2 * kKBytes;            // K then V
   static constexpr uint32_t kDataBytes = kQBytes + FA_STAGES * kStageBytes;
-  // + 1024 to align the base (swizzle atoms), + barriers: q, kfull[2], vfull[2], kempty[2], vempty[2].
-  static constexpr size_t kSmemBytes = kDataBytes + 1024 + 8 * (1 + 4 * FA_STAGES);
+  // + 1024 to align the base (swizzle atoms), + barriers: q, kfull[2], vfull[2], empty[2].
+  static constexpr size_t kSmemBytes = kDataBytes + 1024 + 8 * (1 + 3 * FA_STAGES);
 };
 
 #if DML_WGMMA_DEVICE
@@ -89,6 +89,7 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo) {
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void fence_regs(float* r) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
@@ -107,94 +108,9 @@ template <class T, int N> __device__ __forceinline__ void rs_tb(float* d, const 
     else wgmma::wgmma_rs_m64n64k16_f16_tb(d, a, db);
   }
 }
-template <int N> __device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void fence_u32(uint32_t (*r)[4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(r[i][e])::"memory");
-}
-
-// S[64×128] = Q[64×D]·K[128×D]ᵀ for one consumer: D/16 wgmma, one commit group (no wait).
-template <class T, class C> __device__ __forceinline__ void issue_s_nofence(float* sacc, uint32_t sqc, uint32_t sk) {
-#pragma unroll
-  for (int kk = 0; kk < C::kHalves * 4; ++kk) {
-    const uint64_t da = smem_desc(sqc + (kk / 4) * C::kQHalf + (kk % 4) * 32, 16);
-    const uint64_t db = smem_desc(sk + (kk / 4) * C::kKHalf + (kk % 4) * 32, 16);
-    ss_n128<T>(sacc, da, db, kk > 0);
-  }
-  wg_commit();
-}
-template <class T, class C> __device__ __forceinline__ void issue_s(float* sacc, uint32_t sqc, uint32_t sk) {
-  wg_fence();
-  issue_s_nofence<T, C>(sacc, sqc, sk);
-}
-// O[64×D] += P[64×128]·V[128×D], P from registers, V (MN-major) at sv: one commit group (no wait).
-template <class T, class C, int D, bool SPLIT>
-__device__ __forceinline__ void issue_pv_nofence(float* o, uint32_t (*pa)[4], uint32_t sv) {
-#pragma unroll
-  for (int kk = 0; kk < FA_BN / 16; ++kk) {
-    const uint32_t vrow = sv + kk * 16 * 128;  // 16 keys down
-    if constexpr (SPLIT || D == 64) {
-#pragma unroll
-      for (int h = 0; h < C::kHalves; ++h) rs_tb<T, 64>(o + 32 * h, pa[kk], smem_desc(vrow + h * C::kKHalf, C::kKHalf));
-    } else {
-      rs_tb<T, D>(o, pa[kk], smem_desc(vrow, C::kKHalf));
-    }
-  }
-  wg_commit();
-}
-// Online softmax of one key block: scores in log2 units (s·scale·log2e), masked (only where the
-// block can hold masked keys for this warpgroup's rows), row max over the quad, P = 2^(s - m)
-// packed to 16-bit A fragments, alpha = the factor the running output must be rescaled by, running
-// max/sum updated. sacc is only read (the scaled scores are recomputed by one FFMA each), so no
-// register of a wgmma still in flight in the same pipeline stage is redefined.
-template <class T>
-__device__ __forceinline__ void softmax_block(const float* sacc, uint32_t (*pa)[4], float* alpha, float* mrow,
-                                              float* lrow, int n0, int Lk, int causal, int row0, int wrow_min, int t4,
-                                              float scale_log2) {
-  const bool edge = n0 + FA_BN > Lk || (causal && n0 + FA_BN - 1 > wrow_min);
-  const auto masked = [&](int i) {
-    const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
-    const int r = row0 + ((i & 2) ? 8 : 0);
-    return j >= Lk || (causal && j > r);
-  };
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int i = 0; i < FA_BN / 2; ++i) {
-    const float v = edge && masked(i) ? -INFINITY : sacc[i] * scale_log2;
-    mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], v);
-  }
-  float nms[2];  // -(running max), 0 while every key so far is masked
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
-    const float mnew = fmaxf(mrow[r], mx[r]);
-    const float msafe = mnew == -INFINITY ? 0.0f : mnew;
-    nms[r] = -msafe;
-    alpha[r] = fast_exp2(mrow[r] - msafe);
-    mrow[r] = mnew;
-    lrow[r] *= alpha[r];
-  }
-#pragma unroll
-  for (int i = 0; i < FA_BN / 2; i += 2) {
-    const int r = (i >> 1) & 1;
-    float p0 = fast_exp2(fmaf(sacc[i], scale_log2, nms[r])), p1 = fast_exp2(fmaf(sacc[i + 1], scale_log2, nms[r]));
-    if (edge) {
-      if (masked(i)) p0 = 0.0f;
-      if (masked(i + 1)) p1 = 0.0f;
-    }
-    lrow[r] += p0 + p1;
-    // accumulator pair i/2 of 8-column group i/4 -> A fragment of k step i/8, register (i/2) % 4
-    pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
-  }
-}
 #endif  // DML_WGMMA_DEVICE
 
-template <class T, int D, int VAR>
+template <class T, int D, bool SPLIT>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     fa3_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v, int Lq, int Lk, int causal, float scale_log2,
@@ -206,7 +122,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
   const uint32_t base = (raw + 1023u) & ~1023u;
   const uint32_t sq = base, sst = base + C::kQBytes;
   const uint32_t bar_q = base + C::kDataBytes, kfull0 = bar_q + 8, vfull0 = kfull0 + 8 * FA_STAGES,
-                 kempty0 = vfull0 + 8 * FA_STAGES, vempty0 = kempty0 + 8 * FA_STAGES;
+                 empty0 = vfull0 + 8 * FA_STAGES;
 
   const int qb = causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   const int m0 = qb * FA_BM;
@@ -220,16 +136,14 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     for (int s = 0; s < FA_STAGES; ++s) {
       mbar_init(kfull0 + 8 * s, 1);
       mbar_init(vfull0 + 8 * s, 1);
-      mbar_init(kempty0 + 8 * s, 8);
-      mbar_init(vempty0 + 8 * s, 8);
+      mbar_init(empty0 + 8 * s, 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   if (wg == 0) {
-    if constexpr (VAR == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::);
-    else asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::);
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::);
     if (threadIdx.x == 0) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_q)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_k)) : "memory");
@@ -239,20 +153,18 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
       for (int h = 0; h < C::kHalves; ++h) tma_load_3d(sq + h * C::kQHalf, &map_q, 64 * h, m0, b, bar_q);
       for (int kb = 0; kb < nkb; ++kb) {
         const int s = kb % FA_STAGES;
+        if (kb >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((kb / FA_STAGES) - 1) & 1);
         const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
-        if (kb >= FA_STAGES) mbar_wait(kempty0 + 8 * s, ((kb / FA_STAGES) - 1) & 1);
         mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
 #pragma unroll
         for (int h = 0; h < C::kHalves; ++h) tma_load_3d(dk + h * C::kKHalf, &map_k, 64 * h, kb * FA_BN, b, kfull0 + 8 * s);
-        if (kb >= FA_STAGES) mbar_wait(vempty0 + 8 * s, ((kb / FA_STAGES) - 1) & 1);
         mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
 #pragma unroll
         for (int h = 0; h < C::kHalves; ++h) tma_load_3d(dv + h * C::kKHalf, &map_v, 64 * h, kb * FA_BN, b, vfull0 + 8 * s);
       }
     }
   } else {
-    if constexpr (VAR == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::);
-    else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
     const int cw = wg - 1;  // consumer 0/1: query rows [m0 + 64·cw, m0 + 64·cw + 64)
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
     const int g = lane / 4, t4 = lane % 4;
@@ -263,87 +175,80 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
-    const uint32_t sqc = sq + cw * 64 * 128;  // this warpgroup's 64 Q rows in each half
     mbar_wait(bar_q, 0);
-    const auto stage_k = [&](int kb) { return sst + (kb % FA_STAGES) * C::kStageBytes; };
-    const auto par = [](int kb) { return static_cast<uint32_t>((kb / FA_STAGES) & 1); };
 
-    if constexpr (VAR == 2) {
-      // Intra-warpgroup overlap (FlashAttention-3): S(kb) = Q·K(kb)ᵀ and O += P(kb-1)·V(kb-1) are
-      // issued together; the softmax of S(kb) runs while P(kb-1)·V(kb-1) is in flight, so P is
-      // double-buffered and O is rescaled only after that wgmma group retired.
-      // P is double-buffered in pa0/pa1 (P(kb) lives in pa[kb & 1]); the loop is unrolled by two so
-      // no register copy redefines a wgmma operand while it is in flight (ptxas would serialize).
-      uint32_t pa0[FA_BN / 16][4], pa1[FA_BN / 16][4];
-      float alpha[2];
-      if (nkb > 0) {
-        float sacc[FA_BN / 2];
-        mbar_wait(kfull0 + 8 * (0 % FA_STAGES), par(0));
-        issue_s<T, C>(sacc, sqc, stage_k(0));
-        wg_wait<0>();
-        fence_regs<FA_BN / 2>(sacc);
-        if (lane == 0) mbar_arrive(kempty0 + 8 * (0 % FA_STAGES));
-        softmax_block<T>(sacc, pa0, alpha, mrow, lrow, 0, Lk, causal, row0, wrow_min, t4, scale_log2);
-      }
-      const auto step = [&](int kb, uint32_t (*pcur)[4], uint32_t (*pnext)[4]) {
-        float sacc[FA_BN / 2];
-        mbar_wait(kfull0 + 8 * (kb % FA_STAGES), par(kb));
-        mbar_wait(vfull0 + 8 * ((kb - 1) % FA_STAGES), par(kb - 1));
-        fence_regs<D / 2>(o);
-        wg_fence();
-        issue_s_nofence<T, C>(sacc, sqc, stage_k(kb));
-        issue_pv_nofence<T, C, D, false>(o, pcur, stage_k(kb - 1) + C::kKBytes);
-        wg_wait<1>();  // S(kb) done, P(kb-1)·V(kb-1) may still run
-        fence_regs<FA_BN / 2>(sacc);
-        if (lane == 0) mbar_arrive(kempty0 + 8 * (kb % FA_STAGES));
-        softmax_block<T>(sacc, pnext, alpha, mrow, lrow, kb * FA_BN, Lk, causal, row0, wrow_min, t4, scale_log2);
-        wg_wait<0>();
-        fence_regs<D / 2>(o);
-        fence_u32<FA_BN / 16>(pcur);
-        if (lane == 0) mbar_arrive(vempty0 + 8 * ((kb - 1) % FA_STAGES));
+    for (int kb = 0; kb < nkb; ++kb) {
+      const int s = kb % FA_STAGES;
+      const uint32_t par = (kb / FA_STAGES) & 1;
+      const uint32_t sk = sst + s * C::kStageBytes, sv = sk + C::kKBytes;
+      const int n0 = kb * FA_BN;
+      float sacc[FA_BN / 2];
+      mbar_wait(kfull0 + 8 * s, par);
+      wg_fence();
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
-      };
-      const auto last = [&](uint32_t (*pcur)[4]) {
-        mbar_wait(vfull0 + 8 * ((nkb - 1) % FA_STAGES), par(nkb - 1));
-        fence_regs<D / 2>(o);
-        wg_fence();
-        issue_pv_nofence<T, C, D, false>(o, pcur, stage_k(nkb - 1) + C::kKBytes);
-        wg_wait<0>();
-        fence_regs<D / 2>(o);
-        fence_u32<FA_BN / 16>(pcur);
-        if (lane == 0) mbar_arrive(vempty0 + 8 * ((nkb - 1) % FA_STAGES));
-      };
-      for (int kb = 1; kb < nkb; kb += 2) {
-        step(kb, pa0, pa1);
-        if (kb + 1 < nkb) step(kb + 1, pa1, pa0);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t da = smem_desc(sq + (kk / 4) * C::kQHalf + cw * 64 * 128 + (kk % 4) * 32, 16);
+        const uint64_t db = smem_desc(sk + (kk / 4) * C::kKHalf + (kk % 4) * 32, 16);
+        ss_n128<T>(sacc, da, db, kk > 0);
       }
-      if (nkb > 0) {
-        if ((nkb - 1) & 1) last(pa1);
-        else last(pa0);
-      }
-    } else {
-      for (int kb = 0; kb < nkb; ++kb) {
-        float sacc[FA_BN / 2];
-        uint32_t pa[FA_BN / 16][4];
-        float alpha[2];
-        mbar_wait(kfull0 + 8 * (kb % FA_STAGES), par(kb));
-        issue_s<T, C>(sacc, sqc, stage_k(kb));
-        wg_wait<0>();
-        fence_regs<FA_BN / 2>(sacc);
-        if (lane == 0) mbar_arrive(kempty0 + 8 * (kb % FA_STAGES));
-        softmax_block<T>(sacc, pa, alpha, mrow, lrow, kb * FA_BN, Lk, causal, row0, wrow_min, t4, scale_log2);
+      wg_commit();
+      wg_wait0();
+      fence_regs<FA_BN / 2>(sacc);
+
+      // Scale (log2 units), mask where this block can hold masked keys for these rows, row max.
+      const bool edge = n0 + FA_BN > Lk || (causal && n0 + FA_BN - 1 > wrow_min);
+      float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
-        mbar_wait(vfull0 + 8 * (kb % FA_STAGES), par(kb));
-        fence_regs<D / 2>(o);
-        wg_fence();
-        issue_pv_nofence<T, C, D, VAR == 1>(o, pa, stage_k(kb) + C::kKBytes);
-        wg_wait<0>();
-        fence_regs<D / 2>(o);
-        fence_u32<FA_BN / 16>(pa);
-        if (lane == 0) mbar_arrive(vempty0 + 8 * (kb % FA_STAGES));
+      for (int i = 0; i < FA_BN / 2; ++i) {
+        float v = sacc[i] * scale_log2;
+        if (edge) {
+          const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
+          const int r = row0 + ((i & 2) ? 8 : 0);
+          if (j >= Lk || (causal && j > r)) v = -INFINITY;
+        }
+        sacc[i] = v;
+        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], v);
       }
+      float alpha[2], msafe[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+        const float mnew = fmaxf(mrow[r], mx[r]);
+        msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
+        alpha[r] = fast_exp2(mrow[r] - msafe[r]);
+        mrow[r] = mnew;
+        lrow[r] *= alpha[r];
+      }
+      uint32_t pa[FA_BN / 16][4];
+#pragma unroll
+      for (int i = 0; i < FA_BN / 2; i += 2) {
+        const int r = (i >> 1) & 1;
+        const float p0 = fast_exp2(sacc[i] - msafe[r]), p1 = fast_exp2(sacc[i + 1] - msafe[r]);
+        lrow[r] += p0 + p1;
+        // accumulator pair i/2 of 8-column group i/4 -> A fragment of k step i/8, register (i/2) % 4
+        pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
+      }
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+
+      mbar_wait(vfull0 + 8 * s, par);
+      fence_regs<D / 2>(o);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < FA_BN / 16; ++kk) {
+        const uint32_t vrow = sv + kk * 16 * 128;  // 16 keys down
+        if constexpr (SPLIT || D == 64) {
+#pragma unroll
+          for (int h = 0; h < C::kHalves; ++h) rs_tb<T, 64>(o + 32 * h, pa[kk], smem_desc(vrow + h * C::kKHalf, C::kKHalf));
+        } else {
+          rs_tb<T, D>(o, pa[kk], smem_desc(vrow, C::kKHalf));
+        }
+      }
+      wg_commit();
+      wg_wait0();
+      fence_regs<D / 2>(o);
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
     }
 
     float inv[2];
@@ -354,7 +259,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
       inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
     }
     T* yb = y + static_cast<int64_t>(b) * Lq * D;
-    // With variant 1 (two n64 wgmma per k step) the accumulators of half h are o[32h .. 32h + 32) and
+    // With SPLIT (two n64 wgmma per k step) the accumulators of half h are o[32h .. 32h + 32) and
     // hold columns 64h + ...; the n128 layout is the same sequence of 8-column groups.
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -399,7 +304,7 @@ int encode_map3(CUtensorMap* map, int dtype, const void* ptr, int64_t batch, int
   return 0;
 }
 
-template <class T, int D, int VAR>
+template <class T, int D, bool SPLIT>
 int launch_fa3(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v, void* y,
                int causal, float scale_log2, cudaStream_t s) {
   using C = FaCfg<D>;
@@ -407,7 +312,7 @@ int launch_fa3(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, 
   if (int rc = encode_map3(&mq, dtype, q, batch, Lq, D, FA_BM)) return rc;
   if (int rc = encode_map3(&mk, dtype, k, batch, Lk, D, FA_BN)) return rc;
   if (int rc = encode_map3(&mv, dtype, v, batch, Lk, D, FA_BN)) return rc;
-  auto kern = &fa3_fwd_kernel<T, D, VAR>;
+  auto kern = &fa3_fwd_kernel<T, D, SPLIT>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "dml_cuda_sdpa (wgmma): cudaFuncSetAttribute"))
     return rc;
@@ -436,24 +341,21 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
 }
 
 int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
-               void* y, int causal, float scale_log2, cudaStream_t s, int variant) {
+               void* y, int causal, float scale_log2, cudaStream_t s, int pv_split) {
   if (batch > 65535 || Lq > INT32_MAX - FA_BM || Lk > INT32_MAX - FA_BN)
     return fail("dml_cuda_sdpa (wgmma): batch " + std::to_string(batch) + " / lengths exceed the kernel's grid");
   if (batch == 0 || Lq == 0) return 0;
-  if (variant < 0) variant = kDefaultVariant;
-  if (variant > 2) return fail("dml_cuda_sdpa (wgmma): variant " + std::to_string(variant) + " (0, 1 or 2)");
-  auto go = [&](auto tag) -> int {
-    using T = decltype(tag);
-    if (D == 128) {
-      if (variant == 1) return launch_fa3<T, 128, 1>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-      if (variant == 2) return launch_fa3<T, 128, 2>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-      return launch_fa3<T, 128, 0>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    }
-    if (variant == 2) return launch_fa3<T, 64, 2>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    return launch_fa3<T, 64, 0>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-  };
-  if ((dtype == 1 || dtype == 2) && (D == 64 || D == 128))
-    return dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
+  if (dtype == 2) {
+    if (D == 128)
+      return pv_split ? launch_fa3<__nv_bfloat16, 128, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                      : launch_fa3<__nv_bfloat16, 128, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    if (D == 64) return launch_fa3<__nv_bfloat16, 64, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+  } else if (dtype == 1) {
+    if (D == 128)
+      return pv_split ? launch_fa3<__half, 128, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                      : launch_fa3<__half, 128, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    if (D == 64) return launch_fa3<__half, 64, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+  }
   return fail("dml_cuda_sdpa (wgmma): dtype " + std::to_string(dtype) + " / head dim " + std::to_string(D) +
               " (float16/bfloat16, 64 or 128 only)");
 }

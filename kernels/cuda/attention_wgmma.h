@@ -14,9 +14,9 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
                           const void* y);
 
 // y[b, i, :] = softmax_j(scale · q[b, i]·k[b, j] (j <= i when causal)) · v[b, j, :].
-// scale_log2 = scale · log2(e). variant: -1 = the default; 0, 1, 2 = the consumer-loop variants
-// of attention_wgmma.cu (kept selectable for the harness).
+// scale_log2 = scale · log2(e). pv_split: 0 = one m64n{D}k16 wgmma per k step for P·V, 1 = two
+// m64n64k16 (D = 128 only; kept for the harness).
 int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
-               void* y, int causal, float scale_log2, cudaStream_t s, int variant);
+               void* y, int causal, float scale_log2, cudaStream_t s, int pv_split);
 
 }  // namespace dml_cuda
