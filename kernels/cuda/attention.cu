@@ -8,6 +8,8 @@
 //   probabilities — already in the A-fragment layout — times V (B fragments by ldmatrix.trans).
 //   K/V blocks are double-buffered in shared memory with cp.async (the next block loads while the
 //   current one computes). Causal blocks skip the key blocks above the diagonal, heaviest first.
+// * wgmma (attention_wgmma.cu): the sm_90a FlashAttention-3-style kernel (wgmma + TMA), fp16/bf16,
+//   D == Dv in {64, 128}, no mask; impl DML_CUDA_SDPA_WGMMA, behaves as AUTO where it does not apply.
 // * simt: any float dtype and head dims <= 512 (fp32, odd head dims, unaligned pointers, pre-sm_80).
 //   One warp per query row, lanes over 32 keys per step (scores) and over Dv (outputs); K/V tiles
 //   in shared memory as float.
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention_wgmma.h"
 #include "common.cuh"
 #include "mma.cuh"
 
@@ -380,7 +383,13 @@ extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64
   p.scale_log2 = (scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(D))) * kLog2e;
   if (p.batch == 0 || Lq == 0) return 0;
   cudaStream_t st = as_stream(stream);
-  // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it).
+  // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it), 3 the
+  // sm_90a wgmma kernel where it applies (else as 0).
+#if DML_GPU_CUDA
+  if (impl == 3 && Lk > 0 && Lq < INT32_MAX / 2 && Lk < INT32_MAX / 2 && wgmma_sdpa_supported(dtype, D, Dv, p.mask_kind, q, k, v, y))
+    return wgmma_sdpa(dtype, p.batch, Lq, Lk, D, q, k, v, y, p.causal, p.scale_log2, st, 0);
+#endif
+  if (impl == 3) impl = 0;
   const bool mma_fits = (dtype == 1 || dtype == 2) && D == Dv && (D == 64 || D == 128) && aligned16(q) && aligned16(k) &&
                         aligned16(v) && aligned16(y) && device_cc_major() >= 8;
   if (impl == 2 && !mma_fits)

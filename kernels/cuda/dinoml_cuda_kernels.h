@@ -131,7 +131,9 @@ enum dml_cuda_nearest_mode {
   DML_CUDA_NEAREST_ROUND_PREFER_FLOOR = 0, DML_CUDA_NEAREST_ROUND_PREFER_CEIL = 1, DML_CUDA_NEAREST_FLOOR = 2,
   DML_CUDA_NEAREST_CEIL = 3
 };
-enum dml_cuda_sdpa_impl { DML_CUDA_SDPA_AUTO = 0, DML_CUDA_SDPA_SIMT = 1, DML_CUDA_SDPA_FLASH_MMA = 2 };
+/* WGMMA: the sm_90a flash kernel (attention_wgmma.cu: fp16/bf16, D == Dv in {64, 128}, no mask);
+ * where it does not apply at run time (other GPU, mask, unaligned pointers) it behaves as AUTO. */
+enum dml_cuda_sdpa_impl { DML_CUDA_SDPA_AUTO = 0, DML_CUDA_SDPA_SIMT = 1, DML_CUDA_SDPA_FLASH_MMA = 2, DML_CUDA_SDPA_WGMMA = 3 };
 /* y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; w is [O, C/groups, kh, kw]. */
 DML_CUDA_API int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const void* x, const void* w,
                                  const void* bias, const void* res, void* y, int relu, int impl, void* stream);

@@ -1,8 +1,11 @@
 // CUDA lowering of scaled_dot_product_attention: one call of dml_cuda_sdpa (kernels/cuda/
 // attention.cu) with the batch (leading) extents and the mask's broadcast strides over
-// [..., Lq, Lk], as the CPU lowering. Candidates: the fused flash kernel on tensor cores
-// (fp16/bf16, D == Dv in {64, 128}) and the SIMT streamed kernel (everything else); the library
-// picks the first that fits unless DINOML_CUDA_GEMM=simt forces the SIMT one.
+// [..., Lq, Lk], as the CPU lowering. Candidates: for an sm_90a artifact without a mask, the
+// Hopper flash kernel (kernels/cuda/attention_wgmma.cu: wgmma + TMA, fp16/bf16, D == Dv in
+// {64, 128}; the unprofiled default there: 0.75-0.85x torch SDPA on the H200 at the issue-4 shapes,
+// ~3x flash_mma, bench/cuda/h200_session5_fa3.json), the fused mma.sync flash kernel (fp16/bf16,
+// D == Dv in {64, 128}) and the SIMT streamed kernel (everything else); the library picks the
+// first that fits unless DINOML_CUDA_GEMM=simt (or =mma) forces the SIMT (or mma.sync) one.
 #include "ir/error.h"
 #include "lower/cpu/library_args.h"
 #include "lower/cuda/emit_cuda.h"
@@ -28,14 +31,30 @@ nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const Cud
   const bool flash_fits = current_target() == GpuTarget::cuda && q.dtype != ir::DType::f32 && q.shape[r - 1].is_const() && v.shape[r - 1].is_const() &&
                           q.shape[r - 1].const_value() == v.shape[r - 1].const_value() &&
                           (q.shape[r - 1].const_value() == 64 || q.shape[r - 1].const_value() == 128);
+  // The wgmma kernel: sm_90a artifacts only, no mask; at run time it falls back to AUTO off a
+  // compute-9.0 GPU or for unaligned pointers.
+  const bool wgmma_fits = flash_fits && o.arch.target == GpuTarget::cuda && o.arch.name == "sm_90a" && n.inputs.size() == 3;
+  const bool mma_forced = o.gemm_impl == "mma" && o.arch.target == GpuTarget::cuda;
   std::vector<GpuCandidate> cands;
+  if (wgmma_fits) cands.push_back({"wgmma_fa3_sm90a_tma_bm128_bn128", call("DML_CUDA_SDPA_WGMMA")});
   if (flash_fits) cands.push_back({"flash_mma_m16n8k16_bm64x128_bn64", call("DML_CUDA_SDPA_AUTO")});
   cands.push_back({"simt_streamed_warp_per_row", call("DML_CUDA_SDPA_SIMT")});
-  const std::string reason = simt_forced ? "forced by DINOML_CUDA_GEMM=simt"
-                             : flash_fits ? "default (not profiled): tensor-core flash kernel (falls back to SIMT at run "
-                                            "time only for unaligned pointers or a pre-sm_80 GPU)"
-                                          : "only candidate for this dtype / head dim";
-  return emit_gpu_tunable(cx, n, "attention", cands, flash_fits && simt_forced ? 1 : 0, reason, body);
+  size_t def = 0;
+  std::string reason = "only candidate for this dtype / head dim";
+  if (simt_forced) {
+    def = cands.size() - 1;
+    reason = "forced by DINOML_CUDA_GEMM=simt";
+  } else if (mma_forced && wgmma_fits) {
+    def = 1;
+    reason = "forced by DINOML_CUDA_GEMM=mma";
+  } else if (wgmma_fits) {
+    reason = "default (not profiled): sm_90a wgmma flash kernel (falls back to the mma.sync/SIMT kernels at run time "
+             "off a compute-9.0 GPU or for unaligned pointers)";
+  } else if (flash_fits) {
+    reason = "default (not profiled): tensor-core flash kernel (falls back to SIMT at run time only for unaligned "
+             "pointers or a pre-sm_80 GPU)";
+  }
+  return emit_gpu_tunable(cx, n, "attention", cands, def, reason, body);
 }
 
 }  // namespace dinoml::lower::cuda

@@ -71,11 +71,12 @@ ir::Graph cnn_attention(DType dt) {
   return b.finish();
 }
 
-lower::cuda::CudaLoweredModule lower_it(ir::Graph& g, const std::string& impl = "cublaslt") {
+lower::cuda::CudaLoweredModule lower_it(ir::Graph& g, const std::string& impl = "cublaslt",
+                                        const std::string& arch = "sm_90a") {
   passes::run_pipeline(g, {});
   auto plan = passes::plan_memory(g);
   lower::cuda::CudaLowerOptions o;
-  o.arch = lower::cuda::parse_arch("sm_90a");
+  o.arch = lower::cuda::parse_arch(arch);
   o.gemm_impl = impl;
   return lower::cuda::lower(g, plan, o);
 }
@@ -134,7 +135,7 @@ TEST(CudaConvAttention, FlashSelectedForHeadDim64And128) {
     auto v = b.input("v", DType::bf16, {2, 4, 80, D});
     b.output(b.op1("scaled_dot_product_attention", {q, k, v}), "y");
     ir::Graph g = b.finish();
-    auto m = lower_it(g);
+    auto m = lower_it(g, "cublaslt", "sm_80");  // sm_90a: the wgmma kernel (test_cuda_attention_wgmma.cpp)
     auto at = entry_for(m.kernel_manifest, "scaled_dot_product_attention");
     ASSERT_FALSE(at.is_null());
     EXPECT_EQ(at["selected"], "flash_mma_m16n8k16_bm64x128_bn64") << "D=" << D;

@@ -1,0 +1,364 @@
+// Flash-attention forward for Hopper (sm_90a), FlashAttention-3 style (simplified): fp16/bf16,
+// head dim D = Dv in {64, 128}, fp32 accumulation, no mask (causal allowed).
+//
+// One block of 3 warpgroups per 128 query rows of one (batch·head):
+//   * warpgroup 0 is the producer: one thread loads the Q tile [128 × D] once and the K and V
+//     tiles [128 keys × D] of each key block by TMA (cp.async.bulk.tensor, 3-d tensor maps
+//     [batch, L, D] so rows past L are zero-filled per head; 128-byte swizzle, so D = 128 is loaded
+//     as two 64-column halves) into a 2-stage ring; each stage has a "K full" and a "V full"
+//     mbarrier (so S = Q·Kᵀ can start before V has landed) and an "empty" one (8 consumer warps);
+//   * warpgroups 1 and 2 are the consumers, each owning 64 query rows: per key block
+//     S[64×128] = Q·Kᵀ by wgmma m64n128k16 with both operands in shared memory (K-major), online
+//     softmax in registers (scale·log2e folded, ex2.approx, row max/sum over the 4 threads of a quad),
+//     P converted to 16-bit in registers — the accumulator layout is the A-fragment layout — and
+//     O[64×D] += P·V by wgmma with A from registers and V as the transposed (MN-major) B operand;
+//   * setmaxnreg moves registers from the producer (40) to the consumers (232).
+// Causal: key blocks past the query tile's last row are never loaded; only blocks that cross the
+// diagonal (or the end of the keys) are masked; query tiles are scheduled heaviest first.
+// Not (yet) done vs FlashAttention-3: ping-pong scheduling of the two consumers, smem-staged
+// output stores. Tried and dropped (git history, bench/cuda/h200_session5_fa3_run2.*): a version
+// with separate K/V "empty" barriers, a softmax that recomputes the mask instead of rewriting the
+// score registers, and an intra-warpgroup overlap variant (S of the next block issued with P·V of
+// the previous one, P double-buffered) passed every check but ran at 0.51-0.63x SDPA — the
+// overlap gained only 3-7% over its own sequential loop, which had become ~30% slower than this
+// one (PTX: twice the branches in the softmax); the causes were not isolated.
+// Everything device-side exists only in the sm_90a pass (DML_WGMMA_DEVICE); elsewhere the kernel
+// is empty and the host never launches it (wgmma_sdpa_supported checks compute 9.0).
+#include <cstdint>
+#include <string>
+
+#include "attention_wgmma.h"
+#include "common.cuh"
+#include "mma.cuh"
+
+#if DML_GPU_CUDA
+#include <cuda.h>  // CUtensorMap and its enums only (no libcuda link)
+#include <cudaTypedefs.h>
+
+#include "wgmma_attn.cuh"
+
+namespace dml_cuda {
+namespace {
+
+constexpr int FA_BM = 128, FA_BN = 128, FA_THREADS = 384, FA_STAGES = 2;
+
+template <int D> struct FaCfg {
+  static constexpr int kHalves = D / 64;                          // 64-column (128-byte) swizzle halves
+  static constexpr uint32_t kQHalf = FA_BM * 128, kKHalf = FA_BN * 128;  // bytes of one half
+  static constexpr uint32_t kQBytes = kHalves * kQHalf, kKBytes = kHalves * kKHalf;
+  static constexpr uint32_t kStageBytes = 2 * kKBytes;            // K then V
+  static constexpr uint32_t kDataBytes = kQBytes + FA_STAGES * kStageBytes;
+  // + 1024 to align the base (swizzle atoms), + barriers: q, kfull[2], vfull[2], empty[2].
+  static constexpr size_t kSmemBytes = kDataBytes + 1024 + 8 * (1 + 3 * FA_STAGES);
+};
+
+#if DML_WGMMA_DEVICE
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+// Shared-memory matrix descriptor, 128-byte swizzle, base 1024-aligned. K-major operands (Q, K):
+// rows of 64 halves, 8-row groups 1024 bytes apart (SBO), LBO unused. MN-major operand (V as
+// B = [keys × D]): 64 contiguous D columns per 128-byte row, 8-key groups 1024 bytes apart (SBO),
+// the next 64 columns `lbo` bytes further (LBO).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void fence_regs(float* r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <class T> __device__ __forceinline__ void ss_n128(float* d, uint64_t da, uint64_t db, int acc) {
+  if constexpr (IsBf16<T>::value) wgmma::wgmma_ss_m64n128k16_bf16(d, da, db, acc);
+  else wgmma::wgmma_ss_m64n128k16_f16(d, da, db, acc);
+}
+template <class T, int N> __device__ __forceinline__ void rs_tb(float* d, const uint32_t* a, uint64_t db) {
+  if constexpr (N == 128) {
+    if constexpr (IsBf16<T>::value) wgmma::wgmma_rs_m64n128k16_bf16_tb(d, a, db);
+    else wgmma::wgmma_rs_m64n128k16_f16_tb(d, a, db);
+  } else {
+    if constexpr (IsBf16<T>::value) wgmma::wgmma_rs_m64n64k16_bf16_tb(d, a, db);
+    else wgmma::wgmma_rs_m64n64k16_f16_tb(d, a, db);
+  }
+}
+#endif  // DML_WGMMA_DEVICE
+
+template <class T, int D, bool SPLIT>
+__global__ void __launch_bounds__(FA_THREADS, 1)
+    fa3_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                   const __grid_constant__ CUtensorMap map_v, int Lq, int Lk, int causal, float scale_log2,
+                   T* __restrict__ y) {
+#if DML_WGMMA_DEVICE
+  using C = FaCfg<D>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t sq = base, sst = base + C::kQBytes;
+  const uint32_t bar_q = base + C::kDataBytes, kfull0 = bar_q + 8, vfull0 = kfull0 + 8 * FA_STAGES,
+                 empty0 = vfull0 + 8 * FA_STAGES;
+
+  const int qb = causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int m0 = qb * FA_BM;
+  const int b = blockIdx.y;
+  const int kend = causal ? min(Lk, m0 + FA_BM) : Lk;
+  const int nkb = (kend + FA_BN - 1) / FA_BN;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(bar_q, 1);
+    for (int s = 0; s < FA_STAGES; ++s) {
+      mbar_init(kfull0 + 8 * s, 1);
+      mbar_init(vfull0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::);
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_q)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_k)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_v)) : "memory");
+      mbar_expect_tx(bar_q, C::kQBytes);
+#pragma unroll
+      for (int h = 0; h < C::kHalves; ++h) tma_load_3d(sq + h * C::kQHalf, &map_q, 64 * h, m0, b, bar_q);
+      for (int kb = 0; kb < nkb; ++kb) {
+        const int s = kb % FA_STAGES;
+        if (kb >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((kb / FA_STAGES) - 1) & 1);
+        const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
+        mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
+#pragma unroll
+        for (int h = 0; h < C::kHalves; ++h) tma_load_3d(dk + h * C::kKHalf, &map_k, 64 * h, kb * FA_BN, b, kfull0 + 8 * s);
+        mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
+#pragma unroll
+        for (int h = 0; h < C::kHalves; ++h) tma_load_3d(dv + h * C::kKHalf, &map_v, 64 * h, kb * FA_BN, b, vfull0 + 8 * s);
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
+    const int cw = wg - 1;  // consumer 0/1: query rows [m0 + 64·cw, m0 + 64·cw + 64)
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int row0 = m0 + cw * 64 + warp * 16 + g;  // this thread's rows: row0 and row0 + 8
+    const int wrow_min = m0 + cw * 64;              // the warpgroup's first row
+
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+    mbar_wait(bar_q, 0);
+
+    for (int kb = 0; kb < nkb; ++kb) {
+      const int s = kb % FA_STAGES;
+      const uint32_t par = (kb / FA_STAGES) & 1;
+      const uint32_t sk = sst + s * C::kStageBytes, sv = sk + C::kKBytes;
+      const int n0 = kb * FA_BN;
+      float sacc[FA_BN / 2];
+      mbar_wait(kfull0 + 8 * s, par);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t da = smem_desc(sq + (kk / 4) * C::kQHalf + cw * 64 * 128 + (kk % 4) * 32, 16);
+        const uint64_t db = smem_desc(sk + (kk / 4) * C::kKHalf + (kk % 4) * 32, 16);
+        ss_n128<T>(sacc, da, db, kk > 0);
+      }
+      wg_commit();
+      wg_wait0();
+      fence_regs<FA_BN / 2>(sacc);
+
+      // Scale (log2 units), mask where this block can hold masked keys for these rows, row max.
+      const bool edge = n0 + FA_BN > Lk || (causal && n0 + FA_BN - 1 > wrow_min);
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int i = 0; i < FA_BN / 2; ++i) {
+        float v = sacc[i] * scale_log2;
+        if (edge) {
+          const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
+          const int r = row0 + ((i & 2) ? 8 : 0);
+          if (j >= Lk || (causal && j > r)) v = -INFINITY;
+        }
+        sacc[i] = v;
+        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], v);
+      }
+      float alpha[2], msafe[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+        const float mnew = fmaxf(mrow[r], mx[r]);
+        msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
+        alpha[r] = fast_exp2(mrow[r] - msafe[r]);
+        mrow[r] = mnew;
+        lrow[r] *= alpha[r];
+      }
+      uint32_t pa[FA_BN / 16][4];
+#pragma unroll
+      for (int i = 0; i < FA_BN / 2; i += 2) {
+        const int r = (i >> 1) & 1;
+        const float p0 = fast_exp2(sacc[i] - msafe[r]), p1 = fast_exp2(sacc[i + 1] - msafe[r]);
+        lrow[r] += p0 + p1;
+        // accumulator pair i/2 of 8-column group i/4 -> A fragment of k step i/8, register (i/2) % 4
+        pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
+      }
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+
+      mbar_wait(vfull0 + 8 * s, par);
+      fence_regs<D / 2>(o);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < FA_BN / 16; ++kk) {
+        const uint32_t vrow = sv + kk * 16 * 128;  // 16 keys down
+        if constexpr (SPLIT || D == 64) {
+#pragma unroll
+          for (int h = 0; h < C::kHalves; ++h) rs_tb<T, 64>(o + 32 * h, pa[kk], smem_desc(vrow + h * C::kKHalf, C::kKHalf));
+        } else {
+          rs_tb<T, D>(o, pa[kk], smem_desc(vrow, C::kKHalf));
+        }
+      }
+      wg_commit();
+      wg_wait0();
+      fence_regs<D / 2>(o);
+      if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    }
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 1);
+      lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
+      inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
+    }
+    T* yb = y + static_cast<int64_t>(b) * Lq * D;
+    // With SPLIT (two n64 wgmma per k step) the accumulators of half h are o[32h .. 32h + 32) and
+    // hold columns 64h + ...; the n128 layout is the same sequence of 8-column groups.
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int c = 8 * j + 2 * t4;
+      if (row0 < Lq)
+        *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+      if (row0 + 8 < Lq)
+        *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) =
+            pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
+    }
+  }
+#else
+  (void)map_q; (void)map_k; (void)map_v; (void)Lq; (void)Lk; (void)causal; (void)scale_log2; (void)y;
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A [batch, L, D] tensor as a 3-d tensor map with box [1, rows, 64] and 128-byte swizzle.
+int encode_map3(CUtensorMap* map, int dtype, const void* ptr, int64_t batch, int64_t L, int64_t D, int rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  if (!fn) return fail("dml_cuda_sdpa (wgmma): cuTensorMapEncodeTiled is not available from the CUDA driver");
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(L), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(D) * 2, static_cast<cuuint64_t>(L * D) * 2};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(rows), 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = fn(map, dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+                        const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return fail("dml_cuda_sdpa (wgmma): cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
+  return 0;
+}
+
+template <class T, int D, bool SPLIT>
+int launch_fa3(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v, void* y,
+               int causal, float scale_log2, cudaStream_t s) {
+  using C = FaCfg<D>;
+  CUtensorMap mq, mk, mv;
+  if (int rc = encode_map3(&mq, dtype, q, batch, Lq, D, FA_BM)) return rc;
+  if (int rc = encode_map3(&mk, dtype, k, batch, Lk, D, FA_BN)) return rc;
+  if (int rc = encode_map3(&mv, dtype, v, batch, Lk, D, FA_BN)) return rc;
+  auto kern = &fa3_fwd_kernel<T, D, SPLIT>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
+                     "dml_cuda_sdpa (wgmma): cudaFuncSetAttribute"))
+    return rc;
+  const dim3 grid(static_cast<unsigned>((Lq + FA_BM - 1) / FA_BM), static_cast<unsigned>(batch));
+  kern<<<grid, FA_THREADS, C::kSmemBytes, s>>>(mq, mk, mv, static_cast<int>(Lq), static_cast<int>(Lk), causal,
+                                               scale_log2, static_cast<T*>(y));
+  return check_launch("dml_cuda_sdpa (wgmma) kernel");
+}
+
+int device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return 0;
+  return major == 9 && minor == 0;
+}
+
+}  // namespace
+
+bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const void* q, const void* k, const void* v,
+                          const void* y) {
+  static const int sm90 = device_is_sm90();
+  const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return sm90 && (dtype == 1 || dtype == 2) && D == Dv && (D == 64 || D == 128) && mask_kind == 0 && al16(q) && al16(k) &&
+         al16(v) && al16(y);
+}
+
+int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
+               void* y, int causal, float scale_log2, cudaStream_t s, int pv_split) {
+  if (batch > 65535 || Lq > INT32_MAX - FA_BM || Lk > INT32_MAX - FA_BN)
+    return fail("dml_cuda_sdpa (wgmma): batch " + std::to_string(batch) + " / lengths exceed the kernel's grid");
+  if (batch == 0 || Lq == 0) return 0;
+  if (dtype == 2) {
+    if (D == 128)
+      return pv_split ? launch_fa3<__nv_bfloat16, 128, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                      : launch_fa3<__nv_bfloat16, 128, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    if (D == 64) return launch_fa3<__nv_bfloat16, 64, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+  } else if (dtype == 1) {
+    if (D == 128)
+      return pv_split ? launch_fa3<__half, 128, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                      : launch_fa3<__half, 128, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    if (D == 64) return launch_fa3<__half, 64, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+  }
+  return fail("dml_cuda_sdpa (wgmma): dtype " + std::to_string(dtype) + " / head dim " + std::to_string(D) +
+              " (float16/bfloat16, 64 or 128 only)");
+}
+
+}  // namespace dml_cuda
+#endif  // DML_GPU_CUDA

@@ -1,0 +1,22 @@
+// Internal entry of the sm_90a flash-attention forward kernel (attention_wgmma.cu), used by
+// dml_cuda_sdpa (attention.cu) for DML_CUDA_SDPA_WGMMA and by the device harness
+// (bench/cuda/fa3_bench_entry.cu).
+#pragma once
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace dml_cuda {
+
+// fp16 (dtype 1) / bf16 (dtype 2), D == Dv in {64, 128}, no mask (causal allowed), contiguous
+// [batch, L, D] tensors, 16-byte aligned pointers, a compute-9.0 device (sm_90a code).
+bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const void* q, const void* k, const void* v,
+                          const void* y);
+
+// y[b, i, :] = softmax_j(scale · q[b, i]·k[b, j] (j <= i when causal)) · v[b, j, :].
+// scale_log2 = scale · log2(e). pv_split: 0 = one m64n{D}k16 wgmma per k step for P·V, 1 = two
+// m64n64k16 (D = 128 only; kept for the harness).
+int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
+               void* y, int causal, float scale_log2, cudaStream_t s, int pv_split);
+
+}  // namespace dml_cuda
