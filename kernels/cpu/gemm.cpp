@@ -38,8 +38,12 @@ int64_t env_int(const char* name, int64_t fallback) {
 const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
 const int64_t kSliceMaxM = env_int("DINOML_GEMM_SLICE_MAX_M", 64);
 constexpr int64_t kDotKC = 512;
-// With packed weights only tiny M skips A packing (A is re-read per 16 columns otherwise).
-constexpr int64_t kSkinnyPackedMaxM = 16;
+// With packed weights, M up to this reads A in place (slice path: no A packing, each C tile
+// finished once) when there are enough 16-column panels to split over the threads; A is re-read
+// from L2 per panel, which measured cheaper than packing it up to M = 256 (256³: 0.90× → 0.98×
+// oneDNN, docs/benchmarks.md session 5). DINOML_GEMM_SKINNY_PACKED_MAX_M overrides.
+const int64_t kSkinnyPackedMaxM = env_int("DINOML_GEMM_SKINNY_PACKED_MAX_M", 256);
+constexpr int64_t kTinyM = 16;  // at or below: always the slice path (packed or not)
 // Below this many multiply-adds a GEMM stays on one thread: waking the team costs ~5 µs.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
@@ -250,6 +254,12 @@ int threads_for(const Call& p, bool allow_parallel) {
 
 enum Path { kAuto = 0, kBlocked = 1, kSlice = 2, kDot = 3 };
 
+// Largest M for which a prepacked GEMM takes the slice path: the slice path splits the panels
+// over the threads, so beyond tiny M it needs at least two panels per thread.
+int64_t packed_slice_max_m(const Call& p, int threads) {
+  return cdiv(p.N, kNR) >= 2 * static_cast<int64_t>(threads) ? std::max(kTinyM, kSkinnyPackedMaxM) : kTinyM;
+}
+
 // Runs one checked GEMM. `allow_parallel` is false inside an outer parallel loop (bmm); `path`
 // forces a path (kAuto: by shape) and `force_threads` > 0 a thread count (the profiler's variants).
 int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
@@ -280,7 +290,7 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
   const bool dot_ok = !p.packed && p.dtype == DML_CPU_F32 && p.layout == DML_CPU_B_RCR;
   const bool use_dot = dot_ok && (path == kDot || (path == kAuto && p.M <= kDotMaxM));
   const bool use_slice = !use_dot && path != kBlocked &&
-                         (path == kSlice || path == kDot || p.M <= (p.packed ? kSkinnyPackedMaxM : kSliceMaxM));
+                         (path == kSlice || path == kDot || p.M <= (p.packed ? packed_slice_max_m(p, threads) : kSliceMaxM));
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);
     if (use_dot) {
