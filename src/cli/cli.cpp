@@ -130,9 +130,9 @@ int main(int argc, char** argv) {
   gi->add_option("--max-items", gguf_items, "array elements shown per key (default 8)");
 
   // Benchmarks against PyTorch / oneDNN / OpenBLAS live in Python (python/dinoml/tools): forwarded.
-  auto* bo = app.add_subcommand("benchmark-ops", "time ops over shape sweeps vs PyTorch, oneDNN, OpenBLAS (ratios)");
+  auto* bo = app.add_subcommand("benchmark-ops", "time ops over shape sweeps: cpu (vs PyTorch, oneDNN, OpenBLAS) or cuda (vs PyTorch on the GPU; ratios)");
   bo->prefix_command();
-  auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu)");
+  auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu or cuda)");
   bt->prefix_command();
   // Greedy decoding of a compiled decoder (examples/llama): python/dinoml/tools/generate.py.
   auto* gen = app.add_subcommand("generate", "greedy decoding with a compiled llama artifact: DIR --tokens 1,2,3 --n 32");

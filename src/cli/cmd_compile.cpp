@@ -16,15 +16,52 @@
 namespace dinoml::cli {
 namespace fs = std::filesystem;
 
+namespace {
+
+// The folder holding the `dinoml` Python package: DINOML_PYTHON_DIR, else python/ next to this
+// binary's bin/ (a relocated install, e.g. the GPU machine's carried compiler), else the source tree.
+std::string python_dir() {
+  if (const char* d = std::getenv("DINOML_PYTHON_DIR")) return d;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path beside = exe.parent_path().parent_path() / "python";
+    if (fs::exists(beside / "dinoml" / "tools", ec)) return beside.string();
+  }
+  return std::string(DINOML_SOURCE_DIR) + "/python";
+}
+
+// `benchmark-ops cuda` / `benchmark-torch-ops --device cuda` run as a plain script
+// (python/dinoml/tools/benchmark_ops_cuda.py): it needs PyTorch and the GPU but not the compiled
+// Python extension, which the GPU machine's Python may be unable to load.
+bool wants_cuda_bench(const std::vector<std::string>& args) {
+  if (args.size() >= 2 && args[0] == "benchmark-ops" && args[1] == "cuda") return true;
+  if (args.empty() || args[0] != "benchmark-torch-ops") return false;
+  for (size_t i = 1; i < args.size(); ++i)
+    if (args[i] == "--device=cuda" || (args[i] == "--device" && i + 1 < args.size() && args[i + 1] == "cuda")) return true;
+  return false;
+}
+
+}  // namespace
+
 int run_python_cli(const std::vector<std::string>& args) {
   std::string python = std::getenv("DINOML_PYTHON") ? std::getenv("DINOML_PYTHON") : "/usr/bin/python3";
-  std::string pypath = std::string(DINOML_SOURCE_DIR) + "/python";
+  const std::string pydir = python_dir();
+  std::string pypath = pydir;
   if (const char* old = std::getenv("PYTHONPATH")) pypath += std::string(":") + old;
+  std::vector<std::string> full = {python, "-m", "dinoml.cli"};
+  full.insert(full.end(), args.begin(), args.end());
+  if (wants_cuda_bench(args)) {
+    full = {python, pydir + "/dinoml/tools/benchmark_ops_cuda.py"};
+    if (args[0] == "benchmark-torch-ops") full.push_back("--torch-only");
+    full.insert(full.end(), args.begin() + 1, args.end());
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   pid_t pid = fork();
   if (pid == 0) {
     setenv("PYTHONPATH", pypath.c_str(), 1);
-    std::vector<std::string> full = {python, "-m", "dinoml.cli"};
-    full.insert(full.end(), args.begin(), args.end());
+    if (!ec) setenv("DINOML_EXE", exe.c_str(), 1);  // the tools call back into this compiler
     std::vector<char*> argv;
     for (auto& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -17,8 +17,6 @@ The graphs are written as IR JSON directly (no Python extension needed).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -27,56 +25,12 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python", "dinoml", "tools"))
+from ir_json import Graph, dim  # noqa: E402
 # Libraries every GPU machine's base system has (glibc, the C++ runtime); everything else that
 # bin/dinoml needs is copied into lib/.
 SYSTEM = ("linux-vdso", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-linux", "libstdc++.so",
           "libgcc_s.so")
-
-
-class Graph:
-    """A .dinoir.json graph written directly (the IR's JSON form, src/ir/serialize.cpp), so the
-    bundle needs no Python extension: constants go to constants.bin at 64-byte aligned offsets."""
-
-    def __init__(self, name, dims):
-        self.j = {"schema_version": 1, "name": name, "dims": dims, "inputs": [], "outputs": [], "states": [],
-                  "constants_file": "constants.bin", "tensors": [], "nodes": []}
-        self.blob = bytearray()
-
-    def tensor(self, name, dtype, shape, kind):
-        self.j["tensors"].append({"name": name, "dtype": dtype, "shape": shape, "layout": "row_major", "kind": kind})
-        if kind in ("input", "output"):
-            self.j[kind + "s"].append(name)
-        return name
-
-    def const(self, name, data: bytes, dtype, shape, quant=None):
-        off = (len(self.blob) + 63) // 64 * 64
-        self.blob += b"\0" * (off - len(self.blob)) + data
-        t = {"name": name, "dtype": dtype, "shape": shape, "layout": "row_major", "kind": "constant",
-             "constant": {"offset": off, "nbytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}
-        if quant:
-            t["quant"] = quant
-        self.j["tensors"].append(t)
-        return name
-
-    def node(self, op, inputs, outputs, attrs=None):
-        self.j["nodes"].append({"name": f"{op}_{len(self.j['nodes'])}", "op": op, "inputs": inputs, "outputs": outputs,
-                                "attrs": attrs or {}})
-
-    def output(self, src, name):
-        """The graph output `name` (an `output` node copying `src`, as GraphBuilder::output)."""
-        t = next(t for t in self.j["tensors"] if t["name"] == src)
-        self.tensor(name, t["dtype"], t["shape"], "output")
-        self.node("output", [src], [name])
-
-    def save(self, d, case):
-        os.makedirs(d, exist_ok=True)
-        json.dump(self.j, open(os.path.join(d, "graph.dinoir.json"), "w"), indent=1)
-        open(os.path.join(d, "constants.bin"), "wb").write(bytes(self.blob))
-        json.dump(case, open(os.path.join(d, "case.json"), "w"), indent=1)
-
-
-def dim(name, lo, hi, typical, buckets):
-    return {"name": name, "min": lo, "max": hi, "typical": typical, "buckets": buckets, "divisible_by": 1}
 
 
 def quantize_q8_0(w):
@@ -181,6 +135,11 @@ def compiler_bundle(out, build):
             seen.add(name)
             os.makedirs(os.path.join(out, "syslib"), exist_ok=True)
             shutil.copy2(path, os.path.join(out, "syslib", name))
+    # `dinoml benchmark-ops cuda` runs python/dinoml/tools/benchmark_ops_cuda.py found next to bin/.
+    tools = os.path.join(out, "python", "dinoml", "tools")
+    os.makedirs(tools, exist_ok=True)
+    for f in ("benchmark_ops_cuda.py", "ir_json.py", "dml_ctypes.py"):
+        shutil.copy2(os.path.join(ROOT, "python", "dinoml", "tools", f), os.path.join(tools, f))
     home = os.path.join(out, "home")
     for sub in ("include", "kernels/common", "kernels/cpu", "kernels/cuda"):
         src = os.path.join(ROOT, sub)
@@ -197,8 +156,8 @@ def main():
     os.makedirs(out)
     models(out)
     libs = compiler_bundle(out, build)
-    for f in ("profile_run.py", "dml_ctypes.py"):
-        shutil.copy2(os.path.join(ROOT, "tests", "gpu", f), os.path.join(out, f))
+    shutil.copy2(os.path.join(ROOT, "tests", "gpu", "profile_run.py"), os.path.join(out, "profile_run.py"))
+    shutil.copy2(os.path.join(ROOT, "python", "dinoml", "tools", "dml_ctypes.py"), os.path.join(out, "dml_ctypes.py"))
     print("bundle", out, "system libraries carried:", " ".join(libs))
 
 

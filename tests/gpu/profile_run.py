@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import site
 import subprocess
 import sys
 import time
@@ -28,19 +27,10 @@ OUT = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("OUT", "/tmp")
 WORK = "/tmp/dml_profile_work"
 
 
-def cublas_dirs():
-    """cuBLASLt is not shipped in artifacts: the system's, else the one PyTorch's wheels carry."""
-    dirs = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/lib") if os.path.exists(os.path.join(d, "libcublasLt.so.13"))]
-    for sp in site.getsitepackages():
-        dirs += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(sp, "nvidia", "**", "libcublasLt.so.13"),
-                                                                recursive=True)})
-    return dirs
+sys.path.insert(0, B)
+import dml_ctypes  # noqa: E402
 
-
-if os.environ.get("DML_PROFILE_RUN_ENV") != "1":  # the loader reads LD_LIBRARY_PATH at start: re-exec once
-    os.environ["DML_PROFILE_RUN_ENV"] = "1"
-    os.environ["LD_LIBRARY_PATH"] = ":".join(cublas_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")])
-    os.execv(sys.executable, [sys.executable] + sys.argv)
+dml_ctypes.reexec_with_cuda_libraries("DML_PROFILE_RUN_ENV")  # cuBLASLt on the loader's path
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -60,8 +50,6 @@ def env():
 
 
 ENV = env()
-sys.path.insert(0, B)
-import dml_ctypes  # noqa: E402
 
 
 def dinoml(*args, log):

@@ -141,7 +141,7 @@ def _providers(build_dir: Path) -> List[_Provider]:
 def run(device: str, only: Optional[List[str]], torch_only: bool, quick: bool, threads: int, seconds: float,
         json_path: Optional[str], plot_path: Optional[str]) -> int:
     if device != "cpu":
-        print(f"benchmark-ops: device '{device}' is not available in this build (only 'cpu')", file=sys.stderr)
+        print(f"benchmark-ops: unknown device '{device}' (cpu or cuda)", file=sys.stderr)
         return 2
     os.environ["OMP_NUM_THREADS"] = str(threads)
     import dinoml as dml
@@ -251,7 +251,16 @@ def _plot(results, peers, path):
     print(f"[benchmark-ops] wrote {path}")
 
 
+def _wants_cuda(argv: List[str], torch_only: bool) -> bool:
+    if torch_only:
+        return any(a in ("--device=cuda",) or (a == "--device" and argv[i + 1:i + 2] == ["cuda"]) for i, a in enumerate(argv))
+    return bool(argv) and argv[0] == "cuda"
+
+
 def main(argv: List[str], torch_only: bool = False) -> int:
+    if _wants_cuda(argv, torch_only):  # the GPU sweep: one-op CUDA artifacts timed on the device
+        from . import benchmark_ops_cuda
+        return benchmark_ops_cuda.main(argv, torch_only=torch_only)
     name = "benchmark-torch-ops" if torch_only else "benchmark-ops"
     p = argparse.ArgumentParser(prog=f"dinoml {name}", description=__doc__.split("\n\n")[1])
     if torch_only:

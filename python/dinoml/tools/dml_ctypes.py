@@ -6,11 +6,34 @@ artifact's own lib/libdinoml_runtime.so, and passes torch CUDA tensors as device
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
+import site
+import sys
 
 MAX_RANK = 8
 DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "int8": 3, "uint8": 4, "int32": 5, "int64": 6, "bool": 7}
 DEVICE_HOST, DEVICE_CUDA = 0, 1
+
+
+def cuda_library_dirs():
+    """Folders holding cuBLASLt (CUDA artifacts link it; it is not shipped inside them): the
+    system's CUDA, else the copy PyTorch's wheels carry."""
+    dirs = [d for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/lib") if os.path.exists(os.path.join(d, "libcublasLt.so.13"))]
+    for sp in site.getsitepackages() + [site.getusersitepackages()]:
+        dirs += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(sp, "nvidia", "**", "libcublasLt.so.13"),
+                                                                recursive=True)})
+    return dirs
+
+
+def reexec_with_cuda_libraries(tag: str = "DML_CUDA_LIBS_SET"):
+    """The dynamic loader reads LD_LIBRARY_PATH once, at process start: put cuBLASLt's folders on
+    it and re-execute this script once (call before loading any artifact)."""
+    if os.environ.get(tag) == "1":
+        return
+    os.environ[tag] = "1"
+    os.environ["LD_LIBRARY_PATH"] = ":".join(cuda_library_dirs() + [os.environ.get("LD_LIBRARY_PATH", "")])
+    os.execv(sys.executable, [sys.executable] + sys.argv)
 
 
 class Tensor(ctypes.Structure):
