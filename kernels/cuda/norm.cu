@@ -107,6 +107,153 @@ __global__ void rms_norm_kernel(int64_t cols, const T* __restrict__ x, const T* 
   }
 }
 
+// ---- rows held in registers -------------------------------------------------------------------
+// One block per row; each thread loads NV 16-byte vectors of the row once (8 fp16/bf16 or 4 fp32
+// elements each), so the row is read from memory exactly once and written once: the loop kernels
+// above re-read it per pass with 2-byte accesses and reached 35-70 % of PyTorch's bandwidth on the
+// H200 (docs/benchmarks.md, session 6). Needs cols % (16 / sizeof(T)) == 0 and 16-byte aligned
+// pointers (reg_plan / aligned16 below).
+template <class T>
+struct alignas(16) Vec16 {
+  static constexpr int N = 16 / sizeof(T);
+  T v[N];
+};
+
+template <class T, int NV>
+struct RowRegs {
+  static constexpr int EV = Vec16<T>::N;
+  float v[NV][EV];
+  bool ok[NV];
+  // Loads the row; returns this thread's sum of its elements.
+  __device__ float load(const T* __restrict__ row, int nvec) {
+    const Vec16<T>* r = reinterpret_cast<const Vec16<T>*>(row);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int idx = threadIdx.x + k * blockDim.x;
+      ok[k] = idx < nvec;
+      const Vec16<T> t = ok[k] ? r[idx] : Vec16<T>{};
+#pragma unroll
+      for (int e = 0; e < EV; ++e) {
+        v[k][e] = ok[k] ? to_f(t.v[e]) : 0.0f;
+        s += v[k][e];
+      }
+    }
+    return s;
+  }
+  // y[i] = f(v, i) for every held element, with optional per-column vectors a / b passed to f.
+  template <class F>
+  __device__ void store(T* __restrict__ row, const T* __restrict__ a, const T* __restrict__ b, F f) {
+    Vec16<T>* out = reinterpret_cast<Vec16<T>*>(row);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      if (!ok[k]) continue;
+      const int idx = threadIdx.x + k * blockDim.x;
+      Vec16<T> av{}, bv{};
+      if (a) av = reinterpret_cast<const Vec16<T>*>(a)[idx];
+      if (b) bv = reinterpret_cast<const Vec16<T>*>(b)[idx];
+      Vec16<T> o;
+#pragma unroll
+      for (int e = 0; e < EV; ++e) o.v[e] = from_f<T>(f(v[k][e], a ? to_f(av.v[e]) : 1.0f, b ? to_f(bv.v[e]) : 0.0f));
+      out[idx] = o;
+    }
+  }
+};
+
+template <class T, int NV>
+__global__ void layer_norm_reg_kernel(int cols, const T* __restrict__ x, const T* __restrict__ g,
+                                      const T* __restrict__ b, float eps, T* __restrict__ y) {
+  RowRegs<T, NV> r;
+  const int nvec = cols / RowRegs<T, NV>::EV;
+  const float mean = block_reduce<false>(r.load(x + (size_t)blockIdx.x * cols, nvec)) / (float)cols;
+  float d = 0.0f;  // two-pass variance from the registers: no cancellation of E[x²] - E[x]²
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < RowRegs<T, NV>::EV; ++e) {
+      const float t = r.ok[k] ? r.v[k][e] - mean : 0.0f;
+      d += t * t;
+    }
+  const float rstd = rsqrtf(block_reduce<false>(d) / (float)cols + eps);
+  r.store(y + (size_t)blockIdx.x * cols, g, b, [=](float v, float gv, float bv) { return (v - mean) * rstd * gv + bv; });
+}
+
+template <class T, int NV>
+__global__ void rms_norm_reg_kernel(int cols, const T* __restrict__ x, const T* __restrict__ w, float eps,
+                                    T* __restrict__ y) {
+  RowRegs<T, NV> r;
+  const int nvec = cols / RowRegs<T, NV>::EV;
+  r.load(x + (size_t)blockIdx.x * cols, nvec);
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < RowRegs<T, NV>::EV; ++e) ss += r.v[k][e] * r.v[k][e];
+  const float rs = rsqrtf(block_reduce<false>(ss) / (float)cols + eps);
+  r.store(y + (size_t)blockIdx.x * cols, w, nullptr, [=](float v, float wv, float) { return v * rs * wv; });
+}
+
+template <class T, int NV>
+__global__ void softmax_reg_kernel(int cols, int log, const T* __restrict__ x, T* __restrict__ y) {
+  RowRegs<T, NV> r;
+  const int nvec = cols / RowRegs<T, NV>::EV;
+  r.load(x + (size_t)blockIdx.x * cols, nvec);
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < RowRegs<T, NV>::EV; ++e)
+      if (r.ok[k]) m = fmaxf(m, r.v[k][e]);
+  m = block_reduce<true>(m);
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int e = 0; e < RowRegs<T, NV>::EV; ++e)
+      if (r.ok[k]) s += expf(r.v[k][e] - m);
+  s = block_reduce<false>(s);
+  const float ls = logf(s), inv = 1.0f / s;
+  r.store(y + (size_t)blockIdx.x * cols, nullptr, nullptr,
+          [=](float v, float, float) { return log ? v - m - ls : expf(v - m) * inv; });
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Threads and vectors per thread for a register-held row of `cols`, or threads == 0 where the row
+// does not fit the register kernels (ragged cols, short rows that the loop kernels serve, rows
+// longer than 8 vectors x 1024 threads).
+struct RegPlan {
+  int threads = 0, nv = 0;
+};
+template <class T>
+RegPlan reg_plan(int64_t rows, int64_t cols) {
+  constexpr int EV = Vec16<T>::N;
+  RegPlan p;
+  if (cols % EV != 0 || cols < 32 * EV || rows > INT32_MAX) return p;
+  const int64_t nvec = cols / EV;
+  for (int nv : {1, 2, 4, 8}) {
+    const int64_t t = (nvec + nv - 1) / nv;
+    if (t <= 256 || (nv == 8 && t <= 1024)) {
+      p.nv = nv;
+      p.threads = static_cast<int>((t + kWarp - 1) / kWarp * kWarp);
+      return p;
+    }
+  }
+  return p;
+}
+
+// Launches KERNEL<T, NV> for the plan's NV with (grid rows, plan threads).
+#define DML_REG_LAUNCH(KERNEL, T, plan, rows, stream, ...)                                                \
+  do {                                                                                                    \
+    const dim3 g_(static_cast<unsigned>(rows)), b_(static_cast<unsigned>((plan).threads));              \
+    switch ((plan).nv) {                                                                                  \
+      case 1: KERNEL<T, 1><<<g_, b_, 0, stream>>>(__VA_ARGS__); break;                                    \
+      case 2: KERNEL<T, 2><<<g_, b_, 0, stream>>>(__VA_ARGS__); break;                                    \
+      case 4: KERNEL<T, 4><<<g_, b_, 0, stream>>>(__VA_ARGS__); break;                                    \
+      default: KERNEL<T, 8><<<g_, b_, 0, stream>>>(__VA_ARGS__); break;                                   \
+    }                                                                                                     \
+  } while (0)
+
 int row_threads(int64_t cols) {
   int t = kWarp;
   while (t < 1024 && t * 4 < cols) t *= 2;
@@ -126,7 +273,10 @@ extern "C" int dml_cuda_softmax(int dtype, int64_t outer, int64_t axis, int64_t 
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(x);
     T* yp = static_cast<T*>(y);
-    if (inner != 1) {
+    const RegPlan rp = reg_plan<T>(outer, axis);
+    if (inner == 1 && rp.threads && axis > 1024 && aligned16(x) && aligned16(y)) {
+      DML_REG_LAUNCH(softmax_reg_kernel, T, rp, outer, s, static_cast<int>(axis), log, xp, yp);
+    } else if (inner != 1) {
       softmax_strided_kernel<T><<<blocks_for(outer * inner, 128), 128, 0, s>>>(outer, axis, inner, log, xp, yp);
     } else if (axis <= 1024) {
       const int64_t rows = outer;
@@ -147,6 +297,12 @@ extern "C" int dml_cuda_layer_norm(int dtype, int64_t rows, int64_t cols, const 
   if (rows > INT32_MAX) return fail("dml_cuda_layer_norm: too many rows");
   return dispatch_float(dtype, "dml_cuda_layer_norm", [&](auto tag) {
     using T = decltype(tag);
+    const RegPlan rp = reg_plan<T>(rows, cols);
+    if (rp.threads && aligned16(x) && aligned16(y) && (!gamma || aligned16(gamma)) && (!beta || aligned16(beta))) {
+      DML_REG_LAUNCH(layer_norm_reg_kernel, T, rp, rows, as_stream(stream), static_cast<int>(cols), static_cast<const T*>(x),
+                     static_cast<const T*>(gamma), static_cast<const T*>(beta), eps, static_cast<T*>(y));
+      return check_launch("dml_cuda_layer_norm");
+    }
     layer_norm_kernel<T><<<static_cast<unsigned>(rows), row_threads(cols), 0, as_stream(stream)>>>(
         cols, static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta), eps, static_cast<T*>(y));
     return check_launch("dml_cuda_layer_norm");
@@ -159,6 +315,12 @@ extern "C" int dml_cuda_rms_norm(int dtype, int64_t rows, int64_t cols, const vo
   if (rows > INT32_MAX) return fail("dml_cuda_rms_norm: too many rows");
   return dispatch_float(dtype, "dml_cuda_rms_norm", [&](auto tag) {
     using T = decltype(tag);
+    const RegPlan rp = reg_plan<T>(rows, cols);
+    if (rp.threads && aligned16(x) && aligned16(y) && (!weight || aligned16(weight))) {
+      DML_REG_LAUNCH(rms_norm_reg_kernel, T, rp, rows, as_stream(stream), static_cast<int>(cols), static_cast<const T*>(x),
+                     static_cast<const T*>(weight), eps, static_cast<T*>(y));
+      return check_launch("dml_cuda_rms_norm");
+    }
     rms_norm_kernel<T><<<static_cast<unsigned>(rows), row_threads(cols), 0, as_stream(stream)>>>(
         cols, static_cast<const T*>(x), static_cast<const T*>(weight), eps, static_cast<T*>(y));
     return check_launch("dml_cuda_rms_norm");

@@ -114,6 +114,27 @@ def _norm_ref(torch, W, X):
             "sum_middle": x3.sum(1), "mean_02": x3.mean((0, 2))}
 
 
+# Wide rows: the register-held row kernels of norm.cu (cols a multiple of 8, >= 256; softmax above
+# 1024) and the 8-wide generated elementwise kernels (flat inputs; xo's odd element count leaves a
+# tail, its ragged rows send layer_norm to the loop kernel).
+def _wide_build(ops, W, X):
+    x, xo = X["x"], X["xo"]
+    return {"layer_norm": ops.layer_norm(x, W["g"], W["b"], eps=1e-5), "layer_norm_plain": ops.layer_norm(x, eps=1e-5),
+            "rms_norm": ops.rms_norm(x, W["g"], eps=1e-6), "softmax": ops.softmax(x * 3.0, axis=-1),
+            "log_softmax": ops.log_softmax(x, axis=-1), "layer_norm_ragged": ops.layer_norm(xo, eps=1e-5),
+            "gelu_tail": ops.gelu(xo) + xo * 0.5}
+
+
+def _wide_ref(torch, W, X):
+    F = torch.nn.functional
+    x, xo = X["x"], X["xo"]
+    return {"layer_norm": F.layer_norm(x, (x.shape[-1],), W["g"], W["b"], 1e-5),
+            "layer_norm_plain": F.layer_norm(x, (x.shape[-1],), None, None, 1e-5),
+            "rms_norm": x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * W["g"],
+            "softmax": torch.softmax(x * 3.0, -1), "log_softmax": torch.log_softmax(x, -1),
+            "layer_norm_ragged": F.layer_norm(xo, (xo.shape[-1],), None, None, 1e-5), "gelu_tail": F.gelu(xo) + xo * 0.5}
+
+
 # ---- data movement ------------------------------------------------------------------------------
 
 def _move_build(ops, W, X):
@@ -497,6 +518,8 @@ def cases():
                         _bmm_build, _bmm_ref))
         out.append(Case("norm_reduce", dt, {"x": ["r", 96], "x3": ["r", 6, 16]}, {"g": ([96], "one"), "b": ([96], "small")},
                         {"r": (1, 64, [8, 64])}, [{"r": 1}, {"r": 8}, {"r": 37}], _norm_build, _norm_ref))
+        out.append(Case("norm_wide", dt, {"x": ["r", 2048], "xo": ["r", 1027]}, {"g": ([2048], "one"), "b": ([2048], "small")},
+                        {"r": (1, 48, [16, 48])}, [{"r": 1}, {"r": 13}, {"r": 48}], _wide_build, _wide_ref))
         out.append(Case("data_movement", dt, {"x": ["b", 6, 10], "e": [1, 1, 10]}, {}, {"b": (1, 8, [8])},
                         [{"b": 1}, {"b": 5}], _move_build, _move_ref))
         out.append(Case("elementwise", dt, {"x": ["b", 32], "y": [32], "z": ["b", 1]}, {}, {"b": (1, 512, [512])},

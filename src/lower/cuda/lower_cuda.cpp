@@ -104,6 +104,9 @@ static inline int64_t dml_floordiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 struct DmlShape8 { int64_t v[8]; };
+// Eight consecutive elements, moved as one 16-byte access (8 for 1-byte types; two for float):
+// what the generated elementwise kernels read and write when no input is strided.
+template <class T> struct alignas(sizeof(T) * 8 < 16 ? sizeof(T) * 8 : 16) DmlVec8 { T v[8]; };
 
 static inline int dml_node_error(char* err, size_t errlen, const char* node, const char* op, int status, const char* why) {
   if (err && errlen) snprintf(err, errlen, "node '%s' (%s): " DML_GPU_NAME " kernel failed with status %d: %s", node, op, status, why);

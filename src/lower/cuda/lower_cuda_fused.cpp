@@ -4,6 +4,7 @@
 // so CPU and CUDA evaluate exactly the same program text. Inputs that already have the output's
 // element count are read flat; broadcast inputs through per-axis strides (0 on broadcast axes),
 // the same call-site layout as the CPU loops.
+#include <functional>
 #include <set>
 
 #include "ir/error.h"
@@ -72,17 +73,25 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
         if (i >= K) throw OpError("node '" + n.name + "': program uses " + a + " but the node has " + std::to_string(K) + " inputs");
         used[i] = true;
       }
-  std::string b;
-  for (size_t i = 0; i < K; ++i) {
-    if (!used[i]) continue;
-    const std::string load = ir::is_float(in_dt[i]) ? "dml_to_float(in" + std::to_string(i) + "[o" + std::to_string(i) + "])"
-                                                    : var("in", i) + "[" + var("o", i) + "]";
-    b += "    const " + cpu::compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + load + ";\n";
-  }
-  b += cpu::step_statements(n, steps, in_dt, K, "    ");
-  const std::string last = var("s", steps.size() - 1);
-  if (ir::is_float(y.dtype)) b += "    out[i] = dml_from_float<" + oty + ">((float)" + last + ");\n";
-  else b += "    out[i] = (" + oty + ")" + last + ";\n";
+  // The per-element program: loads of the used inputs (load(i) is input i's element), the steps,
+  // the store (store(v) writes the converted result).
+  auto element_body = [&](const std::string& indent, const std::function<std::string(size_t)>& load,
+                          const std::function<std::string(const std::string&)>& store) {
+    std::string b;
+    for (size_t i = 0; i < K; ++i) {
+      if (!used[i]) continue;
+      const std::string v = ir::is_float(in_dt[i]) ? "dml_to_float(" + load(i) + ")" : load(i);
+      b += indent + "const " + cpu::compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + v + ";\n";
+    }
+    b += cpu::step_statements(n, steps, in_dt, K, indent);
+    const std::string last = var("s", steps.size() - 1);
+    const std::string value = ir::is_float(y.dtype) ? "dml_from_float<" + oty + ">((float)" + last + ")"
+                                                    : "(" + oty + ")" + last;
+    return b + indent + store(value) + ";\n";
+  };
+  const std::string b = element_body(
+      "    ", [](size_t i) { return var("in", i) + "[" + var("o", i) + "]"; },
+      [](const std::string& v) { return "out[i] = " + v; });
 
   // Each input is read flat (it has the output's element count), as a scalar (one element) or
   // through per-axis strides; only strided inputs pay for the index decomposition, which uses
@@ -108,6 +117,32 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   f << "        (void)q;\n      }\n    }\n";
   for (size_t i = 0; i < K; ++i) f << "    (void)o" << i << ";\n";
   f << b << "  }\n}\n\n";
+  // No strided input (every input flat or a scalar): eight elements per thread, each flat input and
+  // the output moved with 16-byte accesses (the scalar kernel's 2-byte accesses reach about half of
+  // the DRAM bandwidth, docs/benchmarks.md session 6). The launcher checks 16-byte alignment.
+  f << "template <typename I>\n__global__ void " << name << "_vk(I n";
+  for (size_t i = 0; i < K; ++i) f << ", int kind" << i;
+  for (size_t i = 0; i < K; ++i) f << ", const " << ir::dtype_ctype(in_dt[i]) << "* __restrict__ in" << i;
+  f << ", " << oty << "* __restrict__ out) {\n";
+  f << "  const I nv = n / 8;\n";
+  f << "  for (I v = blockIdx.x * (I)blockDim.x + threadIdx.x; v < nv; v += (I)gridDim.x * blockDim.x) {\n";
+  for (size_t i = 0; i < K; ++i) {
+    if (!used[i]) continue;
+    const std::string t(ir::dtype_ctype(in_dt[i])), x = var("x", i), in = var("in", i);
+    f << "    DmlVec8<" << t << "> " << x << ";\n    if (kind" << i << " == 0) " << x << " = *reinterpret_cast<const DmlVec8<"
+      << t << ">*>(" << in << " + (size_t)v * 8);\n    else {\n#pragma unroll\n      for (int j = 0; j < 8; ++j) " << x
+      << ".v[j] = " << in << "[0];\n    }\n";
+  }
+  f << "    DmlVec8<" << oty << "> y;\n#pragma unroll\n    for (int j = 0; j < 8; ++j) {\n"
+    << element_body("      ", [](size_t i) { return var("x", i) + ".v[j]"; },
+                    [](const std::string& v) { return "y.v[j] = " + v; })
+    << "    }\n    *reinterpret_cast<DmlVec8<" << oty << ">*>(out + (size_t)v * 8) = y;\n  }\n";
+  f << "  if (blockIdx.x == 0) {  // the last n % 8 elements\n"
+       "    for (I i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) {\n";
+  for (size_t i = 0; i < K; ++i) f << "      const I o" << i << " = kind" << i << " == 0 ? i : 0;\n      (void)o" << i << ";\n";
+  f << element_body("      ", [](size_t i) { return var("in", i) + "[" + var("o", i) + "]"; },
+                    [](const std::string& v) { return "out[i] = " + v; })
+    << "    }\n  }\n}\n\n";
   // Host launcher with the CPU call-site signature plus the stream.
   f << "static cudaError_t " << name
     << "(int rank, const int64_t* os, const int64_t* st, const int64_t* in_numel, const void* const* in, void* outp, cudaStream_t s) {\n"
@@ -116,6 +151,19 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   for (size_t i = 0; i < K; ++i)
     f << "  DmlShape8 s" << i << " = {{0}};\n  for (int a = 0; a < rank; ++a) s" << i << ".v[a] = st[" << i << " * rank + a];\n"
       << "  const int k" << i << " = in_numel[" << i << "] == n ? 0 : in_numel[" << i << "] == 1 ? 1 : 2;\n";
+  f << "  bool vec = ((uintptr_t)outp & 15) == 0";
+  for (size_t i = 0; i < K; ++i)
+    f << " && (k" << i << " == 1 || (k" << i << " == 0 && ((uintptr_t)in[" << i << "] & 15) == 0))";
+  f << ";\n  if (vec) {\n    int64_t vblocks = (n / 8 + 255) / 256;\n    if (vblocks < 1) vblocks = 1;\n"
+       "    if (vblocks > 65536) vblocks = 65536;\n";
+  auto vlaunch = [&](const std::string& I) {
+    std::string t = "      " + name + "_vk<" + I + "><<<(unsigned)vblocks, 256, 0, s>>>((" + I + ")n";
+    for (size_t i = 0; i < K; ++i) t += ", k" + std::to_string(i);
+    for (size_t i = 0; i < K; ++i) t += ", (const " + std::string(ir::dtype_ctype(in_dt[i])) + "*)in[" + std::to_string(i) + "]";
+    return t + ", (" + oty + "*)outp);\n";
+  };
+  f << "    if (n < ((int64_t)1 << 31))\n" << vlaunch("uint32_t") << "    else\n" << vlaunch("int64_t")
+    << "    return cudaGetLastError();\n  }\n";
   f << "  int64_t blocks = (n + 255) / 256;\n  if (blocks > 65536) blocks = 65536;\n";
   auto launch = [&](const std::string& I) {
     std::string t = "    " + name + "_k<" + I + "><<<(unsigned)blocks, 256, 0, s>>>((" + I + ")n, rank, o8";
