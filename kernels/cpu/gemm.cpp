@@ -220,6 +220,33 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
   }
 }
 
+// M = 1 against packed weights (decode): each thread takes a contiguous run of panels and walks it
+// as kGemvStreams sub-runs at once, so every core keeps several DRAM streams in flight (the
+// slice path reads one panel after another: one stream per core, ~25 % less bandwidth).
+void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int threads) {
+  const int64_t N = p.N, K = p.K, panels = cdiv(N, kNR);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t lo = panels * t / nt, hi = panels * (t + 1) / nt;
+    const int64_t run = cdiv(hi - lo, kGemvStreams);
+    alignas(64) float ct[kGemvStreams * kNR];
+    for (int64_t j = 0; j < run; ++j) {
+      const float* ps[kGemvStreams];
+      int64_t first[kGemvStreams];
+      int np = 0;
+      for (int s = 0; s < kGemvStreams; ++s) {
+        const int64_t q = lo + s * run + j;
+        if (q >= hi) continue;
+        first[np] = q * kNR;
+        ps[np++] = p.packed + q * K * kNR;
+      }
+      isa.gemv_panels(K, a, ps, np, ct);
+      for (int s = 0; s < np; ++s) isa.finish(ct + s * kNR, kNR, 1, std::min(kNR, N - first[s]), 0, first[s], p.epi, p.c, N);
+    }
+  }
+}
+
 void run_dot(const IsaKernels& isa, const Call& p, int threads) {
   const int64_t M = p.M, N = p.N, K = p.K;
   const float* a = static_cast<const float*>(p.a);
@@ -295,6 +322,19 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
     using T = decltype(tag);
     if (use_dot) {
       run_dot(isa, p, threads);
+      return DML_CPU_OK;
+    }
+    if (use_slice && p.M == 1 && p.packed && path == kAuto) {
+      const float* af;
+      if constexpr (std::is_same_v<T, float>) {
+        af = static_cast<const float*>(p.a);
+      } else {
+        float* conv = scratch(kSlotAf, static_cast<size_t>(p.K));
+        if (!conv) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the widened A operand");
+        for (int64_t i = 0; i < p.K; ++i) conv[i] = load_f(static_cast<const T*>(p.a), i);
+        af = conv;
+      }
+      run_gemv_packed(isa, p, af, threads);
       return DML_CPU_OK;
     }
     if (use_slice) {

@@ -40,6 +40,10 @@ void dot_rows(int64_t K, const float* a, int64_t lda, const float* b, int64_t ld
     }
 }
 
+void gemv_panels(int64_t K, const float* a, const float* const* panels, int np, float* c) {
+  for (int s = 0; s < np; ++s) tile_any(K, a, 0, 1, panels[s], c + s * kNR, kNR, 1, false);
+}
+
 float activate(int kind, float v) {
   switch (kind) {
     case DML_CPU_EPI_RELU:
@@ -80,7 +84,7 @@ void finish(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m
     }
 }
 
-const IsaKernels kTable = {"generic", tile_packed_a, tile_rows_a, dot_rows, finish};
+const IsaKernels kTable = {"generic", tile_packed_a, tile_rows_a, dot_rows, gemv_panels, finish};
 
 }  // namespace
 

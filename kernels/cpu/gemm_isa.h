@@ -23,6 +23,8 @@ struct Epilogue {
   int64_t ldd = 0;
 };
 
+constexpr int kGemvStreams = 4;
+
 struct IsaKernels {
   const char* name;
   // c[rows × 16] (row stride ldc) = (accumulate ? c : 0) + A · B over kc, rows in [1, kMR].
@@ -35,6 +37,10 @@ struct IsaKernels {
   // j < nrows (≤ 4); fp32 rows.
   void (*dot_rows)(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                    int mrows, int nrows, bool accumulate);
+  // c[s*16 + j] = a · panels[s] over K for s < np (≤ kGemvStreams): one fp32 row of A against np whole
+  // packed panels (panel[k*kNR + j]), read as np concurrent memory streams — a DRAM-bound GEMV needs
+  // several streams per core (2 Zen 3 cores: 1 stream/thread 24 GB/s, 4 streams 38 GB/s).
+  void (*gemv_panels)(int64_t K, const float* a, const float* const* panels, int np, float* c);
   // out[(m0+i)*ldo + n0 + j] = epilogue(src[i*lds + j]) for i < rows, j < cols; the residual and the
   // bias are indexed at (m0 + i, n0 + j). `out` has the epilogue's dtype; src may alias out (fp32).
   void (*finish)(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m0, int64_t n0, const Epilogue& e,

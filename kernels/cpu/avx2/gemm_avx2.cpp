@@ -110,6 +110,43 @@ void tile_rows_a(int64_t kc, const float* a, int64_t lda, const float* b, float*
   tile_dispatch<false>(kc, a, lda, b, c, ldc, rows, accumulate);
 }
 
+// One row of A against NP whole panels, the NP panels read as NP concurrent streams; 2 accumulators
+// per panel (2·NP independent FMA chains).
+template <int NP>
+void gemv_np(int64_t K, const float* a, const float* const* panels, float* c) {
+  __m256 acc0[NP], acc1[NP];
+  const float* b[NP];
+#pragma GCC unroll 4
+  for (int s = 0; s < NP; ++s) {
+    acc0[s] = acc1[s] = _mm256_setzero_ps();
+    b[s] = panels[s];
+  }
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 av = _mm256_broadcast_ss(a + k);
+#pragma GCC unroll 4
+    for (int s = 0; s < NP; ++s) {
+      acc0[s] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b[s]), acc0[s]);
+      acc1[s] = _mm256_fmadd_ps(av, _mm256_loadu_ps(b[s] + 8), acc1[s]);
+      b[s] += kNR;
+    }
+  }
+#pragma GCC unroll 4
+  for (int s = 0; s < NP; ++s) {
+    _mm256_storeu_ps(c + s * kNR, acc0[s]);
+    _mm256_storeu_ps(c + s * kNR + 8, acc1[s]);
+  }
+}
+
+void gemv_panels(int64_t K, const float* a, const float* const* panels, int np, float* c) {
+  static_assert(gemm::kGemvStreams == 4, "gemv_panels handles up to 4 streams");
+  switch (np) {
+    case 1: return gemv_np<1>(K, a, panels, c);
+    case 2: return gemv_np<2>(K, a, panels, c);
+    case 3: return gemv_np<3>(K, a, panels, c);
+    default: return gemv_np<4>(K, a, panels, c);
+  }
+}
+
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -239,7 +276,7 @@ void finish(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m
   }
 }
 
-const gemm::IsaKernels kTable = {"avx2", tile_packed_a, tile_rows_a, dot_rows, finish};
+const gemm::IsaKernels kTable = {"avx2", tile_packed_a, tile_rows_a, dot_rows, gemv_panels, finish};
 
 }  // namespace
 }  // namespace dml_cpu::avx2

@@ -182,6 +182,28 @@ TEST(GemmKernels, HalfAndBfloat16) {
           }
 }
 
+// M = 1 against prepacked weights: the multi-stream GEMV (run_gemv_packed), on each ISA path this
+// CPU runs, with panel counts that leave uneven per-thread runs and short last streams (N = 1, 17,
+// 200 = 13 panels, 1000 = 63 panels, 333 = 21), K from 1 to past the KC block (the larger ones run
+// on every thread), every epilogue and dtype.
+TEST(GemmKernels, PrepackedGemvStreams) {
+  const std::string initial = dml_cpu_gemm_isa();
+  for (const char* isa : {"avx2", "generic"}) {
+    if (dml_cpu_gemm_select_isa(isa) != 0) continue;
+    SCOPED_TRACE(isa);
+    for (int dtype : {DML_CPU_F32, DML_CPU_F16, DML_CPU_BF16})
+      for (int epi : kEpilogues)
+        for (const auto& nk : {std::array<int64_t, 2>{1, 1}, {17, 33}, {200, 1030}, {1000, 70}, {1000, 300}, {333, 1030}}) {
+          if (dtype != DML_CPU_F32 && epi % 3 != 0) continue;  // half types: a third of the epilogues
+          Case c;
+          c.dtype = dtype, c.epi = epi, c.packed = true, c.layout = (nk[0] + epi) % 2;
+          c.M = 1, c.N = nk[0], c.K = nk[1];
+          run_and_check(c);
+        }
+  }
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+}
+
 TEST(GemmKernels, UnalignedPointers) {
   for (int dtype : {DML_CPU_F32, DML_CPU_F16})
     for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
