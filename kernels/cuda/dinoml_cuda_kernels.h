@@ -38,7 +38,11 @@ enum dml_cuda_reduce_op { DML_CUDA_REDUCE_SUM = 0, DML_CUDA_REDUCE_MEAN = 1, DML
  * (fp16/bf16, gfx90a only); cuBLASLt, mma.sync, wgmma and skinny exist only on CUDA. */
 enum dml_cuda_gemm_impl {
   DML_CUDA_GEMM_CUBLASLT = 0, DML_CUDA_GEMM_SIMT = 1, DML_CUDA_GEMM_MMA = 2, DML_CUDA_GEMM_MFMA = 3, DML_CUDA_GEMM_WGMMA = 4,
-  DML_CUDA_GEMM_SKINNY = 5
+  DML_CUDA_GEMM_SKINNY = 5,
+  /* cuBLASLt with the heuristic's 2nd / 3rd algorithm (the last one it returns where it returns
+   * fewer): more cuBLASLt candidates for --profile to time, since its first guess is not always
+   * the fastest for the problem. */
+  DML_CUDA_GEMM_CUBLASLT_ALGO2 = 6, DML_CUDA_GEMM_CUBLASLT_ALGO3 = 7
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

@@ -8,6 +8,7 @@
 // inside cuBLASLt; the residual `d` is cuBLASLt's C with beta = 1; erf-GELU, swish, sigmoid and
 // tanh run as one extra in-place pass. Plans (descriptors + heuristic algorithm) are cached per
 // problem; the workspace is per stream, so concurrent sessions never share one.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,14 +37,15 @@ cudaDataType_t cuda_type(int dtype) {
 }
 
 struct PlanKey {
-  int dtype, rcr, epi, tf32, has_bias, has_d, device;
+  int dtype, rcr, epi, tf32, has_bias, has_d, device, rank;
   int64_t M, N, K, batch, stride_a, stride_b;
   bool operator<(const PlanKey& o) const {
-    return std::tie(dtype, rcr, epi, tf32, has_bias, has_d, device, M, N, K, batch, stride_a, stride_b) <
-           std::tie(o.dtype, o.rcr, o.epi, o.tf32, o.has_bias, o.has_d, o.device, o.M, o.N, o.K, o.batch, o.stride_a,
-                    o.stride_b);
+    return std::tie(dtype, rcr, epi, tf32, has_bias, has_d, device, rank, M, N, K, batch, stride_a, stride_b) <
+           std::tie(o.dtype, o.rcr, o.epi, o.tf32, o.has_bias, o.has_d, o.device, o.rank, o.M, o.N, o.K, o.batch,
+                    o.stride_a, o.stride_b);
   }
 };
+constexpr int kLtAlgos = 3;  // heuristic results a plan may use: DML_CUDA_GEMM_CUBLASLT, _ALGO2, _ALGO3
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -113,15 +115,16 @@ bool lt_native(int epi) {
 }
 
 // One (possibly strided-batched) cuBLASLt matmul. stride_* are element strides between batch
-// items (0 = broadcast); y and d are dense [batch, M, N].
+// items (0 = broadcast); y and d are dense [batch, M, N]. rank: which of the heuristic's algorithms
+// (0 = its first choice; the last one returned where it returns fewer than rank + 1).
 int lt_matmul(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t stride_a,
               int64_t stride_b, const void* a, const void* b, const void* bias, const void* d, void* y, int epi,
-              bool tf32, cudaStream_t stream) {
+              bool tf32, int rank, cudaStream_t stream) {
   int dev = 0;
   if (int rc = check(cudaGetDevice(&dev), "cudaGetDevice")) return rc;
   const bool add = epi == DML_CUDA_EPI_ADD || epi == DML_CUDA_EPI_ADD_RELU;
   const bool native = lt_native(epi);
-  PlanKey key{dtype, rcr ? 1 : 0, epi, tf32 ? 1 : 0, bias ? 1 : 0, d ? 1 : 0, dev, M, N, K, batch, stride_a, stride_b};
+  PlanKey key{dtype, rcr ? 1 : 0, epi, tf32 ? 1 : 0, bias ? 1 : 0, d ? 1 : 0, dev, rank, M, N, K, batch, stride_a, stride_b};
   LtState& st = lt();
   Plan* plan = nullptr;
   void* ws = nullptr;
@@ -182,14 +185,15 @@ int lt_matmul(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batc
       cublasLtMatmulPreferenceCreate(&pref);
       size_t wsb = kWorkspaceBytes;
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-      cublasLtMatmulHeuristicResult_t res{};
+      cublasLtMatmulHeuristicResult_t res[kLtAlgos]{};
       int found = 0;
-      cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(h, np->desc, np->la, np->lb, np->lc, np->lc, pref, 1, &res, &found);
+      cublasStatus_t hs =
+          cublasLtMatmulAlgoGetHeuristic(h, np->desc, np->la, np->lb, np->lc, np->lc, pref, rank + 1, res, &found);
       cublasLtMatmulPreferenceDestroy(pref);
       if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
         return fail("cuBLASLt has no algorithm for this GEMM (M=" + std::to_string(M) + " N=" + std::to_string(N) +
                     " K=" + std::to_string(K) + ", status " + std::to_string(static_cast<int>(hs)) + ")");
-      np->algo = res.algo;
+      np->algo = res[std::min(rank, found - 1)].algo;
       p = std::move(np);
     }
     plan = p.get();
@@ -319,10 +323,12 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
   }
 #endif
 #if DML_GPU_HAS_CUBLASLT
-  if (impl != DML_CUDA_GEMM_CUBLASLT) return fail("dml_cuda_gemm: unknown implementation " + std::to_string(impl));
+  const int rank = impl == DML_CUDA_GEMM_CUBLASLT ? 0 : impl == DML_CUDA_GEMM_CUBLASLT_ALGO2 ? 1
+                 : impl == DML_CUDA_GEMM_CUBLASLT_ALGO3 ? 2 : -1;
+  if (rank < 0) return fail("dml_cuda_gemm: unknown implementation " + std::to_string(impl));
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX)
     return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
-  return lt_matmul(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, tf32, s);
+  return lt_matmul(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, tf32, rank, s);
 #else
   (void)tf32;
   return fail("dml_cuda_gemm: implementation " + std::to_string(impl) + " is not available on " DML_GPU_NAME

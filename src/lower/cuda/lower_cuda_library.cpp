@@ -111,6 +111,10 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   std::string no_skinny;
   const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
   if (skinny) g.c.push_back({kSkinnyName, "DML_CUDA_GEMM_SKINNY"});
+  const size_t skinny_index = g.c.size() - 1;
+  // cuBLASLt's 2nd and 3rd heuristic algorithms: its first guess is not always the fastest.
+  g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo2", "DML_CUDA_GEMM_CUBLASLT_ALGO2"});
+  g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo3", "DML_CUDA_GEMM_CUBLASLT_ALGO3"});
   if (o.gemm_impl == "simt") {
     g.def = 1;
     g.reason = "forced by DINOML_CUDA_GEMM=simt";
@@ -123,7 +127,7 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
                      : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
   } else if (o.gemm_impl == "skinny") {
-    g.def = skinny ? g.c.size() - 1 : dtype == "float32" ? 1 : 2;
+    g.def = skinny ? skinny_index : dtype == "float32" ? 1 : 2;
     g.reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
                       : "forced by DINOML_CUDA_GEMM=skinny (no skinny kernel for " + no_skinny + ": " +
                             (dtype == "float32" ? "SIMT)" : "mma.sync)");
