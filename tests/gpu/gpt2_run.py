@@ -289,6 +289,51 @@ def layer_norm_checks(art, stream):
     return {"ok": ok, "cases": rows_out, "timing_us_8192x1024_bf16": {k: v[0] * 1e3 for k, v in t.items()}}
 
 
+def permute_checks(art, stream):
+    """dml_cuda_permute called directly against torch's permute (exact: a permute moves bits): ranks
+    2-5, the last axis kept (16-byte runs) or moved (2-byte elements), extents that are not powers of
+    two (the 32-bit path divides by every extent); plus the GPT-2 head permute's bandwidth against a
+    device-to-device copy of the same bytes."""
+    import ctypes
+    lib = ctypes.CDLL(os.path.join(os.path.realpath(art), "lib", "libdinoml_cuda_kernels.so"))
+    f = lib.dml_cuda_permute
+    f.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                  ctypes.c_void_p]
+    lib.dml_cuda_last_error.restype = ctypes.c_char_p
+    gen = torch.Generator(device="cuda").manual_seed(12)
+
+    def call(x, perm, y):
+        xs = (ctypes.c_int64 * 8)(*x.shape)
+        pm = (ctypes.c_int32 * 8)(*perm)
+        rc = f(x.element_size(), x.dim(), xs, pm, x.data_ptr(), y.data_ptr(), stream.cuda_stream)
+        if rc != 0:
+            raise RuntimeError(lib.dml_cuda_last_error().decode())
+
+    cases, ok = [], True
+    for shape, perm, dt in (((8, 1024, 3, 16, 64), (2, 0, 3, 1, 4), torch.bfloat16),
+                            ((8, 16, 1024, 64), (0, 2, 1, 3), torch.bfloat16),
+                            ((3, 5, 7, 11, 13), (4, 2, 0, 3, 1), torch.float32),
+                            ((6, 1000, 3), (2, 1, 0), torch.float16),
+                            ((37, 129), (1, 0), torch.bfloat16),
+                            ((2, 3, 17, 24), (0, 2, 1, 3), torch.float16)):
+        x = torch.randn(shape, generator=gen, device="cuda").to(dt)
+        y = torch.full([shape[p] for p in perm], float("nan"), device="cuda", dtype=dt)
+        call(x, perm, y)
+        torch.cuda.synchronize()
+        good = bool(torch.equal(y, x.permute(*perm).contiguous()))
+        ok &= good
+        cases.append({"shape": list(shape), "perm": list(perm), "dtype": str(dt).split(".")[-1], "exact": good})
+    x = torch.randn(8, 1024, 3, 16, 64, generator=gen, device="cuda").to(torch.bfloat16)
+    y = torch.empty(3, 8, 16, 1024, 64, device="cuda", dtype=torch.bfloat16)
+    z = torch.empty_like(x)
+    t = time_rounds({"dinoml_permute": lambda: call(x, (2, 0, 3, 1, 4), y),
+                     "torch_permute_contiguous": lambda: y.copy_(x.permute(2, 0, 3, 1, 4)),
+                     "d2d_copy": lambda: z.copy_(x)}, iters=20, rounds=5)
+    nbytes = 2 * x.numel() * x.element_size()
+    return {"ok": ok, "cases": cases,
+            "qkv_head_permute_TBps": {k: nbytes / (v[0] * 1e-3) / 1e12 for k, v in t.items()}}
+
+
 def artifact_summary(art):
     g = json.load(open(os.path.join(art, "graph.dinoir.json")))
     ops = {}
@@ -432,7 +477,7 @@ def main():
         fns["torch_eager"] = lambda: eager(x)
         if compiled is not None:
             fns["torch_compile"] = lambda: compiled(x)
-        res["timings_ms"] = time_rounds(fns)
+        res["timings_ms"] = time_rounds(fns, rounds=11)
         for name, (mod, *_rest) in arts.items():
             res[f"{name}_graph_stats"] = mod.graph_stats()
         log(f"timings (median, min, max ms): {json.dumps(res['timings_ms'])}")
@@ -454,7 +499,13 @@ def main():
             res["layer_norm_kernel"] = layer_norm_checks(art, stream)
         except Exception as e:  # noqa: BLE001 - reported
             res["layer_norm_kernel"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        try:
+            res["permute_kernel"] = permute_checks(art, stream)
+        except Exception as e:  # noqa: BLE001 - reported
+            res["permute_kernel"] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         save()
+        log(f"permute kernel checks: ok={res['permute_kernel'].get('ok')} "
+            f"{res['permute_kernel'].get('qkv_head_permute_TBps', res['permute_kernel'].get('error'))}")
         log(f"layer_norm kernel checks: ok={res['layer_norm_kernel'].get('ok')} "
             f"{res['layer_norm_kernel'].get('timing_us_8192x1024_bf16', res['layer_norm_kernel'].get('error'))}")
 
