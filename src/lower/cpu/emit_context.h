@@ -92,6 +92,9 @@ void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std
 bool is_view_op(const std::string& op);
 nlohmann::json emit_output(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
 nlohmann::json emit_view(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+// A split whose outputs eliminate_views made views of its input (passes/view_offset.h) emits
+// nothing: its manifest entry, or null when the split copies.
+nlohmann::json split_alias_entry(const EmitContext& cx, const ir::Node& n);
 nlohmann::json emit_state_assign(EmitContext& cx, const ir::Node& n, size_t index, std::ostringstream& body);
 
 // Thrown text for an op the CPU target cannot lower.

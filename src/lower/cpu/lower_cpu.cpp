@@ -13,6 +13,7 @@
 #include "ir/serialize.h"
 #include "lower/cpu/emit_context.h"
 #include "lower/cpu/fused_program.h"
+#include "passes/view_offset.h"
 
 namespace dinoml::lower::cpu {
 
@@ -80,7 +81,10 @@ std::string EmitContext::root(const std::string& tensor) const { return passes::
 std::string EmitContext::ptr(const std::string& tensor) const {
   auto it = storage_var.find(root(tensor));
   if (it == storage_var.end()) throw IrError("CPU lowering: tensor '" + tensor + "' has no storage in run()");
-  return it->second;
+  if (!g.tensor(tensor).view_of) return it->second;
+  const ir::IntExpr off = passes::view_byte_offset(g, tensor);  // split parts (view_offset.h)
+  if (off.is_const() && off.const_value() == 0) return it->second;
+  return "(" + it->second + " + " + cpp(off) + ")";
 }
 
 std::string EmitContext::cpp(const ir::IntExpr& e) const {
@@ -207,6 +211,14 @@ nlohmann::json emit_view(EmitContext& cx, const ir::Node& n, std::ostringstream&
   const std::string sel = alias ? "alias" : "memcpy";
   return {{"node", n.name}, {"op", n.op}, {"candidates", {sel}}, {"selected", sel},
           {"reason", alias ? "view: output aliases its input's buffer" : "view without view_of: copied"}};
+}
+
+nlohmann::json split_alias_entry(const EmitContext& cx, const ir::Node& n) {
+  const std::string r = cx.root(n.inputs.at(0));
+  for (const auto& o : n.outputs)
+    if (cx.root(o) != r) return nullptr;
+  return {{"node", n.name}, {"op", n.op}, {"candidates", {"alias"}}, {"selected", "alias"},
+          {"reason", "split along a leading axis: each output is a view at its byte offset in the input"}};
 }
 
 bool is_view_op(const std::string& op) {

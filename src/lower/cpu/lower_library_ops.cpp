@@ -196,6 +196,8 @@ json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
 }
 
 json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
+  if (split)
+    if (json alias = split_alias_entry(cx, n); !alias.is_null()) return alias;
   const LibraryCallArgs a = concat_split_args(cx, n, split);
   emit_call_block(body, a, checked_call(n, std::string(split ? "dml_cpu_split(" : "dml_cpu_concat(") + a.args + ")"));
   return manifest(n, split ? "dml_cpu_split.memcpy_rows" : "dml_cpu_concat.memcpy_rows");

@@ -238,6 +238,8 @@ json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
 }
 
 json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
+  if (split)
+    if (json alias = cpu::split_alias_entry(cx, n); !alias.is_null()) return alias;  // outputs are views
   const cpu::LibraryCallArgs a = cpu::concat_split_args(cx, n, split);
   cpu::emit_call_block(body, a, checked_cuda_call(n, std::string(split ? "dml_cuda_split(" : "dml_cuda_concat(") + a.args + ", stream)"));
   return manifest(n, split ? "dml_cuda_split.memcpy2d" : "dml_cuda_concat.memcpy2d");
