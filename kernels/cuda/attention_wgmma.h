@@ -14,9 +14,13 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
                           const void* y);
 
 // y[b, i, :] = softmax_j(scale · q[b, i]·k[b, j] (j <= i when causal)) · v[b, j, :].
-// scale_log2 = scale · log2(e). pv_split: 0 = one m64n{D}k16 wgmma per k step for P·V, 1 = two
-// m64n64k16 (D = 128 only; kept for the harness).
+// scale_log2 = scale · log2(e). variant (the harness times them side by side; < 0 = the default,
+// kWgmmaSdpaDefaultVariant): 0 one block per query tile, P·V as one m64n{D}k16 wgmma per k step;
+// 1 the same with two m64n64k16 (D = 128); 2 persistent grid, sequential consumer loop;
+// 3 persistent + FA3-style ping-pong of the S GEMMs; 4 persistent + ping-pong of a merged GEMM
+// block (P·V of block n-1 and S of block n).
+constexpr int kWgmmaSdpaDefaultVariant = 4;
 int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
-               void* y, int causal, float scale_log2, cudaStream_t s, int pv_split);
+               void* y, int causal, float scale_log2, cudaStream_t s, int variant);
 
 }  // namespace dml_cuda
