@@ -34,9 +34,13 @@ import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DT = {"bfloat16": (torch.bfloat16, 2), "float16": (torch.float16, 1)}
-# kernel variants of wgmma_sdpa (kernels/cuda/attention_wgmma.h); DEFAULT = kWgmmaSdpaDefaultVariant
-VARIANTS = {0: "grid", 1: "grid_split", 2: "persist", 3: "persist_pp", 4: "persist_pp2"}
-DEFAULT = 4
+# kernel variants of wgmma_sdpa (kernels/cuda/attention_wgmma.h); default_variant mirrors wgmma_sdpa_default_variant
+VARIANTS = {0: "grid", 1: "grid_split", 2: "persist", 3: "persist_pp", 4: "persist_pp2", 5: "persist_fs", 6: "persist_pp_fs",
+            7: "persist_pp2_fs"}
+
+
+def default_variant(D):  # wgmma_sdpa_default_variant (attention_wgmma.h)
+    return 2 if D == 64 else 3
 
 
 def sh(cmd, log):
@@ -202,7 +206,7 @@ def bench(lib, dtype, b, h, L, D, causal, with_mma, variants):
         t = time_graph([lambda s=s: lib.run(which, code, flat(s[0]), flat(s[1]), flat(s[2]), flat(s[4]), causal, sc, var)
                         for s in sets], calls)
         row[name + "_ms"], row[name + "_tflops"] = t, flop / t / 1e9
-    t = time_plain([lambda s=s: lib.run("wgmma", code, flat(s[0]), flat(s[1]), flat(s[2]), flat(s[4]), causal, sc, DEFAULT)
+    t = time_plain([lambda s=s: lib.run("wgmma", code, flat(s[0]), flat(s[1]), flat(s[2]), flat(s[4]), causal, sc, default_variant(D))
                     for s in sets], min(calls, 40))
     row["default_nograph_ms"], row["default_nograph_tflops"] = t, flop / t / 1e9
     t = time_plain([lambda s=s: torch.nn.functional.scaled_dot_product_attention(s[0], s[1], s[2], is_causal=causal)
@@ -224,7 +228,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/fa3_out"))
     ap.add_argument("--no-mma", action="store_true")
     ap.add_argument("--prebuilt", default=None)
-    ap.add_argument("--variants", default="0,2,3,4", help="variants to check and time")
+    ap.add_argument("--variants", default="0,2,3,4,5,6,7", help="variants to check and time (must include the defaults)")
     ap.add_argument("--quick", action="store_true", help="default variant checks only, issue shapes only")
     args = ap.parse_args()
     variants = [int(v) for v in args.variants.split(",")]
@@ -234,7 +238,7 @@ def main():
     so, binfo = build(args.out, log, args.prebuilt)
     lib = Lib(so)
     result = {"build": binfo, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "variants": VARIANTS,
-              "default_variant": DEFAULT, "checks": [], "timings": []}
+              "default_variant": {"64": default_variant(64), "128": default_variant(128)}, "checks": [], "timings": []}
     out_json = os.path.join(args.out, "fa3_bench.json")
 
     checks = []
@@ -242,7 +246,7 @@ def main():
         for causal in (False, True):
             for (B, Lq, Lk) in [(2, 128, 128), (3, 1000, 1000), (2, 300, 517), (2, 517, 300), (1, 77, 1), (2, 1, 300),
                                 (5, 129, 129), (4, 1024, 1024), (2, 4096, 4096)]:
-                for var in (variants if not args.quick else [DEFAULT]):
+                for var in (variants if not args.quick else sorted({default_variant(64), default_variant(128)})):
                     if var in (0, 1) and (B, Lq) not in [(3, 1000), (4, 1024)]:
                         continue
                     checks.append((dt, B, Lq, Lk, 128, causal, var))
@@ -288,14 +292,14 @@ def main():
 
     n = len(result["checks"])
     print(f"\n== build: HGMMA lines {binfo['hgmma_sass_lines']}, local-memory lines {binfo['local_mem_sass_lines']}; "
-          f"checks: {n - fails}/{n} pass; default variant {DEFAULT} ({VARIANTS[DEFAULT]})")
+          f"checks: {n - fails}/{n} pass; default variant D64 {VARIANTS[default_variant(64)]}, D128 {VARIANTS[default_variant(128)]}")
     names = [VARIANTS[v] for v in variants]
     print(f"{'dtype':8s} {'h':>3s} {'D':>3s} {'L':>5s} {'c':>1s} {'sdpa':>6s} " + " ".join(f"{n[:11]:>11s}" for n in names) +
           f" {'mma':>6s} {'dflt/sdpa':>9s} {'nograph':>7s}  (TFLOP/s; nograph: default/sdpa both without graphs)")
     for r in result["timings"]:
         print(f"{r['dtype']:8s} {r['h']:3d} {r['D']:3d} {r['L']:5d} {int(r['causal']):1d} {r['sdpa_tflops']:6.1f} " +
               " ".join(f"{r[n + '_tflops']:11.1f}" for n in names) +
-              f" {r.get('flash_mma_tflops', float('nan')):6.1f} {r[VARIANTS[DEFAULT] + '_tflops'] / r['sdpa_tflops']:9.2f}"
+              f" {r.get('flash_mma_tflops', float('nan')):6.1f} {r[VARIANTS[default_variant(r['D'])] + '_tflops'] / r['sdpa_tflops']:9.2f}"
               f" {r['sdpa_nograph_ms'] / r['default_nograph_ms']:7.2f}")
     return 1 if fails else 0
 

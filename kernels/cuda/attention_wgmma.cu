@@ -291,15 +291,17 @@ template <int N> __device__ __forceinline__ void fence_regs_u(uint32_t* r) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-// Online-softmax step on one S block (scores in sacc, fp32): scale (log2 units), mask when `edge`,
-// new row max, rescale factor alpha applied to o and l, P packed to 16-bit A fragments.
-template <class T, int D>
+// Online-softmax step on one S block (scores in sacc, fp32): mask when `edge`, new row max,
+// rescale factor alpha applied to o and l, P packed to 16-bit A fragments. FS = 0: scores scaled
+// first (one FMUL each), p = 2^(s' - m'); FS = 1 (scale_log2 > 0 only): max over the raw scores,
+// p = 2^(s·c - m·c) as one FFMA + ex2 per score (FlashAttention-3's form).
+template <class T, int D, bool FS>
 __device__ __forceinline__ void fa_softmax(float* sacc, float* o, float* mrow, float* lrow, uint32_t (*pa)[4], bool edge,
                                            int n0, int row0, int t4, int Lk, int causal, float scale_log2) {
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < FA_BN / 2; ++i) {
-    float v = sacc[i] * scale_log2;
+    float v = FS ? sacc[i] : sacc[i] * scale_log2;
     if (edge) {
       const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
       const int r = row0 + ((i & 2) ? 8 : 0);
@@ -315,14 +317,22 @@ __device__ __forceinline__ void fa_softmax(float* sacc, float* o, float* mrow, f
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
     const float mnew = fmaxf(mrow[r], mx[r]);
     msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
-    alpha[r] = fast_exp2(mrow[r] - msafe[r]);
+    alpha[r] = FS ? fast_exp2((mrow[r] - msafe[r]) * scale_log2) : fast_exp2(mrow[r] - msafe[r]);
     mrow[r] = mnew;
     lrow[r] *= alpha[r];
+    if (FS) msafe[r] *= scale_log2;
   }
 #pragma unroll
   for (int i = 0; i < FA_BN / 2; i += 2) {
     const int r = (i >> 1) & 1;
-    const float p0 = fast_exp2(sacc[i] - msafe[r]), p1 = fast_exp2(sacc[i + 1] - msafe[r]);
+    float p0, p1;
+    if (FS) {
+      p0 = fast_exp2(fmaf(sacc[i], scale_log2, -msafe[r]));
+      p1 = fast_exp2(fmaf(sacc[i + 1], scale_log2, -msafe[r]));
+    } else {
+      p0 = fast_exp2(sacc[i] - msafe[r]);
+      p1 = fast_exp2(sacc[i + 1] - msafe[r]);
+    }
     lrow[r] += p0 + p1;
     pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
   }
@@ -355,7 +365,7 @@ template <int D> struct FaPCfg {
   static constexpr size_t kSmemBytes = kDataBytes + 1024 + 8 * (4 + 3 * FA_STAGES);
 };
 
-template <class T, int D, int PP>
+template <class T, int D, int PP, bool FS>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     fa3_persist_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                        const __grid_constant__ CUtensorMap map_v, int Lq, int Lk, int causal, float scale_log2,
@@ -450,22 +460,38 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
         mbar_wait(qfull0 + 8 * qs, (qi >> 1) & 1);
 
         if constexpr (PP == 2) {
-          int sp = 0;
-          uint32_t parp = 0;
-          for (int kb = 0; kb < nkb; ++kb, ++it) {
+          // First block: S only. Later blocks: P·V of the previous block, then S, in one turn. The
+          // first block is peeled so that no wgmma sits behind a branch (ptxas would serialize).
+          int sp = it % FA_STAGES;
+          uint32_t parp = (it / FA_STAGES) & 1;
+          {
+            float sacc[FA_BN / 2];
+            mbar_wait(kfull0 + 8 * sp, parp);
+            named_sync(own_bar);
+            wg_fence();
+            fa_issue_s<T, D>(sacc, sqw, sst + sp * C::kStageBytes);
+            wg_commit();
+            named_arrive(other_bar);
+            wg_wait0();
+            fence_regs<FA_BN / 2>(sacc);
+            if (nkb == 1 && lane == 0) mbar_arrive(qempty0 + 8 * qs);
+            const bool edge = FA_BN > Lk || (causal && FA_BN - 1 > wrow_min);
+            fa_softmax<T, D, FS>(sacc, o, mrow, lrow, pa, edge, 0, row0, t4, Lk, causal, scale_log2);
+            ++it;
+          }
+          for (int kb = 1; kb < nkb; ++kb, ++it) {
             const int s = it % FA_STAGES;
             const uint32_t par = (it / FA_STAGES) & 1;
-            const uint32_t sk = sst + s * C::kStageBytes;
             const int n0 = kb * FA_BN;
             float sacc[FA_BN / 2];
             mbar_wait(kfull0 + 8 * s, par);
-            if (kb > 0) mbar_wait(vfull0 + 8 * sp, parp);
+            mbar_wait(vfull0 + 8 * sp, parp);
             named_sync(own_bar);
             fence_regs<D / 2>(o);
             fence_regs_u<FA_BN / 4>(&pa[0][0]);
             wg_fence();
-            if (kb > 0) fa_issue_pv<T, D>(o, pa, sst + sp * C::kStageBytes + C::kKBytes);
-            fa_issue_s<T, D>(sacc, sqw, sk);
+            fa_issue_pv<T, D>(o, pa, sst + sp * C::kStageBytes + C::kKBytes);
+            fa_issue_s<T, D>(sacc, sqw, sst + s * C::kStageBytes);
             wg_commit();
             named_arrive(other_bar);
             wg_wait0();
@@ -473,17 +499,18 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             fence_regs<D / 2>(o);
             fence_regs_u<FA_BN / 4>(&pa[0][0]);
             if (lane == 0) {
-              if (kb > 0) mbar_arrive(empty0 + 8 * sp);
+              mbar_arrive(empty0 + 8 * sp);
               if (kb == nkb - 1) mbar_arrive(qempty0 + 8 * qs);
             }
             const bool edge = n0 + FA_BN > Lk || (causal && n0 + FA_BN - 1 > wrow_min);
-            fa_softmax<T, D>(sacc, o, mrow, lrow, pa, edge, n0, row0, t4, Lk, causal, scale_log2);
+            fa_softmax<T, D, FS>(sacc, o, mrow, lrow, pa, edge, n0, row0, t4, Lk, causal, scale_log2);
             sp = s;
             parp = par;
           }
           mbar_wait(vfull0 + 8 * sp, parp);
           named_sync(own_bar);
           fence_regs<D / 2>(o);
+          fence_regs_u<FA_BN / 4>(&pa[0][0]);
           wg_fence();
           fa_issue_pv<T, D>(o, pa, sst + sp * C::kStageBytes + C::kKBytes);
           wg_commit();
@@ -508,7 +535,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             fence_regs<FA_BN / 2>(sacc);
             if (kb == nkb - 1 && lane == 0) mbar_arrive(qempty0 + 8 * qs);
             const bool edge = n0 + FA_BN > Lk || (causal && n0 + FA_BN - 1 > wrow_min);
-            fa_softmax<T, D>(sacc, o, mrow, lrow, pa, edge, n0, row0, t4, Lk, causal, scale_log2);
+            fa_softmax<T, D, FS>(sacc, o, mrow, lrow, pa, edge, n0, row0, t4, Lk, causal, scale_log2);
             mbar_wait(vfull0 + 8 * s, par);
             fence_regs<D / 2>(o);
             wg_fence();
@@ -601,7 +628,7 @@ int device_sm_count() {
   return n;
 }
 
-template <class T, int D, int PP>
+template <class T, int D, int PP, bool FS>
 int launch_persist(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v, void* y,
                    int causal, float scale_log2, cudaStream_t s) {
   using P = FaPCfg<D>;
@@ -609,7 +636,7 @@ int launch_persist(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void*
   if (int rc = encode_map3(&mq, dtype, q, batch, Lq, D, FA_BM)) return rc;
   if (int rc = encode_map3(&mk, dtype, k, batch, Lk, D, FA_BN)) return rc;
   if (int rc = encode_map3(&mv, dtype, v, batch, Lk, D, FA_BN)) return rc;
-  auto kern = &fa3_persist_kernel<T, D, PP>;
+  auto kern = &fa3_persist_kernel<T, D, PP, FS>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P::kSmemBytes)),
                      "dml_cuda_sdpa (wgmma): cudaFuncSetAttribute"))
     return rc;
@@ -635,9 +662,16 @@ int launch_variant(int variant, int dtype, int64_t batch, int64_t Lq, int64_t Lk
     case 1:
       if constexpr (D == 128) return launch_fa3<T, D, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
       else return launch_fa3<T, D, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 2: return launch_persist<T, D, 0>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 3: return launch_persist<T, D, 1>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 4: return launch_persist<T, D, 2>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 2: return launch_persist<T, D, 0, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 3: return launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 4: return launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    // FS (scale folded into the exponent) needs scale > 0; otherwise the same loop without it.
+    case 5: return scale_log2 > 0.0f ? launch_persist<T, D, 0, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                                     : launch_persist<T, D, 0, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 6: return scale_log2 > 0.0f ? launch_persist<T, D, 1, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                                     : launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 7: return scale_log2 > 0.0f ? launch_persist<T, D, 2, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                                     : launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
     default: break;
   }
   return fail("dml_cuda_sdpa (wgmma): unknown kernel variant " + std::to_string(variant));
@@ -666,7 +700,7 @@ int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, cons
   if (batch > 65535 || Lq > INT32_MAX - FA_BM || Lk > INT32_MAX - FA_BN)
     return fail("dml_cuda_sdpa (wgmma): batch " + std::to_string(batch) + " / lengths exceed the kernel's grid");
   if (batch == 0 || Lq == 0) return 0;
-  if (variant < 0) variant = kWgmmaSdpaDefaultVariant;
+  if (variant < 0) variant = wgmma_sdpa_default_variant(D);
   if (dtype == 2) {
     if (D == 128) return launch_variant<__nv_bfloat16, 128>(variant, dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
     if (D == 64) return launch_variant<__nv_bfloat16, 64>(variant, dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);

@@ -14,12 +14,14 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
                           const void* y);
 
 // y[b, i, :] = softmax_j(scale · q[b, i]·k[b, j] (j <= i when causal)) · v[b, j, :].
-// scale_log2 = scale · log2(e). variant (the harness times them side by side; < 0 = the default,
-// kWgmmaSdpaDefaultVariant): 0 one block per query tile, P·V as one m64n{D}k16 wgmma per k step;
-// 1 the same with two m64n64k16 (D = 128); 2 persistent grid, sequential consumer loop;
-// 3 persistent + FA3-style ping-pong of the S GEMMs; 4 persistent + ping-pong of a merged GEMM
-// block (P·V of block n-1 and S of block n).
-constexpr int kWgmmaSdpaDefaultVariant = 4;
+// scale_log2 = scale · log2(e). variant (the harness, bench/cuda/fa3_bench.py, times them side by
+// side; < 0 = wgmma_sdpa_default_variant(D)): 0 one block per query tile, P·V as one m64n{D}k16
+// wgmma per k step; 1 the same with two m64n64k16 (D = 128); persistent grid (one block per SM,
+// causal tiles paired, Q double-buffered) with 2 a sequential consumer loop, 3 FA3-style ping-pong
+// of the two consumer warpgroups' S GEMMs, 4 ping-pong of a merged GEMM block (P·V of block n-1
+// and S of block n); 5/6/7 = 2/3/4 with the softmax scale folded into the exponent (one FFMA +
+// ex2 per score; scale > 0, else as 2/3/4).
+inline int wgmma_sdpa_default_variant(int64_t D) { return D == 64 ? 2 : 3; }
 int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
                void* y, int causal, float scale_log2, cudaStream_t s, int variant);
 
