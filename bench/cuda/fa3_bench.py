@@ -36,11 +36,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DT = {"bfloat16": (torch.bfloat16, 2), "float16": (torch.float16, 1)}
 # kernel variants of wgmma_sdpa (kernels/cuda/attention_wgmma.h); default_variant mirrors wgmma_sdpa_default_variant
 VARIANTS = {0: "grid", 1: "grid_split", 2: "persist", 3: "persist_pp", 4: "persist_pp2", 5: "persist_fs", 6: "persist_pp_fs",
-            7: "persist_pp2_fs"}
+            7: "persist_pp2_fs", 8: "persist_pp_fs_defer", 9: "persist_fs_defer"}
 
 
 def default_variant(D):  # wgmma_sdpa_default_variant (attention_wgmma.h)
-    return 2 if D == 64 else 3
+    return 5 if D == 64 else 6
 
 
 def sh(cmd, log):
@@ -228,7 +228,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/fa3_out"))
     ap.add_argument("--no-mma", action="store_true")
     ap.add_argument("--prebuilt", default=None)
-    ap.add_argument("--variants", default="0,2,3,4,5,6,7", help="variants to check and time (must include the defaults)")
+    ap.add_argument("--variants", default="0,2,3,4,5,6,7,8,9", help="variants to check and time (must include the defaults)")
     ap.add_argument("--quick", action="store_true", help="default variant checks only, issue shapes only")
     args = ap.parse_args()
     variants = [int(v) for v in args.variants.split(",")]

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "attention_wgmma.h"
 #include "common.cuh"
@@ -340,6 +341,18 @@ __device__ __forceinline__ void fa_softmax(float* sacc, float* o, float* mrow, f
   for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
 
+// Output rows row0 and row0 + 8 of one thread from packed 16-bit pairs (pk[2j], pk[2j + 1]: 8-column
+// group j); rows at or past Lq are skipped.
+template <class T, int D>
+__device__ __forceinline__ void fa_store_packed(T* yb, const uint32_t* pk, int row0, int Lq, int t4) {
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int c = 8 * j + 2 * t4;
+    if (row0 < Lq) *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pk[2 * j];
+    if (row0 + 8 < Lq) *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) = pk[2 * j + 1];
+  }
+}
+
 template <class T, int D>
 __device__ __forceinline__ void fa_issue_s(float* sacc, uint32_t sqw, uint32_t sk) {
   using C = FaCfg<D>;
@@ -365,7 +378,7 @@ template <int D> struct FaPCfg {
   static constexpr size_t kSmemBytes = kDataBytes + 1024 + 8 * (4 + 3 * FA_STAGES);
 };
 
-template <class T, int D, int PP, bool FS>
+template <class T, int D, int PP, bool FS, bool DEFER>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     fa3_persist_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                        const __grid_constant__ CUtensorMap map_v, int Lq, int Lk, int causal, float scale_log2,
@@ -438,6 +451,14 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
     if constexpr (PP != 0) {
       if (cw == 1) named_arrive(other_bar);  // consumer 0 takes the first turn
     }
+    // DEFER: the finished tile's output, packed to 16-bit pairs, stored during the next tile's
+    // first S GEMM (orow = Lq: nothing pending, every store predicated off).
+    static_assert(!(DEFER && PP == 2), "deferred stores: sequential / S-ping-pong loops only");
+    uint32_t opk[DEFER ? D / 4 : 1];
+#pragma unroll
+    for (int i = 0; i < (DEFER ? D / 4 : 1); ++i) opk[i] = 0;
+    T* oyb = y;
+    int orow = Lq;
     int it = 0, qi = 0;
     for (int item = blockIdx.x; item < sc.total; item += gridDim.x) {
       const int nt = fa_item_tiles(sc, item);
@@ -519,7 +540,10 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
           fence_regs<D / 2>(o);
           if (lane == 0) mbar_arrive(empty0 + 8 * sp);
         } else {
-          for (int kb = 0; kb < nkb; ++kb, ++it) {
+          // One key block; FIRST (DEFER only): the previous tile's output is stored while this
+          // tile's first S GEMM runs (the stores are predicated, no branch between wgmma and wait).
+          auto step = [&](int kb, auto first_tag) {
+            constexpr bool FIRST = decltype(first_tag)::value;
             const int s = it % FA_STAGES;
             const uint32_t par = (it / FA_STAGES) & 1;
             const uint32_t sk = sst + s * C::kStageBytes, sv = sk + C::kKBytes;
@@ -531,6 +555,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             fa_issue_s<T, D>(sacc, sqw, sk);
             wg_commit();
             if constexpr (PP == 1) named_arrive(other_bar);
+            if constexpr (DEFER && FIRST) fa_store_packed<T, D>(oyb, opk, orow, Lq, t4);
             wg_wait0();
             fence_regs<FA_BN / 2>(sacc);
             if (kb == nkb - 1 && lane == 0) mbar_arrive(qempty0 + 8 * qs);
@@ -544,28 +569,50 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             wg_wait0();
             fence_regs<D / 2>(o);
             if (lane == 0) mbar_arrive(empty0 + 8 * s);
-          }
+            ++it;
+          };
+          int kb = 0;
+          if constexpr (DEFER) step(kb++, std::true_type{});
+          for (; kb < nkb; ++kb) step(kb, std::false_type{});
         }
 
-        float inv[2];
+        if constexpr (DEFER) {
+          float inv[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 1);
-          lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
-          inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
-        }
-        T* yb = y + static_cast<int64_t>(b) * Lq * D;
+          for (int r = 0; r < 2; ++r) {
+            lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 1);
+            lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
+            inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
+          }
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          const int c = 8 * j + 2 * t4;
-          if (row0 < Lq)
-            *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
-          if (row0 + 8 < Lq)
-            *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) =
-                pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
+          for (int j = 0; j < D / 8; ++j) {
+            opk[2 * j] = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+            opk[2 * j + 1] = pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
+          }
+          oyb = y + static_cast<int64_t>(b) * Lq * D;
+          orow = row0;
+        } else {
+          float inv[2];
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 1);
+            lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
+            inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
+          }
+          T* yb = y + static_cast<int64_t>(b) * Lq * D;
+#pragma unroll
+          for (int j = 0; j < D / 8; ++j) {
+            const int c = 8 * j + 2 * t4;
+            if (row0 < Lq)
+              *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+            if (row0 + 8 < Lq)
+              *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) =
+                  pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
+          }
         }
       }
     }
+    if constexpr (DEFER) fa_store_packed<T, D>(oyb, opk, orow, Lq, t4);
   }
 #else
   (void)map_q; (void)map_k; (void)map_v; (void)Lq; (void)Lk; (void)causal; (void)scale_log2; (void)y; (void)sc;
@@ -628,7 +675,7 @@ int device_sm_count() {
   return n;
 }
 
-template <class T, int D, int PP, bool FS>
+template <class T, int D, int PP, bool FS, bool DEFER = false>
 int launch_persist(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v, void* y,
                    int causal, float scale_log2, cudaStream_t s) {
   using P = FaPCfg<D>;
@@ -636,7 +683,7 @@ int launch_persist(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void*
   if (int rc = encode_map3(&mq, dtype, q, batch, Lq, D, FA_BM)) return rc;
   if (int rc = encode_map3(&mk, dtype, k, batch, Lk, D, FA_BN)) return rc;
   if (int rc = encode_map3(&mv, dtype, v, batch, Lk, D, FA_BN)) return rc;
-  auto kern = &fa3_persist_kernel<T, D, PP, FS>;
+  auto kern = &fa3_persist_kernel<T, D, PP, FS, DEFER>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P::kSmemBytes)),
                      "dml_cuda_sdpa (wgmma): cudaFuncSetAttribute"))
     return rc;
@@ -672,6 +719,11 @@ int launch_variant(int variant, int dtype, int64_t batch, int64_t Lq, int64_t Lk
                                      : launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
     case 7: return scale_log2 > 0.0f ? launch_persist<T, D, 2, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
                                      : launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    // 8/9 = 6/5 with each tile's output stores deferred into the next tile's first S GEMM.
+    case 8: return scale_log2 > 0.0f ? launch_persist<T, D, 1, true, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                                     : launch_persist<T, D, 1, false, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 9: return scale_log2 > 0.0f ? launch_persist<T, D, 0, true, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
+                                     : launch_persist<T, D, 0, false, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
     default: break;
   }
   return fail("dml_cuda_sdpa (wgmma): unknown kernel variant " + std::to_string(variant));
