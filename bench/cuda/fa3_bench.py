@@ -40,7 +40,7 @@ VARIANTS = {0: "grid", 1: "grid_split", 2: "persist", 3: "persist_pp", 4: "persi
 
 
 def default_variant(D):  # wgmma_sdpa_default_variant (attention_wgmma.h)
-    return 5 if D == 64 else 6
+    return 5 if D == 64 else 9
 
 
 def sh(cmd, log):

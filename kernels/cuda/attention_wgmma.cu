@@ -14,14 +14,19 @@
 //     O[64×D] += P·V by wgmma with A from registers and V as the transposed (MN-major) B operand;
 //   * setmaxnreg moves registers from the producer (40) to the consumers (232).
 // Causal: key blocks past the query tile's last row are never loaded; only blocks that cross the
-// diagonal (or the end of the keys) are masked; query tiles are scheduled heaviest first.
-// Not (yet) done vs FlashAttention-3: ping-pong scheduling of the two consumers, smem-staged
-// output stores. Tried and dropped (git history, bench/cuda/h200_session5_fa3_run2.*): a version
-// with separate K/V "empty" barriers, a softmax that recomputes the mask instead of rewriting the
-// score registers, and an intra-warpgroup overlap variant (S of the next block issued with P·V of
-// the previous one, P double-buffered) passed every check but ran at 0.51-0.63x SDPA — the
-// overlap gained only 3-7% over its own sequential loop, which had become ~30% slower than this
-// one (PTX: twice the branches in the softmax); the causes were not isolated.
+// diagonal (or the end of the keys) are masked.
+// Two kernels: fa3_fwd_kernel (one block per query tile, heaviest tiles of a head first) and
+// fa3_persist_kernel (persistent grid, below: causal tiles paired, Q double-buffered, loads of the
+// next tile overlapping the current one; options: FA3-style ping-pong of the consumer warpgroups,
+// scale folded into ex2, deferred output stores). wgmma_sdpa's `variant` picks one form
+// (attention_wgmma.h); the library runs wgmma_sdpa_default_variant(D), chosen from the session-6
+// harness runs (bench/cuda/h200_session6_attn_run*.log).
+// Session 5 tried and dropped (git history, bench/cuda/h200_session5_fa3_run2.*): separate K/V
+// "empty" barriers, a softmax that recomputes the mask, and an intra-warpgroup overlap variant
+// (S of the next block issued with P·V of the previous one, P double-buffered): 0.51-0.63x SDPA.
+// Session 6: the merged ping-pong (variant 4/7) first lost 25% because a wgmma sat behind a branch
+// (ptxas C7520 serialization); peeled, it is on par with the others, not ahead.
+// Not done vs FlashAttention-3: intra-warpgroup overlap on top of this loop, TMA output stores.
 // Everything device-side exists only in the sm_90a pass (DML_WGMMA_DEVICE); elsewhere the kernel
 // is empty and the host never launches it (wgmma_sdpa_supported checks compute 9.0).
 #include <algorithm>
