@@ -277,19 +277,18 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
 struct FaSched {
   int nqb, per_head, total, causal;
 };
-__host__ __device__ inline int fa_item_tiles(const FaSched& sc, int item) {
+#if DML_WGMMA_DEVICE
+__device__ __forceinline__ int fa_item_tiles(const FaSched& sc, int item) {
   if (!sc.causal) return 1;
   const int p = item % sc.per_head;
   return p != sc.nqb - 1 - p ? 2 : 1;
 }
 // Tile h (0/1) of `item`: query block qb of batch·head b.
-__host__ __device__ inline void fa_item_tile(const FaSched& sc, int item, int h, int& qb, int& b) {
+__device__ __forceinline__ void fa_item_tile(const FaSched& sc, int item, int h, int& qb, int& b) {
   b = item / sc.per_head;
   const int p = item % sc.per_head;
   qb = sc.causal ? (h == 0 ? sc.nqb - 1 - p : p) : p;
 }
-
-#if DML_WGMMA_DEVICE
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 template <int N> __device__ __forceinline__ void fence_regs_u(uint32_t* r) {
