@@ -387,7 +387,7 @@ extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64
   // sm_90a wgmma kernel where it applies (else as 0).
 #if DML_GPU_CUDA
   if (impl == 3 && Lk > 0 && Lq < INT32_MAX / 2 && Lk < INT32_MAX / 2 && wgmma_sdpa_supported(dtype, D, Dv, p.mask_kind, q, k, v, y))
-    return wgmma_sdpa(dtype, p.batch, Lq, Lk, D, q, k, v, y, p.causal, p.scale_log2, st, 0);
+    return wgmma_sdpa(dtype, p.batch, Lq, Lk, D, q, k, v, y, p.causal, p.scale_log2, st, -1);
 #endif
   if (impl == 3) impl = 0;
   const bool mma_fits = (dtype == 1 || dtype == 2) && D == Dv && (D == 64 || D == 128) && aligned16(q) && aligned16(k) &&

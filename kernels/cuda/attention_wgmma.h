@@ -14,9 +14,16 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
                           const void* y);
 
 // y[b, i, :] = softmax_j(scale · q[b, i]·k[b, j] (j <= i when causal)) · v[b, j, :].
-// scale_log2 = scale · log2(e). pv_split: 0 = one m64n{D}k16 wgmma per k step for P·V, 1 = two
-// m64n64k16 (D = 128 only; kept for the harness).
+// scale_log2 = scale · log2(e). variant (the harness, bench/cuda/fa3_bench.py, times them side by
+// side; < 0 = wgmma_sdpa_default_variant(D)): 0 one block per query tile, P·V as one m64n{D}k16
+// wgmma per k step; 1 the same with two m64n64k16 (D = 128); persistent grid (one block per SM,
+// causal tiles paired, Q double-buffered) with 2 a sequential consumer loop, 3 FA3-style ping-pong
+// of the two consumer warpgroups' S GEMMs, 4 ping-pong of a merged GEMM block (P·V of block n-1
+// and S of block n); 5/6/7 = 2/3/4 with the softmax scale folded into the exponent (one FFMA +
+// ex2 per score; scale > 0, else as 2/3/4); 8/9 = 6/5 with each tile's output stores deferred into
+// the next tile's first S GEMM. Defaults from bench/cuda/h200_session6_attn_run{2,3}.log.
+inline int wgmma_sdpa_default_variant(int64_t D) { return D == 64 ? 5 : 9; }
 int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
-               void* y, int causal, float scale_log2, cudaStream_t s, int pv_split);
+               void* y, int causal, float scale_log2, cudaStream_t s, int variant);
 
 }  // namespace dml_cuda

@@ -481,6 +481,8 @@ def _resnet18_ref(torch, W, X):
 
 # Attention benchmark (issue target): bf16, batch 8, 32 heads, head dim 128, seq 1024 and 4096.
 ATTN_BENCH = {"batch": 8, "heads": 32, "hd": 128, "seqs": (1024, 4096)}
+# Head dim 64 (the GPT-2-medium attention shape: batch 8, 16 heads, seq 1024, causal).
+ATTN_BENCH_D64 = {"batch": 8, "heads": 16, "hd": 64, "seqs": (1024,)}
 RESNET50_BENCH = {"batch": 32, "hw": 224}
 
 
@@ -495,6 +497,12 @@ def bench_cases():
                         (lambda c: lambda ops, W, X: {"y": ops.scaled_dot_product_attention(X["q"], X["k"], X["v"], causal=c)})(causal),
                         (lambda c: lambda torch, W, X: {"y": torch.nn.functional.scaled_dot_product_attention(X["q"], X["k"], X["v"], is_causal=c)})(causal),
                         tol=TOL["bfloat16"]))
+    B, H, hd = ATTN_BENCH_D64["batch"], ATTN_BENCH_D64["heads"], ATTN_BENCH_D64["hd"]
+    out.append(Case("attn_bench_d64_causal", "bfloat16", {"q": [B, H, "s", hd], "k": [B, H, "s", hd], "v": [B, H, "s", hd]}, {},
+                    {"s": (1, max(ATTN_BENCH_D64["seqs"]), list(ATTN_BENCH_D64["seqs"]))}, [{"s": 1024}],
+                    lambda ops, W, X: {"y": ops.scaled_dot_product_attention(X["q"], X["k"], X["v"], causal=True)},
+                    lambda torch, W, X: {"y": torch.nn.functional.scaled_dot_product_attention(X["q"], X["k"], X["v"], is_causal=True)},
+                    tol=TOL["bfloat16"]))
     out.append(Case("resnet50_bench", "bfloat16", {"x": [RESNET50_BENCH["batch"], 3, RESNET50_BENCH["hw"], RESNET50_BENCH["hw"]]},
                     resnet_param_shapes("resnet50"), {}, [{}], "resnet50",
                     lambda torch, W, X: {"output": resnet_functional(torch, "resnet50", W, X["x"])},
