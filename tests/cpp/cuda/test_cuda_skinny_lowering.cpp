@@ -3,80 +3,14 @@
 // or symbolic), what DINOML_CUDA_GEMM=skinny selects and the implementation code the generated call
 // passes. Runtime parity: tests/gpu/cases.py (gemm cases compiled with gemm_impl "skinny"); the
 // kernel's own harness is bench/cuda/gemv_bench.py.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "builder/graph_builder.h"
-#include "lower/cuda/lower_cuda.h"
-#include "passes/pipeline.h"
-#include "passes/plan_memory.h"
+#include "cuda/gemm_lowering_fixture.h"
 
 using namespace dinoml;
-using ir::DType;
-using ir::IntExpr;
+using namespace dinoml::test;
 
 namespace {
 
 constexpr const char* kSkinny = "skinny_mma_m16n8k16_splitk";
-
-// y = op(x[M, K], w) (+ bias) with M a constant (rows > 0) or the symbolic dim "m" (rows == 0);
-// w as [N, K] (rcr) or [K, N] (rrr); or bmm_rcr of [2, M, K] · [2, N, K].
-ir::Graph one_gemm(DType dt, const std::string& op, int64_t K, int64_t rows, int64_t N = 40) {
-  builder::GraphBuilder b("skinny_" + op);
-  IntExpr M = rows;
-  if (rows == 0) {
-    ir::Dim m;
-    m.name = "m";
-    m.min = 1;
-    m.max = 64;
-    m.buckets = {64};
-    b.add_dim(m);
-    M = IntExpr::dim("m");
-  }
-  const size_t es = dt == DType::f32 ? 4 : 2;
-  auto cst = [&](const std::string& name, std::vector<int64_t> shape) {
-    size_t cnt = 1;
-    for (auto s : shape) cnt *= static_cast<size_t>(s);
-    return b.constant(name, dt, shape, std::vector<uint8_t>(cnt * es, 0x3c));
-  };
-  if (op == "bmm_rcr") {
-    auto x = b.input("x", dt, {2, M, K});
-    auto w = b.input("w", dt, {2, N, K});
-    b.output(b.op1(op, {x, w}), "y");
-    return b.finish();
-  }
-  auto x = b.input("x", dt, {M, K});
-  const bool rcr = op.rfind("gemm_rcr", 0) == 0;
-  auto w = cst("w", rcr ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N});
-  std::vector<std::string> in = {x, w};
-  if (op.find("bias") != std::string::npos) in.push_back(cst("b", {N}));
-  b.output(b.op1(op, in), "y");
-  return b.finish();
-}
-
-lower::cuda::CudaLoweredModule lower_it(ir::Graph g, const std::string& impl, const std::string& arch = "sm_90a") {
-  passes::run_pipeline(g, {});
-  auto plan = passes::plan_memory(g);
-  lower::cuda::CudaLowerOptions o;
-  o.arch = lower::cuda::parse_arch(arch);
-  o.gemm_impl = impl;
-  return lower::cuda::lower(g, plan, o);
-}
-
-nlohmann::json gemm_entry(const lower::cuda::CudaLoweredModule& m) {
-  for (const auto& e : m.kernel_manifest) {
-    const std::string op = e["op"].get<std::string>();
-    if (op.rfind("gemm_", 0) == 0 || op.rfind("bmm_", 0) == 0) return e;
-  }
-  ADD_FAILURE() << "no GEMM node in " << m.kernel_manifest.dump(1);
-  return nullptr;
-}
-
-bool has_candidate(const nlohmann::json& e, const std::string& name) {
-  for (const auto& c : e["candidates"])
-    if (c == name) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -84,7 +18,7 @@ TEST(CudaSkinnyLowering, CandidateForSmallOrSymbolicMButNotSelectedByDefault) {
   for (DType dt : {DType::f16, DType::bf16})
     for (const std::string arch : {"sm_80", "sm_86", "sm_90a"})
       for (int64_t rows : {0, 1, 16}) {
-        auto m = lower_it(one_gemm(dt, "gemm_rcr_bias", 64, rows), "cublaslt", arch);
+        auto m = lower_it(one_gemm(dt, "gemm_rcr_bias", 64, rows, 40), "cublaslt", arch);
         auto e = gemm_entry(m);
         EXPECT_TRUE(has_candidate(e, kSkinny)) << arch << " M=" << rows << ": " << e.dump();
         EXPECT_EQ(e["selected"], "cublaslt") << "not profiled: the default stays cuBLASLt";
@@ -95,7 +29,7 @@ TEST(CudaSkinnyLowering, CandidateForSmallOrSymbolicMButNotSelectedByDefault) {
 TEST(CudaSkinnyLowering, ForcedSkinnySelectsItAndPassesItsCode) {
   for (const std::string op : {"gemm_rcr", "gemm_rcr_bias", "gemm_rcr_bias_gelu", "gemm_rcr_bias_fast_gelu", "bmm_rcr"})
     for (int64_t rows : {0, 4}) {
-      auto m = lower_it(one_gemm(DType::bf16, op, 72, rows), "skinny");
+      auto m = lower_it(one_gemm(DType::bf16, op, 72, rows, 40), "skinny");
       auto e = gemm_entry(m);
       EXPECT_EQ(e["selected"], kSkinny) << op << ": " << e.dump();
       EXPECT_EQ(e["reason"], "forced by DINOML_CUDA_GEMM=skinny") << op;
@@ -118,9 +52,9 @@ TEST(CudaSkinnyLowering, NotOfferedWhereTheKernelDoesNotFit) {
       {DType::f32, "gemm_rcr", 64, 4, "simt_tiled_64x64", "DML_CUDA_GEMM_SIMT", "float32"},
   };
   for (const auto& c : cases) {
-    auto dflt = gemm_entry(lower_it(one_gemm(c.dt, c.op, c.K, c.rows), "cublaslt"));
+    auto dflt = gemm_entry(lower_it(one_gemm(c.dt, c.op, c.K, c.rows, 40), "cublaslt"));
     EXPECT_FALSE(has_candidate(dflt, kSkinny)) << c.op << ": " << dflt.dump();
-    auto m = lower_it(one_gemm(c.dt, c.op, c.K, c.rows), "skinny");
+    auto m = lower_it(one_gemm(c.dt, c.op, c.K, c.rows, 40), "skinny");
     auto e = gemm_entry(m);
     EXPECT_EQ(e["selected"], c.fallback) << e.dump();
     const std::string reason = e["reason"].get<std::string>();
@@ -133,7 +67,7 @@ TEST(CudaSkinnyLowering, NotOfferedWhereTheKernelDoesNotFit) {
 
 TEST(CudaSkinnyLowering, RocmHasNoSkinnyCandidate) {
   lower::cuda::CudaLowerOptions o;
-  auto g = one_gemm(DType::f16, "gemm_rcr", 64, 4);
+  auto g = one_gemm(DType::f16, "gemm_rcr", 64, 4, 40);
   passes::run_pipeline(g, {});
   auto plan = passes::plan_memory(g);
   o.arch = lower::cuda::parse_rocm_arch("gfx90a");

@@ -1,0 +1,79 @@
+// What the CUDA GEMM-lowering tests share (no GPU needed): a graph of one GEMM-family node, its
+// lowering for an arch with a forced GEMM implementation, and lookups in the kernel manifest.
+#pragma once
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "builder/graph_builder.h"
+#include "lower/cuda/lower_cuda.h"
+#include "passes/pipeline.h"
+#include "passes/plan_memory.h"
+
+namespace dinoml::test {
+
+using ir::DType;
+using ir::IntExpr;
+
+// y = op(x[M, K], w) (+ bias) with M a constant (rows > 0) or the symbolic dim "m" (rows == 0);
+// w as [N, K] (rcr) or [K, N] (rrr); or bmm_rcr of [2, M, K] · [2, N, K].
+inline ir::Graph one_gemm(DType dt, const std::string& op, int64_t K, int64_t rows, int64_t N) {
+  builder::GraphBuilder b("gemm_" + op);
+  IntExpr M = rows;
+  if (rows == 0) {
+    ir::Dim m;
+    m.name = "m";
+    m.min = 1;
+    m.max = 64;
+    m.buckets = {64};
+    b.add_dim(m);
+    M = IntExpr::dim("m");
+  }
+  const size_t es = dt == DType::f32 ? 4 : 2;
+  auto cst = [&](const std::string& name, std::vector<int64_t> shape) {
+    size_t cnt = 1;
+    for (auto s : shape) cnt *= static_cast<size_t>(s);
+    return b.constant(name, dt, shape, std::vector<uint8_t>(cnt * es, 0x3c));
+  };
+  if (op == "bmm_rcr") {
+    auto x = b.input("x", dt, {2, M, K});
+    auto w = b.input("w", dt, {2, N, K});
+    b.output(b.op1(op, {x, w}), "y");
+    return b.finish();
+  }
+  auto x = b.input("x", dt, {M, K});
+  const bool rcr = op.rfind("gemm_rcr", 0) == 0;
+  auto w = cst("w", rcr ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N});
+  std::vector<std::string> in = {x, w};
+  if (op.find("bias") != std::string::npos) in.push_back(cst("b", {N}));
+  b.output(b.op1(op, in), "y");
+  return b.finish();
+}
+
+inline lower::cuda::CudaLoweredModule lower_it(ir::Graph g, const std::string& impl, const std::string& arch = "sm_90a") {
+  passes::run_pipeline(g, {});
+  auto plan = passes::plan_memory(g);
+  lower::cuda::CudaLowerOptions o;
+  o.arch = lower::cuda::parse_arch(arch);
+  o.gemm_impl = impl;
+  return lower::cuda::lower(g, plan, o);
+}
+
+inline nlohmann::json gemm_entry(const lower::cuda::CudaLoweredModule& m) {
+  for (const auto& e : m.kernel_manifest) {
+    const std::string op = e["op"].get<std::string>();
+    if (op.rfind("gemm_", 0) == 0 || op.rfind("bmm_", 0) == 0) return e;
+  }
+  ADD_FAILURE() << "no GEMM node in " << m.kernel_manifest.dump(1);
+  return nullptr;
+}
+
+inline bool has_candidate(const nlohmann::json& e, const std::string& name) {
+  for (const auto& c : e["candidates"])
+    if (c == name) return true;
+  return false;
+}
+
+}  // namespace dinoml::test
