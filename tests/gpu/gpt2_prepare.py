@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from profile_prepare import ROOT, compiler_bundle  # noqa: E402
 
-# The scripts the GPU machine runs: gpt2_run.py imports the graph writer (profile_prepare.Graph),
-# the compiler environment (profile_run: cuBLASLt search, DINOML_HOME / DINOML_LIB_DIR) and the
-# ctypes binding of the runtime C ABI.
-# (dml_ctypes.py and the IR writer ir_json.py are looked up in tests/gpu/ and python/dinoml/tools/,
-# wherever this checkout has them.)
-SCRIPTS = ("gpt2_run.py", "profile_prepare.py", "profile_run.py", "dml_ctypes.py", "ir_json.py")
-SEARCH = (HERE, os.path.join(ROOT, "python", "dinoml", "tools"))
+# The scripts the GPU machine runs: gpt2_run.py with the compiler environment of profile_run.py
+# (cuBLASLt search, DINOML_HOME / DINOML_LIB_DIR); the IR writer, the ctypes binding of the runtime
+# C ABI and the timing helpers come from python/dinoml/tools.
+SCRIPTS = [os.path.join(HERE, f) for f in ("gpt2_run.py", "profile_prepare.py", "profile_run.py")] + \
+    [os.path.join(ROOT, "python", "dinoml", "tools", f) for f in ("dml_ctypes.py", "ir_json.py", "cuda_timing.py")]
 
 
 def main():
@@ -35,17 +32,8 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     libs = compiler_bundle(out, build)
-    # Debug symbols are most of the binaries' size and the carried tree is limited (64 MiB a call).
-    for d in ("bin", "lib", "syslib"):
-        p = os.path.join(out, d)
-        for f in sorted(os.listdir(p)) if os.path.isdir(p) else []:
-            subprocess.run(["strip", "--strip-debug", os.path.join(p, f)], check=False)
     for f in SCRIPTS:
-        src = next((os.path.join(d, f) for d in SEARCH if os.path.exists(os.path.join(d, f))), None)
-        if src:
-            shutil.copy2(src, os.path.join(out, f))
-        elif f != "ir_json.py":  # the graph writer lives in profile_prepare.py where ir_json.py does not exist
-            raise SystemExit(f"gpt2_prepare: {f} not found in {SEARCH}")
+        shutil.copy2(f, os.path.join(out, os.path.basename(f)))
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
     print(f"bundle {out}: {size / 2**20:.1f} MiB; system libraries carried: {' '.join(libs)}")
 

@@ -39,10 +39,8 @@ sys.path.insert(0, HERE)
 # compiler's environment (DINOML_HOME / DINOML_LIB_DIR / syslib, a private cache) as ENV.
 import profile_run as P  # noqa: E402
 
-try:
-    from ir_json import Graph  # noqa: E402  (the IR writer, where this checkout has it as its own file)
-except ImportError:
-    from profile_prepare import Graph  # noqa: E402
+import cuda_timing  # noqa: E402
+from ir_json import Graph  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -179,25 +177,8 @@ def errors(y, ref):
 def time_rounds(fns, iters=10, rounds=7, warmup=3):
     """Alternating rounds (each method `iters` back-to-back runs between two CUDA events per round);
     returns {name: [median ms, min ms, max ms]} per run."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    torch.cuda.synchronize()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(iters):
-                fn()
-            e1.record()
-            e1.synchronize()
-            times[k].append(e0.elapsed_time(e1) / iters)
-    out = {}
-    for k, v in times.items():
-        s = sorted(v)
-        out[k] = [s[len(s) // 2], s[0], s[-1]]
-    return out
+    samples = cuda_timing.alternating_samples(torch, fns, rounds, iters, warm=warmup)
+    return {k: list(cuda_timing.spread(v)) for k, v in samples.items()}
 
 
 def category(name):
@@ -217,28 +198,8 @@ def category(name):
 
 def kernel_breakdown(fn, runs=2):
     """Per-kernel device time (CUPTI via torch.profiler) of one run: top kernels and per category."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn()
-        torch.cuda.synchronize()
-    rows = []
-    for e in prof.key_averages():
-        if "CUDA" not in str(getattr(e, "device_type", "")):
-            continue
-        us = getattr(e, "self_device_time_total", None)
-        if us is None:
-            us = getattr(e, "self_cuda_time_total", 0)
-        if us > 0:
-            rows.append({"kernel": e.key[:160], "us_per_run": us / runs, "calls_per_run": e.count / runs,
-                         "category": category(e.key)})
-    rows.sort(key=lambda r: -r["us_per_run"])
-    cats = {}
-    for r in rows:
-        cats[r["category"]] = cats.get(r["category"], 0.0) + r["us_per_run"]
-    return {"total_us": sum(r["us_per_run"] for r in rows), "categories": cats, "kernels": rows[:25]}
+    t = cuda_timing.kernel_table(torch, fn, runs, category)
+    return {"total_us": t["total_us"], "categories": t["categories"], "kernels": t["kernels"][:25]}
 
 
 def layer_norm_checks(art, stream):

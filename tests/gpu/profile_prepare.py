@@ -138,8 +138,13 @@ def compiler_bundle(out, build):
     # `dinoml benchmark-ops cuda` runs python/dinoml/tools/benchmark_ops_cuda.py found next to bin/.
     tools = os.path.join(out, "python", "dinoml", "tools")
     os.makedirs(tools, exist_ok=True)
-    for f in ("benchmark_ops_cuda.py", "ir_json.py", "dml_ctypes.py"):
+    for f in ("benchmark_ops_cuda.py", "ir_json.py", "dml_ctypes.py", "cuda_timing.py"):
         shutil.copy2(os.path.join(ROOT, "python", "dinoml", "tools", f), os.path.join(tools, f))
+    # Debug symbols are most of the binaries' size and a carried tree is limited (64 MiB a call).
+    for d in ("bin", "lib", "syslib"):
+        p = os.path.join(out, d)
+        for f in sorted(os.listdir(p)) if os.path.isdir(p) else []:
+            subprocess.run(["strip", "--strip-debug", os.path.join(p, f)], check=False)
     home = os.path.join(out, "home")
     for sub in ("include", "kernels/common", "kernels/cpu", "kernels/cuda"):
         src = os.path.join(ROOT, sub)

@@ -35,6 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import dml_ctypes  # noqa: E402
+from cuda_timing import event_samples, median_ci95  # noqa: E402
 from ir_json import Graph  # noqa: E402
 
 DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "float32": "float32",
@@ -178,25 +179,6 @@ class Case:
         return self
 
 
-def time_calls(T, fn, repeats, inner):
-    """Median and 95 % interval (normal approximation over the samples) of the time per call, ms."""
-    for _ in range(3):
-        fn()
-    T.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        a, b = T.cuda.Event(enable_timing=True), T.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
-            fn()
-        b.record()
-        b.synchronize()
-        samples.append(a.elapsed_time(b) / inner)
-    med = statistics.median(samples)
-    half = 1.96 * statistics.stdev(samples) / math.sqrt(len(samples)) if len(samples) > 1 else 0.0
-    return med, half
-
-
 def measure(T, case, repeats, inner):
     mod = dml_ctypes.Module(case.art)
     sess = mod.session()
@@ -211,8 +193,8 @@ def measure(T, case, repeats, inner):
     ref = case.spec["torch"](T, {k: v.float() for k, v in x.items()}, case.shape).float()
     err = ((y.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
     ok = bool(err <= TOL[case.dtype] and T.isfinite(y).all().item())
-    dml_ms, dml_ci = time_calls(T, lambda: sess.run_prepared(ci, co), repeats, inner)
-    torch_ms, torch_ci = time_calls(T, lambda: case.spec["torch"](T, x, case.shape), repeats, inner)
+    dml_ms, dml_ci = median_ci95(event_samples(T, lambda: sess.run_prepared(ci, co), repeats, inner))
+    torch_ms, torch_ci = median_ci95(event_samples(T, lambda: case.spec["torch"](T, x, case.shape), repeats, inner))
     sess = mod = None  # free the session (its device arena) before the next case
     winners = []
     plan = os.path.join(case.art, "execution_plan.json")
