@@ -25,7 +25,7 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 DT = {torch.float16: 1, torch.bfloat16: 2}
-TILES = {"128x128": 1, "128x64": 2, "64x64": 3}
+TILES = {"128x128": 1, "128x64": 2, "64x64": 3, "128x128x64": 4, "128x64x64": 5}
 
 
 class Shape(ctypes.Structure):

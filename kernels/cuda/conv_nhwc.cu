@@ -13,10 +13,11 @@
 // * Any other input (C % 8 != 0 like the 3-channel stem, or an input not channels-last: the
 //   strides are arguments) takes the "gather" path: the same kernel with the A and B tiles loaded
 //   element by element over the flat K = kh·kw·C.
-// * Epilogue in registers: + bias[o], + residual, ReLU, stored as channel pairs (4 bytes) when the
-//   output and residual are channel-contiguous, else element by element through their strides (an
-//   NCHW output at the end of a channels-last chain). y may alias res (each element is read and
-//   written by the same thread).
+// * Epilogue: + bias[o], + residual, ReLU. Channels-last outputs with O % 8 == 0 stage the float
+//   tile in shared memory and finish 8 channels of a pixel per thread (16-byte loads and stores);
+//   otherwise from the registers, as channel pairs (4 bytes) when the output and residual are
+//   channel-contiguous, else element by element through their strides (an NCHW output at the end
+//   of a channels-last chain). y may alias res (each element is read and written by one thread).
 #include <cstdint>
 #include <string>
 
@@ -32,7 +33,6 @@ struct NhwcGeo {
   int64_t xs[4], ys[4], rs[4];  // element strides in (n, c, h, w) order
 };
 
-constexpr int kBK = 32, kLD = kBK + 8;
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait_n() {
@@ -41,7 +41,7 @@ __device__ __forceinline__ void cp_async_wait_n() {
 #endif
 }
 
-template <class T, int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool VEC>
+template <class T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool VEC>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     conv_nhwc_kernel(NhwcGeo g, const T* __restrict__ x, const T* __restrict__ wp, const T* __restrict__ bias,
                      const T* res, T* y, int flags) {
@@ -50,7 +50,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
   static_assert(NI % 2 == 0 && MI >= 1, "warp tile");
   static_assert(VEC || NT % BM == 0, "gather: one fixed pixel row per thread");
-  constexpr int AIT = BM * 4 / NT, BIT = BN * 4 / NT;  // 16-byte chunks per thread per stage
+  constexpr int kBK = BK, kLD = BK + 8;  // rows padded by 16 bytes: ldmatrix's 8 rows hit distinct banks
+  constexpr int CPR = BK / 8;              // 16-byte chunks per row and stage
+  constexpr int AIT = BM * CPR / NT, BIT = BN * CPR / NT;
   static_assert(AIT >= 1 && BIT >= 1, "chunks");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* As = reinterpret_cast<T*>(smem_raw);  // [STAGES][BM][kLD]
@@ -60,14 +62,14 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   const int HoWo = g.Ho * g.Wo;
 
   // ---- loader state -------------------------------------------------------------------------
-  // vec: thread -> chunk column j = tid % 4 (channels j*8..j*8+7 of the step), rows tid/4 + i*NT/4.
+  // vec: thread -> chunk column j = tid % CPR (channels j*8..j*8+7 of the step), rows tid/CPR + i*NT/CPR.
   // gather: thread -> pixel row tid % BM (fixed), k columns tid / BM + q * (NT / BM).
   constexpr int AROWS = VEC ? AIT : 1;
   int64_t abase[AROWS];
   int aih[AROWS], aiw[AROWS];
 #pragma unroll
   for (int i = 0; i < AROWS; ++i) {
-    const int row = VEC ? tid / 4 + i * (NT / 4) : tid % BM;
+    const int row = VEC ? tid / CPR + i * (NT / CPR) : tid % BM;
     const int m = m0 + row;
     if (m < g.P) {
       const int n = m / HoWo, rr = m - n * HoWo, ho = rr / g.Wo, wo = rr - ho * g.Wo;
@@ -87,11 +89,11 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     if constexpr (VEC) {
       const int tap = kt / g.ctiles, c0 = (kt - tap * g.ctiles) * kBK;
       const int r = tap / g.kw, s = tap - r * g.kw;
-      const int j = tid % 4, c = c0 + j * 8;
+      const int j = tid % CPR, c = c0 + j * 8;
       const bool cok = c < g.C;
 #pragma unroll
       for (int i = 0; i < AIT; ++i) {
-        const int row = tid / 4 + i * (NT / 4);
+        const int row = tid / CPR + i * (NT / CPR);
         const int ih = aih[i] + r * g.dh, iw = aiw[i] + s * g.dw;
         const bool ok = cok && static_cast<unsigned>(ih) < static_cast<unsigned>(g.H) &&
                         static_cast<unsigned>(iw) < static_cast<unsigned>(g.W);
@@ -100,7 +102,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
       }
 #pragma unroll
       for (int i = 0; i < BIT; ++i) {
-        const int row = tid / 4 + i * (NT / 4);
+        const int row = tid / CPR + i * (NT / CPR);
         const int o = o0 + row;
         const bool ok = cok && o < g.O;
         const T* src = ok ? wp + static_cast<int64_t>(o) * g.K + tap * g.C + c : wp;
@@ -179,9 +181,59 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 
   // ---- epilogue ------------------------------------------------------------------------------
   const int gq = lane / 4, t4 = lane % 4;
-  // flags: bit 0 ReLU, bit 1 channel-pair stores allowed (the host checked unit channel strides,
+  // flags: bit 0 ReLU, bit 2 the staged 16-byte epilogue below, bit 1 channel-pair stores allowed (the host checked unit channel strides,
   // even O, even strides and 4-byte aligned y / res).
   const bool relu = flags & 1, pair = flags & 2;
+  if (flags & 4) {
+    // Channels-last output with O % 8 == 0 (host-checked alignment): the float tile goes through
+    // shared memory (the pipeline's bytes) and every thread finishes 8 consecutive channels of one
+    // pixel with 16-byte bias / residual loads and output stores.
+    constexpr int CLD = BN + 4;
+    static_assert(BM * CLD * 4 <= STAGES * (BM + BN) * kLD * static_cast<int>(sizeof(T)), "C tile fits the ring");
+    float* Cs = reinterpret_cast<float*>(smem_raw);
+    __syncthreads();  // every warp is past its last ldmatrix
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+          *reinterpret_cast<float2*>(Cs + (wm + mi * 16 + gq + hf * 8) * CLD + wn + ni * 8 + t4 * 2) =
+              make_float2(acc[mi][ni][hf * 2], acc[mi][ni][hf * 2 + 1]);
+    __syncthreads();
+    constexpr int CPR = BN / 8;
+    for (int e = tid; e < BM * CPR; e += NT) {
+      const int row = e / CPR, ch = e - row * CPR;
+      const int m = m0 + row, o = o0 + ch * 8;
+      if (m >= g.P || o >= g.O) continue;
+      const float4 c0 = *reinterpret_cast<const float4*>(Cs + row * CLD + ch * 8);
+      const float4 c1 = *reinterpret_cast<const float4*>(Cs + row * CLD + ch * 8 + 4);
+      float v[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+      if (bias) {
+        const uint4 bv = *reinterpret_cast<const uint4*>(bias + o);
+        const T* bp = reinterpret_cast<const T*>(&bv);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] += to_f(bp[q]);
+      }
+      const int n = m / HoWo, rr = m - n * HoWo, ho = rr / g.Wo, wo = rr - ho * g.Wo;
+      if (res) {
+        const uint4 rv = *reinterpret_cast<const uint4*>(res + n * g.rs[0] + ho * g.rs[2] + wo * g.rs[3] + o);
+        const T* rp = reinterpret_cast<const T*>(&rv);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] += to_f(rp[q]);
+      }
+      if (relu)
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] = v[q] < 0.0f ? 0.0f : v[q];
+      uint4 out;
+      out.x = pack2<T>(v[0], v[1]);
+      out.y = pack2<T>(v[2], v[3]);
+      out.z = pack2<T>(v[4], v[5]);
+      out.w = pack2<T>(v[6], v[7]);
+      *reinterpret_cast<uint4*>(y + n * g.ys[0] + ho * g.ys[2] + wo * g.ys[3] + o) = out;
+    }
+    return;
+  }
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -253,10 +305,10 @@ int sm_count() {
   return n;
 }
 
-template <class T, int BM, int BN, int WM, int WN, int ST, bool VEC>
-int launch_nhwc(const NhwcGeo& g, const T* x, const T* wp, const T* bias, const T* res, T* y, int flags, cudaStream_t st) {
-  auto kern = conv_nhwc_kernel<T, BM, BN, WM, WN, ST, VEC>;
-  constexpr int smem = ST * (BM + BN) * kLD * static_cast<int>(sizeof(T));
+template <class T, int BM, int BN, int BK, int WM, int WN, int ST, bool VEC>
+int launch_nhwc(NhwcGeo g, const T* x, const T* wp, const T* bias, const T* res, T* y, int flags, cudaStream_t st) {
+  auto kern = conv_nhwc_kernel<T, BM, BN, BK, WM, WN, ST, VEC>;
+  constexpr int smem = ST * (BM + BN) * (BK + 8) * static_cast<int>(sizeof(T));
   static bool attr_set = false;  // once per instantiation (idempotent: a race sets it twice)
   if (!attr_set) {
     if (int e = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
@@ -264,9 +316,19 @@ int launch_nhwc(const NhwcGeo& g, const T* x, const T* wp, const T* bias, const 
       return e;
     attr_set = true;
   }
+  // K steps: vec walks (kernel row, kernel column, channel block of BK); gather the flat K.
+  g.ctiles = (g.C + BK - 1) / BK;
+  g.ktiles = VEC ? g.kh * g.kw * g.ctiles : (g.K + BK - 1) / BK;
   const dim3 grid(static_cast<unsigned>((g.P + BM - 1) / BM), static_cast<unsigned>((g.O + BN - 1) / BN));
   kern<<<grid, WM * WN * 32, smem, st>>>(g, x, wp, bias, res, y, flags);
   return check_launch("dml_cuda_conv2d_nhwc");
+}
+
+template <class T, int BM, int BN, int BK, int WM, int WN, int ST>
+int launch_nhwc(bool vec, const NhwcGeo& g, const T* x, const T* wp, const T* bias, const T* res, T* y, int flags,
+                cudaStream_t st) {
+  return vec ? launch_nhwc<T, BM, BN, BK, WM, WN, ST, true>(g, x, wp, bias, res, y, flags, st)
+             : launch_nhwc<T, BM, BN, BK, WM, WN, ST, false>(g, x, wp, bias, res, y, flags, st);
 }
 
 // The unprofiled tile: the largest tile that still gives every multiprocessor a block.
@@ -325,14 +387,14 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
   auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   auto al4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3) == 0; };
   const bool vec = g.C % 8 == 0 && xs[1] == 1 && xs[0] % 8 == 0 && xs[2] % 8 == 0 && xs[3] % 8 == 0 && al16(x) && al16(wp);
-  g.ctiles = (g.C + kBK - 1) / kBK;
-  g.ktiles = vec ? g.kh * g.kw * g.ctiles : (g.K + kBK - 1) / kBK;
   // The channel-pair stores need 4-byte aligned pairs: even strides and aligned bases.
   const bool ypair = ys[1] == 1 && g.O % 2 == 0 && ys[0] % 2 == 0 && ys[2] % 2 == 0 && ys[3] % 2 == 0 && al4(y);
   const bool rpair = !res || (rs[1] == 1 && rs[0] % 2 == 0 && rs[2] % 2 == 0 && rs[3] % 2 == 0 && al4(res));
   const bool pair_ok = ypair && rpair;
+  auto even8 = [](const int64_t* st) { return st[1] == 1 && st[0] % 8 == 0 && st[2] % 8 == 0 && st[3] % 8 == 0; };
+  const bool vec8 = g.O % 8 == 0 && even8(ys) && al16(y) && (!res || (even8(rs) && al16(res))) && (!bias || al16(bias));
   if (tile == DML_CUDA_CONV_TILE_AUTO) tile = auto_tile(g);
-  if (tile < DML_CUDA_CONV_TILE_128x128 || tile > DML_CUDA_CONV_TILE_64x64)
+  if (tile < DML_CUDA_CONV_TILE_128x128 || tile > DML_CUDA_CONV_TILE_128x64x64)
     return fail("dml_cuda_conv2d_nhwc: unknown tile " + std::to_string(tile));
   cudaStream_t st = as_stream(stream);
   return dispatch_float(dtype, "dml_cuda_conv2d_nhwc", [&](auto tag) -> int {
@@ -347,17 +409,18 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
       T* yt = static_cast<T*>(y);
       const NhwcGeo& gg = g;
       const int relu_flags = relu ? 1 : 0;
-      const int flags = relu_flags | (pair_ok ? 2 : 0);
+      const int flags = relu_flags | (pair_ok ? 2 : 0) | (vec8 ? 4 : 0);
       switch (tile) {
         case DML_CUDA_CONV_TILE_128x128:
-          return vec ? launch_nhwc<T, 128, 128, 2, 4, 4, true>(gg, xt, wt, bt, rt, yt, flags, st)
-                     : launch_nhwc<T, 128, 128, 2, 4, 4, false>(gg, xt, wt, bt, rt, yt, flags, st);
+          return launch_nhwc<T, 128, 128, 32, 2, 4, 4>(vec, gg, xt, wt, bt, rt, yt, flags, st);
         case DML_CUDA_CONV_TILE_128x64:
-          return vec ? launch_nhwc<T, 128, 64, 2, 2, 4, true>(gg, xt, wt, bt, rt, yt, flags, st)
-                     : launch_nhwc<T, 128, 64, 2, 2, 4, false>(gg, xt, wt, bt, rt, yt, flags, st);
+          return launch_nhwc<T, 128, 64, 32, 2, 2, 4>(vec, gg, xt, wt, bt, rt, yt, flags, st);
+        case DML_CUDA_CONV_TILE_128x128x64:
+          return launch_nhwc<T, 128, 128, 64, 2, 4, 3>(vec, gg, xt, wt, bt, rt, yt, flags, st);
+        case DML_CUDA_CONV_TILE_128x64x64:
+          return launch_nhwc<T, 128, 64, 64, 2, 2, 3>(vec, gg, xt, wt, bt, rt, yt, flags, st);
         default:
-          return vec ? launch_nhwc<T, 64, 64, 2, 2, 4, true>(gg, xt, wt, bt, rt, yt, flags, st)
-                     : launch_nhwc<T, 64, 64, 2, 2, 4, false>(gg, xt, wt, bt, rt, yt, flags, st);
+          return launch_nhwc<T, 64, 64, 32, 2, 2, 4>(vec, gg, xt, wt, bt, rt, yt, flags, st);
       }
     }
   });

@@ -143,7 +143,8 @@ DML_CUDA_API int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, cons
  * graph's NCHW tensors. wp: the weights packed by dml_cuda_conv2d_pack_ohwi to [O][kh][kw][C].
  * y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; y may alias res. tile: enum below. */
 enum dml_cuda_conv_tile {
-  DML_CUDA_CONV_TILE_AUTO = 0, DML_CUDA_CONV_TILE_128x128 = 1, DML_CUDA_CONV_TILE_128x64 = 2, DML_CUDA_CONV_TILE_64x64 = 3
+  DML_CUDA_CONV_TILE_AUTO = 0, DML_CUDA_CONV_TILE_128x128 = 1, DML_CUDA_CONV_TILE_128x64 = 2, DML_CUDA_CONV_TILE_64x64 = 3,
+  DML_CUDA_CONV_TILE_128x128x64 = 4, DML_CUDA_CONV_TILE_128x64x64 = 5  /* K steps of 64, 3 stages; the others 32, 4 */
 };
 DML_CUDA_API int dml_cuda_conv2d_pack_ohwi(int dtype, int64_t O, int64_t C, int64_t kh, int64_t kw, const void* w,
                                            void* wp, void* stream);
