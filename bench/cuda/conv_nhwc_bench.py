@@ -200,6 +200,18 @@ def main():
         ttorch = time_ms(lambda: F.max_pool2d(x, 3, 2, 1)) if is_max else float("nan")
         log["checks"].append({"case": f"{'max' if is_max else 'avg'}_pool 3x3 s2 NHWC", "rel_err": e, "ok": good, "ms": tms, "torch_ms": ttorch})
         print(f"  {'PASS' if good else 'FAIL'} {'max' if is_max else 'avg'}_pool2d NHWC: rel err {e:.2e}, {tms:.3f} ms (torch {ttorch:.3f} ms)", flush=True)
+    # the generic strided path: NCHW input -> NHWC output, odd channel count
+    xg = torch.randn(3, 13, 17, 19, device="cuda").to(bf)
+    for is_max in (1, 0):
+        ref = (F.max_pool2d(xg.float(), 3, 2, 1) if is_max else F.avg_pool2d(xg.float(), 3, 2, 1, count_include_pad=False))
+        y = torch.full(ref.shape, float("nan"), device="cuda", dtype=bf).contiguous(memory_format=torch.channels_last)
+        ps = PoolShape(3, 13, 17, 19, ref.shape[2], ref.shape[3], 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0)
+        lib.check(lib.l.dml_cuda_pool2d_strided(2, is_max, ctypes.byref(ps), I64x4(xg.stride()), p(xg), I64x4(y.stride()), p(y), lib.stream), "pool")
+        torch.cuda.synchronize()
+        e = rel(y, ref)
+        ok &= e < 1e-2
+        log["checks"].append({"case": f"{'max' if is_max else 'avg'}_pool NCHW->NHWC C13", "rel_err": e, "ok": e < 1e-2})
+        print(f"  {'PASS' if e < 1e-2 else 'FAIL'} {'max' if is_max else 'avg'}_pool2d NCHW->NHWC C=13: rel err {e:.2e}", flush=True)
     x = torch.randn(a.batch, 2048, 7, 7, device="cuda").to(bf).contiguous(memory_format=torch.channels_last)
     y = torch.full((a.batch, 2048), float("nan"), device="cuda", dtype=bf)
     lib.check(lib.l.dml_cuda_global_avg_pool2d_nhwc(2, ctypes.c_int64(a.batch), ctypes.c_int64(2048), ctypes.c_int64(49), p(x), p(y), lib.stream), "gap")

@@ -324,11 +324,14 @@ int launch_nhwc(NhwcGeo g, const T* x, const T* wp, const T* bias, const T* res,
   return check_launch("dml_cuda_conv2d_nhwc");
 }
 
+// The gather path (C % 8 != 0 or a non-channels-last input: the stem, chain edges) has one tile,
+// 64x64x32 (the fastest on the ResNet-50 stem, bench/cuda/h200_session6_conv.kernels_run1.log);
+// the tile choice applies to the vector path.
 template <class T, int BM, int BN, int BK, int WM, int WN, int ST>
 int launch_nhwc(bool vec, const NhwcGeo& g, const T* x, const T* wp, const T* bias, const T* res, T* y, int flags,
                 cudaStream_t st) {
   return vec ? launch_nhwc<T, BM, BN, BK, WM, WN, ST, true>(g, x, wp, bias, res, y, flags, st)
-             : launch_nhwc<T, BM, BN, BK, WM, WN, ST, false>(g, x, wp, bias, res, y, flags, st);
+             : launch_nhwc<T, 64, 64, 32, 2, 2, 4, false>(g, x, wp, bias, res, y, flags, st);
 }
 
 // The unprofiled tile: the largest tile that still gives every multiprocessor a block.
