@@ -58,7 +58,10 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   T* As = reinterpret_cast<T*>(smem_raw);  // [STAGES][BM][kLD]
   T* Bs = As + STAGES * BM * kLD;          // [STAGES][BN][kLD]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int m0 = blockIdx.x * BM, o0 = blockIdx.y * BN;
+  // 1-D grid, output-channel tiles fastest: the blocks sharing one pixel tile run together, so its
+  // activations come from DRAM once (the weights of a ResNet layer stay in L2).
+  const int otiles = (g.O + BN - 1) / BN;
+  const int m0 = (blockIdx.x / otiles) * BM, o0 = (blockIdx.x % otiles) * BN;
   const int HoWo = g.Ho * g.Wo;
 
   // ---- loader state -------------------------------------------------------------------------
@@ -319,7 +322,9 @@ int launch_nhwc(NhwcGeo g, const T* x, const T* wp, const T* bias, const T* res,
   // K steps: vec walks (kernel row, kernel column, channel block of BK); gather the flat K.
   g.ctiles = (g.C + BK - 1) / BK;
   g.ktiles = VEC ? g.kh * g.kw * g.ctiles : (g.K + BK - 1) / BK;
-  const dim3 grid(static_cast<unsigned>((g.P + BM - 1) / BM), static_cast<unsigned>((g.O + BN - 1) / BN));
+  const int64_t blocks = ((int64_t)g.P + BM - 1) / BM * (((int64_t)g.O + BN - 1) / BN);
+  if (blocks > INT32_MAX) return fail("dml_cuda_conv2d_nhwc: too many tiles for one launch");
+  const dim3 grid(static_cast<unsigned>(blocks));
   kern<<<grid, WM * WN * 32, smem, st>>>(g, x, wp, bias, res, y, flags);
   return check_launch("dml_cuda_conv2d_nhwc");
 }
