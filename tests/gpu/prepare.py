@@ -66,7 +66,7 @@ def main():
             todo.append((c, "wgmma", a.arch))  # the own sm_90a kernel (RRR nodes fall back to mma.sync)
         if c.name in ("gemm", "gemm_wgmma") and c.dtype != "float32":
             todo.append((c, "skinny", a.arch))  # the own small-M kernel (any M runs; RRR nodes: mma.sync)
-        if c.name in ("conv_nhwc", "resnet18") and c.dtype == "bfloat16":
+        if c.name == "conv_nhwc" and c.dtype == "bfloat16":
             todo.append((c, "nchwconv", a.arch))  # DINOML_CUDA_CONV_LAYOUT=nchw: the NCHW conv kernels
         if c.name == "transformer" and c.dtype == "float16":
             todo.append((c, "mma", a.arch))

@@ -63,7 +63,9 @@ json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, ir::DType t, const cpu::
       {"implicit_gemm_nhwc_mma_auto_tile", "DML_CUDA_CONV_TILE_AUTO"},
       {"implicit_gemm_nhwc_mma_128x128x32_s4", "DML_CUDA_CONV_TILE_128x128"},
       {"implicit_gemm_nhwc_mma_128x64x32_s4", "DML_CUDA_CONV_TILE_128x64"},
-      {"implicit_gemm_nhwc_mma_64x64x32_s4", "DML_CUDA_CONV_TILE_64x64"}};
+      {"implicit_gemm_nhwc_mma_64x64x32_s4", "DML_CUDA_CONV_TILE_64x64"},
+      {"implicit_gemm_nhwc_mma_128x128x64_s3", "DML_CUDA_CONV_TILE_128x128x64"},
+      {"implicit_gemm_nhwc_mma_128x64x64_s3", "DML_CUDA_CONV_TILE_128x64x64"}};
   std::vector<GpuCandidate> cands;
   for (const auto& [name, tile] : c) {
     std::ostringstream call;

@@ -35,7 +35,7 @@ ir::Graph small_resnet(DType dt, int64_t groups2 = 1) {
     for (auto s : shape) cnt *= static_cast<size_t>(s);
     return b.constant(name, dt, shape, std::vector<uint8_t>(cnt * es, 0x3c));
   };
-  auto conv = [&](ir::TensorRef x, const std::string& name, int64_t o, int64_t c, int64_t k, int64_t s, int64_t p,
+  auto conv = [&](const std::string& x, const std::string& name, int64_t o, int64_t c, int64_t k, int64_t s, int64_t p,
                   int64_t g = 1) {
     return b.op1("conv2d_bias", {x, cst(name + ".w", {o, c / g, k, k}), cst(name + ".b", {o})},
                  {{"stride", std::vector<int64_t>{s, s}}, {"padding", std::vector<int64_t>{p, p, p, p}},
@@ -87,17 +87,15 @@ TEST(CudaConvNhwc, ResNetChainStaysChannelsLast) {
     EXPECT_NE(m.source.find("dml_cuda_global_avg_pool2d_nhwc("), std::string::npos);
     EXPECT_NE(m.source.find("cudaMalloc((void**)&st->dpack"), std::string::npos);
     EXPECT_NE(m.source.find("if (st->dpack) cudaFree(st->dpack)"), std::string::npos);
-    int convs = 0;
+    int convs = 0, nchw_inputs = 0;
     for (const auto& e : m.kernel_manifest) {
       const std::string op = e["op"];
       if (op.rfind("conv2d", 0) == 0) {
         ++convs;
         EXPECT_EQ(e["selected"], "implicit_gemm_nhwc_mma_auto_tile") << e.dump();
-        EXPECT_EQ(e["candidates"].size(), 4u);
+        EXPECT_EQ(e["candidates"].size(), 6u);
         EXPECT_EQ(e["layout"]["y"], "NHWC") << e.dump();
-        // only the stem reads the NCHW graph input
-        EXPECT_EQ(e["layout"]["x"], e["node"].get<std::string>().find("stem") != std::string::npos ? "NCHW" : "NHWC")
-            << e.dump();
+        if (e["layout"]["x"] == "NCHW") ++nchw_inputs;
       }
       if (op == "max_pool2d") {
         EXPECT_EQ(e["layout"]["x"], "NHWC");
@@ -106,6 +104,7 @@ TEST(CudaConvNhwc, ResNetChainStaysChannelsLast) {
       if (op == "global_avg_pool2d") EXPECT_EQ(e["layout"]["x"], "NHWC");
     }
     EXPECT_EQ(convs, 5);
+    EXPECT_EQ(nchw_inputs, 1) << "only the stem reads the NCHW graph input";
     EXPECT_NE(m.source.find("conv2d_bias_add_relu"), std::string::npos) << "add + relu fused into the conv";
     // NCHW strides {C·H·W, H·W, W, 1} appear once (the stem's x: 3 x 32 x 32), NHWC ones elsewhere
     EXPECT_EQ(count(m.source, "xs[4] = {((INT64_C(3)) * (INT64_C(32))) * (INT64_C(32)), (INT64_C(32)) * (INT64_C(32)), INT64_C(32), INT64_C(1)}"), 1u);
@@ -117,7 +116,7 @@ TEST(CudaConvNhwc, FallsBackToNchw) {
     ir::Graph g = small_resnet(DType::f32);
     auto m = lower_it(g);
     EXPECT_EQ(m.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
-    EXPECT_EQ(m.source.find("st->dpack"), std::string::npos);
+    EXPECT_EQ(m.source.find("cudaMalloc((void**)&st->dpack"), std::string::npos);
   }
   {  // forced SIMT or switched off: NCHW; sm_80 keeps the channels-last chain (mma.sync)
     ir::Graph g = small_resnet(DType::bf16);
