@@ -86,6 +86,24 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     }
   }
 
+  // gather: a table of each flat k's (channel, tap) offset, so the loads need no division.
+  constexpr int kTab = VEC ? 1 : 512;
+  __shared__ int64_t tab_off[kTab];
+  __shared__ int2 tab_rs[kTab];
+  const bool use_tab = !VEC && g.K <= kTab;
+  int64_t gbase = 0;  // gather: the pixel's window origin (may lie in the padding; only read in bounds)
+  if constexpr (!VEC) {
+    gbase = abase[0] + static_cast<int64_t>(aih[0]) * g.xs[2] + static_cast<int64_t>(aiw[0]) * g.xs[3];
+    if (use_tab) {
+      for (int k = tid; k < g.K; k += NT) {
+        const int tap = k / g.C, c = k - tap * g.C, r = tap / g.kw, s = tap - r * g.kw;
+        tab_off[k] = c * g.xs[1] + static_cast<int64_t>(r * g.dh) * g.xs[2] + static_cast<int64_t>(s * g.dw) * g.xs[3];
+        tab_rs[k] = make_int2(r * g.dh, s * g.dw);
+      }
+      __syncthreads();
+    }
+  }
+
   auto load_tile = [&](int kt, int st) {
     T* as = As + st * BM * kLD;
     T* bs = Bs + st * BN * kLD;
@@ -119,7 +137,14 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
         for (int kk = tid / BM; kk < kBK; kk += NT / BM) {
           const int k = k0 + kk;
           T v = from_f<T>(0.0f);
-          if (k < g.K) {
+          if (use_tab) {
+            if (k < g.K) {
+              const int2 rs = tab_rs[k];
+              const int ih = aih[0] + rs.x, iw = aiw[0] + rs.y;
+              if (static_cast<unsigned>(ih) < static_cast<unsigned>(g.H) && static_cast<unsigned>(iw) < static_cast<unsigned>(g.W))
+                v = x[gbase + tab_off[k]];
+            }
+          } else if (k < g.K) {
             const int tap = k / g.C, c = k - tap * g.C, r = tap / g.kw, s = tap - r * g.kw;
             const int ih = aih[0] + r * g.dh, iw = aiw[0] + s * g.dw;
             if (static_cast<unsigned>(ih) < static_cast<unsigned>(g.H) && static_cast<unsigned>(iw) < static_cast<unsigned>(g.W))
@@ -340,11 +365,16 @@ int launch_nhwc(bool vec, const NhwcGeo& g, const T* x, const T* wp, const T* bi
 }
 
 // The unprofiled tile: the largest tile that still gives every multiprocessor a block.
+// Measured on the H200 over ResNet-50's 53 convs (bench/cuda/h200_session6_conv.run2_kernels.log):
+// K steps of 64 win wherever C >= 64 (fewer barriers per MMA); 128x128 once there are at least
+// half a wave of such blocks, else 128x64 (layer 4: 13 pixel tiles). C < 64 keeps K steps of 32.
 int auto_tile(const NhwcGeo& g) {
   const int64_t sms = sm_count();
   auto blocks = [&](int bm, int bn) { return ((int64_t)g.P + bm - 1) / bm * (((int64_t)g.O + bn - 1) / bn); };
-  if (g.O > 64 && blocks(128, 128) >= sms) return DML_CUDA_CONV_TILE_128x128;
-  if (blocks(128, 64) >= sms) return DML_CUDA_CONV_TILE_128x64;
+  const bool wide = g.O > 64 && 2 * blocks(128, 128) >= sms;
+  if (g.C >= 64) return wide ? DML_CUDA_CONV_TILE_128x128x64 : DML_CUDA_CONV_TILE_128x64x64;
+  if (wide) return DML_CUDA_CONV_TILE_128x128;
+  if (2 * blocks(128, 64) >= sms) return DML_CUDA_CONV_TILE_128x64;
   return DML_CUDA_CONV_TILE_64x64;
 }
 
