@@ -326,8 +326,13 @@ int sm_count() {
   static int n = 0;
   if (n == 0) {
     int dev = 0, v = 0;
+#if DML_GPU_ROCM  // never launched there (no mma.sync), but the library is compiled by hipcc too
+    if (hipGetDevice(&dev) == hipSuccess && hipDeviceGetAttribute(&v, hipDeviceAttributeMultiprocessorCount, dev) == hipSuccess)
+      n = v;
+#else
     if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
       n = v;
+#endif
     if (n <= 0) n = 108;
   }
   return n;
