@@ -141,6 +141,27 @@ enum dml_cuda_sdpa_impl { DML_CUDA_SDPA_AUTO = 0, DML_CUDA_SDPA_SIMT = 1, DML_CU
 /* y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; w is [O, C/groups, kh, kw]. */
 DML_CUDA_API int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const void* x, const void* w,
                                  const void* bias, const void* res, void* y, int relu, int impl, void* stream);
+/* Channels-last implicit GEMM on tensor cores (conv_nhwc.cu; fp16/bf16, sm_80+, groups 1). Tensors are
+ * addressed through element strides in (n, c, h, w) order (xs, rs, ys: NHWC, NCHW or any), so a
+ * chain of convs keeps its activations channels-last and the first / last conv reads / writes the
+ * graph's NCHW tensors. wp: the weights packed by dml_cuda_conv2d_pack_ohwi to [O][kh][kw][C].
+ * y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; y may alias res. tile: enum below. */
+enum dml_cuda_conv_tile {
+  DML_CUDA_CONV_TILE_AUTO = 0, DML_CUDA_CONV_TILE_128x128 = 1, DML_CUDA_CONV_TILE_128x64 = 2, DML_CUDA_CONV_TILE_64x64 = 3,
+  DML_CUDA_CONV_TILE_128x128x64 = 4, DML_CUDA_CONV_TILE_128x64x64 = 5  /* K steps of 64, 3 stages; the others 32, 4 */
+};
+DML_CUDA_API int dml_cuda_conv2d_pack_ohwi(int dtype, int64_t O, int64_t C, int64_t kh, int64_t kw, const void* w,
+                                           void* wp, void* stream);
+DML_CUDA_API int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, const int64_t* xs, const void* x,
+                                      const void* wp, const void* bias, const int64_t* rs, const void* res,
+                                      const int64_t* ys, void* y, int relu, int tile, void* stream);
+/* Pooling through (n, c, h, w) element strides (pool_nhwc.cu): one thread per output element with
+ * the channel fastest, so channels-last tensors are read and written coalesced. */
+DML_CUDA_API int dml_cuda_pool2d_strided(int dtype, int is_max, const dml_cuda_pool2d_shape* s, const int64_t* xs,
+                                         const void* x, const int64_t* ys, void* y, void* stream);
+/* y[n, c] = mean over h, w of a channels-last x[n, h, w, c] (spatial = H·W). */
+DML_CUDA_API int dml_cuda_global_avg_pool2d_nhwc(int dtype, int64_t N, int64_t C, int64_t spatial, const void* x,
+                                                 void* y, void* stream);
 DML_CUDA_API int dml_cuda_max_pool2d(int dtype, const dml_cuda_pool2d_shape* s, const void* x, void* y, void* stream);
 DML_CUDA_API int dml_cuda_avg_pool2d(int dtype, const dml_cuda_pool2d_shape* s, const void* x, void* y, void* stream);
 DML_CUDA_API int dml_cuda_global_avg_pool2d(int dtype, int64_t planes, int64_t spatial, const void* x, void* y,

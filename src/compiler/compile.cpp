@@ -133,6 +133,11 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
           lo.gemm_impl != "skinny")
         throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt, mma, wgmma or skinny");
     }
+    if (const char* layout = std::getenv("DINOML_CUDA_CONV_LAYOUT")) {
+      if (std::string(layout) != "nchw" && std::string(layout) != "nhwc")
+        throw BuildError(std::string("DINOML_CUDA_CONV_LAYOUT='") + layout + "': use nhwc (default) or nchw");
+      lo.conv_channels_last = std::string(layout) == "nhwc";
+    }
     ctc = build::find_cuda_toolchain();
   }
   Optimized o = optimize(input, opts);

@@ -292,6 +292,42 @@ def conv_weights():
             "bn_g": ([16], "one"), "bn_b": ([16], "small")}
 
 
+# Channels-last conv chains (kernels/cuda/conv_nhwc.cu through the lowering's NHWC plan): odd
+# shapes inside a chain whose intermediate tensors stay NHWC; the outputs are NCHW again.
+def conv_nhwc_weights():
+    return {"wa": ([40, 24, 3, 3], "conv"), "ba": ([40], "small"), "wb": ([40, 40, 1, 1], "conv"), "bb": ([40], "small"),
+            "wc": ([72, 40, 3, 3], "conv"), "bc": ([72], "small"), "wd": ([66, 72, 1, 1], "conv"), "bd": ([66], "small"),
+            "we": ([64, 72, 3, 3], "conv"), "ws": ([16, 3, 7, 7], "conv"), "bs": ([16], "small"),
+            "wt": ([24, 16, 1, 1], "conv"), "bt": ([24], "small")}
+
+
+def _conv_nhwc_build(ops, W, X):
+    x, img = X["x"], X["img"]
+    a = ops.relu(ops.conv2d(x, W["wa"], W["ba"], stride=2, padding=1))            # C 24 -> 40, stride 2
+    b = ops.relu(ops.conv2d(a, W["wb"], W["bb"]) + a)                              # 1x1 + residual (NHWC)
+    c = ops.relu(ops.conv2d(b, W["wc"], W["bc"], padding=(2, 1, 1, 2), dilation=2))  # asymmetric pads, dilation
+    mp = ops.max_pool2d(c, 3, stride=2, padding=1)                                 # NHWC pool
+    s = ops.relu(ops.conv2d(img, W["ws"], W["bs"], stride=2, padding=3))            # C=3 stem from NCHW
+    return {
+        "d_1x1_s2_O66": ops.conv2d(mp, W["wd"], W["bd"], stride=2),                # O % 8 != 0, NCHW output
+        "gap": ops.global_avg_pool2d(ops.relu(ops.conv2d(mp, W["we"], padding=1))),  # no bias, NHWC gap
+        "stem_1x1": ops.relu(ops.conv2d(s, W["wt"], W["bt"])),
+    }
+
+
+def _conv_nhwc_ref(torch, W, X):
+    F = torch.nn.functional
+    x, img = X["x"], X["img"]
+    a = torch.relu(F.conv2d(x, W["wa"], W["ba"], stride=2, padding=1))
+    b = torch.relu(F.conv2d(a, W["wb"], W["bb"]) + a)
+    c = torch.relu(F.conv2d(F.pad(b, (1, 2, 2, 1)), W["wc"], W["bc"], dilation=2))
+    mp = F.max_pool2d(c, 3, stride=2, padding=1)
+    s = torch.relu(F.conv2d(img, W["ws"], W["bs"], stride=2, padding=3))
+    return {"d_1x1_s2_O66": F.conv2d(mp, W["wd"], W["bd"], stride=2),
+            "gap": torch.relu(F.conv2d(mp, W["we"], padding=1)).mean((2, 3), keepdim=True),
+            "stem_1x1": torch.relu(F.conv2d(s, W["wt"], W["bt"]))}
+
+
 # ---- fused attention (scaled_dot_product_attention) ---------------------------------------------
 
 def _sdpa_build(ops, W, X):
@@ -544,6 +580,9 @@ def cases():
                         _tb_ref, tol=tol))
         out.append(Case("conv_pool", dt, {"x": ["n", 16, 13, 15], "r": ["n", 32, 13, 15], "img": ["n", 3, 20, 18]},
                         conv_weights(), {"n": (1, 8, [2, 8])}, [{"n": 1}, {"n": 2}, {"n": 5}], _conv_build, _conv_ref))
+        if dt != "float32":
+            out.append(Case("conv_nhwc", dt, {"x": ["n", 24, 13, 15], "img": ["n", 3, 20, 18]}, conv_nhwc_weights(),
+                            {"n": (1, 8, [2, 8])}, [{"n": 1}, {"n": 2}, {"n": 5}], _conv_nhwc_build, _conv_nhwc_ref))
         out.append(Case("sdpa", dt, {"q": ["b", 4, "s", 64], "k": ["b", 4, "s", 64], "v": ["b", 4, "s", 64],
                                      "m": ["b", 1, "s", "s"], "q2": ["b", 2, "s", 128], "k2": ["b", 2, "s", 128],
                                      "v2": ["b", 2, "s", 128], "kc": ["b", 4, 77, 64], "vc": ["b", 4, 77, 64],

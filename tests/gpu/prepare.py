@@ -66,6 +66,8 @@ def main():
             todo.append((c, "wgmma", a.arch))  # the own sm_90a kernel (RRR nodes fall back to mma.sync)
         if c.name in ("gemm", "gemm_wgmma") and c.dtype != "float32":
             todo.append((c, "skinny", a.arch))  # the own small-M kernel (any M runs; RRR nodes: mma.sync)
+        if c.name == "conv_nhwc" and c.dtype == "bfloat16":
+            todo.append((c, "nchwconv", a.arch))  # DINOML_CUDA_CONV_LAYOUT=nchw: the NCHW conv kernels
         if c.name == "transformer" and c.dtype == "float16":
             todo.append((c, "mma", a.arch))
         if c.name == "gemm" and c.dtype == "float32":
@@ -79,9 +81,12 @@ def main():
         spec = build_spec(dml, case, W)
         d = os.path.join(a.out, key)
         os.makedirs(d, exist_ok=True)
-        os.environ["DINOML_CUDA_GEMM"] = impl
+        os.environ["DINOML_CUDA_GEMM"] = "cublaslt" if impl == "nchwconv" else impl
+        if impl == "nchwconv":
+            os.environ["DINOML_CUDA_CONV_LAYOUT"] = "nchw"
         art = dml.compile(spec, target="cuda", arch=arch, tf32=case.tf32, out=os.path.join(d, "artifact"))
         os.environ.pop("DINOML_CUDA_GEMM")
+        os.environ.pop("DINOML_CUDA_CONV_LAYOUT", None)
         meta = {"key": key, "name": case.name, "dtype": case.dtype, "inputs": case.inputs, "dims": case.dims,
                 "grid": case.grid, "tol": case.tol, "tf32": case.tf32, "gemm_impl": impl, "arch": arch,
                 "expect_refusal": arch != a.arch, "outputs": [o["name"] for o in art.metadata["outputs"]],

@@ -270,6 +270,35 @@ def bench_attention(bundle, stream):
     return out
 
 
+def _profile_kernels(fn, label, runs=3, top=14):
+    """Per-kernel device time of one run (torch.profiler / CUPTI; it also sees the kernels of a
+    replayed CUDA graph), summed by kernel name over `runs` runs and divided by `runs`."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(runs):
+                fn()
+            torch.cuda.synchronize()
+        rows = []
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None)
+            if t is None:
+                t = getattr(e, "cuda_time_total", 0.0)
+            if t > 0:
+                rows.append({"kernel": e.key[:120], "us_per_run": t / runs, "calls_per_run": e.count / runs})
+        rows.sort(key=lambda r: -r["us_per_run"])
+        total = sum(r["us_per_run"] for r in rows)
+        print(f"[profile] {label}: {total / 1000:.3f} ms of kernels per run ({len(rows)} kernel names)", flush=True)
+        for r in rows[:top]:
+            print(f"[profile]   {r['us_per_run']:9.1f} us  x{r['calls_per_run']:5.1f}  {r['kernel']}", flush=True)
+        return {"total_ms": total / 1000, "kernels": rows}
+    except Exception as e:  # noqa: BLE001 - reported, the benchmark goes on
+        print(f"[profile] {label}: profiler failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
 def bench_resnet50(bundle, stream, compile_too=True):
     """ResNet-50 (batch 32, 224x224, bf16) vs PyTorch eager channels-last (and torch.compile)."""
     key = "resnet50_bench_bfloat16"
@@ -286,6 +315,7 @@ def bench_resnet50(bundle, stream, compile_too=True):
     ins, outs = sess.prepare({"x": x}, {"output": y})
     dm = _time_cuda(lambda: sess.run_prepared(ins, outs), 10, reps=3)
     res = {"key": key, "batch": B, "dinoml_ms": dm}
+    res["dinoml_kernels"] = _profile_kernels(lambda: sess.run_prepared(ins, outs), "resnet50 DinoML")
     tm = C.resnet_torch(torch, "resnet50", W, torch.bfloat16, channels_last=True)
     if tm is None:  # no torchvision: the functional model with channels-last weights
         Wt = {k: (v.to(torch.bfloat16).contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v.to(torch.bfloat16))
@@ -299,6 +329,8 @@ def bench_resnet50(bundle, stream, compile_too=True):
         ref = tm(xc)
         res["torch_eager_ms"] = _time_cuda(lambda: tm(xc), 10, reps=3)
     res["vs_torch_eager"] = compare(y, ref)
+    with torch.inference_mode():
+        res["torch_eager_kernels"] = _profile_kernels(lambda: tm(xc), "resnet50 torch eager channels-last")
     res["speedup_vs_eager"] = res["torch_eager_ms"][0] / dm[0]
     print(f"[resnet50] bf16 batch {B}: DinoML {dm[0]:.2f} ms, torch eager channels-last {res['torch_eager_ms'][0]:.2f} ms "
           f"({res['torch_model']}), speed-up {res['speedup_vs_eager']:.2f}x (max_err vs torch {res['vs_torch_eager']['max_err']:.1e})",

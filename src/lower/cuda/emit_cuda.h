@@ -1,6 +1,8 @@
 // Per-node emitters of the CUDA lowering (module.cu run() body). They reuse the CPU lowering's
 // EmitContext (storage pointers, shape expressions, generated functions, codegen plan).
 #pragma once
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,6 +29,29 @@ nlohmann::json emit_cuda_library_op(cpu::EmitContext& cx, const ir::Node& n, con
 // conv2d family, batch_norm, pooling, interpolate (lower_cuda_conv.cpp); attention (lower_cuda_attention.cpp).
 bool is_cuda_conv_op(const std::string& op);
 nlohmann::json emit_cuda_conv_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
+// Channels-last conv chains (lower_cuda_conv_nhwc.cpp): the tensors the module keeps NHWC and each
+// channels-last conv's packed-weight offset in DmlModuleState::dpack. lower() computes the plan once
+// and installs it for the per-node emitters with ConvPlanScope.
+struct ConvNhwcPlan {
+  std::set<std::string> nhwc;
+  std::map<std::string, size_t> pack_offset;  // conv node name -> byte offset (256-aligned)
+  size_t pack_bytes = 0;
+};
+bool nhwc_conv_capable(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
+ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o);
+const ConvNhwcPlan* current_conv_plan();  // null outside lower()
+class ConvPlanScope {
+ public:
+  explicit ConvPlanScope(const ConvNhwcPlan* p);
+  ~ConvPlanScope();
+  ConvPlanScope(const ConvPlanScope&) = delete;
+  ConvPlanScope& operator=(const ConvPlanScope&) = delete;
+
+ private:
+  const ConvNhwcPlan* saved_;
+};
+// "{sn, sc, sh, sw}": element strides of a [N, C, H, W] tensor stored NHWC or NCHW.
+std::string nhwc_strides(const cpu::EmitContext& cx, const std::string& tensor, bool nhwc);
 // gather / embedding / kv_cache_write / argmax and quantized-weight GEMMs (lower_cuda_quant.cpp).
 bool is_cuda_index_op(const std::string& op);
 nlohmann::json emit_cuda_index_op(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body);

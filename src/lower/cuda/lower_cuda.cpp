@@ -223,6 +223,8 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
     ~TargetScope() { t_target = saved; }
   } scope(opts.arch.target);
   const bool rocm = opts.arch.target == GpuTarget::rocm;
+  const ConvNhwcPlan conv_plan = plan_conv_nhwc(g, opts);
+  ConvPlanScope conv_scope(&conv_plan);
   cpu::EmitContext cx(g, plan);
   cx.choices = &opts.choices;
   cx.bootstrap = opts.bootstrap;
@@ -269,7 +271,8 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
      << ". Do not edit.\n" << kPrelude << cpu::math_prelude("__device__ __forceinline__") << "\n" << tables;
   cpu::emit_bucket_selection(os, g, plan);
   os << cx.functions.str();
-  os << "struct DmlModuleState { unsigned char* dconst; };\n\n";
+  // dpack: weights prepacked at init (channels-last convs, lower_cuda_conv_nhwc.cpp).
+  os << "struct DmlModuleState { unsigned char* dconst; unsigned char* dpack; };\n\n";
   os << "DML_EXPORT uint32_t dinoml_module_abi_version(void) { return DINOML_MODULE_ABI_VERSION; }\n\n";
   os << "DML_EXPORT const char* dinoml_module_graph_hash(void) { return " << cpp_string_literal(ir::graph_hash(g))
      << "; }\n";
@@ -287,10 +290,20 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "    if (e == cudaSuccess) e = cudaMemcpy(st->dconst, constants, constants_size, cudaMemcpyHostToDevice);\n"
         "    if (e != cudaSuccess) { if (st->dconst) cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"copying constants.bin to the GPU\", e); }\n"
         "  }\n"
-        "  *module_state = st;\n  return 0;\n}\n\n";
+        ;
+  if (conv_plan.pack_bytes > 0) {
+    os << "  {\n    cudaError_t e = cudaMalloc((void**)&st->dpack, " << conv_plan.pack_bytes << "u);\n"
+          "    if (e != cudaSuccess) { cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"allocating the packed conv weights\", e); }\n"
+          "  }\n"
+       << cx.init.str()
+       << "  {\n    cudaError_t e = cudaDeviceSynchronize();\n"
+          "    if (e != cudaSuccess) { cudaFree(st->dpack); cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"packing conv weights\", e); }\n"
+          "  }\n";
+  }
+  os << "  *module_state = st;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) {\n"
         "  DmlModuleState* st = (DmlModuleState*)module_state;\n"
-        "  if (!st) return;\n  if (st->dconst) cudaFree(st->dconst);\n  free(st);\n}\n\n";
+        "  if (!st) return;\n  if (st->dconst) cudaFree(st->dconst);\n  if (st->dpack) cudaFree(st->dpack);\n  free(st);\n}\n\n";
   os << cpu::emit_plan_entry(cx, target_label(current_target()) + std::string(" lowering"));
   // The direct run; dinoml_module_run_cuda (cuda_graphs.cpp) calls it or replays its CUDA graph.
   os << "static int dml_run_direct(void* module_state, const int64_t* dims, const void* const* inputs,\n"

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ir/error.h"
+#include "ir/serialize.h"
 #include "lower/cpu/conv_args.h"
 #include "lower/cuda/emit_cuda.h"
 #include "ops/conv_params.h"
@@ -32,9 +33,62 @@ ir::DType expect_float_all(const EmitContext& cx, const ir::Node& n) {
 
 std::string dt(ir::DType t) { return std::to_string(static_cast<int>(t)); }
 
+bool is_nhwc(const std::string& tensor) {
+  const ConvNhwcPlan* p = current_conv_plan();
+  return p && p->nhwc.count(tensor) != 0;
+}
+
+// A conv touching a channels-last tensor (lower_cuda_conv_nhwc.cpp): the weights are packed to
+// [O][kh][kw][C] at module init; candidates are the tiles of dml_cuda_conv2d_nhwc, the run-time
+// rule (largest tile that still gives every multiprocessor a block) first.
+json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, ir::DType t, const cpu::Conv2dArgs& ca, size_t pack_off,
+                    std::ostringstream& body) {
+  const bool bias = ca.bias, add = ca.add, relu = ca.relu;
+  const auto slots = ir::layout_constants(cx.g);
+  const auto ws = slots.find(cx.root(n.inputs[1]));
+  if (ws == slots.end()) no_cuda_lowering(n, "the weight is not in constants.bin");
+  const auto& w = cx.tensor(n.inputs[1]);
+  cx.init << "  if (dml_cuda_conv2d_pack_ohwi(" << dt(t) << ", " << w.shape[0].const_value() << ", "
+          << w.shape[1].const_value() << ", " << w.shape[2].const_value() << ", " << w.shape[3].const_value()
+          << ", st->dconst + " << ws->second.offset << ", st->dpack + " << pack_off << ", NULL)) {  // "
+          << cpu::comment_text(n.name) << "\n"
+          << "    if (err && errlen) snprintf(err, errlen, \"node %s: packing conv weights: %s\", "
+          << cpu::cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
+          << "    cudaFree(st->dpack); cudaFree(st->dconst); free(st);\n    return 1;\n  }\n";
+  const std::string wp = "(((const DmlModuleState*)module_state)->dpack + " + std::to_string(pack_off) + ")";
+  const std::string xs = nhwc_strides(cx, n.inputs[0], is_nhwc(n.inputs[0]));
+  const std::string ys = nhwc_strides(cx, n.outputs[0], is_nhwc(n.outputs[0]));
+  const std::string rs = add ? nhwc_strides(cx, n.inputs[3], is_nhwc(n.inputs[3])) : "{0, 0, 0, 0}";
+  const std::vector<std::pair<std::string, std::string>> c = {
+      {"implicit_gemm_nhwc_mma_auto_tile", "DML_CUDA_CONV_TILE_AUTO"},
+      {"implicit_gemm_nhwc_mma_128x128x32_s4", "DML_CUDA_CONV_TILE_128x128"},
+      {"implicit_gemm_nhwc_mma_128x64x32_s4", "DML_CUDA_CONV_TILE_128x64"},
+      {"implicit_gemm_nhwc_mma_64x64x32_s4", "DML_CUDA_CONV_TILE_64x64"},
+      {"implicit_gemm_nhwc_mma_128x128x64_s3", "DML_CUDA_CONV_TILE_128x128x64"},
+      {"implicit_gemm_nhwc_mma_128x64x64_s3", "DML_CUDA_CONV_TILE_128x64x64"}};
+  std::vector<GpuCandidate> cands;
+  for (const auto& [name, tile] : c) {
+    std::ostringstream call;
+    call << "  {\n    const dml_cuda_conv2d_shape cs = " << brace_list(ca.fields) << ";\n"
+         << "    const int64_t xs[4] = " << xs << ", ys[4] = " << ys << ", rs[4] = " << rs << ";\n  "
+         << checked_cuda_call(n, "dml_cuda_conv2d_nhwc(" + dt(t) + ", &cs, xs, " + cx.ptr(n.inputs[0]) + ", " + wp + ", " +
+                                     (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", rs, " + (add ? cx.ptr(n.inputs[3]) : "NULL") +
+                                     ", ys, " + cx.ptr(n.outputs[0]) + ", " + (relu ? "1" : "0") + ", " + tile + ", stream)")
+         << "  }\n";
+    cands.push_back({name, call.str()});
+  }
+  json e = emit_gpu_tunable(cx, n, "conv", cands, 0, "default (not profiled): channels-last chain", body);
+  e["layout"] = {{"x", is_nhwc(n.inputs[0]) ? "NHWC" : "NCHW"}, {"y", is_nhwc(n.outputs[0]) ? "NHWC" : "NCHW"}};
+  return e;
+}
+
 json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
   const cpu::Conv2dArgs ca = cpu::conv2d_args(cx, n, no_cuda_lowering);
+  if (const ConvNhwcPlan* p = current_conv_plan()) {
+    auto it = p->pack_offset.find(n.name);
+    if (it != p->pack_offset.end()) return emit_conv_nhwc(cx, n, t, ca, it->second, body);
+  }
   const bool bias = ca.bias, add = ca.add, relu = ca.relu;
   const int64_t Og = ca.O / ca.win.groups;
   // mma.sync exists only on CUDA: on ROCm the library never picks it (no candidate).
@@ -69,6 +123,18 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
 
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
+  if (is_nhwc(n.inputs[0]) || is_nhwc(n.outputs[0])) {  // a channels-last chain (lower_cuda_conv_nhwc.cpp)
+    body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(cpu::pool2d_fields(cx, n, no_cuda_lowering)) << ";\n"
+         << "    const int64_t xs[4] = " << nhwc_strides(cx, n.inputs[0], is_nhwc(n.inputs[0]))
+         << ", ys[4] = " << nhwc_strides(cx, n.outputs[0], is_nhwc(n.outputs[0])) << ";\n  "
+         << checked_cuda_call(n, "dml_cuda_pool2d_strided(" + dt(t) + ", " + (n.op == "max_pool2d" ? "1" : "0") +
+                                     ", &ps, xs, " + cx.ptr(n.inputs[0]) + ", ys, " + cx.ptr(n.outputs[0]) + ", stream)")
+         << "  }\n";
+    json e = manifest(n, {"dml_cuda_pool2d_strided.channel_fastest"}, "dml_cuda_pool2d_strided.channel_fastest",
+                      "only candidate (not tunable): channels-last chain");
+    e["layout"] = {{"x", is_nhwc(n.inputs[0]) ? "NHWC" : "NCHW"}, {"y", is_nhwc(n.outputs[0]) ? "NHWC" : "NCHW"}};
+    return e;
+  }
   const std::string fn = n.op == "max_pool2d" ? "dml_cuda_max_pool2d" : "dml_cuda_avg_pool2d";
   body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(cpu::pool2d_fields(cx, n, no_cuda_lowering)) << ";\n  "
        << checked_cuda_call(n, fn + "(" + dt(t) + ", &ps, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
@@ -78,6 +144,15 @@ json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 
 json emit_global_avg(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
+  if (is_nhwc(n.inputs[0])) {
+    const auto sh = cx.cpp_shape(cx.tensor(n.inputs[0]).shape);
+    body << checked_cuda_call(n, "dml_cuda_global_avg_pool2d_nhwc(" + dt(t) + ", " + sh[0] + ", " + sh[1] + ", (" + sh[2] +
+                                     ") * (" + sh[3] + "), " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
+    json e = manifest(n, {"dml_cuda_global_avg_pool2d_nhwc.thread_per_channel"},
+                      "dml_cuda_global_avg_pool2d_nhwc.thread_per_channel", "only candidate (not tunable): channels-last input");
+    e["layout"] = {{"x", "NHWC"}, {"y", "NCHW"}};
+    return e;
+  }
   body << checked_cuda_call(n, "dml_cuda_global_avg_pool2d(" + dt(t) + ", " + cpu::global_avg_pool_args(cx, n, no_cuda_lowering) +
                                    ", stream)");
   return manifest(n, {"dml_cuda_global_avg_pool2d.warp_per_plane"}, "dml_cuda_global_avg_pool2d.warp_per_plane",

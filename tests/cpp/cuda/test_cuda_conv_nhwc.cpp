@@ -1,0 +1,157 @@
+// Channels-last conv chains of the CUDA lowering (lower_cuda_conv_nhwc.cpp; no GPU needed): a
+// small ResNet-style graph (stem conv on the NCHW input, max pool, a bottleneck with a residual
+// conv, global average pool, fc) keeps the chain's activations NHWC, calls dml_cuda_conv2d_nhwc
+// with NCHW strides only at the input edge, packs each conv's weights once at module init,
+// and falls back to the NCHW kernels for float32, grouped convs, sm_80-less archs,
+// DINOML_CUDA_GEMM=simt and conv_channels_last = false. GPU parity: tests/gpu/cases.py
+// (conv_nhwc_*, resnet18, resnet50_bench) and bench/cuda/conv_nhwc_bench.py.
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "builder/graph_builder.h"
+#include "lower/cuda/lower_cuda.h"
+#include "passes/pipeline.h"
+#include "passes/plan_memory.h"
+
+using namespace dinoml;
+using ir::DType;
+using ir::IntExpr;
+
+namespace {
+
+ir::Graph small_resnet(DType dt, int64_t groups2 = 1) {
+  builder::GraphBuilder b("nhwc_chain");
+  ir::Dim n;
+  n.name = "n";
+  n.min = 1;
+  n.max = 4;
+  n.buckets = {4};
+  b.add_dim(n);
+  const size_t es = dt == DType::f32 ? 4 : 2;
+  auto cst = [&](const std::string& name, std::vector<int64_t> shape) {
+    size_t cnt = 1;
+    for (auto s : shape) cnt *= static_cast<size_t>(s);
+    return b.constant(name, dt, shape, std::vector<uint8_t>(cnt * es, 0x3c));
+  };
+  auto conv = [&](const std::string& x, const std::string& name, int64_t o, int64_t c, int64_t k, int64_t s, int64_t p,
+                  int64_t g = 1) {
+    return b.op1("conv2d_bias", {x, cst(name + ".w", {o, c / g, k, k}), cst(name + ".b", {o})},
+                 {{"stride", std::vector<int64_t>{s, s}}, {"padding", std::vector<int64_t>{p, p, p, p}},
+                  {"dilation", std::vector<int64_t>{1, 1}}, {"groups", g}});
+  };
+  auto x = b.input("x", dt, {IntExpr::dim("n"), 3, 32, 32});
+  auto stem = b.op1("relu", {conv(x, "stem", 16, 3, 7, 2, 3)});
+  auto mp = b.op1("max_pool2d", {stem}, {{"kernel", std::vector<int64_t>{3, 3}}, {"stride", std::vector<int64_t>{2, 2}},
+                                         {"padding", std::vector<int64_t>{1, 1, 1, 1}},
+                                         {"dilation", std::vector<int64_t>{1, 1}}, {"ceil_mode", false}});
+  auto a = b.op1("relu", {conv(mp, "c1", 16, 16, 1, 1, 0)});
+  auto c2 = b.op1("relu", {conv(a, "c2", 16, 16, 3, 1, 1, groups2)});
+  auto c3 = conv(c2, "c3", 64, 16, 1, 1, 0);
+  auto ds = conv(mp, "ds", 64, 16, 1, 1, 0);
+  auto blk = b.op1("relu", {b.op1("add", {c3, ds})});
+  auto gap = b.op1("global_avg_pool2d", {blk});
+  b.output(gap, "gap");
+  return b.finish();
+}
+
+lower::cuda::CudaLoweredModule lower_it(ir::Graph& g, const std::string& impl = "cublaslt", const std::string& arch = "sm_90a",
+                                        bool channels_last = true) {
+  passes::run_pipeline(g, {});
+  auto plan = passes::plan_memory(g);
+  lower::cuda::CudaLowerOptions o;
+  o.arch = lower::cuda::parse_arch(arch);
+  o.gemm_impl = impl;
+  o.conv_channels_last = channels_last;
+  return lower::cuda::lower(g, plan, o);
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t c = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++c;
+  return c;
+}
+
+}  // namespace
+
+TEST(CudaConvNhwc, ResNetChainStaysChannelsLast) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    ir::Graph g = small_resnet(dt);
+    auto m = lower_it(g);
+    // five convs (stem, c1, c2, c3 with the residual add fused, ds), all channels-last
+    EXPECT_EQ(count(m.source, "dml_cuda_conv2d_nhwc("), 5u) << "one call per conv (the selected candidate)";
+    EXPECT_EQ(count(m.source, "dml_cuda_conv2d_pack_ohwi("), 5u);
+    EXPECT_EQ(m.source.find("dml_cuda_conv2d("), std::string::npos) << "no NCHW conv left";
+    EXPECT_NE(m.source.find("dml_cuda_pool2d_strided("), std::string::npos);
+    EXPECT_NE(m.source.find("dml_cuda_global_avg_pool2d_nhwc("), std::string::npos);
+    EXPECT_NE(m.source.find("cudaMalloc((void**)&st->dpack"), std::string::npos);
+    EXPECT_NE(m.source.find("if (st->dpack) cudaFree(st->dpack)"), std::string::npos);
+    int convs = 0, nchw_inputs = 0;
+    for (const auto& e : m.kernel_manifest) {
+      const std::string op = e["op"];
+      if (op.rfind("conv2d", 0) == 0) {
+        ++convs;
+        EXPECT_EQ(e["selected"], "implicit_gemm_nhwc_mma_auto_tile") << e.dump();
+        EXPECT_EQ(e["candidates"].size(), 6u);
+        EXPECT_EQ(e["layout"]["y"], "NHWC") << e.dump();
+        if (e["layout"]["x"] == "NCHW") ++nchw_inputs;
+      }
+      if (op == "max_pool2d") {
+        EXPECT_EQ(e["layout"]["x"], "NHWC");
+        EXPECT_EQ(e["layout"]["y"], "NHWC");
+      }
+      if (op == "global_avg_pool2d") EXPECT_EQ(e["layout"]["x"], "NHWC");
+    }
+    EXPECT_EQ(convs, 5);
+    EXPECT_EQ(nchw_inputs, 1) << "only the stem reads the NCHW graph input";
+    EXPECT_NE(m.source.find("conv2d_bias_add_relu"), std::string::npos) << "add + relu fused into the conv";
+    // NCHW strides {C·H·W, H·W, W, 1} appear once (the stem's x: 3 x 32 x 32), NHWC ones elsewhere
+    EXPECT_EQ(count(m.source, "xs[4] = {((INT64_C(3)) * (INT64_C(32))) * (INT64_C(32)), (INT64_C(32)) * (INT64_C(32)), INT64_C(32), INT64_C(1)}"), 1u);
+  }
+}
+
+TEST(CudaConvNhwc, FallsBackToNchw) {
+  {  // float32: exact SIMT kernels, NCHW
+    ir::Graph g = small_resnet(DType::f32);
+    auto m = lower_it(g);
+    EXPECT_EQ(m.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
+    EXPECT_EQ(m.source.find("cudaMalloc((void**)&st->dpack"), std::string::npos);
+  }
+  {  // forced SIMT or switched off: NCHW; sm_80 keeps the channels-last chain (mma.sync)
+    ir::Graph g = small_resnet(DType::bf16);
+    auto m = lower_it(g, "simt");
+    EXPECT_EQ(m.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
+    ir::Graph g2 = small_resnet(DType::bf16);
+    auto m2 = lower_it(g2, "cublaslt", "sm_90a", false);
+    EXPECT_EQ(m2.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
+    EXPECT_NE(m2.source.find("dml_cuda_max_pool2d("), std::string::npos);
+    ir::Graph g3 = small_resnet(DType::bf16);
+    auto m3 = lower_it(g3, "cublaslt", "sm_80");
+    EXPECT_EQ(count(m3.source, "dml_cuda_conv2d_pack_ohwi("), 5u);
+  }
+}
+
+TEST(CudaConvNhwc, GroupedConvBreaksTheChain) {
+  // c2 grouped: it runs the NCHW kernel, so its input (c1's output) and its output stay NCHW; c1
+  // still reads the NHWC pool output and writes NCHW, c3 reads NCHW and writes NHWC (the
+  // residual from ds is NHWC too).
+  ir::Graph g = small_resnet(DType::bf16, 4);
+  auto m = lower_it(g);
+  std::map<std::string, nlohmann::json> by_node;
+  for (const auto& e : m.kernel_manifest) by_node[e["node"]] = e;
+  int nhwc_convs = 0, nchw_convs = 0;
+  for (const auto& e : m.kernel_manifest) {
+    const std::string op = e["op"];
+    if (op.rfind("conv2d", 0) != 0) continue;
+    if (e.contains("layout")) ++nhwc_convs;
+    else ++nchw_convs;
+  }
+  EXPECT_EQ(nchw_convs, 1) << m.kernel_manifest.dump(1);
+  EXPECT_EQ(nhwc_convs, 4);
+  EXPECT_EQ(count(m.source, "dml_cuda_conv2d_pack_ohwi("), 4u);
+  bool saw_mixed = false;
+  for (const auto& e : m.kernel_manifest)
+    if (e.contains("layout") && e["layout"]["x"] == "NHWC" && e["layout"]["y"] == "NCHW") saw_mixed = true;
+  EXPECT_TRUE(saw_mixed) << "c1 writes NCHW for the grouped conv";
+}
