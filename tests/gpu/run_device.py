@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import zlib
@@ -21,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "dinoml", "tools"))
 import cases as C  # noqa: E402
+import cuda_timing  # noqa: E402
 import dml_ctypes as D  # noqa: E402
 
 TORCH_DT = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -153,19 +153,7 @@ def bench(d, meta, stream, batches=(1, 8), seq=128, iters=100, reps=5):
         ins, outs = sess.prepare({"x": x}, {"output": y})
 
         def time_it(fn):
-            for _ in range(10):
-                fn()
-            torch.cuda.synchronize()
-            ts = []
-            for _ in range(reps):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                for _ in range(iters):
-                    fn()
-                e1.record()
-                e1.synchronize()
-                ts.append(e0.elapsed_time(e1) / iters)
-            return statistics.median(ts), min(ts), max(ts)
+            return cuda_timing.spread(cuda_timing.event_samples(torch, fn, reps, iters, warm=10))
 
         dm = time_it(lambda: sess.run_prepared(ins, outs))
         # The same runs without CUDA-graph replay (every node launched), for the record.
@@ -214,19 +202,8 @@ def kernel_profile(d, meta, stream, batch=8, seq=128, runs=20, top=12):
 
 
 def _time_cuda(fn, iters, reps=5, warm=5):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(iters):
-            fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / iters)
-    return statistics.median(ts), min(ts), max(ts)
+    """(median, min, max) ms per call: `reps` samples of `iters` back-to-back calls."""
+    return cuda_timing.spread(cuda_timing.event_samples(torch, fn, reps, iters, warm))
 
 
 def bench_attention(bundle, stream):
@@ -274,26 +251,12 @@ def _profile_kernels(fn, label, runs=3, top=14):
     """Per-kernel device time of one run (torch.profiler / CUPTI; it also sees the kernels of a
     replayed CUDA graph), summed by kernel name over `runs` runs and divided by `runs`."""
     try:
-        from torch.profiler import ProfilerActivity, profile
-        fn()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(runs):
-                fn()
-            torch.cuda.synchronize()
-        rows = []
-        for e in prof.key_averages():
-            t = getattr(e, "device_time_total", None)
-            if t is None:
-                t = getattr(e, "cuda_time_total", 0.0)
-            if t > 0:
-                rows.append({"kernel": e.key[:120], "us_per_run": t / runs, "calls_per_run": e.count / runs})
-        rows.sort(key=lambda r: -r["us_per_run"])
-        total = sum(r["us_per_run"] for r in rows)
-        print(f"[profile] {label}: {total / 1000:.3f} ms of kernels per run ({len(rows)} kernel names)", flush=True)
+        t = cuda_timing.kernel_table(torch, fn, runs)
+        rows = t["kernels"]
+        print(f"[profile] {label}: {t['total_us'] / 1000:.3f} ms of kernels per run ({len(rows)} kernel names)", flush=True)
         for r in rows[:top]:
             print(f"[profile]   {r['us_per_run']:9.1f} us  x{r['calls_per_run']:5.1f}  {r['kernel']}", flush=True)
-        return {"total_ms": total / 1000, "kernels": rows}
+        return {"total_ms": t["total_us"] / 1000, "kernels": rows}
     except Exception as e:  # noqa: BLE001 - reported, the benchmark goes on
         print(f"[profile] {label}: profiler failed: {type(e).__name__}: {str(e)[:200]}", flush=True)
         return {"error": f"{type(e).__name__}: {str(e)[:300]}"}
