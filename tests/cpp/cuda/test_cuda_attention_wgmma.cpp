@@ -3,16 +3,10 @@
 // offered, that it is the unprofiled default there, what DINOML_CUDA_GEMM=simt/mma select, and the
 // implementation code the generated call passes. The kernel's checks and timings on the H200:
 // bench/cuda/fa3_bench.py (bench/cuda/h200_session5_fa3.json).
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "builder/graph_builder.h"
-#include "lower/cuda/lower_cuda.h"
-#include "passes/pipeline.h"
-#include "passes/plan_memory.h"
+#include "cuda/lowering_fixture.h"
 
 using namespace dinoml;
-using ir::DType;
+using namespace dinoml::test;
 
 namespace {
 
@@ -30,16 +24,6 @@ ir::Graph attention(DType dt, int64_t D, int64_t Dv, bool causal, bool mask) {
   if (mask) in.push_back(b.input("m", DType::boolean, {2, 1, 100, 80}));
   b.output(b.op1("scaled_dot_product_attention", in, {{"causal", causal}}), "y");
   return b.finish();
-}
-
-lower::cuda::CudaLoweredModule lower_it(ir::Graph g, const std::string& impl = "cublaslt",
-                                        const std::string& arch = "sm_90a") {
-  passes::run_pipeline(g, {});
-  auto plan = passes::plan_memory(g);
-  lower::cuda::CudaLowerOptions o;
-  o.arch = lower::cuda::parse_arch(arch);
-  o.gemm_impl = impl;
-  return lower::cuda::lower(g, plan, o);
 }
 
 nlohmann::json sdpa_entry(const lower::cuda::CudaLoweredModule& m) {

@@ -3,7 +3,7 @@
 // or symbolic), what DINOML_CUDA_GEMM=skinny selects and the implementation code the generated call
 // passes. Runtime parity: tests/gpu/cases.py (gemm cases compiled with gemm_impl "skinny"); the
 // kernel's own harness is bench/cuda/gemv_bench.py.
-#include "cuda/gemm_lowering_fixture.h"
+#include "cuda/lowering_fixture.h"
 
 using namespace dinoml;
 using namespace dinoml::test;

@@ -2,7 +2,7 @@
 // candidate (no GPU needed): which nodes get it, what DINOML_CUDA_GEMM=wgmma selects and the
 // implementation code the generated call passes. Runtime parity: tests/gpu/cases.py (gemm and
 // bmm cases with gemm_impl "wgmma", on the H200); the kernel's own harness is bench/cuda/wgmma_bench.py.
-#include "cuda/gemm_lowering_fixture.h"
+#include "cuda/lowering_fixture.h"
 
 using namespace dinoml;
 using namespace dinoml::test;

@@ -1,5 +1,5 @@
-// What the CUDA GEMM-lowering tests share (no GPU needed): a graph of one GEMM-family node, its
-// lowering for an arch with a forced GEMM implementation, and lookups in the kernel manifest.
+// What the CUDA lowering tests share (no GPU needed): a graph of one GEMM-family node, the lowering
+// of a graph for an arch with a forced GEMM implementation, and lookups in the kernel manifest.
 #pragma once
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -52,7 +52,8 @@ inline ir::Graph one_gemm(DType dt, const std::string& op, int64_t K, int64_t ro
   return b.finish();
 }
 
-inline lower::cuda::CudaLoweredModule lower_it(ir::Graph g, const std::string& impl, const std::string& arch = "sm_90a") {
+inline lower::cuda::CudaLoweredModule lower_it(ir::Graph g, const std::string& impl = "cublaslt",
+                                               const std::string& arch = "sm_90a") {
   passes::run_pipeline(g, {});
   auto plan = passes::plan_memory(g);
   lower::cuda::CudaLowerOptions o;
