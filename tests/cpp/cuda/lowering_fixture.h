@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,26 +18,32 @@ namespace dinoml::test {
 using ir::DType;
 using ir::IntExpr;
 
+// Adds the symbolic dim `name` = [1, max] with one bucket at max; returns it as an expression.
+inline IntExpr add_symbolic_dim(builder::GraphBuilder& b, const std::string& name, int64_t max) {
+  ir::Dim d;
+  d.name = name;
+  d.min = 1;
+  d.max = max;
+  d.buckets = {max};
+  b.add_dim(d);
+  return IntExpr::dim(name);
+}
+
+// A constant of `shape` whose bytes are all 0x3c (a small finite value in every float type):
+// lowering tests look at the generated code, not at the numbers.
+inline std::string filled_constant(builder::GraphBuilder& b, const std::string& name, DType dt,
+                                   const std::vector<int64_t>& shape) {
+  size_t cnt = dt == DType::f32 ? 4 : 2;
+  for (auto s : shape) cnt *= static_cast<size_t>(s);
+  return b.constant(name, dt, shape, std::vector<uint8_t>(cnt, 0x3c));
+}
+
 // y = op(x[M, K], w) (+ bias) with M a constant (rows > 0) or the symbolic dim "m" (rows == 0);
 // w as [N, K] (rcr) or [K, N] (rrr); or bmm_rcr of [2, M, K] · [2, N, K].
 inline ir::Graph one_gemm(DType dt, const std::string& op, int64_t K, int64_t rows, int64_t N) {
   builder::GraphBuilder b("gemm_" + op);
-  IntExpr M = rows;
-  if (rows == 0) {
-    ir::Dim m;
-    m.name = "m";
-    m.min = 1;
-    m.max = 64;
-    m.buckets = {64};
-    b.add_dim(m);
-    M = IntExpr::dim("m");
-  }
-  const size_t es = dt == DType::f32 ? 4 : 2;
-  auto cst = [&](const std::string& name, std::vector<int64_t> shape) {
-    size_t cnt = 1;
-    for (auto s : shape) cnt *= static_cast<size_t>(s);
-    return b.constant(name, dt, shape, std::vector<uint8_t>(cnt * es, 0x3c));
-  };
+  const IntExpr M = rows == 0 ? add_symbolic_dim(b, "m", 64) : IntExpr(rows);
+  auto cst = [&](const std::string& name, std::vector<int64_t> shape) { return filled_constant(b, name, dt, shape); };
   if (op == "bmm_rcr") {
     auto x = b.input("x", dt, {2, M, K});
     auto w = b.input("w", dt, {2, N, K});
@@ -52,13 +59,18 @@ inline ir::Graph one_gemm(DType dt, const std::string& op, int64_t K, int64_t ro
   return b.finish();
 }
 
+// The graph through the pass pipeline and the memory plan, lowered for `arch` with the GEMM (and
+// conv / attention) implementation `impl` forced as DINOML_CUDA_GEMM would; `tweak` sets further
+// options (e.g. conv_channels_last).
 inline lower::cuda::CudaLoweredModule lower_it(ir::Graph g, const std::string& impl = "cublaslt",
-                                               const std::string& arch = "sm_90a") {
+                                               const std::string& arch = "sm_90a",
+                                               const std::function<void(lower::cuda::CudaLowerOptions&)>& tweak = {}) {
   passes::run_pipeline(g, {});
   auto plan = passes::plan_memory(g);
   lower::cuda::CudaLowerOptions o;
   o.arch = lower::cuda::parse_arch(arch);
   o.gemm_impl = impl;
+  if (tweak) tweak(o);
   return lower::cuda::lower(g, plan, o);
 }
 

@@ -6,18 +6,11 @@
 #include <cstring>
 #include <random>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "builder/graph_builder.h"
+#include "cuda/lowering_fixture.h"
 #include "ir/error.h"
-#include "lower/cuda/lower_cuda.h"
-#include "passes/pipeline.h"
-#include "passes/plan_memory.h"
 
 using namespace dinoml;
-using ir::DType;
-using ir::IntExpr;
+using namespace dinoml::test;
 
 namespace {
 
@@ -34,12 +27,7 @@ std::vector<uint8_t> rand_f32(size_t n, int seed) {
 
 ir::Graph cnn_attention(DType dt) {
   builder::GraphBuilder b("cuda_cnn_attn");
-  ir::Dim n;
-  n.name = "n";
-  n.min = 1;
-  n.max = 4;
-  n.buckets = {4};
-  b.add_dim(n);
+  add_symbolic_dim(b, "n", 4);
   const size_t es = dt == DType::f32 ? 4 : 2;
   auto cst = [&](const std::string& name, std::vector<int64_t> shape, int seed) {
     size_t cnt = 1;
@@ -69,16 +57,6 @@ ir::Graph cnn_attention(DType dt) {
   auto a = b.op1("scaled_dot_product_attention", {q, q, q}, {{"causal", true}});
   b.output(a, "attn");
   return b.finish();
-}
-
-lower::cuda::CudaLoweredModule lower_it(ir::Graph& g, const std::string& impl = "cublaslt",
-                                        const std::string& arch = "sm_90a") {
-  passes::run_pipeline(g, {});
-  auto plan = passes::plan_memory(g);
-  lower::cuda::CudaLowerOptions o;
-  o.arch = lower::cuda::parse_arch(arch);
-  o.gemm_impl = impl;
-  return lower::cuda::lower(g, plan, o);
 }
 
 nlohmann::json entry_for(const nlohmann::json& manifest, const std::string& op_prefix) {

@@ -7,41 +7,24 @@
 // (conv_nhwc_*, resnet18, resnet50_bench) and bench/cuda/conv_nhwc_bench.py.
 #include <map>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "builder/graph_builder.h"
-#include "lower/cuda/lower_cuda.h"
-#include "passes/pipeline.h"
-#include "passes/plan_memory.h"
+#include "cuda/lowering_fixture.h"
 
 using namespace dinoml;
-using ir::DType;
-using ir::IntExpr;
+using namespace dinoml::test;
 
 namespace {
 
 ir::Graph small_resnet(DType dt, int64_t groups2 = 1) {
   builder::GraphBuilder b("nhwc_chain");
-  ir::Dim n;
-  n.name = "n";
-  n.min = 1;
-  n.max = 4;
-  n.buckets = {4};
-  b.add_dim(n);
-  const size_t es = dt == DType::f32 ? 4 : 2;
-  auto cst = [&](const std::string& name, std::vector<int64_t> shape) {
-    size_t cnt = 1;
-    for (auto s : shape) cnt *= static_cast<size_t>(s);
-    return b.constant(name, dt, shape, std::vector<uint8_t>(cnt * es, 0x3c));
-  };
+  const IntExpr n = add_symbolic_dim(b, "n", 4);
+  auto cst = [&](const std::string& name, std::vector<int64_t> shape) { return filled_constant(b, name, dt, shape); };
   auto conv = [&](const std::string& x, const std::string& name, int64_t o, int64_t c, int64_t k, int64_t s, int64_t p,
                   int64_t g = 1) {
     return b.op1("conv2d_bias", {x, cst(name + ".w", {o, c / g, k, k}), cst(name + ".b", {o})},
                  {{"stride", std::vector<int64_t>{s, s}}, {"padding", std::vector<int64_t>{p, p, p, p}},
                   {"dilation", std::vector<int64_t>{1, 1}}, {"groups", g}});
   };
-  auto x = b.input("x", dt, {IntExpr::dim("n"), 3, 32, 32});
+  auto x = b.input("x", dt, {n, 3, 32, 32});
   auto stem = b.op1("relu", {conv(x, "stem", 16, 3, 7, 2, 3)});
   auto mp = b.op1("max_pool2d", {stem}, {{"kernel", std::vector<int64_t>{3, 3}}, {"stride", std::vector<int64_t>{2, 2}},
                                          {"padding", std::vector<int64_t>{1, 1, 1, 1}},
@@ -54,17 +37,6 @@ ir::Graph small_resnet(DType dt, int64_t groups2 = 1) {
   auto gap = b.op1("global_avg_pool2d", {blk});
   b.output(gap, "gap");
   return b.finish();
-}
-
-lower::cuda::CudaLoweredModule lower_it(ir::Graph& g, const std::string& impl = "cublaslt", const std::string& arch = "sm_90a",
-                                        bool channels_last = true) {
-  passes::run_pipeline(g, {});
-  auto plan = passes::plan_memory(g);
-  lower::cuda::CudaLowerOptions o;
-  o.arch = lower::cuda::parse_arch(arch);
-  o.gemm_impl = impl;
-  o.conv_channels_last = channels_last;
-  return lower::cuda::lower(g, plan, o);
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -123,7 +95,7 @@ TEST(CudaConvNhwc, FallsBackToNchw) {
     auto m = lower_it(g, "simt");
     EXPECT_EQ(m.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
     ir::Graph g2 = small_resnet(DType::bf16);
-    auto m2 = lower_it(g2, "cublaslt", "sm_90a", false);
+    auto m2 = lower_it(g2, "cublaslt", "sm_90a", [](auto& o) { o.conv_channels_last = false; });
     EXPECT_EQ(m2.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
     EXPECT_NE(m2.source.find("dml_cuda_max_pool2d("), std::string::npos);
     ir::Graph g3 = small_resnet(DType::bf16);
