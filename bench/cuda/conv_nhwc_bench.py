@@ -16,9 +16,13 @@ import argparse
 import ctypes
 import json
 import os
+import statistics
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "dinoml", "tools"))
+import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU tool shares)
 import torch.nn.functional as F
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -99,18 +103,7 @@ def out_hw(H, W, k, stride, pad, dil):
 
 
 def time_ms(fn, reps=30, warm=5):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    ts.sort()
-    return ts[len(ts) // 2]
+    return statistics.median(cuda_timing.event_samples(torch, fn, reps, 1, warm))
 
 
 # ResNet-50 convs: (name, C, O, H_in, k, stride, pad, count, epilogue) at batch 32, 224x224.

@@ -25,12 +25,16 @@ import ctypes
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "dinoml", "tools"))
+import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU tool shares)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DT = {"bfloat16": (torch.bfloat16, 2), "float16": (torch.float16, 1)}
@@ -143,47 +147,12 @@ def check(lib, dtype, B, Lq, Lk, D, causal, split, via_lib=False):
 
 
 def time_graph(fn_list, calls, reps=10):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for f in fn_list[:2]:
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn_list[i % len(fn_list)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / calls)
-    ts.sort()
-    return ts[len(ts) // 2]
+    return statistics.median(cuda_timing.graph_samples(torch, fn_list, calls, reps))
 
 
 def time_plain(fn_list, calls, reps=5):
     """Back-to-back launches on the current stream, no graph (as an artifact run without replay)."""
-    for f in fn_list[:2]:
-        f()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for i in range(calls):
-            fn_list[i % len(fn_list)]()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / calls)
-    ts.sort()
-    return ts[len(ts) // 2]
+    return statistics.median(cuda_timing.event_samples(torch, cuda_timing.cycling(fn_list), reps, calls, warm=2))
 
 
 def bench(lib, dtype, b, h, L, D, causal, with_mma, variants):

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call for the sm_90a flash-attention kernel (run from the repository root or a copy
-# holding kernels/, include/ and bench/cuda/): bench/cuda/fa3_bench.py builds the harness library,
+# holding kernels/, include/, bench/cuda/ and python/dinoml/tools/): bench/cuda/fa3_bench.py builds the harness library,
 # checks correctness vs float64 and times vs torch SDPA. Logs under $OUT.
 set -o pipefail
 OUT=${OUT:-/tmp/fa3_out}

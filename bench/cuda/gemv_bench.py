@@ -27,6 +27,9 @@ import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "dinoml", "tools"))
+import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU tool shares)
+
 EPI = {"none": 0, "relu": 1, "gelu": 2, "fast_gelu": 3, "swish": 4, "sigmoid": 5, "tanh": 6, "add": 7, "add_relu": 8}
 CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5}
@@ -145,29 +148,7 @@ def checks(lib):
 
 
 def time_graph(fns, calls, reps=7):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for f in fns[:2]:
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=s):  # the warm-up stream: cuBLASLt's per-stream workspace exists
-        for i in range(calls):
-            fns[i % len(fns)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / calls)
-    ts.sort()
-    del graph
+    ts = sorted(cuda_timing.graph_samples(torch, fns, calls, reps))
     return ts[len(ts) // 2]
 
 

@@ -25,6 +25,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "dinoml", "tools"))
+import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU tool shares)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EPI = {"none": 0, "relu": 1, "gelu": 2, "fast_gelu": 3, "swish": 4, "sigmoid": 5, "tanh": 6, "add": 7, "add_relu": 8}
 DT = {"bfloat16": (torch.bfloat16, 2), "float16": (torch.float16, 1)}
@@ -139,28 +142,7 @@ def check(lib, dtype, M, N, K, epi="none", bias=False, resid=False, tile_n=0):
 
 def time_graph(fn_list, calls, reps=10):
     """Median ms per call over `reps` replays of a graph that makes `calls` calls (cycling fn_list)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for f in fn_list[:2]:
-            f()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn_list[i % len(fn_list)]()
-    graph.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / calls)
-    ts.sort()
+    ts = sorted(cuda_timing.graph_samples(torch, fn_list, calls, reps))
     return ts[len(ts) // 2], ts
 
 

@@ -73,3 +73,70 @@ def test_spread_and_interval():
     med, half = cuda_timing.median_ci95([1.0, 3.0])
     assert med == 2.0 and half == pytest.approx(1.96 * 2 ** 0.5 / 2 ** 0.5)
     assert cuda_timing.median_ci95([5.0]) == (5.0, 0.0)
+
+
+def fake_torch_with_graphs():
+    """fake_torch plus streams and CUDA graphs: a call made while a graph captures is recorded in
+    the graph (not run); a replay runs what was recorded."""
+    torch, clock = fake_torch()
+    clock["capture"] = None
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    class CUDAGraph:
+        def __init__(self):
+            self.ops = []
+
+        def replay(self):
+            for ms in self.ops:
+                clock["ms"] += ms
+
+    class _Ctx:
+        def __init__(self, enter=None, leave=None):
+            self.enter, self.leave = enter, leave
+
+        def __enter__(self):
+            if self.enter:
+                self.enter()
+
+        def __exit__(self, *exc):
+            if self.leave:
+                self.leave()
+
+    def graph(g, stream=None):
+        return _Ctx(lambda: clock.__setitem__("capture", g), lambda: clock.__setitem__("capture", None))
+
+    torch.cuda.Stream = Stream
+    torch.cuda.current_stream = lambda: Stream()
+    torch.cuda.stream = lambda s: _Ctx()
+    torch.cuda.CUDAGraph = CUDAGraph
+    torch.cuda.graph = graph
+    return torch, clock
+
+
+def test_graph_samples_time_one_replay_per_sample_cycling_the_inputs():
+    torch, clock = fake_torch_with_graphs()
+    order = []
+
+    def make(name, ms):
+        def fn():
+            order.append(name)
+            if clock["capture"] is not None:
+                clock["capture"].ops.append(ms)
+            else:
+                clock["ms"] += ms
+        return fn
+
+    s = cuda_timing.graph_samples(torch, [make("a", 1.0), make("b", 3.0)], calls=4, reps=5)
+    assert s == [pytest.approx(2.0)] * 5  # (1 + 3 + 1 + 3) / 4 per replay
+    assert order == ["a", "b"] + ["a", "b", "a", "b"]  # warm-up of the first two, then the capture
+
+
+def test_cycling_calls_in_turn():
+    seen = []
+    call = cuda_timing.cycling([lambda: seen.append(0), lambda: seen.append(1), lambda: seen.append(2)])
+    for _ in range(7):
+        call()
+    assert seen == [0, 1, 2, 0, 1, 2, 0]

@@ -1,6 +1,7 @@
-"""GPU timing and kernel-time tables shared by the CUDA tools and checks (benchmark-ops cuda,
-tests/gpu/run_device.py, gpt2_run.py): CUDA events around back-to-back calls on the current
-stream, and torch.profiler (CUPTI) kernel times, which also see the kernels of a replayed CUDA
+"""GPU timing and kernel-time tables shared by the CUDA tools, checks and kernel harnesses
+(benchmark-ops cuda, tests/gpu/run_device.py, gpt2_run.py, bench/cuda/*_bench.py): CUDA events
+around back-to-back calls on the current stream or around replays of a captured CUDA graph, and
+torch.profiler (CUPTI) kernel times, which also see the kernels of a replayed CUDA
 graph and of a DinoML artifact running on the same stream.
 
 Every function takes the `torch` module as its first argument, so importing this file needs no
@@ -28,6 +29,47 @@ def event_samples(torch, fn: Callable[[], object], reps: int, inner: int, warm: 
         e1.record()
         e1.synchronize()
         out.append(e0.elapsed_time(e1) / inner)
+    return out
+
+
+def cycling(fns: Sequence[Callable[[], object]]) -> Callable[[], object]:
+    """One callable that calls fns[0], fns[1], ... in turn (several input sets keep L2 cold)."""
+    state = {"i": 0}
+
+    def call():
+        fn = fns[state["i"] % len(fns)]
+        state["i"] += 1
+        return fn()
+    return call
+
+
+def graph_samples(torch, fns: Sequence[Callable[[], object]], calls: int, reps: int) -> List[float]:
+    """`reps` samples of ms per call from replays of one CUDA graph that makes `calls` calls cycling
+    through `fns`. Warm-up and capture run on a side stream (libraries such as cuBLASLt set up
+    their per-stream state before the capture); each sample is one replay between two events."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fns[:2]:
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    call = cycling(fns)
+    with torch.cuda.graph(graph, stream=s):
+        for _ in range(calls):
+            call()
+    graph.replay()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        graph.replay()
+        e1.record()
+        e1.synchronize()
+        out.append(e0.elapsed_time(e1) / calls)
+    del graph
     return out
 
 
