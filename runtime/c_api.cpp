@@ -130,6 +130,14 @@ dinoml_status dinoml_session_run(dinoml_session* session, const dinoml_tensor* i
   });
 }
 
+dinoml_status dinoml_session_plan_outputs(dinoml_session* session, const dinoml_tensor* inputs, size_t num_inputs,
+                                          dinoml_tensor* outputs, size_t num_outputs) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    session->impl.plan_outputs(inputs, num_inputs, outputs, num_outputs);
+  });
+}
+
 dinoml_status dinoml_session_get_state(dinoml_session* session, const char* name, void* dst, size_t nbytes) {
   return guard([&] {
     if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");

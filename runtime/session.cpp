@@ -67,13 +67,12 @@ std::vector<dinoml_tensor*> Session::match_outputs(dinoml_tensor* outputs, size_
   return slots;
 }
 
-void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs) {
-  std::lock_guard lock(mutex_);
+Session::Planned Session::plan(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs,
+                                size_t num_outputs) const {
   const Module& m = *module_;
   const Metadata& md = m.metadata();
 
-  BoundInputs bound = bind_inputs(md, inputs, num_inputs);
-  std::vector<dinoml_tensor*> slots = match_outputs(outputs, num_outputs);
+  Planned p{bind_inputs(md, inputs, num_inputs), match_outputs(outputs, num_outputs), {}, {}, 0};
   if (!m.is_cuda()) {
     for (size_t i = 0; i < num_inputs; ++i)
       if (inputs[i].device != DINOML_DEVICE_HOST)
@@ -86,21 +85,20 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
   }
 
   const size_t n_out = md.outputs.size();
-  std::vector<int64_t> out_shapes(std::max<size_t>(n_out, 1) * DINOML_MAX_RANK, 0);
-  size_t arena_needed = 0;
+  p.out_shapes.assign(std::max<size_t>(n_out, 1) * DINOML_MAX_RANK, 0);
   std::array<char, kErrLen> err{};
-  if (m.entry().plan(bound.dims.data(), &arena_needed, out_shapes.data(), err.data(), err.size()) != 0) {
+  if (m.entry().plan(p.bound.dims.data(), &p.arena_needed, p.out_shapes.data(), err.data(), err.size()) != 0) {
     fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' could not plan this run: ", module_message(err));
   }
 
   // The plan is the authority on output shapes; metadata's expressions must agree with it, or
   // the artifact mixes files from different compilations.
-  std::vector<size_t> out_bytes(n_out);
+  p.out_bytes.resize(n_out);
   for (size_t i = 0; i < n_out; ++i) {
     const OutputDesc& out = md.outputs[i];
-    std::span<const int64_t> shape(&out_shapes[i * DINOML_MAX_RANK], out.axes.size());
+    std::span<const int64_t> shape(&p.out_shapes[i * DINOML_MAX_RANK], out.axes.size());
     for (size_t a = 0; a < out.axes.size(); ++a) {
-      auto expected = out.axes[a].eval(bound.dims);
+      auto expected = out.axes[a].eval(p.bound.dims);
       if (shape[a] < 0 || (expected && *expected != shape[a])) {
         fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' planned shape ", shape_string(shape), " for output '",
              out.name, "' but metadata.json gives ", expected ? std::to_string(*expected) : "?", " for axis ", a,
@@ -109,8 +107,43 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
     }
     auto bytes = tensor_bytes(out.dtype, shape);
     if (!bytes) fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' planned an invalid shape for output '", out.name, "'");
-    out_bytes[i] = *bytes;
+    p.out_bytes[i] = *bytes;
   }
+  return p;
+}
+
+void Session::describe_outputs(const Planned& p) const {
+  const Metadata& md = module_->metadata();
+  for (size_t i = 0; i < md.outputs.size(); ++i) {
+    dinoml_tensor* slot = p.slots[i];
+    if (!slot) continue;
+    const OutputDesc& out = md.outputs[i];
+    slot->nbytes = p.out_bytes[i];
+    slot->dtype = out.dtype;
+    slot->ndim = static_cast<int32_t>(out.axes.size());
+    for (size_t a = 0; a < DINOML_MAX_RANK; ++a) {
+      slot->shape[a] = a < out.axes.size() ? p.out_shapes[i * DINOML_MAX_RANK + a] : 0;
+    }
+  }
+}
+
+void Session::plan_outputs(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs) {
+  std::lock_guard lock(mutex_);
+  describe_outputs(plan(inputs, num_inputs, outputs, num_outputs));
+}
+
+void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs) {
+  std::lock_guard lock(mutex_);
+  const Module& m = *module_;
+  const Metadata& md = m.metadata();
+  Planned planned = plan(inputs, num_inputs, outputs, num_outputs);
+  BoundInputs& bound = planned.bound;
+  std::vector<dinoml_tensor*>& slots = planned.slots;
+  const std::vector<int64_t>& out_shapes = planned.out_shapes;
+  const std::vector<size_t>& out_bytes = planned.out_bytes;
+  const size_t arena_needed = planned.arena_needed;
+  const size_t n_out = md.outputs.size();
+  std::array<char, kErrLen> err{};
 
   // Check every caller buffer before growing anything, so a rejected run changes nothing.
   for (size_t i = 0; i < n_out; ++i) {
@@ -153,18 +186,9 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
          (states_.empty() ? "" : " (session states may be partially updated; reset them before reuse)"));
   }
 
-  for (size_t i = 0; i < n_out; ++i) {
-    dinoml_tensor* slot = slots[i];
-    if (!slot) continue;
-    const OutputDesc& out = md.outputs[i];
-    slot->data = out_ptrs[i];
-    slot->nbytes = out_bytes[i];
-    slot->dtype = out.dtype;
-    slot->ndim = static_cast<int32_t>(out.axes.size());
-    for (size_t a = 0; a < DINOML_MAX_RANK; ++a) {
-      slot->shape[a] = a < out.axes.size() ? out_shapes[i * DINOML_MAX_RANK + a] : 0;
-    }
-  }
+  for (size_t i = 0; i < n_out; ++i)
+    if (slots[i]) slots[i]->data = out_ptrs[i];
+  describe_outputs(planned);
 }
 
 size_t Session::state_index(const char* name) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "aligned_buffer.h"
+#include "bind_inputs.h"
 #include "module.h"
 
 namespace dinoml::runtime {
@@ -28,6 +29,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   void run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs);
+  // Validates like run() and fills each requested output's dtype/ndim/shape/nbytes; runs nothing.
+  void plan_outputs(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs);
   void get_state(const char* name, void* dst, size_t nbytes);
   void set_state(const char* name, const void* src, size_t nbytes);
   void reset_states();
@@ -42,6 +45,18 @@ class Session {
   void synchronize();
 
  private:
+  // What run() and plan_outputs() share: inputs bound and checked, output slots matched, the
+  // module's plan for these dims (output shapes, bytes, arena size).
+  struct Planned {
+    BoundInputs bound;
+    std::vector<dinoml_tensor*> slots;
+    std::vector<int64_t> out_shapes;  // DINOML_MAX_RANK per output
+    std::vector<size_t> out_bytes;
+    size_t arena_needed = 0;
+  };
+  Planned plan(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs) const;
+  // Writes dtype/ndim/shape/nbytes of every requested output (not `data`).
+  void describe_outputs(const Planned& p) const;
   // The CUDA half of run(), after the shared validation and planning.
   void run_cuda(const std::vector<const void*>& inputs, const dinoml_tensor* in_tensors, size_t num_inputs,
                 const std::vector<int64_t>& dims, std::vector<dinoml_tensor*>& slots, const std::vector<int64_t>& out_shapes,

@@ -149,6 +149,15 @@ DINOML_API dinoml_status dinoml_session_run(dinoml_session* session, const dinom
                                             size_t num_inputs, dinoml_tensor* outputs,
                                             size_t num_outputs);
 
+/* What a run with these inputs would produce, without running: validates `inputs` exactly as
+ * dinoml_session_run does and sets dtype, ndim, shape and nbytes of every requested output
+ * (matched as in dinoml_session_run; `data` and `device` are not touched). Lets a caller allocate
+ * the outputs itself (e.g. as framework tensors on the GPU) and pass them to dinoml_session_run:
+ * inputs and outputs then never pass through session memory. */
+DINOML_API dinoml_status dinoml_session_plan_outputs(dinoml_session* session, const dinoml_tensor* inputs,
+                                                     size_t num_inputs, dinoml_tensor* outputs,
+                                                     size_t num_outputs);
+
 /* Session states (e.g. a KV cache): zero-initialised at creation; updated at the end of each run
  * by the graph's state_assign nodes. */
 DINOML_API dinoml_status dinoml_session_get_state(dinoml_session* session, const char* name, void* dst, size_t nbytes);

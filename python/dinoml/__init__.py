@@ -6,18 +6,28 @@
     art = dml.compile(spec, target="cpu", out="out/model")
     outputs = dml.runtime.load(art.path).create_session().run_numpy({"x": x})
 """
-from . import dtypes, gguf, nn, ops, runtime  # noqa: F401
-from .gguf import gguf_constant
-from .compiler import Artifact, compile  # noqa: A004
-from .dims import Dim, SymDim, TensorSpec
+from . import runtime  # noqa: F401  (needs only the runtime extension `_dinoml_rt`)
+from ._ext import ext as _compiler_ext
 from .errors import (ArtifactError, CompileError, DinoMLRuntimeError, InvalidArgumentError, IrError, NotFoundError,
                      ShapeError, TraceError)
-from .module import Module, Parameter
-from .reference import reference
-from .spec import Spec
-from .tensor import Tensor
-from .tracer import state, trace
-from .onnx import OnnxImportError, from_onnx  # noqa: E402
+
+if _compiler_ext is not None:
+    from . import dtypes, gguf, nn, ops  # noqa: F401
+    from .gguf import gguf_constant
+    from .compiler import Artifact, compile  # noqa: A004
+    from .dims import Dim, SymDim, TensorSpec
+    from .module import Module, Parameter
+    from .reference import reference
+    from .spec import Spec
+    from .tensor import Tensor
+    from .tracer import state, trace
+    from .onnx import OnnxImportError, from_onnx  # noqa: E402
+else:  # runtime-only install (no `_dinoml`): the front end and compiler say why they are missing
+    def __getattr__(name):
+        from ._ext import require_compiler
+        if name.startswith("__"):
+            raise AttributeError(name)
+        require_compiler()
 
 __version__ = "0.1.0"
 

@@ -8,6 +8,11 @@
 A Module is immutable and shared by threads; a Session owns its arena and states and is used by
 one thread at a time. The GIL is released while a session runs, so threads with their own
 sessions run in parallel.
+
+`run_torch` is zero-copy: the session reads the input tensors' memory in place and writes
+outputs the call allocates as torch tensors (CUDA tensors stay on the GPU and the run is enqueued
+on PyTorch's current stream). `run_dlpack` does the same for any DLPack producer.
+This module needs only the runtime extension `_dinoml_rt` (a runtime-only install).
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from ._ext import ext
+from ._ext import rt_ext
+from .errors import InvalidArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +45,7 @@ class Module:
 
     def __init__(self, path: Union[str, os.PathLike]):
         self.path = os.fspath(path)
-        self._m = ext.RtModule(self.path)
+        self._m = rt_ext.RtModule(self.path)
         self.inputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.inputs]
         self.outputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.outputs]
         self.states: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.states]
@@ -51,6 +57,11 @@ class Module:
     @property
     def graph_hash(self) -> str:
         return self._m.graph_hash
+
+    @property
+    def target(self) -> str:
+        """"cpu" or "cuda" (the manifest's target)."""
+        return self._m.target
 
     def create_session(self) -> "Session":
         return Session(self)
@@ -74,13 +85,47 @@ def _torch_to_numpy(t):
     return t.numpy()
 
 
+_TORCH_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int8": "int8",
+                 "uint8": "uint8", "int32": "int32", "int64": "int64", "bool": "bool"}
+
+
+def _torch_dtype(torch, name: str):
+    return getattr(torch, _TORCH_DTYPES[name])
+
+
+def _as_torch_input(name: str, t, want: Optional[str]):
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgumentError(f"run_torch: input '{name}' is a {type(t).__name__}, not a torch.Tensor "
+                                   "(run_numpy takes arrays, run_dlpack other DLPack producers)")
+    if t.device.type not in ("cpu", "cuda"):
+        raise InvalidArgumentError(f"run_torch: input '{name}' is on {t.device}; DinoML runs CPU and CUDA tensors")
+    got = str(t.dtype).replace("torch.", "")
+    if got not in _TORCH_DTYPES:
+        raise InvalidArgumentError(f"run_torch: input '{name}' has dtype {t.dtype}, which DinoML does not have"
+                                   + (f"; the model expects {want}: convert it with .to(torch.{want})" if want else ""))
+    if want is not None and got != want:
+        raise InvalidArgumentError(f"run_torch: input '{name}' has dtype {got} but the model expects {want}; "
+                                   f"convert it with .to(torch.{want})")
+    t = t.detach()
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _pointer_tuple(name: str, t):
+    dtype = str(t.dtype).replace("torch.", "")
+    return (name, t.data_ptr(), t.numel() * t.element_size(), dtype, list(t.shape), 1 if t.is_cuda else 0)
+
+
 class Session:
     """One execution context of a Module (its own arena and states)."""
 
     def __init__(self, module: Module):
         self.module = module
-        self._s = ext.RtSession(module._m)
+        self._s = rt_ext.RtSession(module._m)
         self._out_dtypes = {o.name: o.dtype for o in module.outputs}
+        self._in_dtypes = {i.name: i.dtype for i in module.inputs}
+        self._stream = None  # the CUDA stream set on the session (run_torch follows torch's)
+        self._plans = {}  # run_torch: input signature -> planned outputs
         self._state_dtypes = {s.name: s.dtype for s in module.states}
 
     def run_numpy(self, inputs: Optional[Mapping[str, np.ndarray]] = None, **kw) -> Dict[str, np.ndarray]:
@@ -96,16 +141,64 @@ class Session:
     run = run_numpy
 
     def run_torch(self, inputs: Optional[Mapping] = None, **kw) -> Dict[str, "object"]:
-        """Runs with {name: torch.Tensor} -> {name: torch.Tensor} (bfloat16 stays bfloat16)."""
+        """Runs with {name: torch.Tensor} -> {name: torch.Tensor}, zero-copy.
+
+        Inputs are read in place (a non-contiguous tensor is made contiguous first; dtypes must
+        match the model's exactly, bfloat16 included). Outputs are new tensors of the model's
+        dtypes, allocated here and written by the session directly: on the inputs' GPU when any
+        input is a CUDA tensor (CUDA artifacts; the run is enqueued on PyTorch's current stream and
+        returns without waiting), else on the CPU."""
         import torch
         feeds = dict(inputs or {})
         feeds.update(kw)
-        outs = self._s.run({k: _torch_to_numpy(v) for k, v in feeds.items()})
-        res = {}
-        for k, arr in outs.items():
-            t = torch.from_numpy(arr)
-            res[k] = t.to(torch.bfloat16) if self._out_dtypes.get(k) == "bfloat16" else t
+        cuda_devs = {t.device for t in feeds.values() if isinstance(t, torch.Tensor) and t.is_cuda}
+        if len(cuda_devs) > 1:
+            raise InvalidArgumentError(f"run_torch: inputs are on several GPUs ({sorted(map(str, cuda_devs))}); "
+                                       "move them to one device")
+        out_dev = next(iter(cuda_devs)) if cuda_devs else torch.device("cpu")
+        keep, ins = [], []
+        for name, t in feeds.items():
+            t = _as_torch_input(name, t, self._in_dtypes.get(name))
+            keep.append(t)
+            ins.append(_pointer_tuple(name, t))
+        if out_dev.type == "cuda":
+            with torch.cuda.device(out_dev):
+                stream = torch.cuda.current_stream(out_dev).cuda_stream
+                if stream != self._stream:
+                    self._s.set_stream(stream)
+                    self._stream = stream
+                return self._run_pointers(torch, ins, out_dev)
+        return self._run_pointers(torch, ins, out_dev)
+
+    def _run_pointers(self, torch, ins, out_dev):
+        # Output shapes depend only on the inputs' names, dtypes, shapes and devices: plan once
+        # per signature (the runtime still validates every run).
+        key = tuple((n, dt, tuple(shape), dev) for n, _, _, dt, shape, dev in ins)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            plan = self._plans[key] = self._s.plan_outputs(ins)
+        outs, res = [], {}
+        for name, dtype, shape, _ in plan:
+            res[name] = torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=out_dev)
+            outs.append(_pointer_tuple(name, res[name]))
+        self._s.run_pointers(ins, outs)
         return res
+
+    def run_dlpack(self, inputs: Optional[Mapping] = None, **kw) -> Dict[str, "object"]:
+        """run_torch for any DLPack producer (objects with __dlpack__, e.g. CuPy or JAX arrays),
+        viewed as torch tensors without a copy; returns torch tensors (themselves DLPack
+        producers, e.g. for cupy.from_dlpack)."""
+        import torch
+        feeds = dict(inputs or {})
+        feeds.update(kw)
+        return self.run_torch({k: v if isinstance(v, torch.Tensor) else torch.from_dlpack(v) for k, v in feeds.items()})
+
+    def synchronize(self) -> None:
+        """CUDA artifacts: waits for the session's queued work (run_torch on GPU tensors returns
+        once the work is enqueued)."""
+        self._s.synchronize()
 
     def get_state(self, name: str) -> np.ndarray:
         """A copy of state `name` (bfloat16 as float32)."""

@@ -1,6 +1,7 @@
 // Shared declarations of the _dinoml extension: one bind_* function per area, the Python
 // exception classes, and the numpy <-> DinoML dtype/bytes helpers used by both the reference
-// interpreter binding and the runtime binding.
+// interpreter binding and the runtime binding (the runtime extension _dinoml_rt, python/src/rt/,
+// compiles numpy_convert.cpp too).
 #pragma once
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -22,22 +23,28 @@ void bind_ir(py::module_& m);
 void bind_builder(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_compiler(py::module_& m);
-void bind_runtime(py::module_& m);
 void bind_cli(py::module_& m);
 void bind_gguf(py::module_& m);  // gguf_bindings.cpp
 void bind_onnx(py::module_& m);  // onnx_bindings.cpp
 
 // Python exception classes created by bind_errors (owned by the module, live for its lifetime).
+// The runtime's classes live in the runtime extension `_dinoml_rt` (rt/rt_bindings.h).
 struct Errors {
   PyObject* ir_error = nullptr;        // IrError(ValueError): malformed graph / Dim / dtype
   PyObject* shape_error = nullptr;     // ShapeError(ValueError): op arity/attr/dtype/shape rules
   PyObject* compile_error = nullptr;   // CompileError(RuntimeError)
-  PyObject* runtime_error = nullptr;   // DinoMLRuntimeError(RuntimeError): base of runtime errors
-  PyObject* invalid_argument = nullptr;  // InvalidArgumentError(DinoMLRuntimeError, ValueError)
-  PyObject* not_found = nullptr;         // NotFoundError(DinoMLRuntimeError, ValueError)
-  PyObject* artifact_error = nullptr;    // ArtifactError(DinoMLRuntimeError): tampered / ABI / ISA
 };
 const Errors& errors();
+
+// A new exception class `module_name.name` added to `m` (which keeps a reference for its lifetime).
+inline PyObject* new_exception_class(py::module_& m, const char* module_name, const char* name, PyObject* bases,
+                                     const char* doc) {
+  std::string full = std::string(module_name) + "." + name;
+  PyObject* cls = PyErr_NewExceptionWithDoc(full.c_str(), doc, bases, nullptr);
+  if (!cls) throw py::error_already_set();
+  m.add_object(name, py::handle(cls));
+  return cls;
+}
 
 // numpy dtype -> DinoML dtype; std::nullopt for dtypes DinoML has no equivalent of (float64 ...).
 std::optional<ir::DType> dtype_of_numpy(const py::dtype& dt);

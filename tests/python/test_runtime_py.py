@@ -241,6 +241,90 @@ def test_run_torch(halves_artifact):
     assert torch.equal(out["bf"], torch.tensor([1.0, 2.0, 3.0]))
 
 
+def test_run_torch_zero_copy_cpu(linear_artifact):
+    """Inputs are read in place and outputs written straight into the tensors run_torch returns:
+    the session allocates no output memory of its own (a run_numpy does)."""
+    torch = pytest.importorskip("torch")
+    m = dml.runtime.load(linear_artifact.path)
+    s = m.create_session()
+    for b in (1, 3, 4):
+        x = torch.from_numpy(x_of(b, b))
+        y = s.run_torch(x=x)["y"]
+        assert y.dtype == torch.float32 and tuple(y.shape) == (b, 6) and y.device.type == "cpu"
+        np.testing.assert_allclose(y.numpy(), x_of(b, b) @ W + B, rtol=1e-5, atol=1e-5)
+    assert s.memory()["output_bytes"] == 0
+    s2 = m.create_session()
+    s2.run_numpy(x=x_of(4))
+    assert s2.memory()["output_bytes"] > 0
+    # a non-contiguous view is made contiguous first
+    xt = torch.from_numpy(np.ascontiguousarray(x_of(3, 7).T)).t()
+    assert not xt.is_contiguous()
+    np.testing.assert_allclose(s.run_torch(x=xt)["y"].numpy(), x_of(3, 7) @ W + B, rtol=1e-5, atol=1e-5)
+    # run_dlpack: any DLPack producer (here a torch tensor's capsule consumer path via numpy)
+    y = s.run_dlpack(x=np.ascontiguousarray(x_of(2, 9)))["y"] if hasattr(np.ndarray, "__dlpack__") else None
+    if y is not None:
+        np.testing.assert_allclose(y.numpy(), x_of(2, 9) @ W + B, rtol=1e-5, atol=1e-5)
+
+
+def test_run_torch_errors(linear_artifact, halves_artifact):
+    torch = pytest.importorskip("torch")
+    s = dml.runtime.load(linear_artifact.path).create_session()
+    with pytest.raises(dml.InvalidArgumentError, match="'x' has dtype float16 but the model expects float32"):
+        s.run_torch(x=torch.zeros(2, 8, dtype=torch.float16))
+    with pytest.raises(dml.InvalidArgumentError, match="float64, which DinoML does not have; the model expects float32"):
+        s.run_torch(x=torch.zeros(2, 8, dtype=torch.float64))
+    with pytest.raises(dml.InvalidArgumentError, match="not a torch.Tensor"):
+        s.run_torch(x=x_of(2))
+    with pytest.raises(dml.InvalidArgumentError, match="complex64, which DinoML does not have"):
+        s.run_torch(x=torch.zeros(2, 8, dtype=torch.complex64))
+    with pytest.raises(dml.InvalidArgumentError, match="batch"):  # out of the Dim's range: the runtime's message
+        s.run_torch(x=torch.zeros(5, 8))
+    with pytest.raises(dml.InvalidArgumentError, match="nope"):
+        s.run_torch(x=torch.zeros(2, 8), nope=torch.zeros(1))
+    with pytest.raises(dml.InvalidArgumentError, match="CPU artifact"):
+        s._s.run_pointers([("x", 1 << 20, 64, "float32", [2, 8], 1)], [])
+    with pytest.raises(dml.InvalidArgumentError, match="unknown dtype 'float128'"):
+        s._s.plan_outputs([("x", 0, 0, "float128", [2, 8], 0)])
+    h = dml.runtime.load(halves_artifact.path).create_session()
+    with pytest.raises(dml.InvalidArgumentError, match="bfloat16"):
+        h.run_torch(h=torch.zeros(3, dtype=torch.float16), b=torch.zeros(3))
+
+
+def test_plan_outputs(linear_artifact):
+    s = dml.runtime.load(linear_artifact.path).create_session()
+    x = x_of(3)
+    (out,) = s._s.plan_outputs([("x", x.ctypes.data, x.nbytes, "float32", [3, 8], 0)])
+    assert out == ("y", "float32", [3, 6], 3 * 6 * 4)
+    with pytest.raises(dml.InvalidArgumentError, match="rank"):
+        s._s.plan_outputs([("x", x.ctypes.data, x.nbytes, "float32", [24], 0)])
+
+
+def test_runtime_only_install(linear_artifact, tmp_path):
+    """The runtime extension built alone from its sources (the command scripts/gpu-check's
+    interop run uses on the GPU machine, tests/gpu/interop_prepare.py) into a copy of the package
+    without the compiler extension: dinoml.runtime runs artifacts (run_numpy and zero-copy
+    run_torch); using the compiler says which extension is missing."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+    try:
+        from interop_prepare import build_runtime_extension, copy_package, copy_sources
+    finally:
+        sys.path.pop(0)
+    copy_sources(ROOT, str(tmp_path / "src"))
+    copy_package(ROOT, str(tmp_path / "pkg"))
+    build = os.environ.get("DINOML_BUILD_DIR", os.path.join(ROOT, "build"))
+    build_runtime_extension(str(tmp_path / "src"), build, str(tmp_path / "pkg"))
+    code = ("import numpy as np, torch, dinoml as dml\n"
+            "assert dml._ext.ext is None\n"
+            f"s = dml.runtime.load({linear_artifact.path!r}).create_session()\n"
+            "print(s.run_numpy(x=np.ones((2, 8), np.float32))['y'].shape, tuple(s.run_torch(x=torch.ones(3, 8))['y'].shape))\n"
+            "try:\n    dml.trace\nexcept ImportError as e:\n    print('ERR', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path / "pkg")))
+    assert r.returncode == 0, r.stderr
+    assert "(2, 6) (3, 6)" in r.stdout, r.stdout
+    assert "ERR" in r.stdout and "`_dinoml` is not installed (a runtime-only install" in r.stdout, r.stdout
+
+
 # ---- CLI -------------------------------------------------------------------------------------------
 
 def _cli(*args, cwd=None):

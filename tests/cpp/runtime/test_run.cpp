@@ -279,3 +279,42 @@ TEST(RuntimeErrors, NullHandlesAreHandled) {
   dinoml_module_free(nullptr);
   dinoml_session_free(nullptr);
 }
+
+TEST_F(RuntimeRun, PlanOutputsDescribesWithoutRunning) {
+  FixtureInputs in = FixtureInputs::make(3, 6);
+  std::vector<dinoml_tensor> inputs{in.tok_tensor(), in.x_tensor()};
+  std::vector<dinoml_tensor> planned(2);
+  ASSERT_EQ(dinoml_session_plan_outputs(session_.get(), inputs.data(), inputs.size(), planned.data(), planned.size()),
+            DINOML_OK)
+      << last_error();
+  EXPECT_EQ(planned[0].data, nullptr);  // nothing allocated, nothing run
+  EXPECT_EQ(planned[0].dtype, DINOML_FLOAT32);
+  ASSERT_EQ(planned[0].ndim, 2);
+  EXPECT_EQ(planned[0].shape[0], 3);
+  EXPECT_EQ(planned[0].shape[1], 4);
+  EXPECT_EQ(planned[0].nbytes, 3u * 4 * sizeof(float));
+  EXPECT_EQ(planned[1].dtype, DINOML_INT64);
+  // Caller buffers of exactly the planned sizes are accepted by run and written in place.
+  std::vector<float> y(planned[0].nbytes / sizeof(float));
+  std::vector<int64_t> s(planned[1].nbytes / sizeof(int64_t));
+  std::vector<dinoml_tensor> outputs(2);
+  outputs[0].data = y.data();
+  outputs[0].nbytes = planned[0].nbytes;
+  outputs[1].data = s.data();
+  outputs[1].nbytes = planned[1].nbytes;
+  ASSERT_EQ(run(inputs, outputs), DINOML_OK) << last_error();
+  EXPECT_EQ(outputs[0].data, y.data());
+  EXPECT_EQ(y, in.expected_y());
+  dinoml_session_memory mem{};
+  ASSERT_EQ(dinoml_session_memory_info(session_.get(), &mem), DINOML_OK);
+  EXPECT_EQ(mem.output_bytes, 0u);  // the session allocated no output memory
+  // The same validation as run: a bad input is rejected with run's message.
+  FixtureInputs bad = FixtureInputs::make(3, 6);
+  std::vector<dinoml_tensor> wrong{bad.tok_tensor(), bad.x_tensor()};
+  wrong[1].dtype = DINOML_INT32;
+  EXPECT_EQ(dinoml_session_plan_outputs(session_.get(), wrong.data(), wrong.size(), planned.data(), planned.size()),
+            DINOML_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(last_error(), "dtype");
+  EXPECT_EQ(dinoml_session_plan_outputs(nullptr, inputs.data(), inputs.size(), planned.data(), planned.size()),
+            DINOML_ERR_INVALID_ARGUMENT);
+}

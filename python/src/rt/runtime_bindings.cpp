@@ -1,4 +1,5 @@
-// Binding of the runtime C ABI (include/dinoml/runtime.h): modules, sessions, run, states.
+// Binding of the runtime C ABI (include/dinoml/runtime.h): modules, sessions, run, states, and the
+// pointer-level run that dinoml.runtime's run_torch uses for zero-copy framework tensors.
 // The GIL is released while a session runs so many Python threads run sessions concurrently.
 // A per-session mutex covers "run + copy the outputs out", because the runtime's output
 // buffers stay valid only until that session's next run.
@@ -7,14 +8,14 @@
 #include <memory>
 #include <mutex>
 
-#include "bindings.h"
+#include "rt_bindings.h"
 
 namespace dinoml::py_ext {
 
 namespace {
 
 [[noreturn]] void raise_status(dinoml_status st, const std::string& msg) {
-  const Errors& e = errors();
+  const RuntimeErrors& e = runtime_errors();
   PyObject* cls = e.runtime_error;
   switch (st) {
     case DINOML_ERR_INVALID_ARGUMENT: cls = e.invalid_argument; break;
@@ -178,6 +179,72 @@ py::dict run(Session& s, const py::dict& inputs) {
   return result;
 }
 
+
+// (name, data pointer, nbytes, dtype name, shape, device) tuples -> dinoml_tensor; `names` keeps
+// the strings alive. data 0 with an output asks the session to allocate it.
+dinoml_dtype dtype_code(const std::string& name) {
+  for (int c = DINOML_FLOAT32; c <= DINOML_BOOL; ++c)
+    if (name == dinoml_dtype_name(static_cast<dinoml_dtype>(c))) return static_cast<dinoml_dtype>(c);
+  raise_status(DINOML_ERR_INVALID_ARGUMENT, "unknown dtype '" + name + "'");
+}
+
+std::vector<dinoml_tensor> pointer_tensors(const py::list& items, std::vector<std::string>& names, const char* what) {
+  std::vector<dinoml_tensor> out(items.size());
+  names.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::tuple t = py::reinterpret_borrow<py::object>(items[i]);
+    if (t.size() != 6)
+      throw py::value_error(std::string(what) + " " + std::to_string(i) +
+                            ": expected (name, data_ptr, nbytes, dtype, shape, device)");
+    names[i] = t[0].cast<std::string>();
+    dinoml_tensor& d = out[i];
+    d = dinoml_tensor{};
+    d.name = names[i].c_str();
+    d.data = reinterpret_cast<void*>(t[1].cast<uintptr_t>());
+    d.nbytes = t[2].cast<size_t>();
+    d.dtype = dtype_code(t[3].cast<std::string>());
+    auto shape = t[4].cast<std::vector<int64_t>>();
+    if (shape.size() > DINOML_MAX_RANK)
+      throw py::value_error(std::string(what) + " '" + names[i] + "': rank " + std::to_string(shape.size()) +
+                            " exceeds the runtime's maximum of " + std::to_string(DINOML_MAX_RANK));
+    d.ndim = static_cast<int32_t>(shape.size());
+    for (size_t a = 0; a < shape.size(); ++a) d.shape[a] = shape[a];
+    d.device = t[5].cast<int32_t>();
+  }
+  return out;
+}
+
+py::list describe(const std::vector<dinoml_tensor>& outs) {
+  py::list l;
+  for (const auto& o : outs)
+    l.append(py::make_tuple(std::string(o.name ? o.name : ""), std::string(dinoml_dtype_name(o.dtype)),
+                            std::vector<int64_t>(o.shape, o.shape + o.ndim), o.nbytes));
+  return l;
+}
+
+// Every output by name (data NULL), in the module's order.
+std::vector<dinoml_tensor> all_outputs(const Module& m) {
+  std::vector<dinoml_tensor> outs(m.outputs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    outs[i] = dinoml_tensor{};
+    outs[i].name = m.outputs[i].name.c_str();
+  }
+  return outs;
+}
+
+// Runs the C call with the GIL released under the session's mutex; raises on failure.
+template <typename F>
+void call_locked(Session& s, F&& f) {
+  dinoml_status st;
+  std::string err;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(s.mu);
+    st = f();
+    if (st != DINOML_OK) err = dinoml_last_error();
+  }
+  if (st != DINOML_OK) raise_status(st, err);
+}
 }  // namespace
 
 void bind_runtime(py::module_& m) {
@@ -194,11 +261,32 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("graph_hash", [](const Module& mod) { return std::string(dinoml_module_graph_hash(mod.handle)); })
       .def_property_readonly("inputs", [info_list](const Module& mod) { return info_list(mod.inputs); })
       .def_property_readonly("outputs", [info_list](const Module& mod) { return info_list(mod.outputs); })
-      .def_property_readonly("states", [info_list](const Module& mod) { return info_list(mod.states); });
+      .def_property_readonly("states", [info_list](const Module& mod) { return info_list(mod.states); })
+      .def_property_readonly("target", [](const Module& mod) { return std::string(dinoml_module_target(mod.handle)); });
 
   py::class_<Session>(m, "RtSession", "One session: its own arena and states; one thread at a time.")
       .def(py::init<std::shared_ptr<Module>>(), py::arg("module"))
       .def("run", &run, py::arg("inputs"), "Runs with {name: array}; returns {output name: array}.")
+      .def("plan_outputs", [](Session& s, const py::list& inputs) {
+        std::vector<std::string> names;
+        std::vector<dinoml_tensor> in = pointer_tensors(inputs, names, "input");
+        std::vector<dinoml_tensor> outs = all_outputs(*s.module);
+        call_locked(s, [&] { return dinoml_session_plan_outputs(s.handle, in.data(), in.size(), outs.data(), outs.size()); });
+        return describe(outs);
+      }, py::arg("inputs"),
+         "[(name, ptr, nbytes, dtype, shape, device)] -> [(output name, dtype, shape, nbytes)] without running.")
+      .def("run_pointers", [](Session& s, const py::list& inputs, const py::list& outputs) {
+        std::vector<std::string> in_names, out_names;
+        std::vector<dinoml_tensor> in = pointer_tensors(inputs, in_names, "input");
+        std::vector<dinoml_tensor> out = pointer_tensors(outputs, out_names, "output");
+        call_locked(s, [&] { return dinoml_session_run(s.handle, in.data(), in.size(), out.data(), out.size()); });
+        return describe(out);
+      }, py::arg("inputs"), py::arg("outputs"),
+         "Runs on caller memory: [(name, ptr, nbytes, dtype, shape, device)] in and out, used in place.")
+      .def("set_stream", [](Session& s, uintptr_t stream) {
+        call_locked(s, [&] { return dinoml_session_set_stream(s.handle, reinterpret_cast<void*>(stream)); });
+      }, py::arg("stream"), "CUDA artifacts: later runs enqueue on this cudaStream_t (0: the default stream).")
+      .def("synchronize", [](Session& s) { call_locked(s, [&] { return dinoml_session_synchronize(s.handle); }); })
       .def("get_state", [](Session& s, const std::string& name) {
         const TensorInfo& t = s.state_info(name);
         std::vector<uint8_t> buf(static_cast<size_t>(t.numel_static()) * ir::dtype_size(t.dtype));
