@@ -24,6 +24,7 @@
 #include <dinoml/runtime.h>
 
 #include "builder/graph_builder.h"
+#include "cuda/lowering_fixture.h"
 #include "ir/error.h"
 #include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
@@ -325,12 +326,7 @@ TEST(RocmArtifact, NeedsArchAndNamesToolchainForGfx1100) {
 // generated kernel, for gfx90a and gfx1030.
 ir::Graph f16_attention_graph() {
   builder::GraphBuilder b("rocm_attention_f16");
-  ir::Dim batch;
-  batch.name = "batch";
-  batch.min = 1;
-  batch.max = 4;
-  batch.buckets = {4};
-  b.add_dim(batch);
+  const IntExpr batch = test::add_symbolic_dim(b, "batch", 4);
   const int64_t S = 32, E = 64, H = 2, Dh = 32;
   auto w16 = [&](const char* name, std::vector<int64_t> shape, int seed) {
     size_t n = 1;
@@ -340,9 +336,9 @@ ir::Graph f16_attention_graph() {
     for (size_t i = 0; i < n; ++i) bytes[2 * i + 1] = static_cast<uint8_t>(0x30 + rng() % 8);  // small halves
     return b.constant(name, DType::f16, shape, bytes);
   };
-  auto x = b.input("x", DType::f16, {IntExpr::dim("batch"), S, E});
+  auto x = b.input("x", DType::f16, {batch, S, E});
   auto heads = [&](const std::string& t) {
-    auto r = b.op1("reshape", {t}, {{"shape", ir::Shape{IntExpr::dim("batch"), S, H, Dh}}});
+    auto r = b.op1("reshape", {t}, {{"shape", ir::Shape{batch, S, H, Dh}}});
     return b.op1("permute", {r}, {{"dims", std::vector<int64_t>{0, 2, 1, 3}}});
   };
   auto q = heads(b.op1("gemm_rcr", {x, w16("wq", {E, E}, 11)}));
@@ -350,7 +346,7 @@ ir::Graph f16_attention_graph() {
   auto v = heads(b.op1("gemm_rcr", {x, w16("wv", {E, E}, 13)}));
   auto p = b.op1("softmax", {b.op1("bmm_rcr", {q, k})}, {{"axis", int64_t{-1}}});
   auto o = b.op1("permute", {b.op1("bmm_rrr", {p, v})}, {{"dims", std::vector<int64_t>{0, 2, 1, 3}}});
-  auto of = b.op1("reshape", {o}, {{"shape", ir::Shape{IntExpr::dim("batch"), S, E}}});
+  auto of = b.op1("reshape", {o}, {{"shape", ir::Shape{batch, S, E}}});
   auto y = b.op1("add", {b.op1("gemm_rcr_bias", {of, w16("wo", {E, E}, 14), w16("bo", {E}, 15)}), x});
   auto n = b.op1("rms_norm", {y, w16("g", {E}, 16)}, {{"eps", 1e-5}});
   b.output(b.op1("silu", {n}), "out");
