@@ -290,15 +290,7 @@ void bind_runtime(py::module_& m) {
       .def("get_state", [](Session& s, const std::string& name) {
         const TensorInfo& t = s.state_info(name);
         std::vector<uint8_t> buf(static_cast<size_t>(t.numel_static()) * ir::dtype_size(t.dtype));
-        dinoml_status st;
-        std::string err;
-        {
-          py::gil_scoped_release release;
-          std::lock_guard<std::mutex> lock(s.mu);
-          st = dinoml_session_get_state(s.handle, name.c_str(), buf.data(), buf.size());
-          if (st != DINOML_OK) err = dinoml_last_error();
-        }
-        if (st != DINOML_OK) raise_status(st, err);
+        call_locked(s, [&] { return dinoml_session_get_state(s.handle, name.c_str(), buf.data(), buf.size()); });
         std::vector<int64_t> shape;
         for (const auto& a : t.axes) shape.push_back(a.max);
         return to_numpy_owned(t.dtype, shape, std::move(buf));
@@ -318,15 +310,7 @@ void bind_runtime(py::module_& m) {
                                                         std::string(ir::dtype_name(t.dtype)) + " " + fmt(want) +
                                                         ", got " + std::string(ir::dtype_name(p.dtype)) + " " + fmt(p.shape));
         }
-        dinoml_status st;
-        std::string err;
-        {
-          py::gil_scoped_release release;
-          std::lock_guard<std::mutex> lock(s.mu);
-          st = dinoml_session_set_state(s.handle, name.c_str(), p.data, p.nbytes);
-          if (st != DINOML_OK) err = dinoml_last_error();
-        }
-        if (st != DINOML_OK) raise_status(st, err);
+        call_locked(s, [&] { return dinoml_session_set_state(s.handle, name.c_str(), p.data, p.nbytes); });
       }, py::arg("name"), py::arg("value"))
       .def("reset_states", [](Session& s) {
         std::lock_guard<std::mutex> lock(s.mu);
