@@ -33,6 +33,7 @@ if(DINOML_CUDA AND CMAKE_CUDA_COMPILER)
   set_property(TARGET dinoml_cuda_kernels PROPERTY COMPILE_OPTIONS "")
   target_compile_options(dinoml_cuda_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -Xcompiler=-fvisibility=hidden>)
   target_include_directories(dinoml_cuda_kernels PUBLIC ${CMAKE_SOURCE_DIR}/kernels/cuda ${CMAKE_SOURCE_DIR}/include)
+  target_include_directories(dinoml_cuda_kernels PRIVATE ${CMAKE_SOURCE_DIR}/kernels/common)  # dinoml/pad_index.h
   target_compile_definitions(dinoml_cuda_kernels PRIVATE DML_CUDA_LIBRARY_ARCHS="sm_80,sm_90a")
   set_target_properties(dinoml_cuda_kernels PROPERTIES
     CUDA_ARCHITECTURES "80-real;90a-real"

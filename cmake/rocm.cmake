@@ -20,7 +20,8 @@ if(DINOML_ROCM AND DINOML_HIPCC)
   # arch → lock-step width (DML_GPU_WARP_SIZE)
   set(DINOML_ROCM_ARCH_WIDTHS "gfx90a:64" "gfx1030:32" "gfx1100:32")
   file(GLOB DINOML_GPU_KERNEL_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
-  file(GLOB DINOML_GPU_KERNEL_HDR CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.h ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cuh)
+  file(GLOB DINOML_GPU_KERNEL_HDR CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.h ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cuh
+       ${CMAKE_SOURCE_DIR}/kernels/common/dinoml/pad_index.h ${CMAKE_SOURCE_DIR}/kernels/common/dinoml/half.h)
   set(probe_dir ${CMAKE_BINARY_DIR}/rocm/probe)
   file(MAKE_DIRECTORY ${probe_dir})
   file(WRITE ${probe_dir}/probe.hip "#include <hip/hip_runtime.h>\n__global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n")
@@ -44,7 +45,7 @@ if(DINOML_ROCM AND DINOML_HIPCC)
         COMMAND ${CMAKE_COMMAND} -E make_directory ${out_dir}/obj
         COMMAND ${DINOML_HIPCC} -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden --offload-arch=${arch}
                 -DDML_GPU_WARP_SIZE=${width} "-DDML_CUDA_LIBRARY_ARCHS=\"${arch}\""
-                -ffile-prefix-map=${CMAKE_SOURCE_DIR}=. -I${CMAKE_SOURCE_DIR}/kernels/cuda -I${CMAKE_SOURCE_DIR}/include
+                -ffile-prefix-map=${CMAKE_SOURCE_DIR}=. -I${CMAKE_SOURCE_DIR}/kernels/cuda -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/kernels/common
                 -c ${src} -o ${obj}
         DEPENDS ${src} ${DINOML_GPU_KERNEL_HDR}
         COMMENT "hipcc ${arch}: ${stem}.cu"

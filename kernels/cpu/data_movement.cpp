@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_common.h"
+#include "dinoml/pad_index.h"
 
 namespace dml_cpu {
 namespace {
@@ -90,34 +91,11 @@ std::vector<int64_t> contiguous_strides(int rank, const int64_t* shape) {
   return s;
 }
 
-// The bytes of `value` in dtype (floats round, ints truncate toward zero, bool is != 0).
-void encode_value(int dtype, double value, unsigned char* out) {
-  switch (dtype) {
-    case DML_CPU_F32: { float v = static_cast<float>(value); std::memcpy(out, &v, 4); break; }
-    case DML_CPU_F16: { uint16_t v = dml_float_to_half(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
-    case DML_CPU_BF16: { uint16_t v = dml_float_to_bf16(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
-    case DML_CPU_I8: { int8_t v = static_cast<int8_t>(value); std::memcpy(out, &v, 1); break; }
-    case DML_CPU_U8: { uint8_t v = static_cast<uint8_t>(value); std::memcpy(out, &v, 1); break; }
-    case DML_CPU_I32: { int32_t v = static_cast<int32_t>(value); std::memcpy(out, &v, 4); break; }
-    case DML_CPU_I64: { int64_t v = static_cast<int64_t>(value); std::memcpy(out, &v, 8); break; }
-    case DML_CPU_BOOL: { uint8_t v = value != 0.0; std::memcpy(out, &v, 1); break; }
-  }
-}
+static_assert(DML_CPU_F32 == 0 && DML_CPU_F16 == 1 && DML_CPU_BF16 == 2 && DML_CPU_I8 == 3 && DML_CPU_U8 == 4 &&
+              DML_CPU_I32 == 5 && DML_CPU_I64 == 6 && DML_CPU_BOOL == 7, "dtype codes (dml_pad_fill_bytes)");
 
-// Source index of output position `o` along an axis of input extent n with `begin` padding;
-// -1 means "outside" (constant mode).
-inline int64_t pad_source(int64_t o, int64_t begin, int64_t n, int mode) {
-  int64_t i = o - begin;
-  if (i >= 0 && i < n) return i;
-  if (mode == DML_CPU_PAD_CONSTANT) return -1;
-  if (mode == DML_CPU_PAD_EDGE) return i < 0 ? 0 : n - 1;
-  if (n == 1) return 0;
-  // reflect (mirror without repeating the edge), periodic for pads wider than the axis
-  const int64_t period = 2 * (n - 1);
-  i %= period;
-  if (i < 0) i += period;
-  return i < n ? i : period - i;
-}
+static_assert(DML_CPU_PAD_CONSTANT == DML_PAD_MODE_CONSTANT && DML_CPU_PAD_REFLECT == DML_PAD_MODE_REFLECT &&
+              DML_CPU_PAD_EDGE == DML_PAD_MODE_EDGE, "pad modes");
 
 }  // namespace
 }  // namespace dml_cpu
@@ -227,7 +205,7 @@ extern "C" int dml_cpu_pad(int dtype, int rank, const int64_t* in_shape, const i
       return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_pad: reflect/edge padding of an empty axis " + std::to_string(i));
   }
   unsigned char fillv[8] = {0};
-  encode_value(dtype, value, fillv);
+  dml_pad_fill_bytes(dtype, value, fillv);  // floats round, ints truncate, bool is != 0
   auto is = contiguous_strides(rank, in_shape);
   const int64_t inner = out_shape[rank - 1];
   int64_t rows = 1;
@@ -244,12 +222,12 @@ extern "C" int dml_cpu_pad(int dtype, int rank, const int64_t* in_shape, const i
     for (int i = rank - 2; i >= 0; --i) {
       const int64_t o = rem % out_shape[i];
       rem /= out_shape[i];
-      const int64_t s = pad_source(o, pads[i], in_shape[i], mode);
+      const int64_t s = dml_pad_source(o, pads[i], in_shape[i], mode);
       if (s < 0) outside = true;
       else base += s * is[static_cast<size_t>(i)];
     }
     for (int64_t j = 0; j < inner; ++j) {
-      const int64_t s = outside ? -1 : pad_source(j, b_last, n_last, mode);
+      const int64_t s = outside ? -1 : dml_pad_source(j, b_last, n_last, mode);
       std::memcpy(out + static_cast<size_t>(j) * es, s < 0 ? fillv : src + static_cast<size_t>(base + s) * es, es);
     }
   }

@@ -1,9 +1,12 @@
-// permute / slice / expand as one strided gather (thread per output element, rank <= 8), and
-// concat / split as 2-D device copies (one cudaMemcpy2DAsync per part).
+// permute / slice / expand as one strided gather (thread per output element, rank <= 8),
+// concat / split as 2-D device copies (one cudaMemcpy2DAsync per part), and pad (thread per output
+// element, the source index per axis from dinoml/pad_index.h as on the CPU).
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common.cuh"
+#include "dinoml/pad_index.h"
 
 namespace dml_cuda {
 namespace {
@@ -184,6 +187,72 @@ extern "C" int dml_cuda_expand(size_t esize, int rank, const int64_t* xs, const 
     g.stride[i] = xs[i] == 1 ? 0 : st[i];
   }
   return strided_gather(esize, g, x, y, as_stream(stream), "dml_cuda_expand");
+}
+
+namespace dml_cuda {
+namespace {
+
+struct PadGeom {
+  int rank;
+  int64_t ys[8], xs[8], begin[8], xstride[8];
+};
+
+template <class E>
+__global__ void pad_kernel(PadGeom p, int mode, int64_t n, E fill, const E* __restrict__ x, E* __restrict__ y) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t rem = i, off = 0;
+    bool outside = false;
+#pragma unroll
+    for (int a = 7; a >= 0; --a) {  // constant indices: p stays in parameter space
+      if (a >= p.rank) continue;
+      const int64_t o = rem % p.ys[a];
+      rem /= p.ys[a];
+      const int64_t s = dml_pad_source(o, p.begin[a], p.xs[a], mode);
+      if (s < 0) outside = true;
+      else off += s * p.xstride[a];
+    }
+    y[i] = outside ? fill : x[off];
+  }
+}
+
+}  // namespace
+}  // namespace dml_cuda
+
+extern "C" int dml_cuda_pad(int dtype, int rank, const int64_t* xs, const int64_t* pads, int mode, double value,
+                            const void* x, void* y, void* stream) {
+  if (rank < 1 || rank > 8) return fail("dml_cuda_pad: rank " + std::to_string(rank) + " is outside [1, 8]");
+  if (mode < DML_PAD_MODE_CONSTANT || mode > DML_PAD_MODE_EDGE) return fail("dml_cuda_pad: unknown mode " + std::to_string(mode));
+  static const size_t kSize[] = {4, 2, 2, 1, 1, 4, 8, 1};
+  if (dtype < 0 || dtype > 7) return fail("dml_cuda_pad: unknown dtype " + std::to_string(dtype));
+  PadGeom p{rank, {}, {}, {}, {}};
+  contiguous_strides(rank, xs, p.xstride);
+  int64_t n = 1;
+  for (int a = 0; a < rank; ++a) {
+    if (pads[a] < 0 || pads[rank + a] < 0) return fail("dml_cuda_pad: axis " + std::to_string(a) + " has a negative pad");
+    p.xs[a] = xs[a];
+    p.begin[a] = pads[a];
+    p.ys[a] = xs[a] + pads[a] + pads[rank + a];
+    if (mode != DML_PAD_MODE_CONSTANT && xs[a] == 0 && p.ys[a] > 0)
+      return fail("dml_cuda_pad: reflect/edge padding of an empty axis " + std::to_string(a));
+    n *= p.ys[a];
+  }
+  if (n == 0) return 0;
+  unsigned char fill[8] = {0};
+  dml_pad_fill_bytes(dtype, value, fill);
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    E f;
+    std::memcpy(&f, fill, sizeof(E));
+    pad_kernel<E><<<blocks_for(n, 256), 256, 0, as_stream(stream)>>>(p, mode, n, f, static_cast<const E*>(x),
+                                                                    static_cast<E*>(y));
+    return check_launch("dml_cuda_pad");
+  };
+  switch (kSize[dtype]) {
+    case 1: return go(uint8_t{});
+    case 2: return go(uint16_t{});
+    case 4: return go(uint32_t{});
+    default: return go(uint64_t{});
+  }
 }
 
 extern "C" int dml_cuda_concat(size_t esize, int n, const void* const* parts, const int64_t* sizes, int64_t outer,

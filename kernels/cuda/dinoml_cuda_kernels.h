@@ -67,6 +67,11 @@ DML_CUDA_API int dml_cuda_layer_norm(int dtype, int64_t rows, int64_t cols, cons
                                      const void* beta, float eps, void* y, void* stream);
 DML_CUDA_API int dml_cuda_rms_norm(int dtype, int64_t rows, int64_t cols, const void* x, const void* weight, float eps,
                                    void* y, void* stream);
+/* x[N, C, spatial]: each of num_groups contiguous channel groups of a sample normalised over its
+ * channels and spatial positions (biased variance), then gamma[C] / beta[C] (either may be NULL). */
+DML_CUDA_API int dml_cuda_group_norm(int dtype, int64_t N, int64_t C, int64_t spatial, int64_t num_groups,
+                                     const void* x, const void* gamma, const void* beta, float eps, void* y,
+                                     void* stream);
 /* Reduces the axes set in `axis_mask` of x (rank <= 8); y holds the kept axes in order. */
 DML_CUDA_API int dml_cuda_reduce(int dtype, int op, int rank, const int64_t* xs, uint32_t axis_mask, const void* x,
                                  void* y, void* stream);
@@ -81,6 +86,10 @@ DML_CUDA_API int dml_cuda_slice(size_t esize, int rank, const int64_t* xs, const
                                 const int64_t* steps, const int64_t* ys, const void* x, void* y, void* stream);
 DML_CUDA_API int dml_cuda_expand(size_t esize, int rank, const int64_t* xs, const int64_t* ys, const void* x, void* y,
                                  void* stream);
+/* pad (ONNX Pad): pads = all begins then all ends (non-negative), mode 0 constant (`value` in the
+ * dtype), 1 reflect, 2 edge (kernels/common/dinoml/pad_index.h); rank in [1, 8], any dtype code. */
+DML_CUDA_API int dml_cuda_pad(int dtype, int rank, const int64_t* xs, const int64_t* pads, int mode, double value,
+                              const void* x, void* y, void* stream);
 /* Generators (generate.cu): y[i] = value, or start + i * step, computed in double and converted
  * to `dtype` (a dinoml_dtype code: every dtype). */
 DML_CUDA_API int dml_cuda_fill(int dtype, double value, int64_t n, void* y, void* stream);

@@ -183,6 +183,31 @@ __global__ void rms_norm_kernel(int64_t cols, const T* __restrict__ x, const T* 
   }
 }
 
+// group_norm: one block per (sample, group); the group's channels are one contiguous block of
+// channels_per_group * spatial elements, read three times (mean, variance, normalise: two-pass
+// variance like the CPU kernel).
+template <class T>
+__global__ void group_norm_kernel(int64_t C, int64_t S, int64_t G, const T* __restrict__ x, const T* __restrict__ gamma,
+                                  const T* __restrict__ beta, float eps, T* __restrict__ y) {
+  const int64_t t = blockIdx.x, g = t % G, cpg = C / G, block = cpg * S;
+  const T* xb = x + t * block;
+  T* yb = y + t * block;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < block; i += blockDim.x) s += to_f(xb[i]);
+  const float mean = block_reduce<false>(s) / (float)block;
+  float v = 0.0f;
+  for (int64_t i = threadIdx.x; i < block; i += blockDim.x) {
+    const float c = to_f(xb[i]) - mean;
+    v += c * c;
+  }
+  const float rstd = rsqrtf(block_reduce<false>(v) / (float)block + eps);
+  for (int64_t i = threadIdx.x; i < block; i += blockDim.x) {
+    const int64_t ch = g * cpg + i / S;
+    const float ga = gamma ? to_f(gamma[ch]) : 1.0f, be = beta ? to_f(beta[ch]) : 0.0f;
+    yb[i] = from_f<T>((to_f(xb[i]) - mean) * rstd * ga + be);
+  }
+}
+
 // ---- rows held in registers -------------------------------------------------------------------
 // One block per row; each thread loads NV 16-byte vectors of the row once (8 fp16/bf16 or 4 fp32
 // elements each), so the row is read from memory exactly once and written once: the loop kernels
@@ -421,5 +446,22 @@ extern "C" int dml_cuda_rms_norm(int dtype, int64_t rows, int64_t cols, const vo
     rms_norm_kernel<T><<<static_cast<unsigned>(rows), row_threads(cols), 0, as_stream(stream)>>>(
         cols, static_cast<const T*>(x), static_cast<const T*>(weight), eps, static_cast<T*>(y));
     return check_launch("dml_cuda_rms_norm");
+  });
+}
+
+extern "C" int dml_cuda_group_norm(int dtype, int64_t N, int64_t C, int64_t spatial, int64_t num_groups, const void* x,
+                                   const void* gamma, const void* beta, float eps, void* y, void* stream) {
+  if (num_groups <= 0 || C % num_groups != 0)
+    return fail("dml_cuda_group_norm: " + std::to_string(C) + " channels do not split into " + std::to_string(num_groups) +
+                " groups");
+  const int64_t blocks = N * num_groups;
+  if (blocks == 0 || C == 0 || spatial == 0) return 0;
+  if (blocks > INT32_MAX) return fail("dml_cuda_group_norm: too many (sample, group) pairs");
+  return dispatch_float(dtype, "dml_cuda_group_norm", [&](auto tag) {
+    using T = decltype(tag);
+    group_norm_kernel<T><<<static_cast<unsigned>(blocks), row_threads(C / num_groups * spatial), 0, as_stream(stream)>>>(
+        C, spatial, num_groups, static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta), eps,
+        static_cast<T*>(y));
+    return check_launch("dml_cuda_group_norm");
   });
 }

@@ -135,6 +135,29 @@ def _wide_ref(torch, W, X):
             "layer_norm_ragged": F.layer_norm(xo, (xo.shape[-1],), None, None, 1e-5), "gelu_tail": F.gelu(xo) + xo * 0.5}
 
 
+# ---- group_norm and pad (x[n, 32, 9, 11]: 8 groups of 4 channels; a 5-d input for group_norm) ----
+
+def _gn_pad_build(ops, W, X):
+    x, v = X["x"], X["v"]
+    return {"group_norm": ops.group_norm(x, 8, W["g"], W["b"], eps=1e-5),
+            "group_norm_plain": ops.group_norm(x, num_groups=4, eps=1e-6),
+            "group_norm_5d": ops.group_norm(v, 2, W["g6"], W["b6"], eps=1e-5),
+            "pad_constant": ops.pad(x, [0, 1, 2, 3, 0, 2, 1, 0], mode="constant", value=0.5),
+            "pad_reflect": ops.pad(x, [0, 0, 3, 2, 0, 0, 1, 4], mode="reflect"),
+            "pad_edge": ops.pad(x, [0, 0, 1, 5, 0, 0, 2, 3], mode="edge")}
+
+
+def _gn_pad_ref(torch, W, X):
+    F = torch.nn.functional
+    x, v = X["x"], X["v"]
+    return {"group_norm": F.group_norm(x, 8, W["g"], W["b"], 1e-5), "group_norm_plain": F.group_norm(x, 4, eps=1e-6),
+            "group_norm_5d": F.group_norm(v, 2, W["g6"], W["b6"], 1e-5),
+            # torch pads from the last axis backwards: (W begin, W end, H begin, H end, C begin, C end)
+            "pad_constant": F.pad(x, (3, 0, 2, 1, 1, 2), mode="constant", value=0.5),
+            "pad_reflect": F.pad(x, (2, 4, 3, 1), mode="reflect"),
+            "pad_edge": F.pad(x, (5, 3, 1, 2), mode="replicate")}
+
+
 # ---- data movement ------------------------------------------------------------------------------
 
 def _move_build(ops, W, X):
@@ -564,6 +587,9 @@ def cases():
                         {"r": (1, 64, [8, 64])}, [{"r": 1}, {"r": 8}, {"r": 37}], _norm_build, _norm_ref))
         out.append(Case("norm_wide", dt, {"x": ["r", 2048], "xo": ["r", 1027]}, {"g": ([2048], "one"), "b": ([2048], "small")},
                         {"r": (1, 48, [16, 48])}, [{"r": 1}, {"r": 13}, {"r": 48}], _wide_build, _wide_ref))
+        out.append(Case("group_norm_pad", dt, {"x": ["n", 32, 9, 11], "v": ["n", 6, 5, 4, 3]},
+                        {"g": ([32], "one"), "b": ([32], "small"), "g6": ([6], "one"), "b6": ([6], "small")},
+                        {"n": (1, 8, [2, 8])}, [{"n": 1}, {"n": 2}, {"n": 7}], _gn_pad_build, _gn_pad_ref))
         out.append(Case("data_movement", dt, {"x": ["b", 6, 10], "e": [1, 1, 10]}, {}, {"b": (1, 8, [8])},
                         [{"b": 1}, {"b": 5}], _move_build, _move_ref))
         out.append(Case("elementwise", dt, {"x": ["b", 32], "y": [32], "z": ["b", 1]}, {}, {"b": (1, 512, [512])},

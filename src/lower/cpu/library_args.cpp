@@ -4,6 +4,7 @@
 #include <map>
 #include <cstdint>
 
+#include "dinoml/pad_index.h"
 #include "ir/error.h"
 
 namespace dinoml::lower::cpu {
@@ -203,6 +204,39 @@ LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail f
   return {"", cx.cpp_prod(x.shape, 0, r - 1) + ", " + cx.cpp(x.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " +
                   (has_w ? cx.ptr(n.inputs[1]) : "NULL") + ", " + float_literal(n.attr_float("eps", 1e-6)) + ", " +
                   cx.ptr(n.outputs[0])};
+}
+
+LibraryCallArgs group_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  if (r < 2) fail(n, "expects x[N, C, ...]");
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (cx.tensor(n.inputs[i]).dtype != x.dtype) fail(n, "gamma/beta dtype differs from x");
+  return {"", cx.cpp(x.shape[0]) + ", " + cx.cpp(x.shape[1]) + ", " + cx.cpp_prod(x.shape, 2, r) + ", INT64_C(" +
+                  std::to_string(n.attr_int("num_groups")) + "), " + cx.ptr(n.inputs[0]) + ", " +
+                  (n.inputs.size() > 1 ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
+                  (n.inputs.size() > 2 ? cx.ptr(n.inputs[2]) : "NULL") + ", " +
+                  float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0])};
+}
+
+LibraryCallArgs pad_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const size_t r = x.shape.size();
+  if (r < 1 || r > 8) fail(n, "rank outside [1, 8]");
+  const auto& pads = n.attr_ints("pads");
+  if (pads.size() != 2 * r) fail(n, "pads must hold 2 × rank values");
+  const std::string mode = n.attr_str("mode", "constant");
+  static const std::map<std::string, int> modes = {
+      {"constant", DML_PAD_MODE_CONSTANT}, {"reflect", DML_PAD_MODE_REFLECT}, {"edge", DML_PAD_MODE_EDGE}};
+  auto it = modes.find(mode);
+  if (it == modes.end()) fail(n, "pad mode '" + mode + "'");
+  std::vector<std::string> ps;
+  for (int64_t p : pads) ps.push_back("INT64_C(" + std::to_string(p) + ")");
+  return {"    const int64_t xs[] = " + brace_list(cx.cpp_shape(x.shape)) + ";\n    const int64_t pads[] = " +
+              brace_list(ps) + ";\n",
+          std::to_string(static_cast<int>(x.dtype)) + ", " + std::to_string(r) + ", xs, pads, " +
+              std::to_string(it->second) + " /* " + mode + " */, " + double_literal(n.attr_float("value", 0.0)) + ", " +
+              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0])};
 }
 
 bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k) {

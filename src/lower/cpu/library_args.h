@@ -43,6 +43,11 @@ LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail)
 LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes);
 // layer_norm: outer, inner (the normalized trailing axes), x, gamma|NULL, beta|NULL, eps, y.
 LibraryCallArgs layer_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// group_norm: N, C, spatial (product of the axes after C), num_groups, x, gamma|NULL, beta|NULL, eps, y.
+LibraryCallArgs group_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// pad: decls xs, pads; args dtype code, rank, xs, pads, mode (DML_PAD_MODE_*: constant 0, reflect 1,
+// edge 2, kernels/common/dinoml/pad_index.h), value, x, y.
+LibraryCallArgs pad_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 // rms_norm: rows, last-axis extent, x, weight|NULL, eps, y.
 LibraryCallArgs rms_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 // A generated elementwise kernel's call site: decls `os` (output shape, rank >= 1), `st` (each

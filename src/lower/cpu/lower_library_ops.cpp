@@ -169,19 +169,10 @@ json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body)
 }
 
 json emit_group_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  expect_float(n, x.dtype);
-  const size_t r = x.shape.size();
-  if (r < 2) no_lowering(n, "expects x[N, C, ...]");
-  for (size_t i = 1; i < n.inputs.size(); ++i)
-    if (cx.tensor(n.inputs[i]).dtype != x.dtype) no_lowering(n, "gamma/beta dtype differs from x");
-  body << checked_call(n, "dml_cpu_group_norm(" + dtype_code(x.dtype) + ", " + cx.cpp(x.shape[0]) + ", " +
-                              cx.cpp(x.shape[1]) + ", " + cx.cpp_prod(x.shape, 2, r) + ", INT64_C(" +
-                              std::to_string(n.attr_int("num_groups")) + "), " + cx.ptr(n.inputs[0]) + ", " +
-                              (n.inputs.size() > 1 ? cx.ptr(n.inputs[1]) : "NULL") + ", " +
-                              (n.inputs.size() > 2 ? cx.ptr(n.inputs[2]) : "NULL") + ", " +
-                              float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]) + ")");
-  return manifest(n, "dml_cpu_group_norm.two_pass_" + dtype_tag(x.dtype));
+  const ir::DType dt = cx.tensor(n.inputs.at(0)).dtype;
+  expect_float(n, dt);
+  body << checked_call(n, "dml_cpu_group_norm(" + dtype_code(dt) + ", " + group_norm_args(cx, n, no_lowering).args + ")");
+  return manifest(n, "dml_cpu_group_norm.two_pass_" + dtype_tag(cx.tensor(n.inputs[0]).dtype));
 }
 
 // ---- data movement ------------------------------------------------------------------------------
@@ -219,23 +210,8 @@ json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 }
 
 json emit_pad(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  const size_t r = x.shape.size();
-  const auto& pads = n.attr_ints("pads");
-  if (pads.size() != 2 * r) no_lowering(n, "pads must hold 2 × rank values");
-  const std::string mode = n.attr_str("mode", "constant");
-  static const std::map<std::string, std::string> modes = {
-      {"constant", "DML_CPU_PAD_CONSTANT"}, {"reflect", "DML_CPU_PAD_REFLECT"}, {"edge", "DML_CPU_PAD_EDGE"}};
-  auto it = modes.find(mode);
-  if (it == modes.end()) no_lowering(n, "pad mode '" + mode + "'");
-  std::vector<std::string> ps;
-  for (int64_t p : pads) ps.push_back("INT64_C(" + std::to_string(p) + ")");
-  body << "  {\n    const int64_t xs[] = " << brace_list(cx.cpp_shape(x.shape)) << ";\n    const int64_t pads[] = "
-       << brace_list(ps) << ";\n  "
-       << checked_call(n, "dml_cpu_pad(" + dtype_code(x.dtype) + ", " + std::to_string(r) + ", xs, pads, " + it->second +
-                              ", " + double_literal(n.attr_float("value", 0.0)) + ", " + cx.ptr(n.inputs[0]) + ", " +
-                              cx.ptr(n.outputs[0]) + ")")
-       << "  }\n";
+  const LibraryCallArgs a = pad_args(cx, n, no_lowering);
+  emit_call_block(body, a, checked_call(n, "dml_cpu_pad(" + a.args + ")"));
   return manifest(n, "dml_cpu_pad.rows");
 }
 

@@ -217,6 +217,14 @@ json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body)
   return manifest(n, "dml_cuda_rms_norm.block_rows");
 }
 
+json emit_group_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  expect_gpu_float(n, x.dtype);
+  body << checked_cuda_call(n, "dml_cuda_group_norm(" + dtype_code(x.dtype) + ", " +
+                                   cpu::group_norm_args(cx, n, no_cuda_lowering).args + ", stream)");
+  return manifest(n, "dml_cuda_group_norm.block_per_group");
+}
+
 json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   const auto& y = cx.tensor(n.outputs.at(0));
@@ -262,6 +270,12 @@ json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   return manifest(n, "dml_cuda_expand.strided_gather");
 }
 
+json emit_pad(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const cpu::LibraryCallArgs a = cpu::pad_args(cx, n, no_cuda_lowering);
+  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_pad(" + a.args + ", stream)"));
+  return manifest(n, "dml_cuda_pad.thread_per_element");
+}
+
 json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& y = cx.tensor(n.outputs.at(0));
   const std::string dt = std::to_string(static_cast<int>(y.dtype));
@@ -280,7 +294,7 @@ json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body
 
 bool is_cuda_library_op(const std::string& op) {
   static const std::set<std::string> ops = {"bmm_rrr",   "bmm_rcr",    "reduce_sum", "reduce_mean", "reduce_max",
-                                            "reduce_min", "softmax",   "log_softmax", "layer_norm", "rms_norm",
+                                            "reduce_min", "softmax",   "log_softmax", "layer_norm", "rms_norm", "group_norm", "pad",
                                             "permute",   "transpose",  "concatenate", "split",      "slice",
                                             "expand",    "full",       "arange"};
   GemmKind k;
@@ -296,6 +310,8 @@ json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOpt
   if (op == "softmax" || op == "log_softmax") return emit_softmax(cx, n, body);
   if (op == "layer_norm") return emit_layer_norm(cx, n, body);
   if (op == "rms_norm") return emit_rms_norm(cx, n, body);
+  if (op == "group_norm") return emit_group_norm(cx, n, body);
+  if (op == "pad") return emit_pad(cx, n, body);
   if (op == "permute" || op == "transpose") return emit_permute(cx, n, body);
   if (op == "concatenate") return emit_concat_split(cx, n, false, body);
   if (op == "split") return emit_concat_split(cx, n, true, body);
