@@ -183,7 +183,7 @@ def time_rounds(fns, iters=10, rounds=7, warmup=3):
 
 def category(name):
     n = name.lower()
-    if "flash" in n or "fmha" in n or "attention" in n or "sdpa" in n or "attn" in n:
+    if "flash" in n or "fmha" in n or "attention" in n or "sdpa" in n or "attn" in n or "fa3_" in n:
         return "attention"
     if any(s in n for s in ("gemm", "xmma", "nvjet", "cutlass", "wgmma", "matmul", "sm90_", "cublas")):
         return "gemm"
