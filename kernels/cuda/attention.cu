@@ -15,6 +15,10 @@
 //   in shared memory as float.
 // Masks: bool (true = attend) or additive in q's dtype, read through broadcast strides
 // (batch axes, i, j). A row with every key masked yields NaN, as PyTorch does.
+// q, k, v and y are addressed through element strides per batch axis and per row (head dim
+// contiguous; dml_cuda_sdpa_strided), so heads are read from a fused QKV buffer and the output
+// is written as [B, S, H, D] in place; every kernel takes them (flash_mma and wgmma need
+// strides that are multiples of 8 elements, else the SIMT kernel runs).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -34,20 +38,25 @@ struct SdpaParams {
   int batch_rank;
   int64_t bs[kMaxBatchRank], ms[kMaxBatchRank];  // batch extents, mask strides per batch axis
   int64_t si, sj;                                // mask strides of i and j
+  // Element strides of q, k, v, y per batch axis and per row (the head dim is contiguous).
+  int64_t qbs[kMaxBatchRank], kbs[kMaxBatchRank], vbs[kMaxBatchRank], ybs[kMaxBatchRank];
+  int64_t qr, kr, vr, yr;
   int mask_kind;                                 // 0 none, 1 bool, 2 additive
   int causal;
   float scale_log2;                              // scale · log2(e)
 };
 
-__device__ __forceinline__ int64_t mask_base(const SdpaParams& p, int64_t b) {
+// Offset of flat batch entry b through per-batch-axis strides st (the mask's or a tensor's).
+__device__ __forceinline__ int64_t batch_base(const SdpaParams& p, int64_t b, const int64_t* st) {
   int64_t off = 0;
   for (int a = p.batch_rank - 1; a >= 0; --a) {
     const int64_t e = p.bs[a];
-    off += (b % e) * p.ms[a];
+    off += (b % e) * st[a];
     b /= e;
   }
   return off;
 }
+__device__ __forceinline__ int64_t mask_base(const SdpaParams& p, int64_t b) { return batch_base(p, b, p.ms); }
 
 // Score s (already scaled to log2 units) after the mask at (i, j); -inf when masked.
 template <class T>
@@ -82,13 +91,13 @@ __global__ void __launch_bounds__(kSimtRows * kWarp) sdpa_simt_kernel(SdpaParams
   const int64_t b = blockIdx.y;
   const int64_t i = (int64_t)blockIdx.x * kSimtRows + warp;
   const bool row_ok = i < p.Lq;
-  q += b * p.Lq * D;
-  k += b * p.Lk * D;
-  v += b * p.Lk * Dv;
-  y += b * p.Lq * Dv;
+  q += batch_base(p, b, p.qbs);
+  k += batch_base(p, b, p.kbs);
+  v += batch_base(p, b, p.vbs);
+  y += batch_base(p, b, p.ybs);
   const int64_t mbase = p.mask_kind ? mask_base(p, b) : 0;
   float* qs = Qs + warp * D;
-  for (int64_t d = lane; d < D; d += kWarp) qs[d] = row_ok ? to_f(q[i * D + d]) * p.scale_log2 : 0.0f;
+  for (int64_t d = lane; d < D; d += kWarp) qs[d] = row_ok ? to_f(q[i * p.qr + d]) * p.scale_log2 : 0.0f;
   float o[kSimtMaxChunks];
 #pragma unroll
   for (int t = 0; t < kSimtMaxChunks; ++t) o[t] = 0.0f;
@@ -99,11 +108,11 @@ __global__ void __launch_bounds__(kSimtRows * kWarp) sdpa_simt_kernel(SdpaParams
     __syncthreads();
     for (int64_t e = threadIdx.x; e < kSimtKeys * D; e += blockDim.x) {
       const int64_t r = e / D, c = e % D;
-      Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * D + c]) : 0.0f;
+      Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * p.kr + c]) : 0.0f;
     }
     for (int64_t e = threadIdx.x; e < kSimtKeys * Dv; e += blockDim.x) {
       const int64_t r = e / Dv;
-      Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * Dv + e % Dv]) : 0.0f;
+      Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * p.vr + e % Dv]) : 0.0f;
     }
     __syncthreads();
     if (!row_ok) continue;
@@ -135,7 +144,7 @@ __global__ void __launch_bounds__(kSimtRows * kWarp) sdpa_simt_kernel(SdpaParams
 #pragma unroll
   for (int t = 0; t < kSimtMaxChunks; ++t) {
     const int64_t d = lane + t * kWarp;
-    if (d < Dv) y[i * Dv + d] = from_f<T>(o[t] * inv);
+    if (d < Dv) y[i * p.yr + d] = from_f<T>(o[t] * inv);
   }
 }
 
@@ -150,14 +159,15 @@ struct FlashSmem {
   static constexpr size_t bytes = sizeof(T) * (size_t)LD * (BM + 4 * kBN);
 };
 
-// Copies rows [r0, r0 + rows) of a [L, D] matrix into s[rows][LD] (zeros past L) with cp.async.
+// Copies rows [r0, r0 + rows) of an [L, D] matrix with row stride ld (elements) into s[rows][LD]
+// (zeros past L) with cp.async.
 template <class T, int D, int LD>
-__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t L, int64_t r0, int rows) {
+__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t ld, int64_t L, int64_t r0, int rows) {
   constexpr int CH = D / 8;  // 16-byte chunks per row
   for (int e = threadIdx.x; e < rows * CH; e += blockDim.x) {
     const int r = e / CH, c = (e % CH) * 8;
     const bool ok = r0 + r < L;
-    cp_async16(s + r * LD + c, ok ? g + (r0 + r) * D + c : g, ok);
+    cp_async16(s + r * LD + c, ok ? g + (r0 + r) * ld + c : g, ok);
   }
 }
 
@@ -178,19 +188,19 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
   const int64_t qb = p.causal ? (int64_t)gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int64_t m0 = qb * BM;
   const int64_t b = blockIdx.y;
-  q += b * p.Lq * D;
-  k += b * p.Lk * D;
-  v += b * p.Lk * D;
-  y += b * p.Lq * D;
+  q += batch_base(p, b, p.qbs);
+  k += batch_base(p, b, p.kbs);
+  v += batch_base(p, b, p.vbs);
+  y += batch_base(p, b, p.ybs);
   const int64_t mbase = p.mask_kind ? mask_base(p, b) : 0;
   int64_t kend = p.Lk;
   if (p.causal) kend = min(kend, m0 + BM);
   const int nkb = static_cast<int>((kend + kBN - 1) / kBN);
 
-  load_tile<T, D, LD>(Qs, q, p.Lq, m0, BM);
+  load_tile<T, D, LD>(Qs, q, p.qr, p.Lq, m0, BM);
   if (nkb > 0) {
-    load_tile<T, D, LD>(Ks, k, p.Lk, 0, kBN);
-    load_tile<T, D, LD>(Vs, v, p.Lk, 0, kBN);
+    load_tile<T, D, LD>(Ks, k, p.kr, p.Lk, 0, kBN);
+    load_tile<T, D, LD>(Vs, v, p.vr, p.Lk, 0, kBN);
   }
   cp_async_commit();
 
@@ -216,8 +226,8 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
     }
     if (kb + 1 < nkb) {
       const int nb = (kb + 1) & 1;
-      load_tile<T, D, LD>(Ks + nb * kBN * LD, k, p.Lk, (int64_t)(kb + 1) * kBN, kBN);
-      load_tile<T, D, LD>(Vs + nb * kBN * LD, v, p.Lk, (int64_t)(kb + 1) * kBN, kBN);
+      load_tile<T, D, LD>(Ks + nb * kBN * LD, k, p.kr, p.Lk, (int64_t)(kb + 1) * kBN, kBN);
+      load_tile<T, D, LD>(Vs + nb * kBN * LD, v, p.vr, p.Lk, (int64_t)(kb + 1) * kBN, kBN);
     }
     cp_async_commit();
     const T* Kc = Ks + (kb & 1) * kBN * LD;
@@ -308,8 +318,8 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
 #pragma unroll
   for (int i = 0; i < DT; ++i) {
     const int c = i * 8 + t4 * 2;
-    if (row0 < p.Lq) *reinterpret_cast<uint32_t*>(y + row0 * D + c) = pack2<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
-    if (row1 < p.Lq) *reinterpret_cast<uint32_t*>(y + row1 * D + c) = pack2<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
+    if (row0 < p.Lq) *reinterpret_cast<uint32_t*>(y + row0 * p.yr + c) = pack2<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
+    if (row1 < p.Lq) *reinterpret_cast<uint32_t*>(y + row1 * p.yr + c) = pack2<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
   }
 #else
   (void)p; (void)q; (void)k; (void)v; (void)mask; (void)y;
@@ -355,10 +365,76 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 using namespace dml_cuda;
 
+#if DML_GPU_CUDA
+// The wgmma kernel's view of the batch axes: at most two strided ones (outer, inner). Axes of
+// extent 1 are dropped and neighbours that every operand walks as one (s[a] == s[a+1]·bs[a+1])
+// are merged; false when more than two remain.
+static bool collapse_for_wgmma(const SdpaParams& p, WgmmaLayout& l) {
+  struct Ax { int64_t e, s[4]; };
+  Ax ax[kMaxBatchRank];
+  int n = 0;
+  for (int a = 0; a < p.batch_rank; ++a) {
+    if (p.bs[a] == 1) continue;
+    const int64_t st[4] = {p.qbs[a], p.kbs[a], p.vbs[a], p.ybs[a]};
+    if (n > 0) {
+      Ax& prev = ax[n - 1];
+      bool merge = true;
+      for (int t = 0; t < 4; ++t) merge &= prev.s[t] == st[t] * p.bs[a];
+      if (merge) {
+        prev.e *= p.bs[a];
+        for (int t = 0; t < 4; ++t) prev.s[t] = st[t];
+        continue;
+      }
+    }
+    ax[n].e = p.bs[a];
+    for (int t = 0; t < 4; ++t) ax[n].s[t] = st[t];
+    ++n;
+  }
+  if (n > 2) return false;
+  const int64_t rows[4] = {p.qr, p.kr, p.vr, p.yr};
+  // Unused (extent-1) axes get the row stride times the length: any valid stride does.
+  const int64_t lens[4] = {p.Lq, p.Lk, p.Lk, p.Lq};
+  int64_t* dst[4] = {l.q, l.k, l.v, l.y};
+  l.h1 = n >= 1 ? ax[n - 1].e : 1;
+  for (int t = 0; t < 4; ++t) {
+    const int64_t filler = rows[t] * (lens[t] > 0 ? lens[t] : 1);
+    dst[t][0] = rows[t];
+    dst[t][1] = n >= 1 ? ax[n - 1].s[t] : filler;
+    dst[t][2] = n == 2 ? ax[0].s[t] : filler;
+  }
+  return wgmma_layout_fits(l);
+}
+#endif
+
+// Element strides: xs[0 .. batch_rank) per batch axis, xs[batch_rank] per row; NULL = contiguous.
+static void read_strides(int batch_rank, const int64_t* bs, const int64_t* xs, int64_t L, int64_t D, int64_t* bstr,
+                         int64_t& row) {
+  if (xs) {
+    for (int a = 0; a < batch_rank; ++a) bstr[a] = xs[a];
+    row = xs[batch_rank];
+    return;
+  }
+  int64_t s = L * D;
+  for (int a = batch_rank - 1; a >= 0; --a) {
+    bstr[a] = s;
+    s *= bs[a];
+  }
+  row = D;
+}
+
 extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64_t Lq, int64_t Lk, int64_t D, int64_t Dv,
                              const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
                              const int64_t* ms, int64_t si, int64_t sj, int causal, float scale, void* y, int impl,
                              void* stream) {
+  return dml_cuda_sdpa_strided(dtype, batch_rank, bs, Lq, Lk, D, Dv, q, nullptr, k, nullptr, v, nullptr, mask_dtype, mask,
+                               ms, si, sj, causal, scale, y, nullptr, impl, stream);
+}
+
+extern "C" int dml_cuda_sdpa_strided(int dtype, int batch_rank, const int64_t* bs, int64_t Lq, int64_t Lk, int64_t D,
+                                     int64_t Dv, const void* q, const int64_t* qs, const void* k, const int64_t* ks,
+                                     const void* v, const int64_t* vs, int mask_dtype, const void* mask,
+                                     const int64_t* ms, int64_t si, int64_t sj, int causal, float scale, void* y,
+                                     const int64_t* ys, int impl, void* stream) {
   if (batch_rank < 0 || batch_rank > kMaxBatchRank)
     return fail("dml_cuda_sdpa: batch rank " + std::to_string(batch_rank) + " outside [0, 8]");
   if (Lq < 0 || Lk < 0 || D < 1 || Dv < 1) return fail("dml_cuda_sdpa: extents must be >= 0 (head dims >= 1)");
@@ -374,6 +450,13 @@ extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64
     p.batch *= bs[a];
   }
   if (p.batch > 65535) return fail("dml_cuda_sdpa: batch·heads " + std::to_string(p.batch) + " exceeds 65535");
+  read_strides(batch_rank, p.bs, qs, Lq, D, p.qbs, p.qr);
+  read_strides(batch_rank, p.bs, ks, Lk, D, p.kbs, p.kr);
+  read_strides(batch_rank, p.bs, vs, Lk, Dv, p.vbs, p.vr);
+  read_strides(batch_rank, p.bs, ys, Lq, Dv, p.ybs, p.yr);
+  bool strides8 = p.qr % 8 == 0 && p.kr % 8 == 0 && p.vr % 8 == 0 && p.yr % 8 == 0;
+  for (int a = 0; a < batch_rank; ++a)
+    strides8 &= p.qbs[a] % 8 == 0 && p.kbs[a] % 8 == 0 && p.vbs[a] % 8 == 0 && p.ybs[a] % 8 == 0;
   p.si = si; p.sj = sj;
   p.mask_kind = mask == nullptr ? 0 : (mask_dtype == 7 ? 1 : 2);
   if (p.mask_kind == 2 && mask_dtype != dtype)
@@ -386,14 +469,17 @@ extern "C" int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int64
   // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it), 3 the
   // sm_90a wgmma kernel where it applies (else as 0).
 #if DML_GPU_CUDA
-  if (impl == 3 && Lk > 0 && Lq < INT32_MAX / 2 && Lk < INT32_MAX / 2 && wgmma_sdpa_supported(dtype, D, Dv, p.mask_kind, q, k, v, y))
-    return wgmma_sdpa(dtype, p.batch, Lq, Lk, D, q, k, v, y, p.causal, p.scale_log2, st, -1);
+  if (impl == 3 && Lk > 0 && Lq < INT32_MAX / 2 && Lk < INT32_MAX / 2 && wgmma_sdpa_supported(dtype, D, Dv, p.mask_kind, q, k, v, y)) {
+    WgmmaLayout lay{};
+    if (collapse_for_wgmma(p, lay)) return wgmma_sdpa_strided(dtype, p.batch, Lq, Lk, D, q, k, v, y, lay, p.causal, p.scale_log2, st, -1);
+  }
 #endif
   if (impl == 3) impl = 0;
   const bool mma_fits = (dtype == 1 || dtype == 2) && D == Dv && (D == 64 || D == 128) && aligned16(q) && aligned16(k) &&
-                        aligned16(v) && aligned16(y) && device_cc_major() >= 8;
+                        aligned16(v) && aligned16(y) && strides8 && device_cc_major() >= 8;
   if (impl == 2 && !mma_fits)
-    return fail("dml_cuda_sdpa: the flash mma kernel needs fp16/bf16, D == Dv in {64, 128}, 16-byte aligned tensors, sm_80+");
+    return fail("dml_cuda_sdpa: the flash mma kernel needs fp16/bf16, D == Dv in {64, 128}, 16-byte aligned tensors and "
+                "strides, sm_80+");
   if (impl != 1 && mma_fits) {
     const bool wide = Lq >= 128;  // 8 warps (128 query rows) per block when there are enough rows
     if (dtype == 1)

@@ -3,9 +3,10 @@
 //
 // One block of 3 warpgroups per 128 query rows of one (batch·head):
 //   * warpgroup 0 is the producer: one thread loads the Q tile [128 × D] once and the K and V
-//     tiles [128 keys × D] of each key block by TMA (cp.async.bulk.tensor, 3-d tensor maps
-//     [batch, L, D] so rows past L are zero-filled per head; 128-byte swizzle, so D = 128 is loaded
-//     as two 64-column halves) into a 2-stage ring; each stage has a "K full" and a "V full"
+//     tiles [128 keys × D] of each key block by TMA (cp.async.bulk.tensor, 4-d tensor maps
+//     [outer, inner, L, D] with any 16-byte-multiple strides — contiguous [batch, L, D] or heads
+//     read in place from a fused QKV buffer — so rows past L are zero-filled per head; 128-byte
+//     swizzle, so D = 128 is loaded as two 64-column halves) into a 2-stage ring; each stage has a "K full" and a "V full"
 //     mbarrier (so S = Q·Kᵀ can start before V has landed) and an "empty" one (8 consumer warps);
 //   * warpgroups 1 and 2 are the consumers, each owning 64 query rows: per key block
 //     S[64×128] = Q·Kᵀ by wgmma m64n128k16 with both operands in shared memory (K-major), online
@@ -49,6 +50,18 @@ namespace {
 
 constexpr int FA_BM = 128, FA_BN = 128, FA_THREADS = 384, FA_STAGES = 2;
 
+// Where the output goes: flat batch entry b = outer·h1 + inner, row r at element offset
+// outer·so + inner·si + r·sr (head dim contiguous); the tensor maps split b the same way.
+struct FaOut {
+  int h1;
+  int64_t sr, si, so;
+};
+#if DML_WGMMA_DEVICE
+template <class T> __device__ __forceinline__ T* fa_out_base(T* y, const FaOut& yo, int b) {
+  return y + static_cast<int64_t>(b / yo.h1) * yo.so + static_cast<int64_t>(b % yo.h1) * yo.si;
+}
+#endif
+
 template <int D> struct FaCfg {
   static constexpr int kHalves = D / 64;                          // 64-column (128-byte) swizzle halves
   static constexpr uint32_t kQHalf = FA_BM * 128, kKHalf = FA_BN * 128;  // bytes of one half
@@ -61,10 +74,12 @@ template <int D> struct FaCfg {
 
 #if DML_WGMMA_DEVICE
 using namespace wgmma;  // smem_u32, mbar_*, wg_fence/wg_commit (wgmma.cuh)
-__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, uint32_t bar) {
+// 4-d tensor maps [outer, inner, L, D] (strided q/k/v, e.g. heads inside a fused QKV buffer).
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
 // Shared-memory matrix descriptor, 128-byte swizzle, base 1024-aligned. K-major operands (Q, K):
@@ -100,7 +115,7 @@ template <class T, int D, bool SPLIT>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     fa3_fwd_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                    const __grid_constant__ CUtensorMap map_v, int Lq, int Lk, int causal, float scale_log2,
-                   T* __restrict__ y) {
+                   T* __restrict__ y, FaOut yo) {
 #if DML_WGMMA_DEVICE
   using C = FaCfg<D>;
   extern __shared__ uint8_t smem_raw[];
@@ -136,17 +151,19 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_v)) : "memory");
       mbar_expect_tx(bar_q, C::kQBytes);
 #pragma unroll
-      for (int h = 0; h < C::kHalves; ++h) tma_load_3d(sq + h * C::kQHalf, &map_q, 64 * h, m0, b, bar_q);
+      for (int h = 0; h < C::kHalves; ++h) tma_load_4d(sq + h * C::kQHalf, &map_q, 64 * h, m0, b % yo.h1, b / yo.h1, bar_q);
       for (int kb = 0; kb < nkb; ++kb) {
         const int s = kb % FA_STAGES;
         if (kb >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((kb / FA_STAGES) - 1) & 1);
         const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
         mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
 #pragma unroll
-        for (int h = 0; h < C::kHalves; ++h) tma_load_3d(dk + h * C::kKHalf, &map_k, 64 * h, kb * FA_BN, b, kfull0 + 8 * s);
+        for (int h = 0; h < C::kHalves; ++h)
+          tma_load_4d(dk + h * C::kKHalf, &map_k, 64 * h, kb * FA_BN, b % yo.h1, b / yo.h1, kfull0 + 8 * s);
         mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
 #pragma unroll
-        for (int h = 0; h < C::kHalves; ++h) tma_load_3d(dv + h * C::kKHalf, &map_v, 64 * h, kb * FA_BN, b, vfull0 + 8 * s);
+        for (int h = 0; h < C::kHalves; ++h)
+          tma_load_4d(dv + h * C::kKHalf, &map_v, 64 * h, kb * FA_BN, b % yo.h1, b / yo.h1, vfull0 + 8 * s);
       }
     }
   } else {
@@ -244,21 +261,21 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
       lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
       inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
     }
-    T* yb = y + static_cast<int64_t>(b) * Lq * D;
+    T* yb = fa_out_base(y, yo, b);
     // With SPLIT (two n64 wgmma per k step) the accumulators of half h are o[32h .. 32h + 32) and
     // hold columns 64h + ...; the n128 layout is the same sequence of 8-column groups.
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       const int c = 8 * j + 2 * t4;
       if (row0 < Lq)
-        *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+        *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * yo.sr + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
       if (row0 + 8 < Lq)
-        *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) =
+        *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * yo.sr + c) =
             pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
     }
   }
 #else
-  (void)map_q; (void)map_k; (void)map_v; (void)Lq; (void)Lk; (void)causal; (void)scale_log2; (void)y;
+  (void)map_q; (void)map_k; (void)map_v; (void)Lq; (void)Lk; (void)causal; (void)scale_log2; (void)y; (void)yo;
 #endif
 }
 
@@ -348,12 +365,12 @@ __device__ __forceinline__ void fa_softmax(float* sacc, float* o, float* mrow, f
 // Output rows row0 and row0 + 8 of one thread from packed 16-bit pairs (pk[2j], pk[2j + 1]: 8-column
 // group j); rows at or past Lq are skipped.
 template <class T, int D>
-__device__ __forceinline__ void fa_store_packed(T* yb, const uint32_t* pk, int row0, int Lq, int t4) {
+__device__ __forceinline__ void fa_store_packed(T* yb, int64_t ldy, const uint32_t* pk, int row0, int Lq, int t4) {
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     const int c = 8 * j + 2 * t4;
-    if (row0 < Lq) *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pk[2 * j];
-    if (row0 + 8 < Lq) *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) = pk[2 * j + 1];
+    if (row0 < Lq) *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * ldy + c) = pk[2 * j];
+    if (row0 + 8 < Lq) *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * ldy + c) = pk[2 * j + 1];
   }
 }
 
@@ -386,7 +403,7 @@ template <class T, int D, int PP, bool FS, bool DEFER>
 __global__ void __launch_bounds__(FA_THREADS, 1)
     fa3_persist_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                        const __grid_constant__ CUtensorMap map_v, int Lq, int Lk, int causal, float scale_log2,
-                       T* __restrict__ y, FaSched sc) {
+                       T* __restrict__ y, FaSched sc, FaOut yo) {
 #if DML_WGMMA_DEVICE
   using C = FaCfg<D>;
   extern __shared__ uint8_t smem_raw[];
@@ -431,17 +448,19 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
           mbar_expect_tx(qfull0 + 8 * qs, C::kQBytes);
 #pragma unroll
           for (int hh = 0; hh < C::kHalves; ++hh)
-            tma_load_3d(sq0 + qs * C::kQBytes + hh * C::kQHalf, &map_q, 64 * hh, m0, b, qfull0 + 8 * qs);
+            tma_load_4d(sq0 + qs * C::kQBytes + hh * C::kQHalf, &map_q, 64 * hh, m0, b % yo.h1, b / yo.h1, qfull0 + 8 * qs);
           for (int kb = 0; kb < nkb; ++kb, ++it) {
             const int s = it % FA_STAGES;
             if (it >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((it / FA_STAGES) - 1) & 1);
             const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
             mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
 #pragma unroll
-            for (int hh = 0; hh < C::kHalves; ++hh) tma_load_3d(dk + hh * C::kKHalf, &map_k, 64 * hh, kb * FA_BN, b, kfull0 + 8 * s);
+            for (int hh = 0; hh < C::kHalves; ++hh)
+              tma_load_4d(dk + hh * C::kKHalf, &map_k, 64 * hh, kb * FA_BN, b % yo.h1, b / yo.h1, kfull0 + 8 * s);
             mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
 #pragma unroll
-            for (int hh = 0; hh < C::kHalves; ++hh) tma_load_3d(dv + hh * C::kKHalf, &map_v, 64 * hh, kb * FA_BN, b, vfull0 + 8 * s);
+            for (int hh = 0; hh < C::kHalves; ++hh)
+              tma_load_4d(dv + hh * C::kKHalf, &map_v, 64 * hh, kb * FA_BN, b % yo.h1, b / yo.h1, vfull0 + 8 * s);
           }
         }
       }
@@ -559,7 +578,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             fa_issue_s<T, D>(sacc, sqw, sk);
             wg_commit();
             if constexpr (PP == 1) named_arrive(other_bar);
-            if constexpr (DEFER && FIRST) fa_store_packed<T, D>(oyb, opk, orow, Lq, t4);
+            if constexpr (DEFER && FIRST) fa_store_packed<T, D>(oyb, yo.sr, opk, orow, Lq, t4);
             wg_wait0();
             fence_regs<FA_BN / 2>(sacc);
             if (kb == nkb - 1 && lane == 0) mbar_arrive(qempty0 + 8 * qs);
@@ -593,7 +612,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             opk[2 * j] = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
             opk[2 * j + 1] = pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
           }
-          oyb = y + static_cast<int64_t>(b) * Lq * D;
+          oyb = fa_out_base(y, yo, b);
           orow = row0;
         } else {
           float inv[2];
@@ -603,23 +622,23 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
             lrow[r] += __shfl_xor_sync(kFullMask, lrow[r], 2);
             inv[r] = lrow[r] > 0.0f ? 1.0f / lrow[r] : NAN;
           }
-          T* yb = y + static_cast<int64_t>(b) * Lq * D;
+          T* yb = fa_out_base(y, yo, b);
 #pragma unroll
           for (int j = 0; j < D / 8; ++j) {
             const int c = 8 * j + 2 * t4;
             if (row0 < Lq)
-              *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * D + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
+              *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0) * yo.sr + c) = pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
             if (row0 + 8 < Lq)
-              *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * D + c) =
+              *reinterpret_cast<uint32_t*>(yb + static_cast<int64_t>(row0 + 8) * yo.sr + c) =
                   pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
           }
         }
       }
     }
-    if constexpr (DEFER) fa_store_packed<T, D>(oyb, opk, orow, Lq, t4);
+    if constexpr (DEFER) fa_store_packed<T, D>(oyb, yo.sr, opk, orow, Lq, t4);
   }
 #else
-  (void)map_q; (void)map_k; (void)map_v; (void)Lq; (void)Lk; (void)causal; (void)scale_log2; (void)y; (void)sc;
+  (void)map_q; (void)map_k; (void)map_v; (void)Lq; (void)Lk; (void)causal; (void)scale_log2; (void)y; (void)sc; (void)yo;
 #endif
 }
 
@@ -635,15 +654,20 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// A [batch, L, D] tensor as a 3-d tensor map with box [1, rows, 64] and 128-byte swizzle.
-int encode_map3(CUtensorMap* map, int dtype, const void* ptr, int64_t batch, int64_t L, int64_t D, int rows) {
+// One operand as a 4-d tensor map [outer, inner, L, D] with box [1, 1, rows, 64] and 128-byte
+// swizzle; st = (row, inner, outer) element strides (multiples of 8: TMA wants 16-byte strides).
+// Rows past L are zero-filled per (outer, inner) entry, whatever lies behind them in memory.
+int encode_map4(CUtensorMap* map, int dtype, const void* ptr, int64_t h1, int64_t h0, int64_t L, int64_t D,
+                const int64_t* st, int rows) {
   PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
   if (!fn) return fail("dml_cuda_sdpa (wgmma): cuTensorMapEncodeTiled is not available from the CUDA driver");
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(L), static_cast<cuuint64_t>(batch)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(D) * 2, static_cast<cuuint64_t>(L * D) * 2};
-  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(rows), 1};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r = fn(map, dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(L), static_cast<cuuint64_t>(h1),
+                              static_cast<cuuint64_t>(h0)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(st[0]) * 2, static_cast<cuuint64_t>(st[1]) * 2,
+                                 static_cast<cuuint64_t>(st[2]) * 2};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(rows), 1, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  const CUresult r = fn(map, dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
                         const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -651,21 +675,33 @@ int encode_map3(CUtensorMap* map, int dtype, const void* ptr, int64_t batch, int
   return 0;
 }
 
+struct FaMaps {
+  CUtensorMap q, k, v;
+  FaOut yo;
+};
+int encode_maps(FaMaps& m, int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k,
+                const void* v, const WgmmaLayout& lay) {
+  const int64_t h0 = batch / lay.h1;
+  if (int rc = encode_map4(&m.q, dtype, q, lay.h1, h0, Lq, D, lay.q, FA_BM)) return rc;
+  if (int rc = encode_map4(&m.k, dtype, k, lay.h1, h0, Lk, D, lay.k, FA_BN)) return rc;
+  if (int rc = encode_map4(&m.v, dtype, v, lay.h1, h0, Lk, D, lay.v, FA_BN)) return rc;
+  m.yo = FaOut{static_cast<int>(lay.h1), lay.y[0], lay.y[1], lay.y[2]};
+  return 0;
+}
+
 template <class T, int D, bool SPLIT>
 int launch_fa3(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v, void* y,
-               int causal, float scale_log2, cudaStream_t s) {
+               const WgmmaLayout& lay, int causal, float scale_log2, cudaStream_t s) {
   using C = FaCfg<D>;
-  CUtensorMap mq, mk, mv;
-  if (int rc = encode_map3(&mq, dtype, q, batch, Lq, D, FA_BM)) return rc;
-  if (int rc = encode_map3(&mk, dtype, k, batch, Lk, D, FA_BN)) return rc;
-  if (int rc = encode_map3(&mv, dtype, v, batch, Lk, D, FA_BN)) return rc;
+  FaMaps m;
+  if (int rc = encode_maps(m, dtype, batch, Lq, Lk, D, q, k, v, lay)) return rc;
   auto kern = &fa3_fwd_kernel<T, D, SPLIT>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "dml_cuda_sdpa (wgmma): cudaFuncSetAttribute"))
     return rc;
   const dim3 grid(static_cast<unsigned>((Lq + FA_BM - 1) / FA_BM), static_cast<unsigned>(batch));
-  kern<<<grid, FA_THREADS, C::kSmemBytes, s>>>(mq, mk, mv, static_cast<int>(Lq), static_cast<int>(Lk), causal,
-                                               scale_log2, static_cast<T*>(y));
+  kern<<<grid, FA_THREADS, C::kSmemBytes, s>>>(m.q, m.k, m.v, static_cast<int>(Lq), static_cast<int>(Lk), causal,
+                                               scale_log2, static_cast<T*>(y), m.yo);
   return check_launch("dml_cuda_sdpa (wgmma) kernel");
 }
 
@@ -681,12 +717,10 @@ int device_sm_count() {
 
 template <class T, int D, int PP, bool FS, bool DEFER = false>
 int launch_persist(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v, void* y,
-                   int causal, float scale_log2, cudaStream_t s) {
+                   const WgmmaLayout& lay, int causal, float scale_log2, cudaStream_t s) {
   using P = FaPCfg<D>;
-  CUtensorMap mq, mk, mv;
-  if (int rc = encode_map3(&mq, dtype, q, batch, Lq, D, FA_BM)) return rc;
-  if (int rc = encode_map3(&mk, dtype, k, batch, Lk, D, FA_BN)) return rc;
-  if (int rc = encode_map3(&mv, dtype, v, batch, Lk, D, FA_BN)) return rc;
+  FaMaps m;
+  if (int rc = encode_maps(m, dtype, batch, Lq, Lk, D, q, k, v, lay)) return rc;
   auto kern = &fa3_persist_kernel<T, D, PP, FS, DEFER>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P::kSmemBytes)),
                      "dml_cuda_sdpa (wgmma): cudaFuncSetAttribute"))
@@ -700,34 +734,35 @@ int launch_persist(int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void*
   sc.total = static_cast<int>(total);
   const int sms = device_sm_count();
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(total, sms > 0 ? sms : 132));
-  kern<<<grid, FA_THREADS, P::kSmemBytes, s>>>(mq, mk, mv, static_cast<int>(Lq), static_cast<int>(Lk), causal, scale_log2,
-                                               static_cast<T*>(y), sc);
+  kern<<<grid, FA_THREADS, P::kSmemBytes, s>>>(m.q, m.k, m.v, static_cast<int>(Lq), static_cast<int>(Lk), causal, scale_log2,
+                                               static_cast<T*>(y), sc, m.yo);
   return check_launch("dml_cuda_sdpa (wgmma, persistent) kernel");
 }
 
 template <class T, int D>
 int launch_variant(int variant, int dtype, int64_t batch, int64_t Lq, int64_t Lk, const void* q, const void* k, const void* v,
-                   void* y, int causal, float scale_log2, cudaStream_t s) {
+                   void* y, const WgmmaLayout& l, int causal, float scale_log2, cudaStream_t s) {
+  const bool fs = scale_log2 > 0.0f;
   switch (variant) {
-    case 0: return launch_fa3<T, D, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 0: return launch_fa3<T, D, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
     case 1:
-      if constexpr (D == 128) return launch_fa3<T, D, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-      else return launch_fa3<T, D, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 2: return launch_persist<T, D, 0, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 3: return launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 4: return launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+      if constexpr (D == 128) return launch_fa3<T, D, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+      else return launch_fa3<T, D, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+    case 2: return launch_persist<T, D, 0, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+    case 3: return launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+    case 4: return launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
     // FS (scale folded into the exponent) needs scale > 0; otherwise the same loop without it.
-    case 5: return scale_log2 > 0.0f ? launch_persist<T, D, 0, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
-                                     : launch_persist<T, D, 0, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 6: return scale_log2 > 0.0f ? launch_persist<T, D, 1, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
-                                     : launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 7: return scale_log2 > 0.0f ? launch_persist<T, D, 2, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
-                                     : launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 5: return fs ? launch_persist<T, D, 0, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s)
+                      : launch_persist<T, D, 0, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+    case 6: return fs ? launch_persist<T, D, 1, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s)
+                      : launch_persist<T, D, 1, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+    case 7: return fs ? launch_persist<T, D, 2, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s)
+                      : launch_persist<T, D, 2, false>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
     // 8/9 = 6/5 with each tile's output stores deferred into the next tile's first S GEMM.
-    case 8: return scale_log2 > 0.0f ? launch_persist<T, D, 1, true, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
-                                     : launch_persist<T, D, 1, false, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    case 9: return scale_log2 > 0.0f ? launch_persist<T, D, 0, true, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s)
-                                     : launch_persist<T, D, 0, false, true>(dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    case 8: return fs ? launch_persist<T, D, 1, true, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s)
+                      : launch_persist<T, D, 1, false, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
+    case 9: return fs ? launch_persist<T, D, 0, true, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s)
+                      : launch_persist<T, D, 0, false, true>(dtype, batch, Lq, Lk, q, k, v, y, l, causal, scale_log2, s);
     default: break;
   }
   return fail("dml_cuda_sdpa (wgmma): unknown kernel variant " + std::to_string(variant));
@@ -751,21 +786,50 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
          al16(v) && al16(y);
 }
 
-int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
-               void* y, int causal, float scale_log2, cudaStream_t s, int variant) {
+WgmmaLayout wgmma_contiguous_layout(int64_t Lq, int64_t Lk, int64_t D) {
+  WgmmaLayout l{};
+  l.h1 = 1;
+  const int64_t q[3] = {D, Lq * D, Lq * D}, kv[3] = {D, Lk * D, Lk * D};
+  for (int i = 0; i < 3; ++i) {
+    l.q[i] = q[i];
+    l.y[i] = q[i];
+    l.k[i] = kv[i];
+    l.v[i] = kv[i];
+  }
+  return l;
+}
+
+bool wgmma_layout_fits(const WgmmaLayout& l) {
+  for (const int64_t* st : {l.q, l.k, l.v, l.y})
+    for (int i = 0; i < 3; ++i)
+      if (st[i] <= 0 || st[i] % 8 != 0 || st[i] >= (int64_t(1) << 39)) return false;
+  return l.h1 >= 1;
+}
+
+int wgmma_sdpa_strided(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k,
+                       const void* v, void* y, const WgmmaLayout& lay, int causal, float scale_log2, cudaStream_t s,
+                       int variant) {
   if (batch > 65535 || Lq > INT32_MAX - FA_BM || Lk > INT32_MAX - FA_BN)
     return fail("dml_cuda_sdpa (wgmma): batch " + std::to_string(batch) + " / lengths exceed the kernel's grid");
   if (batch == 0 || Lq == 0) return 0;
+  if (lay.h1 < 1 || batch % lay.h1 != 0 || !wgmma_layout_fits(lay))
+    return fail("dml_cuda_sdpa (wgmma): strides must be positive multiples of 8 elements and h1 must divide the batch");
   if (variant < 0) variant = wgmma_sdpa_default_variant(D);
   if (dtype == 2) {
-    if (D == 128) return launch_variant<__nv_bfloat16, 128>(variant, dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    if (D == 64) return launch_variant<__nv_bfloat16, 64>(variant, dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    if (D == 128) return launch_variant<__nv_bfloat16, 128>(variant, dtype, batch, Lq, Lk, q, k, v, y, lay, causal, scale_log2, s);
+    if (D == 64) return launch_variant<__nv_bfloat16, 64>(variant, dtype, batch, Lq, Lk, q, k, v, y, lay, causal, scale_log2, s);
   } else if (dtype == 1) {
-    if (D == 128) return launch_variant<__half, 128>(variant, dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
-    if (D == 64) return launch_variant<__half, 64>(variant, dtype, batch, Lq, Lk, q, k, v, y, causal, scale_log2, s);
+    if (D == 128) return launch_variant<__half, 128>(variant, dtype, batch, Lq, Lk, q, k, v, y, lay, causal, scale_log2, s);
+    if (D == 64) return launch_variant<__half, 64>(variant, dtype, batch, Lq, Lk, q, k, v, y, lay, causal, scale_log2, s);
   }
   return fail("dml_cuda_sdpa (wgmma): dtype " + std::to_string(dtype) + " / head dim " + std::to_string(D) +
               " (float16/bfloat16, 64 or 128 only)");
+}
+
+int wgmma_sdpa(int dtype, int64_t batch, int64_t Lq, int64_t Lk, int64_t D, const void* q, const void* k, const void* v,
+               void* y, int causal, float scale_log2, cudaStream_t s, int variant) {
+  return wgmma_sdpa_strided(dtype, batch, Lq, Lk, D, q, k, v, y, wgmma_contiguous_layout(Lq, Lk, D), causal, scale_log2, s,
+                            variant);
 }
 
 }  // namespace dml_cuda

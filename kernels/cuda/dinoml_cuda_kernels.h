@@ -189,6 +189,16 @@ DML_CUDA_API int dml_cuda_sdpa(int dtype, int batch_rank, const int64_t* bs, int
                                int64_t Dv, const void* q, const void* k, const void* v, int mask_dtype,
                                const void* mask, const int64_t* ms, int64_t si, int64_t sj, int causal, float scale,
                                void* y, int impl, void* stream);
+/* As dml_cuda_sdpa with q, k, v and y addressed through element strides (views such as the heads of a
+ * fused QKV projection [B, S, 3, H, D] read in place, or an output written as [B, S, H, D]):
+ * xs[0 .. batch_rank) per batch axis, xs[batch_rank] per row; the head dim is contiguous; NULL =
+ * contiguous. The wgmma kernel takes it when the batch axes fold into at most two strided ones and
+ * every stride is a multiple of 8 elements (else AUTO); flash_mma needs strides that are multiples of 8. */
+DML_CUDA_API int dml_cuda_sdpa_strided(int dtype, int batch_rank, const int64_t* bs, int64_t Lq, int64_t Lk, int64_t D,
+                                       int64_t Dv, const void* q, const int64_t* qs, const void* k, const int64_t* ks,
+                                       const void* v, const int64_t* vs, int mask_dtype, const void* mask,
+                                       const int64_t* ms, int64_t si, int64_t sj, int causal, float scale, void* y,
+                                       const int64_t* ys, int impl, void* stream);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,8 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts) {
   Optimized o{input, {}, {}, nlohmann::json::array()};
   passes::PipelineOptions popts;
   popts.fuse = opts.fuse;
+  const char* strided = std::getenv("DINOML_CUDA_STRIDED_ATTENTION");  // "0": keep the head permutes (A/B runs)
+  popts.strided_attention = opts.target == "cuda" && !(strided && std::string(strided) == "0");
   if (opts.dump_passes) {
     o.dump_dir = fs::temp_directory_path() /
                  ("dinoml-passes-" + std::to_string(getpid()) + "-" + ir::graph_hash(input).substr(0, 12));

@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "ir/validate.h"
+#include "passes/stride_attention_operands.h"
 
 namespace dinoml::passes {
 
@@ -30,6 +31,8 @@ std::vector<Pass> default_pipeline(const PipelineOptions& opts) {
   p.push_back({"bind_outputs", "a graph output's producer writes the caller's buffer directly (no copy)", bind_outputs});
   p.push_back({"eliminate_views", "reshape-family outputs alias their input's buffer (view_of)", eliminate_views});
   p.push_back({"alias_kv_cache_write", "kv_cache_write of a state written back by state_assign updates it in place", alias_kv_cache_write});
+  if (opts.strided_attention)
+    p.push_back({"stride_attention_operands", "head permutes around sdpa -> strided views (no permute kernel)", stride_attention_operands});
   p.push_back({"infer_shapes", "re-checks every node after the rewrites", infer_shapes});
   return p;
 }

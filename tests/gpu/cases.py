@@ -392,6 +392,55 @@ def _sdpa_ref(torch, W, X):
             "hd40_dv24": ref(X["q3"], X["k3"], X["v3"], causal=True)}
 
 
+# Attention on the heads of a fused QKV projection (GPT-2's layout): [b, s, 3·H·D] viewed as
+# [b, s, 3, H, D], permuted to [3, b, H, s, D] and split; the output permuted back to [b, s, H, D]
+# before the out projection. On CUDA stride_attention_operands turns both permutes into views and
+# the attention kernels read q/k/v and write the output in place through strides; D 64 (4 heads)
+# and 128 (2 heads), causal and not, plus one [b, H, s, D] output read straight from the sdpa.
+SDPA_STRIDED_C = 64
+
+
+def _sdpa_strided_build(ops, W, X):
+    x = X["x"]
+    B, S = x.shape[0], x.shape[1]
+    out = {}
+    for D, H in ((64, 4), (128, 2)):
+        qkv = ops.gemm_rcr(x, W[f"w{D}"])
+        heads = ops.permute(ops.reshape(qkv, [B, S, 3, H, D]), [2, 0, 3, 1, 4])
+        q, k, v = (ops.reshape(t, [B, H, S, D]) for t in ops.split(heads, [1, 1, 1], axis=0))
+        for causal in (False, True):
+            o = ops.scaled_dot_product_attention(q, k, v, causal=causal)
+            flat = ops.reshape(ops.permute(o, [0, 2, 1, 3]), [B, S, H * D])
+            out[f"d{D}" + ("_causal" if causal else "")] = ops.gemm_rcr(flat, W[f"wo{D}"])
+        if D == 64:
+            out["d64_bhsd_scaled"] = ops.scaled_dot_product_attention(q, k, v, scale=0.3)
+    return out
+
+
+def _sdpa_strided_ref(torch, W, X):
+    F = torch.nn.functional
+    x = X["x"]
+    B, S = x.shape[0], x.shape[1]
+
+    def attn(q, k, v, causal=False, scale=None):
+        s = (q @ k.transpose(-1, -2)) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
+        if causal:
+            i = torch.arange(q.shape[-2], device=q.device)[:, None]
+            j = torch.arange(k.shape[-2], device=q.device)[None, :]
+            s = s.masked_fill(j > i, float("-inf"))
+        return torch.softmax(s, -1) @ v
+
+    out = {}
+    for D, H in ((64, 4), (128, 2)):
+        q, k, v = F.linear(x, W[f"w{D}"]).view(B, S, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)
+        for causal in (False, True):
+            o = attn(q, k, v, causal).transpose(1, 2).reshape(B, S, H * D)
+            out[f"d{D}" + ("_causal" if causal else "")] = F.linear(o, W[f"wo{D}"])
+        if D == 64:
+            out["d64_bhsd_scaled"] = attn(q, k, v, scale=0.3)
+    return out
+
+
 # ---- ResNet (torchvision's BasicBlock / Bottleneck layout and parameter names) --------------------
 
 RESNET = {"resnet18": ("basic", (2, 2, 2, 2)), "resnet50": ("bottleneck", (3, 4, 6, 3))}
@@ -615,6 +664,14 @@ def cases():
                                      "q3": ["b", 3, "s", 40], "k3": ["b", 3, "s", 40], "v3": ["b", 3, "s", 24]},
                         {}, {"b": (1, 4, [1, 4]), "s": (1, 160, [64, 160])},
                         [{"b": 1, "s": 8}, {"b": 2, "s": 64}, {"b": 3, "s": 157}], _sdpa_build, _sdpa_ref))
+        if dt != "float32":
+            C_ = SDPA_STRIDED_C
+            out.append(Case("sdpa_strided", dt, {"x": ["b", "s", C_]},
+                            {"w64": ([768, C_], "w"), "wo64": ([C_, 256], "w"), "w128": ([768, C_], "w"),
+                             "wo128": ([C_, 256], "w")},
+                            {"b": (1, 4, [1, 4]), "s": (1, 160, [64, 160])},
+                            [{"b": 1, "s": 8}, {"b": 2, "s": 64}, {"b": 3, "s": 157}], _sdpa_strided_build,
+                            _sdpa_strided_ref, tol={"float16": (2e-2, 5e-3), "bfloat16": (8e-2, 2e-2)}[dt]))
         rtol = {"float32": (1e-4, 1e-5), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 4e-2)}[dt]
         out.append(Case("resnet18", dt, {"x": ["batch", 3, 64, 64]}, resnet_param_shapes("resnet18"),
                         {"batch": (1, 8, [1, 8])}, [{"batch": 1}, {"batch": 3}, {"batch": 8}], "resnet18",

@@ -183,7 +183,7 @@ def time_rounds(fns, iters=10, rounds=7, warmup=3):
 
 def category(name):
     n = name.lower()
-    if "flash" in n or "fmha" in n or "attention" in n or "sdpa" in n or "attn" in n:
+    if "flash" in n or "fmha" in n or "attention" in n or "sdpa" in n or "attn" in n or "fa3_" in n:
         return "attention"
     if any(s in n for s in ("gemm", "xmma", "nvjet", "cutlass", "wgmma", "matmul", "sm90_", "cublas")):
         return "gemm"
@@ -318,17 +318,21 @@ def main():
     ap.add_argument("--no-profile", action="store_true", help="skip the --profile compile")
     ap.add_argument("--no-torch-compile", action="store_true")
     ap.add_argument("--budget-s", type=float, default=225.0, help="skip optional steps that would end past this")
+    ap.add_argument("--ab-strided", action="store_true",
+                    help="also compile with DINOML_CUDA_STRIDED_ATTENTION=0 (head permutes as kernels) and time it "
+                         "as `dinoml_permutes` (not counted as the best DinoML artifact)")
+    ap.add_argument("--tag", default="h200_session6_gpt2", help="result file stem")
     a = ap.parse_args()
     B, S, Dm, H, FF, L = a.batch, a.seq, 1024, 16, 4096, a.layers
     os.makedirs(a.result_dir, exist_ok=True)
     work = "/tmp/dml_gpt2_work"
     os.makedirs(work, exist_ok=True)
     os.makedirs(P.ENV["DINOML_CACHE_DIR"], exist_ok=True)
-    clog = open(os.path.join(a.result_dir, "h200_session6_gpt2_compile.log"), "w")
-    plog = open(os.path.join(a.result_dir, "h200_session6_gpt2_profile.log"), "w")
+    clog = open(os.path.join(a.result_dir, f"{a.tag}_compile.log"), "w")
+    plog = open(os.path.join(a.result_dir, f"{a.tag}_profile.log"), "w")
     res = {"config": {"layers": L, "batch": B, "seq": S, "d_model": Dm, "heads": H, "ff": FF, "dtype": "bfloat16"},
            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda}
-    jpath = os.path.join(a.result_dir, "h200_session6_gpt2.json")
+    jpath = os.path.join(a.result_dir, f"{a.tag}.json")
 
     def save():
         json.dump(res, open(jpath, "w"), indent=1)
@@ -341,7 +345,7 @@ def main():
     graph = write_graph(mdir, W, final, B, S, Dm, H)
     log(f"graph written ({os.path.getsize(os.path.join(mdir, 'constants.bin')) / 2**20:.0f} MiB of constants)")
 
-    def start_compile(out_dir, profile):
+    def start_compile(out_dir, profile, env=None):
         args = [os.path.join(P.B, "bin", "dinoml"), "compile", graph, "--target", "cuda", "--arch", "sm_90a", "-o", out_dir]
         lg = clog
         if profile:
@@ -349,7 +353,7 @@ def main():
             lg = plog
         lg.write(f"$ {' '.join(args)}\n")
         lg.flush()
-        return subprocess.Popen(args, env=P.ENV, stdout=lg, stderr=subprocess.STDOUT), time.time()
+        return subprocess.Popen(args, env=env or P.ENV, stdout=lg, stderr=subprocess.STDOUT), time.time()
 
     art = os.path.join(work, "artifact")
     part = os.path.join(work, "artifact_profiled")
@@ -357,6 +361,9 @@ def main():
     # The profiled compile runs alongside: its candidate timings start after its bootstrap module's
     # nvcc build, by when the GPU side of the warm-up below is long done (torch.compile is CPU work).
     pproc = None if a.no_profile else start_compile(part, True)[0]
+    # A/B: the same model with the head permutes kept as kernels (stride_attention_operands off).
+    aart = os.path.join(work, "artifact_permutes")
+    aproc = start_compile(aart, False, dict(P.ENV, DINOML_CUDA_STRIDED_ATTENTION="0"))[0] if a.ab_strided else None
 
     # PyTorch side while the compiler runs: fp32 reference, eager bf16, torch.compile warm-up.
     stream = torch.cuda.Stream()
@@ -426,6 +433,12 @@ def main():
     arts = {"dinoml": load(art)}
     if prc == 0:
         arts["dinoml_profiled"] = load(part)
+    if aproc is not None:
+        arc = aproc.wait()
+        log(f"A/B compile (DINOML_CUDA_STRIDED_ATTENTION=0) rc {arc}")
+        if arc == 0:
+            res["artifact_permutes"] = artifact_summary(aart)
+            arts["dinoml_permutes"] = load(aart)
     fns = {}
     for name, (mod, sess, y, run) in arts.items():
         run()
@@ -489,7 +502,7 @@ def main():
         for k, v in res["profile_winners"].items():
             print(f"  {k[:90]}: {v['winner']}  {v['timings_us']}")
     print("\n=== GPT-2-medium stack, bf16, batch %d, seq %d, %d layers ===" % (B, S, L))
-    for key in ("dinoml", "dinoml_profiled", "torch_compile"):
+    for key in ("dinoml", "dinoml_profiled", "dinoml_permutes", "torch_compile"):
         e = res.get(f"{key}_vs_fp32")
         if e:
             print(f"  {key:16s} vs fp32: max_abs {e['max_abs']:.3e} rel_l2 {e['rel_l2']:.3e}")
@@ -501,7 +514,7 @@ def main():
     tm = res["timings_ms"]
     for k, v in tm.items():
         print(f"  {k:16s} {v[0]:8.3f} ms  (min {v[1]:.3f}, max {v[2]:.3f})")
-    best = min(v[0] for k, v in tm.items() if k.startswith("dinoml"))
+    best = min(v[0] for k, v in tm.items() if k.startswith("dinoml") and k != "dinoml_permutes")
     res["speedup_vs_eager"] = tm["torch_eager"][0] / best
     line = f"  DinoML (best artifact) vs eager {res['speedup_vs_eager']:.3f}x (target 1.10x)"
     if "torch_compile" in tm:

@@ -58,8 +58,10 @@ def main():
     todo = []
     for c in C.cases() + C.bench_cases():
         todo.append((c, "cublaslt", a.arch))
-        if c.name in ("conv_pool", "sdpa") and c.dtype != "float32":
+        if c.name in ("conv_pool", "sdpa", "sdpa_strided") and c.dtype != "float32":
             todo.append((c, "simt", a.arch))  # the SIMT conv / attention kernels (float32 uses them by default)
+        if c.name == "sdpa_strided":
+            todo.append((c, "mma", a.arch))  # the mma.sync flash kernel through strides
         if c.name in ("gemm", "bmm_softmax"):
             todo.append((c, "simt" if c.dtype == "float32" else "mma", a.arch))
         if c.name in ("gemm", "gemm_wgmma", "bmm_softmax") and c.dtype != "float32" and a.arch == "sm_90a":

@@ -239,6 +239,10 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 
 
 json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  // stride_attention_operands made the output a view (the sdpa reads / writes it through strides).
+  if (cx.root(n.outputs.at(0)) == cx.root(n.inputs.at(0)))
+    return {{"node", n.name}, {"op", n.op}, {"candidates", {"alias"}}, {"selected", "alias"},
+            {"reason", "strided view: the attention kernel reads / writes this permute in place"}};
   if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_cuda_lowering(n, "rank > 8");
   const cpu::LibraryCallArgs a = cpu::permute_args(cx, n);
   cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_permute(" + a.args + ", stream)"));
