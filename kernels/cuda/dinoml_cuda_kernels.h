@@ -42,7 +42,10 @@ enum dml_cuda_gemm_impl {
   /* cuBLASLt with the heuristic's 2nd / 3rd algorithm (the last one it returns where it returns
    * fewer): more cuBLASLt candidates for --profile to time, since its first guess is not always
    * the fastest for the problem. */
-  DML_CUDA_GEMM_CUBLASLT_ALGO2 = 6, DML_CUDA_GEMM_CUBLASLT_ALGO3 = 7
+  DML_CUDA_GEMM_CUBLASLT_ALGO2 = 6, DML_CUDA_GEMM_CUBLASLT_ALGO3 = 7,
+  /* The own persistent ping-pong sm_90a kernel (wgmma + TMA, 128×128 tiles, fused epilogue run
+   * while the next tile's MMAs go on); same operands and fallbacks as DML_CUDA_GEMM_WGMMA. */
+  DML_CUDA_GEMM_WGMMA_PP = 8
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

@@ -14,6 +14,14 @@
 // a stays in L1/L2). Rows of a beyond M are zero (not loaded). The W warps' fp32 partial tiles are
 // summed in shared memory and one thread per output element applies the shared epilogue
 // (gemm_tile.cuh: bias, residual, activation) and stores.
+// Variants 11.. add two things for sm_90 (bench/cuda/h200_session7_gemm2*): a bulk L2 prefetch
+// (cp.async.bulk.prefetch.L2) of each block's weight rows PF loop iterations ahead of the loads, so
+// more of the weight is in flight than the registers of the U·NG loads per lane allow, and
+// programmatic dependent launch: the block prefetches its first PF iterations of weight into L2,
+// then waits for the preceding kernel (griddepcontrol.wait) before it reads a, bias or d or writes
+// y, then lets the next kernel launch (griddepcontrol.launch_dependents). An L2 prefetch is only a
+// hint and L2 is the device's point of coherence, so prefetching a weight the previous kernel may
+// still write is harmless: every real load happens after the wait. On older archs both are no-ops.
 // Needs K % 8 == 0 and 16-byte aligned a / b (batch strides included); gemm.cu falls back to the
 // mma.sync tile kernel otherwise, and for B as [K, N]. M > 16 runs ceil(M/16) block rows (the
 // weight is then re-read per block row, mostly from L2): a candidate for small M only.
@@ -44,7 +52,37 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return r;
 }
 
-template <class T, int NG, int SK_U, int SK_WARPS>
+// Bulk L2 prefetch of `bytes` (a multiple of 16, from a 16-byte aligned address); sm_90+ only.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+// Programmatic dependent launch (sm_90+): wait for the preceding kernel's completion and memory /
+// allow the next kernel to be scheduled. Without a programmatic dependency both return at once.
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Prefetches elements [k0, k1) ∩ [0, K) of weight row n (if n < N) into L2.
+template <class T>
+__device__ __forceinline__ void prefetch_row(const T* b, int64_t n, int64_t N, int64_t K, int64_t k0, int64_t k1) {
+  if (n >= N || k0 >= K) return;
+  if (k1 > K) k1 = K;
+  prefetch_l2_bulk(b + n * K + k0, static_cast<uint32_t>((k1 - k0) * sizeof(T)));
+}
+
+template <class T, int NG, int SK_U, int SK_WARPS, int PF = 0>
 __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -72,9 +110,23 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
 #pragma unroll
   for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+  // One loop iteration of the block covers SK_WARPS·SK_U chunks of 32 elements of each weight row.
+  constexpr int64_t kIter = SK_WARPS * SK_U * 32;
+  if constexpr (PF > 0) {  // head start: the first PF iterations of this block's rows, before the wait
+    if (threadIdx.x < 8 * NG) prefetch_row(b, n0 + threadIdx.x, N, K, 0, PF * kIter);
+  }
+  grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
+  grid_dep_launch();  // the next kernel may start its own weight stream as this one's blocks retire
+
   const int64_t chunks = (K + 31) / 32;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int64_t c0 = warp; c0 < chunks; c0 += SK_WARPS * SK_U) {
+    if constexpr (PF > 0) {  // warp 0's lanes keep the prefetch PF iterations ahead, one row each
+      if (warp == 0 && lane < 8 * NG) {
+        const int64_t k0 = c0 * 32 + PF * kIter;
+        prefetch_row(b, n0 + lane, N, K, k0, k0 + kIter);
+      }
+    }
     uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
 #pragma unroll
     for (int u = 0; u < SK_U; ++u) {
@@ -116,7 +168,22 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
   }
 }
 
-template <class T, int NG, int U, int W>
+// Compute capability 9.0+ (programmatic dependent launch); asked once per process.
+bool device_has_pdl() {
+  static const bool ok = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return ok;
+}
+
+// PDL: launched with programmatic stream serialization (sm_90+; cudaLaunchKernelEx), so the kernel
+// may start while the preceding one in the stream finishes (it waits in griddepcontrol.wait).
+template <class T, int NG, int U, int W, int PF = 0, bool PDL = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
@@ -124,26 +191,49 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
     return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  skinny_gemm_kernel<T, NG, U, W><<<grid, W * 32, 0, s>>>(M, N, K, sa, sb, static_cast<const T*>(a),
-                                                          static_cast<const T*>(b), static_cast<const T*>(bias),
-                                                          static_cast<const T*>(d), static_cast<T*>(y), epi);
-  return check_launch("own skinny GEMM kernel");
+  auto kern = &skinny_gemm_kernel<T, NG, U, W, PF>;
+  const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
+          *td = static_cast<const T*>(d);
+  T* ty = static_cast<T*>(y);
+  if (PDL && device_has_pdl()) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(W * 32);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, sa, sb, ta, tb, tbias, td, ty, epi),
+                 "own skinny GEMM kernel (programmatic dependent launch)");
+  } else {
+    kern<<<grid, W * 32, 0, s>>>(M, N, K, sa, sb, ta, tb, tbias, td, ty, epi);
+    return check_launch("own skinny GEMM kernel");
+  }
 }
 
 // The kernel's variants: {8-row weight groups per block, K chunks in flight per warp, warps per
-// block}. Variant numbers are the bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
-constexpr int kVariants[][3] = {{1, 4, 8}, {2, 4, 8}, {4, 4, 8}, {1, 8, 8}, {2, 8, 8},
-                                {1, 8, 4}, {2, 8, 4}, {4, 8, 4}, {1, 4, 16}, {2, 4, 16}};
+// block, L2 prefetch distance in loop iterations (0: none), programmatic dependent launch}.
+// Variant numbers are the bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
+constexpr int kVariants[][5] = {{1, 4, 8, 0, 0}, {2, 4, 8, 0, 0}, {4, 4, 8, 0, 0}, {1, 8, 8, 0, 0}, {2, 8, 8, 0, 0},
+                                {1, 8, 4, 0, 0}, {2, 8, 4, 0, 0}, {4, 8, 4, 0, 0}, {1, 4, 16, 0, 0}, {2, 4, 16, 0, 0},
+                                {1, 4, 8, 2, 1}, {1, 4, 8, 2, 0}, {1, 4, 8, 4, 1}, {2, 4, 8, 2, 1}, {4, 4, 8, 2, 1},
+                                {2, 8, 4, 2, 1}, {1, 4, 8, 0, 1}};
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                    const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-#define DML_SK_CASE(i, NG, U, W) \
-  case i: return launch<T, NG, U, W>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+#define DML_SK_CASE(i, NG, U, W, ...) \
+  case i: return launch<T, NG, U, W, ##__VA_ARGS__>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   switch (v) {
     DML_SK_CASE(1, 1, 4, 8) DML_SK_CASE(2, 2, 4, 8) DML_SK_CASE(3, 4, 4, 8) DML_SK_CASE(4, 1, 8, 8) DML_SK_CASE(5, 2, 8, 8)
     DML_SK_CASE(6, 1, 8, 4) DML_SK_CASE(7, 2, 8, 4) DML_SK_CASE(8, 4, 8, 4) DML_SK_CASE(9, 1, 4, 16) DML_SK_CASE(10, 2, 4, 16)
+    DML_SK_CASE(11, 1, 4, 8, 2, true) DML_SK_CASE(12, 1, 4, 8, 2, false) DML_SK_CASE(13, 1, 4, 8, 4, true)
+    DML_SK_CASE(14, 2, 4, 8, 2, true) DML_SK_CASE(15, 4, 4, 8, 2, true) DML_SK_CASE(16, 2, 8, 4, 2, true)
+    DML_SK_CASE(17, 1, 4, 8, 0, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE

@@ -1,0 +1,293 @@
+// The library's persistent "ping-pong" Hopper GEMM (sm_90a) for fp16/bf16 with fp32 accumulation:
+// y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N] (+ d[M,N])), both operands K-major (RCR), like
+// gemm_wgmma.cu, but built so that the fused epilogue (bias, residual, activation such as the exact
+// erf GELU) runs while the tensor cores work on the next tile:
+//   * a persistent grid (one block per multiprocessor, at most one per tile) walks the 128×128
+//     output tiles in a grouped raster (tile = blockIdx.x + i·gridDim.x);
+//   * warpgroup 0 is the producer: one thread issues the TMA loads (128-byte swizzle) of the A
+//     [128×64] and B [128×64] tiles of every K step of every tile of the block, in order, into one
+//     ring of shared-memory stages (a "full" mbarrier per stage completed by the copy's transaction
+//     bytes, an "empty" one the consuming warps arrive on);
+//   * warpgroups 1 and 2 are consumers that take the block's tiles in turn (local tile i goes to
+//     consumer i % 2). Each computes its whole 128×128 tile (two wgmma m64n128k16 per k16, 128 fp32
+//     accumulators per thread), so while one runs its epilogue straight from registers to global
+//     memory, the other's main loop keeps the tensor cores busy;
+//   * a "turn" mbarrier per consumer orders the main loops: consumer c starts tile i only after the
+//     other consumer has passed every full-barrier wait of tile i - 1. That keeps each stage's
+//     full barrier at most one phase ahead of the consumer waiting on it (a parity wait cannot tell
+//     phase u from u - 2) and makes the main loops alternate;
+//   * setmaxnreg moves registers from the producer (40) to the consumers (232).
+// Edges: TMA zero-fills outside the matrices (any M, N; K a multiple of 8), the epilogue masks its
+// stores; packed 2-element stores where N is even and y / d / bias are 4-byte aligned.
+// Device code only in the sm_90a pass (DML_WGMMA_DEVICE); the host never launches it elsewhere
+// (the caller checks wgmma_gemm_supported first).
+#include <cstdint>
+#include <string>
+
+#include "common.cuh"
+#include "gemm_internal.h"
+#include "gemm_tile.cuh"
+#include "mma.cuh"
+
+#if DML_GPU_CUDA
+#include <cuda.h>  // CUtensorMap and its enums only (no libcuda link)
+#include <cudaTypedefs.h>
+
+#include "wgmma.cuh"
+
+namespace dml_cuda {
+namespace {
+
+constexpr int PP_BM = 128, PP_BN = 128, PP_BK = 64, PP_THREADS = 384, PP_STAGES = 6;
+constexpr uint32_t PP_A_BYTES = PP_BM * PP_BK * 2, PP_B_BYTES = PP_BN * PP_BK * 2, PP_STAGE_BYTES = PP_A_BYTES + PP_B_BYTES;
+constexpr uint32_t PP_PIPE_BYTES = PP_STAGES * PP_STAGE_BYTES;
+// + 1024 to align the base (128-byte swizzle atoms), + full/empty per stage and 2 turn barriers.
+constexpr size_t PP_SMEM_BYTES = PP_PIPE_BYTES + 1024 + (2 * PP_STAGES + 2) * 8;
+constexpr int PP_GROUP_M = 16;  // grouped raster: 16 tile rows sweep N together (L2 reuse)
+
+#if DML_WGMMA_DEVICE
+using namespace wgmma;
+__device__ __forceinline__ void pp_tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+// K-major tile with 128-byte swizzle: rows of 64 halves, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t pp_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+template <int N> __device__ __forceinline__ void pp_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void pp_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+template <class T> __device__ __forceinline__ void pp_mma(float* acc, uint64_t da, uint64_t db) {
+  if constexpr (IsBf16<T>::value) wgmma_m64n128k16_bf16(acc, da, db);
+  else wgmma_m64n128k16_f16(acc, da, db);
+}
+__device__ __forceinline__ void pp_tile(int t, int tiles_m, int tiles_n, int& m0, int& n0) {
+  const int per_group = PP_GROUP_M * tiles_n;
+  const int first_m = (t / per_group) * PP_GROUP_M;
+  const int gsize = min(tiles_m - first_m, PP_GROUP_M);
+  m0 = (first_m + (t % per_group) % gsize) * PP_BM;
+  n0 = ((t % per_group) / gsize) * PP_BN;
+}
+#endif  // DML_WGMMA_DEVICE
+
+template <class T>
+__global__ void __launch_bounds__(PP_THREADS, 1)
+    wgmma_pp_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N, int K,
+                    const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
+#if DML_WGMMA_DEVICE
+  constexpr int ST = PP_STAGES;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t full0 = base + PP_PIPE_BYTES, empty0 = full0 + ST * 8, turn0 = empty0 + ST * 8;
+
+  const int tiles_m = (M + PP_BM - 1) / PP_BM, tiles_n = (N + PP_BN - 1) / PP_BN, tiles = tiles_m * tiles_n;
+  const int G = gridDim.x, nloc = (tiles - static_cast<int>(blockIdx.x) + G - 1) / G;
+  const int kt = (K + PP_BK - 1) / PP_BK;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 4);  // the 4 warps of the one consumer that read the stage
+    }
+    mbar_init(turn0, 4);
+    mbar_init(turn0 + 8, 4);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::);
+    if (threadIdx.x == 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+      int g = 0;  // the block's running K-step count: stage g % ST, use g / ST
+      for (int i = 0; i < nloc; ++i) {
+        int m0, n0;
+        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, m0, n0);
+        for (int k = 0; k < kt; ++k, ++g) {
+          const int s = g % ST;
+          if (g >= ST) mbar_wait(empty0 + 8 * s, ((g / ST) - 1) & 1);
+          const uint32_t full = full0 + 8 * s, dst = base + s * PP_STAGE_BYTES;
+          mbar_expect_tx(full, PP_STAGE_BYTES);
+          pp_tma_load(dst, &map_a, k * PP_BK, m0, full);
+          pp_tma_load(dst + PP_A_BYTES, &map_b, k * PP_BK, n0, full);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
+    const int cw = wg - 1;
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const uint32_t my_turn = turn0 + 8 * cw, other_turn = turn0 + 8 * (1 - cw);
+    int turns = 0;
+    for (int i = cw; i < nloc; i += 2) {
+      if (i > 0) {  // the other consumer has passed every full wait of tile i - 1
+        mbar_wait(my_turn, turns & 1);
+        ++turns;
+      }
+      int m0, n0;
+      pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, m0, n0);
+      float acc0[64], acc1[64];
+#pragma unroll
+      for (int r = 0; r < 64; ++r) acc0[r] = acc1[r] = 0.0f;
+      const int g0 = i * kt;
+      for (int k = 0; k < kt; ++k) {
+        const int g = g0 + k, s = g % ST;
+        mbar_wait(full0 + 8 * s, (g / ST) & 1);
+        const uint32_t sa = base + s * PP_STAGE_BYTES, sb = sa + PP_A_BYTES;
+        const uint64_t da0 = pp_desc(sa), da1 = pp_desc(sa + 64 * 128), db = pp_desc(sb);
+#pragma unroll
+        for (int r = 0; r < 64; ++r) {
+          pp_fence(acc0[r]);
+          pp_fence(acc1[r]);
+        }
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < PP_BK / 16; ++kk) {  // +32 bytes per k16 inside the swizzled rows
+          pp_mma<T>(acc0, da0 + 2 * kk, db + 2 * kk);
+          pp_mma<T>(acc1, da1 + 2 * kk, db + 2 * kk);
+        }
+        wg_commit();
+        pp_wait<1>();  // the previous step's group is done: release its stage
+#pragma unroll
+        for (int r = 0; r < 64; ++r) {
+          pp_fence(acc0[r]);
+          pp_fence(acc1[r]);
+        }
+        if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % ST));
+      }
+      if (lane == 0) mbar_arrive(other_turn);  // every full wait of this tile is behind us
+      pp_wait<0>();
+#pragma unroll
+      for (int r = 0; r < 64; ++r) {
+        pp_fence(acc0[r]);
+        pp_fence(acc1[r]);
+      }
+      if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
+
+      // Epilogue from registers: thread (warp w, lane l) holds rows 16w + l/4 (+8) of each 64-row
+      // half, columns 8j + 2(l % 4) + {0, 1}.
+      const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int gn = n0 + 8 * j + c0;
+        if (gn >= N) continue;
+        const bool pair = vec_out && gn + 1 < N;
+        float b0 = 0.0f, b1 = 0.0f;
+        if (bias) {
+          b0 = to_f(bias[gn]);
+          if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
+        }
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {  // (64-row half, +8 rows)
+          const int gm = m0 + 64 * (h / 2) + r0 + 8 * (h % 2);
+          if (gm >= M) continue;
+          const float* acc = (h / 2) ? acc1 : acc0;
+          float v0 = acc[4 * j + 2 * (h % 2)] + b0, v1 = acc[4 * j + 2 * (h % 2) + 1] + b1;
+          const int64_t row = static_cast<int64_t>(gm) * N;
+          if (pair) {
+            if (d) {
+              const uint32_t dq = *reinterpret_cast<const uint32_t*>(d + row + gn);
+              const T* dd = reinterpret_cast<const T*>(&dq);
+              v0 += to_f(dd[0]);
+              v1 += to_f(dd[1]);
+            }
+            *reinterpret_cast<uint32_t*>(y + row + gn) = pack2<T>(tile::epilogue(v0, epi), tile::epilogue(v1, epi));
+          } else {
+            // bias already added: store through the shared helper without it
+            tile::store<T>(y, nullptr, d, M, N, gm, gn, v0, epi);
+            tile::store<T>(y, nullptr, d, M, N, gm, gn + 1, v1, epi);
+          }
+        }
+      }
+    }
+  }
+#else
+  (void)map_a; (void)map_b; (void)M; (void)N; (void)K; (void)bias; (void)d; (void)y; (void)epi; (void)vec_out;
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 pp_encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A K-major [rows, K] operand as a 2-d tensor map with box [128, 64] and 128-byte swizzle.
+int pp_encode(CUtensorMap* map, int dtype, const void* ptr, int64_t rows, int64_t K) {
+  PFN_cuTensorMapEncodeTiled_v12000 fn = pp_encode_fn();
+  if (!fn) return fail("own persistent sm_90a GEMM: cuTensorMapEncodeTiled is not available from the CUDA driver");
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(PP_BK), 128u};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = fn(map, dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+                        const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return fail("own persistent sm_90a GEMM: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+                ")");
+  return 0;
+}
+
+template <class T>
+int pp_launch(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
+              void* y, int epi, cudaStream_t s) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      n = 0;
+    return n > 0 ? n : 132;
+  }();
+  CUtensorMap ma, mb;
+  if (int rc = pp_encode(&ma, dtype, a, M, K)) return rc;
+  if (int rc = pp_encode(&mb, dtype, b, N, K)) return rc;
+  auto kern = &wgmma_pp_kernel<T>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(PP_SMEM_BYTES)),
+                     "own persistent sm_90a GEMM: cudaFuncSetAttribute"))
+    return rc;
+  const int64_t tiles = ((M + PP_BM - 1) / PP_BM) * ((N + PP_BN - 1) / PP_BN);
+  if (tiles > INT32_MAX) return fail("own persistent sm_90a GEMM: too many tiles");
+  const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  const auto al4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3) == 0; };
+  const int vec = (N % 2 == 0) && al4(y) && (!d || al4(d)) && (!bias || al4(bias));
+  kern<<<grid, PP_THREADS, PP_SMEM_BYTES, s>>>(ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                                               static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi,
+                                               vec);
+  return check_launch("own persistent sm_90a GEMM kernel");
+}
+
+}  // namespace
+
+int wgmma_pp_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+                  const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
+  const size_t es = 2;
+  for (int64_t z = 0; z < batch; ++z) {  // batch items as separate launches (own tensor maps)
+    const void* az = static_cast<const char*>(a) + z * sa * es;
+    const void* bz = static_cast<const char*>(b) + z * sb * es;
+    const void* dz = d ? static_cast<const char*>(d) + z * M * N * es : nullptr;
+    void* yz = static_cast<char*>(y) + z * M * N * es;
+    int rc = 0;
+    if (dtype == 2) rc = pp_launch<__nv_bfloat16>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
+    else if (dtype == 1) rc = pp_launch<__half>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
+    else return fail("own persistent sm_90a GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+}  // namespace dml_cuda
+#endif  // DML_GPU_CUDA
