@@ -32,8 +32,8 @@ import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU too
 
 EPI = {"none": 0, "relu": 1, "gelu": 2, "fast_gelu": 3, "swish": 4, "sigmoid": 5, "tanh": 6, "add": 7, "add_relu": 8}
 CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8}
-NVAR = 17  # gemm_skinny.cu's kVariants (11..17: L2 bulk prefetch and/or programmatic dependent launch)
+IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8, "wgmma_persist": 9}
+NVAR = 17  # gemm_skinny.cu's kVariants (11: programmatic dependent launch; 12..17: software-pipelined loop)
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 F = torch.nn.functional
 ACT = {"none": lambda x: x, "add": lambda x: x, "relu": torch.relu, "add_relu": torch.relu, "gelu": F.gelu,
@@ -110,8 +110,9 @@ def checks(lib, pp=True, smoke=False):
               f"off={offset} ng={ng} rel_l2={e:.2e} (torch {et:.2e}) unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
 
     if smoke:  # the persistent kernel alone, in its own process first (a hang must not cost the run)
-        for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 4096)]:
-            one("pp_smoke", torch.bfloat16, M, N, K, bias=True, epi="gelu", impl="wgmma_pp")
+        for impl in ("wgmma_pp", "wgmma_persist"):
+            for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 4096)]:
+                one("pp_smoke", torch.bfloat16, M, N, K, bias=True, epi="gelu", impl=impl)
         return out
     for dt in (torch.bfloat16, torch.float16):
         for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 33, 40):
@@ -131,19 +132,19 @@ def checks(lib, pp=True, smoke=False):
     # The persistent ping-pong sm_90a GEMM (DML_CUDA_GEMM_WGMMA_PP) through the C ABI: tails, one
     # K step per tile (kt < stages), many tiles per block, every epilogue, odd N (scalar stores),
     # and its fallbacks (B as [K, N], K % 8 != 0, misaligned a -> mma.sync; float32 -> SIMT).
-    for dt in (torch.bfloat16, torch.float16) if pp else ():
-        for (M, N, K) in [(1, 4096, 4096), (3, 5, 8), (127, 255, 72), (129, 257, 136), (300, 130, 4104), (1000, 1000, 1000),
-                          (2048, 2048, 64), (1024, 1024, 136), (4095, 4097, 4096), (4096, 4096, 4096), (8192, 1024, 4096)]:
-            one("pp_shape", dt, M, N, K, bias=True, impl="wgmma_pp")
-        for epi in EPI:
-            one("pp_epi", dt, 200, 300, 264, epi=epi, bias=True, impl="wgmma_pp")
-            one("pp_epi", dt, 1024, 2048, 1024, epi=epi, bias=epi != "none", impl="wgmma_pp")
-        one("pp_epi", dt, 65, 71, 80, epi="add", impl="wgmma_pp")
-        one("pp_fallbk", dt, 8, 200, 100, rcr=False, impl="wgmma_pp")
-        one("pp_fallbk", dt, 8, 200, 102, impl="wgmma_pp")
-        one("pp_fallbk", dt, 8, 200, 128, offset=1, impl="wgmma_pp")
-    if pp:
-        one("pp_fallbk", torch.float32, 4, 200, 128, bias=True, epi="gelu", impl="wgmma_pp")
+    for impl in ("wgmma_pp", "wgmma_persist") if pp else ():
+        for dt in (torch.bfloat16, torch.float16):
+            for (M, N, K) in [(1, 4096, 4096), (3, 5, 8), (127, 255, 72), (129, 257, 136), (300, 130, 4104), (1000, 1000, 1000),
+                              (2048, 2048, 64), (1024, 1024, 136), (4095, 4097, 4096), (4096, 4096, 4096), (8192, 1024, 4096)]:
+                one("pp_shape", dt, M, N, K, bias=True, impl=impl)
+            for epi in EPI:
+                one("pp_epi", dt, 200, 300, 264, epi=epi, bias=True, impl=impl)
+                one("pp_epi", dt, 1024, 2048, 1024, epi=epi, bias=epi != "none", impl=impl)
+            one("pp_epi", dt, 65, 71, 80, epi="add", impl=impl)
+            one("pp_fallbk", dt, 8, 200, 100, rcr=False, impl=impl)
+            one("pp_fallbk", dt, 8, 200, 102, impl=impl)
+            one("pp_fallbk", dt, 8, 200, 128, offset=1, impl=impl)
+        one("pp_fallbk", torch.float32, 4, 200, 128, bias=True, epi="gelu", impl=impl)
     # Programmatic dependent launch: a chain of skinny calls where each reads the previous one's
     # output (and the next overwrites the buffer the previous read), captured in a CUDA graph and
     # replayed; each PDL variant must wait for its predecessor before reading a / writing y.
@@ -256,7 +257,10 @@ def d2d_copy():
     return bw, bw_graph
 
 
-def bench_skinny(lib, dt, M, N, K, copy_bw):
+QUICK_VARIANTS = (1, 3, 7, 11, 12, 13, 14, 15, 16, 17)  # --quick: the rule's picks and the new variants
+
+
+def bench_skinny(lib, dt, M, N, K, copy_bw, variants=range(1, NVAR + 1)):
     per_set = (M * K + N * K + M * N) * 2
     nsets = max(2, min(32, math.ceil(420e6 / per_set)))
     sets = []
@@ -266,10 +270,11 @@ def bench_skinny(lib, dt, M, N, K, copy_bw):
     calls = max(nsets, 4 * nsets)
     row = {"dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "bytes": per_set, "sets": nsets, "calls": calls,
            "auto_variant": lib.L.gemv_bench_variant(M, N)}
+    variants_to_time = list(variants)
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[2]),
                 "cublaslt": lambda s: lib.gemm("cublaslt", s[0], s[1], None, None, s[2], "none"),
                 "skinny": lambda s: lib.gemm("skinny", s[0], s[1], None, None, s[2], "none")}
-    for v in range(1, NVAR + 1):
+    for v in variants_to_time:
         variants[f"skinny_v{v}"] = lambda s, v=v: lib.skinny(s[0], s[1], None, None, s[2], "none", v)
     for name, f in variants.items():
         try:
@@ -279,7 +284,7 @@ def bench_skinny(lib, dt, M, N, K, copy_bw):
             ms = float("inf")
         row[f"{name}_us"] = ms * 1e3
         row[f"{name}_pct_copy"] = 100.0 * per_set / (ms * 1e-3) / copy_bw
-    row["best_variant"] = min(range(1, NVAR + 1), key=lambda v: row[f"skinny_v{v}_us"])
+    row["best_variant"] = min(variants_to_time, key=lambda v: row[f"skinny_v{v}_us"])
     del sets
     return row
 
@@ -299,7 +304,7 @@ def bench_gelu(lib, M, K, N, tanh=False, pp=True):
     a, b, bb, y = sets[0]
     r = ACT[epi](a.double() @ b.double().t() + bb.double())
     variants = {"torch": lambda s: F.gelu(F.linear(s[0], s[1], s[2]), approximate=approx)}
-    for impl in ("cublaslt", "wgmma") + (("wgmma_pp",) if pp else ()) + (("skinny",) if M <= 64 else ()):
+    for impl in ("cublaslt", "wgmma") + (("wgmma_pp", "wgmma_persist") if pp else ()) + (("skinny",) if M <= 64 else ()):
         variants[impl] = lambda s, impl=impl: lib.gemm(impl, s[0], s[1], s[2], None, s[3], epi)
     for name, f in variants.items():
         out = f(sets[0])
@@ -346,7 +351,7 @@ def main():
     res["gelu"] = []
     for (M, K, N) in [(8192, 1024, 4096), (8192, 4096, 1024), (4096, 4096, 16384), (4096, 1024, 4096), (16, 4096, 16384),
                       (1, 4096, 11008)]:
-        for tanh in (False, True):
+        for tanh in (False,) if args.quick else (False, True):
             row = bench_gelu(lib, M, K, N, tanh, pp)
             res["gelu"].append(row)
             print("[gelu]", json.dumps(row), flush=True)
@@ -358,7 +363,7 @@ def main():
         shapes = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336)]
         for M in (1, 16) if args.quick else (1, 4, 8, 16) if dt == torch.bfloat16 else (1, 16):
             for (N, K) in shapes if dt == torch.bfloat16 else shapes[:3]:
-                row = bench_skinny(lib, dt, M, N, K, copy_bw)
+                row = bench_skinny(lib, dt, M, N, K, copy_bw, QUICK_VARIANTS if args.quick else range(1, NVAR + 1))
                 res["skinny"].append(row)
                 print("[skinny]", json.dumps(row), flush=True)
         json.dump(res, open(path, "w"), indent=1)
@@ -374,16 +379,17 @@ def main():
     for r in res["skinny"]:
         print(f"{r['dtype']:8s} {r['M']:3d} {r['N']:6d} {r['K']:6d} {r['torch_pct_copy']:7.1f} {r['cublaslt_pct_copy']:6.1f} "
               f"{r['skinny_pct_copy']:6.1f} {r['auto_variant']:3d} "
-              + " ".join(f"{r['skinny_v' + str(v) + '_pct_copy']:5.1f}" for v in range(1, NVAR + 1))
+              + " ".join(f"{r.get('skinny_v' + str(v) + '_pct_copy', float('nan')):5.1f}" for v in range(1, NVAR + 1))
               + f" {r['best_variant']:4d} {r['skinny_us']:8.2f} {r['torch_us']:8.2f}")
     print(f"\n{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} {'torch_us':>9s} {'lt_us':>8s} {'wgmma_us':>8s} {'pp_us':>8s} "
-          f"{'skinny':>8s} {'best':>8s} {'x torch':>7s} {'pp x torch':>10s}")
+          f"{'pers_us':>8s} {'skinny':>8s} {'best':>13s} {'x torch':>7s} {'pers x torch':>12s}")
     gfail = 0
     for r in res["gelu"]:
         gfail += sum(1 for k, v in r.items() if k.endswith("_pass") and not v)
         print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} {r['epi']:9s} {r['torch_us']:9.1f} {r['cublaslt_us']:8.1f} "
-              f"{r['wgmma_us']:8.1f} {r.get('wgmma_pp_us', float('nan')):8.1f} {r.get('skinny_us', float('nan')):8.1f} {r['best']:>8s} "
-              f"{r['speedup_vs_torch']:7.2f} {r['torch_us'] / r.get('wgmma_pp_us', float('nan')):10.2f}")
+              f"{r['wgmma_us']:8.1f} {r.get('wgmma_pp_us', float('nan')):8.1f} {r.get('wgmma_persist_us', float('nan')):8.1f} "
+              f"{r.get('skinny_us', float('nan')):8.1f} {r['best']:>13s} "
+              f"{r['speedup_vs_torch']:7.2f} {r['torch_us'] / r.get('wgmma_persist_us', float('nan')):12.2f}")
     print(f"fused-GELU output checks failed: {gfail}")
     return 1 if nfail or gfail else 0
 

@@ -186,7 +186,7 @@ def main():
         print("[build]", json.dumps(binfo), flush=True)
     else:
         so, binfo = build(args.out, log)
-    tiles = (128, 256) if args.no_pp else (128, 256, 1)  # 1: the persistent ping-pong kernel
+    tiles = (128, 256) if args.no_pp else (128, 256, 1, 2)  # 1 / 2: the persistent ping-pong / 128x256 kernels
     lib = Lib(so)
     result = {"build": binfo, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "checks": [], "timings": []}
 
@@ -198,19 +198,19 @@ def main():
             for tn in tiles:
                 checks.append((dt, M, N, K, "none", False, False, tn))
         checks.append((dt, 8192, 8192, 8192, "none", False, False, 0))
-        if not args.no_pp:
-            checks.append((dt, 8192, 8192, 8192, "none", False, False, 1))
-            checks.append((dt, 2048, 2048, 64, "gelu", True, False, 1))  # one K step per tile
+        for pt in () if args.no_pp else (1, 2):
+            checks.append((dt, 8192, 8192, 8192, "none", False, False, pt))
+            checks.append((dt, 2048, 2048, 64, "gelu", True, False, pt))  # one K step per tile
         for epi in EPI:
             resid = epi in ("add", "add_relu")
             checks.append((dt, 200, 300, 264, epi, True, resid, 128))
             checks.append((dt, 512, 1024, 512, epi, True, resid, 256))
-            if not args.no_pp:
-                checks.append((dt, 1024, 1024, 512, epi, True, resid, 1))
+            for pt in () if args.no_pp else (1, 2):
+                checks.append((dt, 1024, 1024, 512, epi, True, resid, pt))
         checks.append((dt, 64, 72, 64, "none", True, False, 256))       # N % 8 == 0, tails in N
         checks.append((dt, 65, 71, 80, "add", False, True, 128))        # N odd: scalar stores, no bias
-        if not args.no_pp:
-            checks.append((dt, 65, 71, 80, "add", False, True, 1))
+        for pt in () if args.no_pp else (1, 2):
+            checks.append((dt, 65, 71, 80, "add", False, True, pt))
     for c in checks:
         r = check(lib, *c)
         result["checks"].append(r)
@@ -225,9 +225,9 @@ def main():
         for M in (1, 16, 512, 4096):
             for (N, K) in [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096)]:
                 shapes.append((M, N, K))
-    for dt in DT:
+    for dt in ("bfloat16",) if args.quick else DT:
         for (M, N, K) in shapes:
-            r = bench(lib, dt, M, N, K, [128, 256, 0] + ([] if args.no_pp else [1]))
+            r = bench(lib, dt, M, N, K, [128, 256, 0] + ([] if args.no_pp else [1, 2]))
             result["timings"].append(r)
             print("[time]", json.dumps(r), flush=True)
             json.dump(result, open(os.path.join(args.out, "wgmma_bench.json"), "w"), indent=1)
@@ -236,12 +236,12 @@ def main():
     print(f"\n== build: HGMMA lines {binfo['hgmma_sass_lines']}, local-memory lines {binfo['local_mem_sass_lines']}; "
           f"checks: {len(result['checks']) - n_fail}/{len(result['checks'])} pass")
     print(f"{'dtype':8s} {'M':>5s} {'N':>6s} {'K':>6s} {'torch':>7s} {'w128':>7s} {'w256':>7s} {'auto':>7s} {'auto/torch':>10s}"
-          f" {'pp':>7s} {'pp/torch':>8s}  (TFLOP/s)")
+          f" {'pp':>7s} {'pp/torch':>8s} {'pers':>7s} {'pers/torch':>10s}  (TFLOP/s)")
     for r in result["timings"]:
-        pp = r.get("wgmma1_tflops", float("nan"))
+        pp, pe = r.get("wgmma1_tflops", float("nan")), r.get("wgmma2_tflops", float("nan"))
         print(f"{r['dtype']:8s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['torch_tflops']:7.1f} {r['wgmma128_tflops']:7.1f} "
               f"{r['wgmma256_tflops']:7.1f} {r['wgmmaauto_tflops']:7.1f} {r['wgmmaauto_tflops'] / r['torch_tflops']:10.2f}"
-              f" {pp:7.1f} {pp / r['torch_tflops']:8.2f}")
+              f" {pp:7.1f} {pp / r['torch_tflops']:8.2f} {pe:7.1f} {pe / r['torch_tflops']:10.2f}")
     return 1 if n_fail else 0
 
 

@@ -14,14 +14,13 @@
 // a stays in L1/L2). Rows of a beyond M are zero (not loaded). The W warps' fp32 partial tiles are
 // summed in shared memory and one thread per output element applies the shared epilogue
 // (gemm_tile.cuh: bias, residual, activation) and stores.
-// Variants 11.. add two things for sm_90 (bench/cuda/h200_session7_gemm2*): a bulk L2 prefetch
-// (cp.async.bulk.prefetch.L2) of each block's weight rows PF loop iterations ahead of the loads, so
-// more of the weight is in flight than the registers of the U·NG loads per lane allow, and
-// programmatic dependent launch: the block prefetches its first PF iterations of weight into L2,
-// then waits for the preceding kernel (griddepcontrol.wait) before it reads a, bias or d or writes
-// y, then lets the next kernel launch (griddepcontrol.launch_dependents). An L2 prefetch is only a
-// hint and L2 is the device's point of coherence, so prefetching a weight the previous kernel may
-// still write is harmless: every real load happens after the wait. On older archs both are no-ops.
+// Variants 12..17 software-pipeline the loop (the next step's loads issued before this step's MMAs,
+// so twice the loads are in flight and there is no load-use bubble between steps). Variant 11 adds
+// programmatic dependent launch (sm_90): the kernel may start while the preceding kernel in the
+// stream finishes and waits for it (griddepcontrol.wait) before any load or store, then lets the
+// next kernel launch (griddepcontrol.launch_dependents). Tried and dropped (session 7,
+// bench/cuda/h200_session7_gemm2_run1*): a bulk L2 prefetch (cp.async.bulk.prefetch.L2) of each
+// block's weight rows 2-4 loop steps ahead: 44-62% of the copy bandwidth instead of 60-85%.
 // Needs K % 8 == 0 and 16-byte aligned a / b (batch strides included); gemm.cu falls back to the
 // mma.sync tile kernel otherwise, and for B as [K, N]. M > 16 runs ceil(M/16) block rows (the
 // weight is then re-read per block row, mostly from L2): a candidate for small M only.
@@ -52,15 +51,6 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return r;
 }
 
-// Bulk L2 prefetch of `bytes` (a multiple of 16, from a 16-byte aligned address); sm_90+ only.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
 // Programmatic dependent launch (sm_90+): wait for the preceding kernel's completion and memory /
 // allow the next kernel to be scheduled. Without a programmatic dependency both return at once.
 __device__ __forceinline__ void grid_dep_wait() {
@@ -74,15 +64,44 @@ __device__ __forceinline__ void grid_dep_launch() {
 #endif
 }
 
-// Prefetches elements [k0, k1) ∩ [0, K) of weight row n (if n < N) into L2.
-template <class T>
-__device__ __forceinline__ void prefetch_row(const T* b, int64_t n, int64_t N, int64_t K, int64_t k0, int64_t k1) {
-  if (n >= N || k0 >= K) return;
-  if (k1 > K) k1 = K;
-  prefetch_l2_bulk(b + n * K + k0, static_cast<uint32_t>((k1 - k0) * sizeof(T)));
+// One loop step of a warp: SK_U chunks (every SK_WARPS-th from c0) of its NG weight-row groups and of
+// the 16 rows of a, as 16-byte loads (zero outside K, N or M).
+template <int NG, int SK_U> struct SkChunk {
+  uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
+};
+template <class T, int NG, int SK_U, int SK_WARPS>
+__device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
+                                        const T* const (&brow)[NG], const bool (&bok)[NG], const T* a_lo, const T* a_hi,
+                                        bool row_lo, bool row_hi) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const int64_t c = c0 + (int64_t)u * SK_WARPS;
+    const int64_t k = c * 32 + 8 * t;
+    const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+#pragma unroll
+    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+    ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
+    ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
+  }
+}
+template <class T, int NG, int SK_U>
+__device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK_U>& ch) {
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const uint32_t a0[4] = {ch.xl[u].x, ch.xh[u].x, ch.xl[u].y, ch.xh[u].y};
+    const uint32_t a1[4] = {ch.xl[u].z, ch.xh[u].z, ch.xl[u].w, ch.xh[u].w};
+#pragma unroll
+    for (int j = 0; j < NG; ++j) {
+      const uint32_t b0[2] = {ch.wv[u][j].x, ch.wv[u][j].y};
+      const uint32_t b1[2] = {ch.wv[u][j].z, ch.wv[u][j].w};
+      mma_m16n8k16<T>(acc[j], a0, b0);
+      mma_m16n8k16<T>(acc[j], a1, b1);
+    }
+  }
 }
 
-template <class T, int NG, int SK_U, int SK_WARPS, int PF = 0>
+template <class T, int NG, int SK_U, int SK_WARPS, bool PIPE = false>
 __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -110,45 +129,28 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
 #pragma unroll
   for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  // One loop iteration of the block covers SK_WARPS·SK_U chunks of 32 elements of each weight row.
-  constexpr int64_t kIter = SK_WARPS * SK_U * 32;
-  if constexpr (PF > 0) {  // head start: the first PF iterations of this block's rows, before the wait
-    if (threadIdx.x < 8 * NG) prefetch_row(b, n0 + threadIdx.x, N, K, 0, PF * kIter);
-  }
   grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
-  grid_dep_launch();  // the next kernel may start its own weight stream as this one's blocks retire
+  grid_dep_launch();  // the next kernel may start as this one's blocks retire
 
   const int64_t chunks = (K + 31) / 32;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int64_t c0 = warp; c0 < chunks; c0 += SK_WARPS * SK_U) {
-    if constexpr (PF > 0) {  // warp 0's lanes keep the prefetch PF iterations ahead, one row each
-      if (warp == 0 && lane < 8 * NG) {
-        const int64_t k0 = c0 * 32 + PF * kIter;
-        prefetch_row(b, n0 + lane, N, K, k0, k0 + kIter);
-      }
+  constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
+  if constexpr (PIPE) {
+    // Software-pipelined: the next step's loads are issued before this step's MMAs, so 2·SK_U·NG
+    // weight loads per lane are in flight and the loop has no load-use bubble.
+    SkChunk<NG, SK_U> ch0, ch1;
+    sk_load<T, NG, SK_U, SK_WARPS>(ch0, warp, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    for (int64_t c0 = warp; c0 < chunks; c0 += 2 * S) {
+      sk_load<T, NG, SK_U, SK_WARPS>(ch1, c0 + S, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+      sk_mma<T, NG, SK_U>(acc, ch0);
+      if (c0 + S >= chunks) break;
+      sk_load<T, NG, SK_U, SK_WARPS>(ch0, c0 + 2 * S, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+      sk_mma<T, NG, SK_U>(acc, ch1);
     }
-    uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
-#pragma unroll
-    for (int u = 0; u < SK_U; ++u) {
-      const int64_t c = c0 + (int64_t)u * SK_WARPS;
-      const int64_t k = c * 32 + 8 * t;
-      const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
-#pragma unroll
-      for (int j = 0; j < NG; ++j) wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
-      xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
-      xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
-    }
-#pragma unroll
-    for (int u = 0; u < SK_U; ++u) {
-      const uint32_t a0[4] = {xl[u].x, xh[u].x, xl[u].y, xh[u].y};
-      const uint32_t a1[4] = {xl[u].z, xh[u].z, xl[u].w, xh[u].w};
-#pragma unroll
-      for (int j = 0; j < NG; ++j) {
-        const uint32_t b0[2] = {wv[u][j].x, wv[u][j].y};
-        const uint32_t b1[2] = {wv[u][j].z, wv[u][j].w};
-        mma_m16n8k16<T>(acc[j], a0, b0);
-        mma_m16n8k16<T>(acc[j], a1, b1);
-      }
+  } else {
+    for (int64_t c0 = warp; c0 < chunks; c0 += S) {
+      SkChunk<NG, SK_U> ch;
+      sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+      sk_mma<T, NG, SK_U>(acc, ch);
     }
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
@@ -183,7 +185,7 @@ bool device_has_pdl() {
 
 // PDL: launched with programmatic stream serialization (sm_90+; cudaLaunchKernelEx), so the kernel
 // may start while the preceding one in the stream finishes (it waits in griddepcontrol.wait).
-template <class T, int NG, int U, int W, int PF = 0, bool PDL = false>
+template <class T, int NG, int U, int W, bool PIPE = false, bool PDL = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
@@ -191,7 +193,7 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
     return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  auto kern = &skinny_gemm_kernel<T, NG, U, W, PF>;
+  auto kern = &skinny_gemm_kernel<T, NG, U, W, PIPE>;
   const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
           *td = static_cast<const T*>(d);
   T* ty = static_cast<T*>(y);
@@ -214,13 +216,13 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
   }
 }
 
-// The kernel's variants: {8-row weight groups per block, K chunks in flight per warp, warps per
-// block, L2 prefetch distance in loop iterations (0: none), programmatic dependent launch}.
-// Variant numbers are the bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
+// The kernel's variants: {8-row weight groups per block, K chunks per loop step of a warp, warps
+// per block, software-pipelined loop, programmatic dependent launch}. Variant numbers are the
+// bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
 constexpr int kVariants[][5] = {{1, 4, 8, 0, 0}, {2, 4, 8, 0, 0}, {4, 4, 8, 0, 0}, {1, 8, 8, 0, 0}, {2, 8, 8, 0, 0},
                                 {1, 8, 4, 0, 0}, {2, 8, 4, 0, 0}, {4, 8, 4, 0, 0}, {1, 4, 16, 0, 0}, {2, 4, 16, 0, 0},
-                                {1, 4, 8, 2, 1}, {1, 4, 8, 2, 0}, {1, 4, 8, 4, 1}, {2, 4, 8, 2, 1}, {4, 4, 8, 2, 1},
-                                {2, 8, 4, 2, 1}, {1, 4, 8, 0, 1}};
+                                {1, 4, 8, 0, 1}, {1, 4, 8, 1, 0}, {1, 2, 8, 1, 0}, {1, 4, 4, 1, 0}, {2, 2, 8, 1, 0},
+                                {4, 2, 8, 1, 0}, {2, 4, 4, 1, 0}};
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 template <class T>
@@ -231,9 +233,8 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
   switch (v) {
     DML_SK_CASE(1, 1, 4, 8) DML_SK_CASE(2, 2, 4, 8) DML_SK_CASE(3, 4, 4, 8) DML_SK_CASE(4, 1, 8, 8) DML_SK_CASE(5, 2, 8, 8)
     DML_SK_CASE(6, 1, 8, 4) DML_SK_CASE(7, 2, 8, 4) DML_SK_CASE(8, 4, 8, 4) DML_SK_CASE(9, 1, 4, 16) DML_SK_CASE(10, 2, 4, 16)
-    DML_SK_CASE(11, 1, 4, 8, 2, true) DML_SK_CASE(12, 1, 4, 8, 2, false) DML_SK_CASE(13, 1, 4, 8, 4, true)
-    DML_SK_CASE(14, 2, 4, 8, 2, true) DML_SK_CASE(15, 4, 4, 8, 2, true) DML_SK_CASE(16, 2, 8, 4, 2, true)
-    DML_SK_CASE(17, 1, 4, 8, 0, true)
+    DML_SK_CASE(11, 1, 4, 8, false, true) DML_SK_CASE(12, 1, 4, 8, true) DML_SK_CASE(13, 1, 2, 8, true)
+    DML_SK_CASE(14, 1, 4, 4, true) DML_SK_CASE(15, 2, 2, 8, true) DML_SK_CASE(16, 4, 2, 8, true) DML_SK_CASE(17, 2, 4, 4, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE

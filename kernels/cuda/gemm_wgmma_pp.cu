@@ -1,22 +1,24 @@
-// The library's persistent "ping-pong" Hopper GEMM (sm_90a) for fp16/bf16 with fp32 accumulation:
+// The library's persistent Hopper GEMMs (sm_90a) for fp16/bf16 with fp32 accumulation:
 // y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N] (+ d[M,N])), both operands K-major (RCR), like
-// gemm_wgmma.cu, but built so that the fused epilogue (bias, residual, activation such as the exact
-// erf GELU) runs while the tensor cores work on the next tile:
-//   * a persistent grid (one block per multiprocessor, at most one per tile) walks the 128×128
-//     output tiles in a grouped raster (tile = blockIdx.x + i·gridDim.x);
-//   * warpgroup 0 is the producer: one thread issues the TMA loads (128-byte swizzle) of the A
-//     [128×64] and B [128×64] tiles of every K step of every tile of the block, in order, into one
-//     ring of shared-memory stages (a "full" mbarrier per stage completed by the copy's transaction
-//     bytes, an "empty" one the consuming warps arrive on);
-//   * warpgroups 1 and 2 are consumers that take the block's tiles in turn (local tile i goes to
-//     consumer i % 2). Each computes its whole 128×128 tile (two wgmma m64n128k16 per k16, 128 fp32
-//     accumulators per thread), so while one runs its epilogue straight from registers to global
-//     memory, the other's main loop keeps the tensor cores busy;
-//   * a "turn" mbarrier per consumer orders the main loops: consumer c starts tile i only after the
-//     other consumer has passed every full-barrier wait of tile i - 1. That keeps each stage's
-//     full barrier at most one phase ahead of the consumer waiting on it (a parity wait cannot tell
-//     phase u from u - 2) and makes the main loops alternate;
-//   * setmaxnreg moves registers from the producer (40) to the consumers (232).
+// gemm_wgmma.cu, but with a persistent grid (one block per multiprocessor, at most one per tile)
+// walking the output tiles in a grouped raster (tile = blockIdx.x + i·gridDim.x), so that the TMA
+// loads of the next tile run during the current tile's fused epilogue (bias, residual, activation
+// such as the exact erf GELU), with no launch, barrier set-up or pipeline fill per tile:
+//   * warpgroup 0 is the producer: one thread issues the TMA loads (128-byte swizzle) of every K
+//     step of every tile of the block, in order, into one ring of shared-memory stages (a "full"
+//     mbarrier per stage completed by the copy's transaction bytes, an "empty" one the consuming
+//     warps arrive on);
+//   * warpgroups 1 and 2 are consumers; setmaxnreg moves registers from the producer (40) to them
+//     (232). Two ways to share the tiles (Mode):
+//       - kCoop: both consumers work on each 128×256 tile, 64 rows each (wgmma m64n256k16, 128 fp32
+//         accumulators per thread), every stage is read by both (empty count 8); their epilogues
+//         (straight from registers to global memory) run together while the producer refills;
+//       - kPingPong: the consumers take the block's 128×128 tiles in turn (local tile i goes to
+//         consumer i % 2), each its whole tile (two wgmma m64n128k16 per k16), so one's epilogue
+//         runs while the other's MMAs keep the tensor cores busy. A "turn" mbarrier per consumer
+//         orders the main loops: consumer c starts tile i only after the other has passed every
+//         full-barrier wait of tile i - 1, which keeps each stage's full barrier at most one phase
+//         ahead of its waiter (a parity wait cannot tell phase u from u - 2).
 // Edges: TMA zero-fills outside the matrices (any M, N; K a multiple of 8), the epilogue masks its
 // stores; packed 2-element stores where N is even and y / d / bias are 4-byte aligned.
 // Device code only in the sm_90a pass (DML_WGMMA_DEVICE); the host never launches it elsewhere
@@ -38,12 +40,16 @@
 namespace dml_cuda {
 namespace {
 
-constexpr int PP_BM = 128, PP_BN = 128, PP_BK = 64, PP_THREADS = 384, PP_STAGES = 6;
-constexpr uint32_t PP_A_BYTES = PP_BM * PP_BK * 2, PP_B_BYTES = PP_BN * PP_BK * 2, PP_STAGE_BYTES = PP_A_BYTES + PP_B_BYTES;
-constexpr uint32_t PP_PIPE_BYTES = PP_STAGES * PP_STAGE_BYTES;
-// + 1024 to align the base (128-byte swizzle atoms), + full/empty per stage and 2 turn barriers.
-constexpr size_t PP_SMEM_BYTES = PP_PIPE_BYTES + 1024 + (2 * PP_STAGES + 2) * 8;
-constexpr int PP_GROUP_M = 16;  // grouped raster: 16 tile rows sweep N together (L2 reuse)
+constexpr int PP_BM = 128, PP_BK = 64, PP_THREADS = 384, PP_GROUP_M = 16;  // 16 tile rows sweep N together
+enum Mode { kPingPong = 0, kCoop = 1 };
+template <int MODE> struct PpCfg {
+  static constexpr int kBN = MODE == kCoop ? 256 : 128;
+  static constexpr int kStages = MODE == kCoop ? 4 : 6;
+  static constexpr uint32_t kABytes = PP_BM * PP_BK * 2, kBBytes = kBN * PP_BK * 2, kStageBytes = kABytes + kBBytes;
+  static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
+  // + 1024 to align the base (128-byte swizzle atoms), + full/empty per stage and 2 turn barriers.
+  static constexpr size_t kSmemBytes = kPipeBytes + 1024 + (2 * kStages + 2) * 8;
+};
 
 #if DML_WGMMA_DEVICE
 using namespace wgmma;
@@ -62,31 +68,87 @@ template <int N> __device__ __forceinline__ void pp_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ void pp_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
-template <class T> __device__ __forceinline__ void pp_mma(float* acc, uint64_t da, uint64_t db) {
-  if constexpr (IsBf16<T>::value) wgmma_m64n128k16_bf16(acc, da, db);
-  else wgmma_m64n128k16_f16(acc, da, db);
+template <class T, int BN> __device__ __forceinline__ void pp_mma(float* acc, uint64_t da, uint64_t db) {
+  if constexpr (BN == 256) {
+    if constexpr (IsBf16<T>::value) wgmma_m64n256k16_bf16(acc, da, db);
+    else wgmma_m64n256k16_f16(acc, da, db);
+  } else {
+    if constexpr (IsBf16<T>::value) wgmma_m64n128k16_bf16(acc, da, db);
+    else wgmma_m64n128k16_f16(acc, da, db);
+  }
 }
-__device__ __forceinline__ void pp_tile(int t, int tiles_m, int tiles_n, int& m0, int& n0) {
+__device__ __forceinline__ void pp_tile(int t, int tiles_m, int tiles_n, int bn, int& m0, int& n0) {
   const int per_group = PP_GROUP_M * tiles_n;
   const int first_m = (t / per_group) * PP_GROUP_M;
   const int gsize = min(tiles_m - first_m, PP_GROUP_M);
   m0 = (first_m + (t % per_group) % gsize) * PP_BM;
-  n0 = ((t % per_group) / gsize) * PP_BN;
+  n0 = ((t % per_group) / gsize) * bn;
+}
+// A wait that may sleep until the phase completes (suspend-time hint), for the long turn waits.
+__device__ __forceinline__ void mbar_wait_sleep(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity), "r"(10000000u)
+        : "memory");
+  } while (!done);
+}
+// Stores one 64-row × 8·NJ-column accumulator fragment of a warpgroup (thread (warp w, lane l)
+// holds rows 16w + l/4 (+8), columns 8j + 2(l % 4) + {0, 1}) at rows gm0.., columns n0.. with the
+// fused bias, residual and activation.
+template <class T, int NJ>
+__device__ __forceinline__ void store_frag(const float* acc, int gm0, int n0, int M, int N, const T* __restrict__ bias,
+                                           const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < NJ; ++j) {
+    const int gn = n0 + 8 * j + c0;
+    if (gn >= N) continue;
+    const bool pair = vec_out && gn + 1 < N;
+    float b0 = 0.0f, b1 = 0.0f;
+    if (bias) {
+      b0 = to_f(bias[gn]);
+      if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int gm = gm0 + r0 + 8 * h;
+      if (gm >= M) continue;
+      float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
+      const int64_t row = static_cast<int64_t>(gm) * N;
+      if (pair) {
+        if (d) {
+          const uint32_t dq = *reinterpret_cast<const uint32_t*>(d + row + gn);
+          const T* dd = reinterpret_cast<const T*>(&dq);
+          v0 += to_f(dd[0]);
+          v1 += to_f(dd[1]);
+        }
+        *reinterpret_cast<uint32_t*>(y + row + gn) = pack2<T>(tile::epilogue(v0, epi), tile::epilogue(v1, epi));
+      } else {  // bias already added: the shared helper adds the residual, activates and stores
+        tile::store<T>(y, nullptr, d, M, N, gm, gn, v0, epi);
+        tile::store<T>(y, nullptr, d, M, N, gm, gn + 1, v1, epi);
+      }
+    }
+  }
 }
 #endif  // DML_WGMMA_DEVICE
 
-template <class T>
+template <class T, int MODE>
 __global__ void __launch_bounds__(PP_THREADS, 1)
     wgmma_pp_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N, int K,
                     const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
 #if DML_WGMMA_DEVICE
-  constexpr int ST = PP_STAGES;
+  using C = PpCfg<MODE>;
+  constexpr int ST = C::kStages, BN = C::kBN;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
-  const uint32_t full0 = base + PP_PIPE_BYTES, empty0 = full0 + ST * 8, turn0 = empty0 + ST * 8;
+  const uint32_t full0 = base + C::kPipeBytes, empty0 = full0 + ST * 8, turn0 = empty0 + ST * 8;
 
-  const int tiles_m = (M + PP_BM - 1) / PP_BM, tiles_n = (N + PP_BN - 1) / PP_BN, tiles = tiles_m * tiles_n;
+  const int tiles_m = (M + PP_BM - 1) / PP_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int G = gridDim.x, nloc = (tiles - static_cast<int>(blockIdx.x) + G - 1) / G;
   const int kt = (K + PP_BK - 1) / PP_BK;
   const int wg = threadIdx.x / 128;
@@ -94,7 +156,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < ST; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 4);  // the 4 warps of the one consumer that read the stage
+      mbar_init(empty0 + 8 * s, MODE == kCoop ? 8 : 4);  // the warps that read the stage
     }
     mbar_init(turn0, 4);
     mbar_init(turn0 + 8, 4);
@@ -110,102 +172,100 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
       int g = 0;  // the block's running K-step count: stage g % ST, use g / ST
       for (int i = 0; i < nloc; ++i) {
         int m0, n0;
-        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, m0, n0);
+        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, BN, m0, n0);
         for (int k = 0; k < kt; ++k, ++g) {
           const int s = g % ST;
           if (g >= ST) mbar_wait(empty0 + 8 * s, ((g / ST) - 1) & 1);
-          const uint32_t full = full0 + 8 * s, dst = base + s * PP_STAGE_BYTES;
-          mbar_expect_tx(full, PP_STAGE_BYTES);
+          const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
+          mbar_expect_tx(full, C::kStageBytes);
           pp_tma_load(dst, &map_a, k * PP_BK, m0, full);
-          pp_tma_load(dst + PP_A_BYTES, &map_b, k * PP_BK, n0, full);
+          pp_tma_load(dst + C::kABytes, &map_b, k * PP_BK, n0, full);
         }
       }
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
     const int cw = wg - 1;
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-    const uint32_t my_turn = turn0 + 8 * cw, other_turn = turn0 + 8 * (1 - cw);
-    int turns = 0;
-    for (int i = cw; i < nloc; i += 2) {
-      if (i > 0) {  // the other consumer has passed every full wait of tile i - 1
-        mbar_wait(my_turn, turns & 1);
-        ++turns;
+    const int lane = threadIdx.x % 32;
+    if constexpr (MODE == kCoop) {
+      for (int i = 0; i < nloc; ++i) {
+        int m0, n0;
+        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, BN, m0, n0);
+        float acc[128];
+#pragma unroll
+        for (int r = 0; r < 128; ++r) acc[r] = 0.0f;
+        const int g0 = i * kt;
+        for (int k = 0; k < kt; ++k) {
+          const int g = g0 + k, s = g % ST;
+          mbar_wait(full0 + 8 * s, (g / ST) & 1);
+          const uint32_t sa = base + s * C::kStageBytes + cw * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
+          const uint64_t da = pp_desc(sa), db = pp_desc(sb);
+#pragma unroll
+          for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
+          wg_fence();
+#pragma unroll
+          for (int kk = 0; kk < PP_BK / 16; ++kk) pp_mma<T, 256>(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16
+          wg_commit();
+          pp_wait<1>();  // the previous step's group is done: release its stage
+#pragma unroll
+          for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
+          if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % ST));
+        }
+        pp_wait<0>();
+#pragma unroll
+        for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
+        if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
+        store_frag<T, 32>(acc, m0 + 64 * cw, n0, M, N, bias, d, y, epi, vec_out);
       }
-      int m0, n0;
-      pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, m0, n0);
-      float acc0[64], acc1[64];
-#pragma unroll
-      for (int r = 0; r < 64; ++r) acc0[r] = acc1[r] = 0.0f;
-      const int g0 = i * kt;
-      for (int k = 0; k < kt; ++k) {
-        const int g = g0 + k, s = g % ST;
-        mbar_wait(full0 + 8 * s, (g / ST) & 1);
-        const uint32_t sa = base + s * PP_STAGE_BYTES, sb = sa + PP_A_BYTES;
-        const uint64_t da0 = pp_desc(sa), da1 = pp_desc(sa + 64 * 128), db = pp_desc(sb);
-#pragma unroll
-        for (int r = 0; r < 64; ++r) {
-          pp_fence(acc0[r]);
-          pp_fence(acc1[r]);
+    } else {
+      const uint32_t my_turn = turn0 + 8 * cw, other_turn = turn0 + 8 * (1 - cw);
+      int turns = 0;
+      for (int i = cw; i < nloc; i += 2) {
+        if (i > 0) {  // the other consumer has passed every full wait of tile i - 1
+          mbar_wait_sleep(my_turn, turns & 1);
+          ++turns;
         }
-        wg_fence();
+        int m0, n0;
+        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, BN, m0, n0);
+        float acc0[64], acc1[64];
 #pragma unroll
-        for (int kk = 0; kk < PP_BK / 16; ++kk) {  // +32 bytes per k16 inside the swizzled rows
-          pp_mma<T>(acc0, da0 + 2 * kk, db + 2 * kk);
-          pp_mma<T>(acc1, da1 + 2 * kk, db + 2 * kk);
-        }
-        wg_commit();
-        pp_wait<1>();  // the previous step's group is done: release its stage
+        for (int r = 0; r < 64; ++r) acc0[r] = acc1[r] = 0.0f;
+        const int g0 = i * kt;
+        for (int k = 0; k < kt; ++k) {
+          const int g = g0 + k, s = g % ST;
+          mbar_wait(full0 + 8 * s, (g / ST) & 1);
+          const uint32_t sa = base + s * C::kStageBytes, sb = sa + C::kABytes;
+          const uint64_t da0 = pp_desc(sa), da1 = pp_desc(sa + 64 * 128), db = pp_desc(sb);
 #pragma unroll
-        for (int r = 0; r < 64; ++r) {
-          pp_fence(acc0[r]);
-          pp_fence(acc1[r]);
-        }
-        if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % ST));
-      }
-      if (lane == 0) mbar_arrive(other_turn);  // every full wait of this tile is behind us
-      pp_wait<0>();
-#pragma unroll
-      for (int r = 0; r < 64; ++r) {
-        pp_fence(acc0[r]);
-        pp_fence(acc1[r]);
-      }
-      if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
-
-      // Epilogue from registers: thread (warp w, lane l) holds rows 16w + l/4 (+8) of each 64-row
-      // half, columns 8j + 2(l % 4) + {0, 1}.
-      const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int gn = n0 + 8 * j + c0;
-        if (gn >= N) continue;
-        const bool pair = vec_out && gn + 1 < N;
-        float b0 = 0.0f, b1 = 0.0f;
-        if (bias) {
-          b0 = to_f(bias[gn]);
-          if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
-        }
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {  // (64-row half, +8 rows)
-          const int gm = m0 + 64 * (h / 2) + r0 + 8 * (h % 2);
-          if (gm >= M) continue;
-          const float* acc = (h / 2) ? acc1 : acc0;
-          float v0 = acc[4 * j + 2 * (h % 2)] + b0, v1 = acc[4 * j + 2 * (h % 2) + 1] + b1;
-          const int64_t row = static_cast<int64_t>(gm) * N;
-          if (pair) {
-            if (d) {
-              const uint32_t dq = *reinterpret_cast<const uint32_t*>(d + row + gn);
-              const T* dd = reinterpret_cast<const T*>(&dq);
-              v0 += to_f(dd[0]);
-              v1 += to_f(dd[1]);
-            }
-            *reinterpret_cast<uint32_t*>(y + row + gn) = pack2<T>(tile::epilogue(v0, epi), tile::epilogue(v1, epi));
-          } else {
-            // bias already added: store through the shared helper without it
-            tile::store<T>(y, nullptr, d, M, N, gm, gn, v0, epi);
-            tile::store<T>(y, nullptr, d, M, N, gm, gn + 1, v1, epi);
+          for (int r = 0; r < 64; ++r) {
+            pp_fence(acc0[r]);
+            pp_fence(acc1[r]);
           }
+          wg_fence();
+#pragma unroll
+          for (int kk = 0; kk < PP_BK / 16; ++kk) {  // +32 bytes per k16 inside the swizzled rows
+            pp_mma<T, 128>(acc0, da0 + 2 * kk, db + 2 * kk);
+            pp_mma<T, 128>(acc1, da1 + 2 * kk, db + 2 * kk);
+          }
+          wg_commit();
+          pp_wait<1>();  // the previous step's group is done: release its stage
+#pragma unroll
+          for (int r = 0; r < 64; ++r) {
+            pp_fence(acc0[r]);
+            pp_fence(acc1[r]);
+          }
+          if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % ST));
         }
+        if (lane == 0) mbar_arrive(other_turn);  // every full wait of this tile is behind us
+        pp_wait<0>();
+#pragma unroll
+        for (int r = 0; r < 64; ++r) {
+          pp_fence(acc0[r]);
+          pp_fence(acc1[r]);
+        }
+        if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
+        store_frag<T, 16>(acc0, m0, n0, M, N, bias, d, y, epi, vec_out);
+        store_frag<T, 16>(acc1, m0 + 64, n0, M, N, bias, d, y, epi, vec_out);
       }
     }
   }
@@ -226,13 +286,13 @@ PFN_cuTensorMapEncodeTiled_v12000 pp_encode_fn() {
   return fn;
 }
 
-// A K-major [rows, K] operand as a 2-d tensor map with box [128, 64] and 128-byte swizzle.
-int pp_encode(CUtensorMap* map, int dtype, const void* ptr, int64_t rows, int64_t K) {
+// A K-major [rows, K] operand as a 2-d tensor map with box [box_rows, 64] and 128-byte swizzle.
+int pp_encode(CUtensorMap* map, int dtype, const void* ptr, int64_t rows, int64_t K, int box_rows) {
   PFN_cuTensorMapEncodeTiled_v12000 fn = pp_encode_fn();
   if (!fn) return fail("own persistent sm_90a GEMM: cuTensorMapEncodeTiled is not available from the CUDA driver");
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(PP_BK), 128u};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(PP_BK), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   const CUresult r = fn(map, dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
                         const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -243,9 +303,10 @@ int pp_encode(CUtensorMap* map, int dtype, const void* ptr, int64_t rows, int64_
   return 0;
 }
 
-template <class T>
+template <class T, int MODE>
 int pp_launch(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, cudaStream_t s) {
+  using C = PpCfg<MODE>;
   static const int sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -253,18 +314,18 @@ int pp_launch(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
     return n > 0 ? n : 132;
   }();
   CUtensorMap ma, mb;
-  if (int rc = pp_encode(&ma, dtype, a, M, K)) return rc;
-  if (int rc = pp_encode(&mb, dtype, b, N, K)) return rc;
-  auto kern = &wgmma_pp_kernel<T>;
-  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(PP_SMEM_BYTES)),
+  if (int rc = pp_encode(&ma, dtype, a, M, K, PP_BM)) return rc;
+  if (int rc = pp_encode(&mb, dtype, b, N, K, C::kBN)) return rc;
+  auto kern = &wgmma_pp_kernel<T, MODE>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own persistent sm_90a GEMM: cudaFuncSetAttribute"))
     return rc;
-  const int64_t tiles = ((M + PP_BM - 1) / PP_BM) * ((N + PP_BN - 1) / PP_BN);
+  const int64_t tiles = ((M + PP_BM - 1) / PP_BM) * ((N + C::kBN - 1) / C::kBN);
   if (tiles > INT32_MAX) return fail("own persistent sm_90a GEMM: too many tiles");
   const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
   const auto al4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3) == 0; };
   const int vec = (N % 2 == 0) && al4(y) && (!d || al4(d)) && (!bias || al4(bias));
-  kern<<<grid, PP_THREADS, PP_SMEM_BYTES, s>>>(ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+  kern<<<grid, PP_THREADS, C::kSmemBytes, s>>>(ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
                                                static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi,
                                                vec);
   return check_launch("own persistent sm_90a GEMM kernel");
@@ -273,7 +334,7 @@ int pp_launch(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
 }  // namespace
 
 int wgmma_pp_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
-                  const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
+                  const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, bool pingpong) {
   const size_t es = 2;
   for (int64_t z = 0; z < batch; ++z) {  // batch items as separate launches (own tensor maps)
     const void* az = static_cast<const char*>(a) + z * sa * es;
@@ -281,9 +342,15 @@ int wgmma_pp_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int
     const void* dz = d ? static_cast<const char*>(d) + z * M * N * es : nullptr;
     void* yz = static_cast<char*>(y) + z * M * N * es;
     int rc = 0;
-    if (dtype == 2) rc = pp_launch<__nv_bfloat16>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
-    else if (dtype == 1) rc = pp_launch<__half>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
-    else return fail("own persistent sm_90a GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+    if (dtype == 2) {
+      rc = pingpong ? pp_launch<__nv_bfloat16, kPingPong>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s)
+                    : pp_launch<__nv_bfloat16, kCoop>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
+    } else if (dtype == 1) {
+      rc = pingpong ? pp_launch<__half, kPingPong>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s)
+                    : pp_launch<__half, kCoop>(dtype, M, N, K, az, bz, bias, dz, yz, epi, s);
+    } else {
+      return fail("own persistent sm_90a GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+    }
     if (rc) return rc;
   }
   return 0;
