@@ -9,7 +9,10 @@ It builds DIR/libwgmma_bench.so with nvcc (sm_90a), checks the SASS for HGMMA, t
     error torch.matmul itself makes, and no element left unwritten;
   * times each shape with CUDA events over CUDA-graph replays (many calls per graph; input sets
     rotated so small problems do not run from L2), median of the replays, ours (tile 128x128,
-    128x256 and the automatic choice) vs torch.matmul.
+    128x256 and the automatic choice, and the persistent kernels of gemm_wgmma_pp.cu as tile codes
+    1 = ping-pong, 2 = 128x256 shared tiles) vs torch.matmul.
+--lib PATH uses a prebuilt library holding wgmma_bench_entry.cu (bench/cuda/gemm2_device_run.sh);
+--no-pp leaves the persistent kernels out.
 Writes DIR/wgmma_bench.json and prints a table last.
 """
 from __future__ import annotations

@@ -14,13 +14,14 @@
 // a stays in L1/L2). Rows of a beyond M are zero (not loaded). The W warps' fp32 partial tiles are
 // summed in shared memory and one thread per output element applies the shared epilogue
 // (gemm_tile.cuh: bias, residual, activation) and stores.
-// Variants 12..17 software-pipeline the loop (the next step's loads issued before this step's MMAs,
-// so twice the loads are in flight and there is no load-use bubble between steps). Variant 11 adds
-// programmatic dependent launch (sm_90): the kernel may start while the preceding kernel in the
-// stream finishes and waits for it (griddepcontrol.wait) before any load or store, then lets the
-// next kernel launch (griddepcontrol.launch_dependents). Tried and dropped (session 7,
-// bench/cuda/h200_session7_gemm2_run1*): a bulk L2 prefetch (cp.async.bulk.prefetch.L2) of each
-// block's weight rows 2-4 loop steps ahead: 44-62% of the copy bandwidth instead of 60-85%.
+// Variant 11 is variant 1 launched with programmatic dependent launch (sm_90): it may start while
+// the preceding kernel in the stream finishes, waits for it (griddepcontrol.wait) before any load
+// or store, then lets the next kernel launch (griddepcontrol.launch_dependents). On the H200 it
+// measured the same as variant 1 (bench/cuda/h200_session7_gemm2_run*), so the rule does not pick
+// it. Tried there and dropped (same logs): a bulk L2 prefetch (cp.async.bulk.prefetch.L2) of each
+// block's weight rows 2-4 loop steps ahead (44-62% of the copy bandwidth instead of 60-85%), and a
+// software-pipelined loop (next step's loads issued before this step's MMAs: 78-148 registers, so
+// fewer blocks per SM; 43-73%, never ahead of the plain loop).
 // Needs K % 8 == 0 and 16-byte aligned a / b (batch strides included); gemm.cu falls back to the
 // mma.sync tile kernel otherwise, and for B as [K, N]. M > 16 runs ceil(M/16) block rows (the
 // weight is then re-read per block row, mostly from L2): a candidate for small M only.
@@ -101,7 +102,7 @@ __device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK
   }
 }
 
-template <class T, int NG, int SK_U, int SK_WARPS, bool PIPE = false>
+template <class T, int NG, int SK_U, int SK_WARPS>
 __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -134,24 +135,10 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
 
   const int64_t chunks = (K + 31) / 32;
   constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
-  if constexpr (PIPE) {
-    // Software-pipelined: the next step's loads are issued before this step's MMAs, so 2·SK_U·NG
-    // weight loads per lane are in flight and the loop has no load-use bubble.
-    SkChunk<NG, SK_U> ch0, ch1;
-    sk_load<T, NG, SK_U, SK_WARPS>(ch0, warp, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-    for (int64_t c0 = warp; c0 < chunks; c0 += 2 * S) {
-      sk_load<T, NG, SK_U, SK_WARPS>(ch1, c0 + S, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-      sk_mma<T, NG, SK_U>(acc, ch0);
-      if (c0 + S >= chunks) break;
-      sk_load<T, NG, SK_U, SK_WARPS>(ch0, c0 + 2 * S, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-      sk_mma<T, NG, SK_U>(acc, ch1);
-    }
-  } else {
-    for (int64_t c0 = warp; c0 < chunks; c0 += S) {
-      SkChunk<NG, SK_U> ch;
-      sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-      sk_mma<T, NG, SK_U>(acc, ch);
-    }
+  for (int64_t c0 = warp; c0 < chunks; c0 += S) {
+    SkChunk<NG, SK_U> ch;
+    sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U>(acc, ch);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
 #pragma unroll
@@ -185,7 +172,7 @@ bool device_has_pdl() {
 
 // PDL: launched with programmatic stream serialization (sm_90+; cudaLaunchKernelEx), so the kernel
 // may start while the preceding one in the stream finishes (it waits in griddepcontrol.wait).
-template <class T, int NG, int U, int W, bool PIPE = false, bool PDL = false>
+template <class T, int NG, int U, int W, bool PDL = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
@@ -193,7 +180,7 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
     return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  auto kern = &skinny_gemm_kernel<T, NG, U, W, PIPE>;
+  auto kern = &skinny_gemm_kernel<T, NG, U, W>;
   const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
           *td = static_cast<const T*>(d);
   T* ty = static_cast<T*>(y);
@@ -217,12 +204,10 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
 }
 
 // The kernel's variants: {8-row weight groups per block, K chunks per loop step of a warp, warps
-// per block, software-pipelined loop, programmatic dependent launch}. Variant numbers are the
-// bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
-constexpr int kVariants[][5] = {{1, 4, 8, 0, 0}, {2, 4, 8, 0, 0}, {4, 4, 8, 0, 0}, {1, 8, 8, 0, 0}, {2, 8, 8, 0, 0},
-                                {1, 8, 4, 0, 0}, {2, 8, 4, 0, 0}, {4, 8, 4, 0, 0}, {1, 4, 16, 0, 0}, {2, 4, 16, 0, 0},
-                                {1, 4, 8, 0, 1}, {1, 4, 8, 1, 0}, {1, 2, 8, 1, 0}, {1, 4, 4, 1, 0}, {2, 2, 8, 1, 0},
-                                {4, 2, 8, 1, 0}, {2, 4, 4, 1, 0}};
+// per block, programmatic dependent launch}. Variant numbers are the bench's
+// (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
+constexpr int kVariants[][4] = {{1, 4, 8, 0}, {2, 4, 8, 0}, {4, 4, 8, 0}, {1, 8, 8, 0}, {2, 8, 8, 0}, {1, 8, 4, 0},
+                                {2, 8, 4, 0}, {4, 8, 4, 0}, {1, 4, 16, 0}, {2, 4, 16, 0}, {1, 4, 8, 1}};
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 template <class T>
@@ -233,8 +218,7 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
   switch (v) {
     DML_SK_CASE(1, 1, 4, 8) DML_SK_CASE(2, 2, 4, 8) DML_SK_CASE(3, 4, 4, 8) DML_SK_CASE(4, 1, 8, 8) DML_SK_CASE(5, 2, 8, 8)
     DML_SK_CASE(6, 1, 8, 4) DML_SK_CASE(7, 2, 8, 4) DML_SK_CASE(8, 4, 8, 4) DML_SK_CASE(9, 1, 4, 16) DML_SK_CASE(10, 2, 4, 16)
-    DML_SK_CASE(11, 1, 4, 8, false, true) DML_SK_CASE(12, 1, 4, 8, true) DML_SK_CASE(13, 1, 2, 8, true)
-    DML_SK_CASE(14, 1, 4, 4, true) DML_SK_CASE(15, 2, 2, 8, true) DML_SK_CASE(16, 4, 2, 8, true) DML_SK_CASE(17, 2, 4, 4, true)
+    DML_SK_CASE(11, 1, 4, 8, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE

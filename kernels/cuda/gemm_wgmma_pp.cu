@@ -12,15 +12,18 @@
 //     (232). Two ways to share the tiles (Mode):
 //       - kCoop: both consumers work on each 128×256 tile, 64 rows each (wgmma m64n256k16, 128 fp32
 //         accumulators per thread), every stage is read by both (empty count 8); their epilogues
-//         (straight from registers to global memory) run together while the producer refills;
+//         run together while the producer refills;
 //       - kPingPong: the consumers take the block's 128×128 tiles in turn (local tile i goes to
 //         consumer i % 2), each its whole tile (two wgmma m64n128k16 per k16), so one's epilogue
 //         runs while the other's MMAs keep the tensor cores busy. A "turn" mbarrier per consumer
 //         orders the main loops: consumer c starts tile i only after the other has passed every
 //         full-barrier wait of tile i - 1, which keeps each stage's full barrier at most one phase
 //         ahead of its waiter (a parity wait cannot tell phase u from u - 2).
+// Epilogue: each consumer stages 64×128 fp32 fragments in its own shared-memory buffer (not the
+// stage ring, which the producer is refilling) and writes coalesced 16-byte rows with the fused
+// bias, residual and activation (same semantics as gemm_tile.cuh).
 // Edges: TMA zero-fills outside the matrices (any M, N; K a multiple of 8), the epilogue masks its
-// stores; packed 2-element stores where N is even and y / d / bias are 4-byte aligned.
+// stores; 16-byte stores where N % 8 == 0 and y / d / bias are 16-byte aligned, else scalar ones.
 // Device code only in the sm_90a pass (DML_WGMMA_DEVICE); the host never launches it elsewhere
 // (the caller checks wgmma_gemm_supported first).
 #include <cstdint>
@@ -40,18 +43,23 @@
 namespace dml_cuda {
 namespace {
 
-constexpr int PP_BM = 128, PP_BK = 64, PP_THREADS = 384, PP_GROUP_M = 16;  // 16 tile rows sweep N together
+constexpr int PP_BM = 128, PP_BK = 64, PP_THREADS = 384;
 enum Mode { kPingPong = 0, kCoop = 1 };
+constexpr int PP_LD_STG = 128 + 8;  // fp32 staging row pitch (floats): conflict-free float2 writes
+constexpr uint32_t PP_STG_BYTES = 64 * PP_LD_STG * 4;  // one consumer's 64×128 fp32 staging buffer
 template <int MODE> struct PpCfg {
   static constexpr int kBN = MODE == kCoop ? 256 : 128;
-  static constexpr int kStages = MODE == kCoop ? 4 : 6;
+  static constexpr int kStages = MODE == kCoop ? 3 : 4;
   static constexpr uint32_t kABytes = PP_BM * PP_BK * 2, kBBytes = kBN * PP_BK * 2, kStageBytes = kABytes + kBBytes;
   static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
-  // + 1024 to align the base (128-byte swizzle atoms), + full/empty per stage and 2 turn barriers.
-  static constexpr size_t kSmemBytes = kPipeBytes + 1024 + (2 * kStages + 2) * 8;
+  // + the two consumers' staging buffers, + 1024 to align the base (128-byte swizzle atoms), + the
+  // full/empty barrier per stage and 2 turn barriers.
+  static constexpr size_t kSmemBytes = kPipeBytes + 2 * PP_STG_BYTES + 1024 + (2 * kStages + 2) * 8;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
 };
 
 #if DML_WGMMA_DEVICE
+constexpr int PP_GROUP_M = 16;  // grouped raster: 16 tile rows sweep N together (L2 reuse)
 using namespace wgmma;
 __device__ __forceinline__ void pp_tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
   asm volatile(
@@ -95,44 +103,72 @@ __device__ __forceinline__ void mbar_wait_sleep(uint32_t bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
-// Stores one 64-row × 8·NJ-column accumulator fragment of a warpgroup (thread (warp w, lane l)
-// holds rows 16w + l/4 (+8), columns 8j + 2(l % 4) + {0, 1}) at rows gm0.., columns n0.. with the
-// fused bias, residual and activation.
-template <class T, int NJ>
-__device__ __forceinline__ void store_frag(const float* acc, int gm0, int n0, int M, int N, const T* __restrict__ bias,
-                                           const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
+__device__ __forceinline__ void pp_named_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+// The epilogue of one 64-row × 128-column accumulator fragment of a consumer warpgroup (thread
+// (warp w, lane l) holds rows 16w + l/4 (+8), columns 8j + 2(l % 4) + {0, 1}, j < 16): the fp32
+// values go to the consumer's own staging buffer in shared memory (so the producer keeps filling
+// the stage ring), then a rolled loop adds bias / residual, activates and writes 16-byte rows.
+// Fully unrolled per-element epilogues (the activation switch inlined 128 times per thread) made
+// the first version's code ~8× larger than gemm_wgmma.cu's and ran at 150-300 TFLOP/s
+// (bench/cuda/h200_session7_gemm2_run*); this keeps one copy of the activation code.
+__device__ __forceinline__ void stage_frag(float* stg, const float* acc) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-  const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+  const int r = warp * 16 + lane / 4, c = 2 * (lane % 4);
 #pragma unroll
-  for (int j = 0; j < NJ; ++j) {
-    const int gn = n0 + 8 * j + c0;
-    if (gn >= N) continue;
-    const bool pair = vec_out && gn + 1 < N;
-    float b0 = 0.0f, b1 = 0.0f;
-    if (bias) {
-      b0 = to_f(bias[gn]);
-      if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
-    }
+  for (int j = 0; j < 16; ++j) {
+    *reinterpret_cast<float2*>(&stg[r * PP_LD_STG + 8 * j + c]) = make_float2(acc[4 * j], acc[4 * j + 1]);
+    *reinterpret_cast<float2*>(&stg[(r + 8) * PP_LD_STG + 8 * j + c]) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+template <class T>
+__device__ __noinline__ void store_staged(const float* stg, int gm0, int n0, int M, int N, const T* __restrict__ bias,
+                                          const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
+  const int t = threadIdx.x % 128;
+#pragma unroll 1
+  for (int i = t; i < 64 * 16; i += 128) {
+    const int r = i / 16, c = (i % 16) * 8;
+    const int gm = gm0 + r, gn = n0 + c;
+    if (gm >= M || gn >= N) continue;
+    const float4 lo = *reinterpret_cast<const float4*>(&stg[r * PP_LD_STG + c]);
+    const float4 hi = *reinterpret_cast<const float4*>(&stg[r * PP_LD_STG + c + 4]);
+    float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int64_t row = static_cast<int64_t>(gm) * N;
+    if (vec_out && gn + 8 <= N) {
+      if (bias) {
+        const uint4 bq = *reinterpret_cast<const uint4*>(bias + gn);
+        const T* bb = reinterpret_cast<const T*>(&bq);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int gm = gm0 + r0 + 8 * h;
-      if (gm >= M) continue;
-      float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
-      const int64_t row = static_cast<int64_t>(gm) * N;
-      if (pair) {
-        if (d) {
-          const uint32_t dq = *reinterpret_cast<const uint32_t*>(d + row + gn);
-          const T* dd = reinterpret_cast<const T*>(&dq);
-          v0 += to_f(dd[0]);
-          v1 += to_f(dd[1]);
-        }
-        *reinterpret_cast<uint32_t*>(y + row + gn) = pack2<T>(tile::epilogue(v0, epi), tile::epilogue(v1, epi));
-      } else {  // bias already added: the shared helper adds the residual, activates and stores
-        tile::store<T>(y, nullptr, d, M, N, gm, gn, v0, epi);
-        tile::store<T>(y, nullptr, d, M, N, gm, gn + 1, v1, epi);
+        for (int e = 0; e < 8; ++e) v[e] += to_f(bb[e]);
       }
+      if (d) {
+        const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
+        const T* dd = reinterpret_cast<const T*>(&dq);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
+      }
+      if (epi != DML_CUDA_EPI_NONE) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = tile::epilogue(v[e], epi);
+      }
+      uint4 out;
+      out.x = pack2<T>(v[0], v[1]);
+      out.y = pack2<T>(v[2], v[3]);
+      out.z = pack2<T>(v[4], v[5]);
+      out.w = pack2<T>(v[6], v[7]);
+      *reinterpret_cast<uint4*>(y + row + gn) = out;
+    } else {
+      for (int e = 0; e < 8 && gn + e < N; ++e) tile::store<T>(y, bias, d, M, N, gm, gn + e, v[e], epi);
     }
   }
+}
+// One fragment through the consumer's staging buffer (named barrier 1 + consumer: its 128 threads).
+template <class T>
+__device__ __forceinline__ void epilogue_frag(float* stg, int cw, const float* acc, int gm0, int n0, int M, int N,
+                                              const T* bias, const T* d, T* y, int epi, int vec_out) {
+  pp_named_sync(1 + cw);  // every thread is done reading the buffer's previous fragment
+  stage_frag(stg, acc);
+  pp_named_sync(1 + cw);
+  store_staged<T>(stg, gm0, n0, M, N, bias, d, y, epi, vec_out);
 }
 #endif  // DML_WGMMA_DEVICE
 
@@ -146,7 +182,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
-  const uint32_t full0 = base + C::kPipeBytes, empty0 = full0 + ST * 8, turn0 = empty0 + ST * 8;
+  const uint32_t full0 = base + C::kPipeBytes + 2 * PP_STG_BYTES, empty0 = full0 + ST * 8, turn0 = empty0 + ST * 8;
 
   const int tiles_m = (M + PP_BM - 1) / PP_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int G = gridDim.x, nloc = (tiles - static_cast<int>(blockIdx.x) + G - 1) / G;
@@ -187,6 +223,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
     const int cw = wg - 1;
     const int lane = threadIdx.x % 32;
+    float* stg = reinterpret_cast<float*>(smem_raw + (base - raw) + C::kPipeBytes + cw * PP_STG_BYTES);
     if constexpr (MODE == kCoop) {
       for (int i = 0; i < nloc; ++i) {
         int m0, n0;
@@ -215,7 +252,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
         for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
         if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
-        store_frag<T, 32>(acc, m0 + 64 * cw, n0, M, N, bias, d, y, epi, vec_out);
+        epilogue_frag<T>(stg, cw, acc, m0 + 64 * cw, n0, M, N, bias, d, y, epi, vec_out);
+        epilogue_frag<T>(stg, cw, acc + 64, m0 + 64 * cw, n0 + 128, M, N, bias, d, y, epi, vec_out);
       }
     } else {
       const uint32_t my_turn = turn0 + 8 * cw, other_turn = turn0 + 8 * (1 - cw);
@@ -264,8 +302,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
           pp_fence(acc1[r]);
         }
         if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
-        store_frag<T, 16>(acc0, m0, n0, M, N, bias, d, y, epi, vec_out);
-        store_frag<T, 16>(acc1, m0 + 64, n0, M, N, bias, d, y, epi, vec_out);
+        epilogue_frag<T>(stg, cw, acc0, m0, n0, M, N, bias, d, y, epi, vec_out);
+        epilogue_frag<T>(stg, cw, acc1, m0 + 64, n0, M, N, bias, d, y, epi, vec_out);
       }
     }
   }
@@ -323,8 +361,8 @@ int pp_launch(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
   const int64_t tiles = ((M + PP_BM - 1) / PP_BM) * ((N + C::kBN - 1) / C::kBN);
   if (tiles > INT32_MAX) return fail("own persistent sm_90a GEMM: too many tiles");
   const unsigned grid = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  const auto al4 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 3) == 0; };
-  const int vec = (N % 2 == 0) && al4(y) && (!d || al4(d)) && (!bias || al4(bias));
+  const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const int vec = (N % 8 == 0) && al16(y) && (!d || al16(d)) && (!bias || al16(bias));
   kern<<<grid, PP_THREADS, C::kSmemBytes, s>>>(ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
                                                static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi,
                                                vec);

@@ -130,8 +130,8 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
     if (const char* impl = std::getenv("DINOML_CUDA_GEMM")) {
       lo.gemm_impl = impl;
       if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt" && lo.gemm_impl != "mma" && lo.gemm_impl != "wgmma" &&
-          lo.gemm_impl != "wgmma_pp" && lo.gemm_impl != "skinny")
-        throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt, mma, wgmma, wgmma_pp or skinny");
+          lo.gemm_impl != "skinny")
+        throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt, mma, wgmma or skinny");
     }
     if (const char* layout = std::getenv("DINOML_CUDA_CONV_LAYOUT")) {
       if (std::string(layout) != "nchw" && std::string(layout) != "nhwc")

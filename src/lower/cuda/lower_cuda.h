@@ -44,7 +44,7 @@ const char* target_label(GpuTarget t);
 struct CudaLowerOptions {
   CudaArch arch;
   bool allow_tf32 = true;          // float32 GEMMs may use TF32 tensor cores (--no-tf32 turns it off)
-  // CUDA: "cublaslt" (default), "simt", "mma", "wgmma" / "wgmma_pp" (sm_90a) or "skinny" (small M); ROCm: "simt" (default) or "mfma" (gfx90a).
+  // CUDA: "cublaslt" (default), "simt", "mma", "wgmma" (sm_90a) or "skinny" (small M); ROCm: "simt" (default) or "mfma" (gfx90a).
   std::string gemm_impl = "cublaslt";
   // fp16/bf16 conv chains keep their activations channels-last (lower_cuda_conv_nhwc.cpp); off by
   // DINOML_CUDA_CONV_LAYOUT=nchw.

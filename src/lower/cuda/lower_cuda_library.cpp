@@ -48,11 +48,6 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
   return no.empty();
 }
 
-// The own persistent ping-pong sm_90a GEMM (kernels/cuda/gemm_wgmma_pp.cu: one block per SM, two
-// consumer warpgroups taking 128×128 tiles in turn, so one's fused epilogue runs under the other's
-// MMAs) has the same conditions as the wgmma kernel and is offered next to it.
-constexpr const char* kWgmmaPPName = "wgmma_sm90a_pingpong_persistent_128x128";
-
 // The own skinny GEMM (kernels/cuda/gemm_skinny.cu: weight streamed once, mma.sync, in-block
 // split-K) is a candidate for fp16/bf16 with B as [N, K] (RCR) on CUDA (every CUDA arch here is
 // sm_80+) when M (rows of a) is at most 16 or symbolic (a dynamic batch may be small) and K is a
@@ -113,7 +108,6 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   std::string no_wgmma;
   const bool wgmma = wgmma_candidate(o, dtype, rcr, K, &no_wgmma);
   if (wgmma) g.c.push_back({kWgmmaName, "DML_CUDA_GEMM_WGMMA"});
-  if (wgmma) g.c.push_back({kWgmmaPPName, "DML_CUDA_GEMM_WGMMA_PP"});
   std::string no_skinny;
   const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
   if (skinny) g.c.push_back({kSkinnyName, "DML_CUDA_GEMM_SKINNY"});
@@ -131,11 +125,6 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
     g.def = wgmma ? 3 : dtype == "float32" ? 1 : 2;
     g.reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
                      : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
-                           (dtype == "float32" ? "SIMT)" : "mma.sync)");
-  } else if (o.gemm_impl == "wgmma_pp") {
-    g.def = wgmma ? 4 : dtype == "float32" ? 1 : 2;
-    g.reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma_pp"
-                     : "forced by DINOML_CUDA_GEMM=wgmma_pp (no wgmma kernel for " + no_wgmma + ": " +
                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
   } else if (o.gemm_impl == "skinny") {
     g.def = skinny ? skinny_index : dtype == "float32" ? 1 : 2;

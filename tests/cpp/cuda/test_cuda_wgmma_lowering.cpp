@@ -10,7 +10,6 @@ using namespace dinoml::test;
 namespace {
 
 constexpr const char* kWgmma = "wgmma_sm90a_tma_128x128or256x64";
-constexpr const char* kWgmmaPP = "wgmma_sm90a_pingpong_persistent_128x128";
 
 }  // namespace
 
@@ -18,10 +17,8 @@ TEST(CudaWgmmaLowering, CandidateOnSm90aHalfTypesRcr) {
   for (DType dt : {DType::f16, DType::bf16}) {
     auto m = lower_it(one_gemm(dt, "gemm_rcr_bias", 64, 0, 48), "cublaslt");
     auto e = gemm_entry(m);
-    // + the persistent ping-pong wgmma kernel, the skinny kernel (symbolic M), cuBLASLt algos 2 and 3
-    EXPECT_EQ(e["candidates"].size(), 8u) << e.dump();
+    EXPECT_EQ(e["candidates"].size(), 7u) << e.dump();  // + the skinny kernel (symbolic M), cuBLASLt algos 2 and 3
     EXPECT_TRUE(has_candidate(e, kWgmma)) << e.dump();
-    EXPECT_TRUE(has_candidate(e, kWgmmaPP)) << e.dump();
     EXPECT_EQ(e["selected"], "cublaslt") << "not profiled: the default stays cuBLASLt";
     EXPECT_NE(m.source.find("DML_CUDA_GEMM_CUBLASLT"), std::string::npos);
     EXPECT_EQ(m.source.find("DML_CUDA_GEMM_WGMMA"), std::string::npos);
@@ -36,23 +33,6 @@ TEST(CudaWgmmaLowering, ForcedWgmmaSelectsItAndPassesItsCode) {
     EXPECT_EQ(e["reason"], "forced by DINOML_CUDA_GEMM=wgmma") << op;
     EXPECT_NE(m.source.find("DML_CUDA_GEMM_WGMMA, stream)"), std::string::npos) << op;
   }
-}
-
-TEST(CudaWgmmaLowering, ForcedPingPongSelectsItAndPassesItsCode) {
-  for (const std::string op : {"gemm_rcr", "gemm_rcr_bias_gelu", "bmm_rcr"}) {
-    auto m = lower_it(one_gemm(DType::f16, op, 72, 0, 48), "wgmma_pp");
-    auto e = gemm_entry(m);
-    EXPECT_EQ(e["selected"], kWgmmaPP) << op << ": " << e.dump();
-    EXPECT_EQ(e["reason"], "forced by DINOML_CUDA_GEMM=wgmma_pp") << op;
-    EXPECT_NE(m.source.find("DML_CUDA_GEMM_WGMMA_PP, stream)"), std::string::npos) << op;
-  }
-  // Where the wgmma kernels cannot run (B as [K, N]), forcing it names the mma.sync fallback.
-  auto m = lower_it(one_gemm(DType::bf16, "gemm_rrr", 64, 0, 48), "wgmma_pp");
-  auto e = gemm_entry(m);
-  EXPECT_FALSE(has_candidate(e, kWgmmaPP)) << e.dump();
-  EXPECT_EQ(e["selected"], "mma_sync_m16n8k16_64x64x32") << e.dump();
-  EXPECT_EQ(e["reason"].get<std::string>().rfind("forced by DINOML_CUDA_GEMM=wgmma_pp (no wgmma kernel for ", 0), 0u)
-      << e.dump();
 }
 
 TEST(CudaWgmmaLowering, NotOfferedWhereTheKernelCannotRun) {
