@@ -14,6 +14,10 @@ LIB.so is libdinoml_cuda_kernels (every kernels/cuda/*.cu) linked with bench/cud
     of the D2D copy. CUDA-graph replays (many calls per graph), weights rotated over > 400 MB;
   * fused gemm + bias + GELU (erf) vs torch F.gelu(F.linear(x, w, b)) in bf16, each library path;
     also the tanh form (fast_gelu) vs F.gelu(..., approximate="tanh").
+Also checks chains of dependent skinny calls in a CUDA graph (programmatic dependent launch) and the
+persistent wgmma kernels (DML_CUDA_GEMM_WGMMA_PP / _PERSIST: shapes, epilogues, fallbacks).
+--quick: bf16 M = 1 / 16 skinny rows, erf GELU only; --smoke: only a few persistent-kernel checks
+(bench/cuda/gemm2_device_run.sh runs it first in its own process); --no-pp: leave those kernels out.
 Writes DIR/gemv_bench.json; prints tables last.
 """
 from __future__ import annotations
@@ -32,8 +36,8 @@ import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU too
 
 EPI = {"none": 0, "relu": 1, "gelu": 2, "fast_gelu": 3, "swish": 4, "sigmoid": 5, "tanh": 6, "add": 7, "add_relu": 8}
 CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5}
-NVAR = 10  # gemm_skinny.cu's kVariants
+IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8, "wgmma_persist": 9}
+NVAR = 11  # gemm_skinny.cu's kVariants (11: variant 1 with programmatic dependent launch)
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 F = torch.nn.functional
 ACT = {"none": lambda x: x, "add": lambda x: x, "relu": torch.relu, "add_relu": torch.relu, "gelu": F.gelu,
@@ -82,10 +86,10 @@ def ref(a, b, bias, d, epi):
     return ACT[epi](r)
 
 
-def checks(lib):
+def checks(lib, pp=True, smoke=False):
     out = []
 
-    def one(name, dt, M, N, K, epi="none", bias=False, rcr=True, offset=0, ng=None):
+    def one(name, dt, M, N, K, epi="none", bias=False, rcr=True, offset=0, ng=None, impl="skinny"):
         g = torch.Generator(device="cuda")
         g.manual_seed(M * 7919 + N * 31 + K + offset + EPI[epi] * 13)
         a = torch.randn(M * K + offset, device="cuda", generator=g).to(dt)[offset:].view(M, K)
@@ -96,19 +100,24 @@ def checks(lib):
         if ng is not None:
             lib.skinny(a, b, bb, d, y, epi, ng)
         else:
-            lib.gemm("skinny", a, b if rcr else b.t().contiguous(), bb, d, y, epi, rcr)
+            lib.gemm(impl, a, b if rcr else b.t().contiguous(), bb, d, y, epi, rcr)
         torch.cuda.synchronize()
         r = ref(a, b, bb, d, epi)
         bad = int((~torch.isfinite(y)).sum().item())
         e = ((y.double() - r).norm() / r.norm().clamp_min(1e-30)).item()
         et = ((ACT[epi](F.linear(a, b, bb) + (d if d is not None else 0)).double() - r).norm() / r.norm().clamp_min(1e-30)).item()
         ok = bad == 0 and e <= TOL[dt] and e <= 3 * et + 1e-4
-        row = {"name": name, "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi, "bias": bias, "rcr": rcr,
-               "offset": offset, "ng": ng, "rel_l2": e, "rel_l2_torch": et, "unwritten": bad, "pass": ok}
+        row = {"name": name, "impl": impl, "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi, "bias": bias,
+               "rcr": rcr, "offset": offset, "ng": ng, "rel_l2": e, "rel_l2_torch": et, "unwritten": bad, "pass": ok}
         out.append(row)
-        print(f"[check] {name:10s} {row['dtype']:8s} M={M:3d} N={N:5d} K={K:5d} {epi:9s} bias={int(bias)} rcr={int(rcr)} "
+        print(f"[check] {name:10s} {impl:8s} {row['dtype']:8s} M={M:3d} N={N:5d} K={K:5d} {epi:9s} bias={int(bias)} rcr={int(rcr)} "
               f"off={offset} ng={ng} rel_l2={e:.2e} (torch {et:.2e}) unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
 
+    if smoke:  # the persistent kernel alone, in its own process first (a hang must not cost the run)
+        for impl in ("wgmma_pp", "wgmma_persist"):
+            for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 4096)]:
+                one("pp_smoke", torch.bfloat16, M, N, K, bias=True, epi="gelu", impl=impl)
+        return out
     for dt in (torch.bfloat16, torch.float16):
         for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 33, 40):
             one("shape", dt, M, 300, 520, bias=True)
@@ -124,6 +133,29 @@ def checks(lib):
         one("fallback", dt, 8, 200, 102)                  # K % 8 != 0
         one("fallback", dt, 8, 200, 128, offset=1)        # a only 2-byte aligned
     one("fallback", torch.float32, 4, 200, 128, bias=True, epi="gelu")  # float32: SIMT
+    # The persistent ping-pong sm_90a GEMM (DML_CUDA_GEMM_WGMMA_PP) through the C ABI: tails, one
+    # K step per tile (kt < stages), many tiles per block, every epilogue, odd N (scalar stores),
+    # and its fallbacks (B as [K, N], K % 8 != 0, misaligned a -> mma.sync; float32 -> SIMT).
+    for impl in ("wgmma_pp", "wgmma_persist") if pp else ():
+        for dt in (torch.bfloat16, torch.float16):
+            for (M, N, K) in [(1, 4096, 4096), (3, 5, 8), (127, 255, 72), (129, 257, 136), (300, 130, 4104), (1000, 1000, 1000),
+                              (2048, 2048, 64), (1024, 1024, 136), (4095, 4097, 4096), (4096, 4096, 4096), (8192, 1024, 4096)]:
+                one("pp_shape", dt, M, N, K, bias=True, impl=impl)
+            for epi in EPI:
+                one("pp_epi", dt, 200, 300, 264, epi=epi, bias=True, impl=impl)
+                one("pp_epi", dt, 1024, 2048, 1024, epi=epi, bias=epi != "none", impl=impl)
+            one("pp_epi", dt, 65, 71, 80, epi="add", impl=impl)
+            one("pp_fallbk", dt, 8, 200, 100, rcr=False, impl=impl)
+            one("pp_fallbk", dt, 8, 200, 102, impl=impl)
+            one("pp_fallbk", dt, 8, 200, 128, offset=1, impl=impl)
+        one("pp_fallbk", torch.float32, 4, 200, 128, bias=True, epi="gelu", impl=impl)
+    # Programmatic dependent launch: a chain of skinny calls where each reads the previous one's
+    # output (and the next overwrites the buffer the previous read), captured in a CUDA graph and
+    # replayed; each PDL variant must wait for its predecessor before reading a / writing y.
+    for dt in (torch.bfloat16, torch.float16):
+        for v in range(11, NVAR + 1):
+            out.append(pdl_chain(lib, dt, v))
+        out.append(pdl_chain(lib, dt, 11, memcpy_first=True))
     # dml_cuda_bmm with the skinny kernel: [3, 5, K] x [3, N, K] (strided batch), and b broadcast.
     for dt in (torch.bfloat16, torch.float16):
         for (nb, Mb, N, K) in [(3, 5, 136, 264), (1, 16, 64, 4096)]:
@@ -145,6 +177,62 @@ def checks(lib):
             print(f"[check] bmm {dt} b_batch={nb} M={Mb} N={N} K={K} rel_l2={e:.2e} unwritten={bad} {'PASS' if ok else 'FAIL'}",
                   flush=True)
     return out
+
+
+def pdl_chain(lib, dt, v, M=4, N=2048, steps=6, memcpy_first=False):
+    try:
+        return _pdl_chain(lib, dt, v, M, N, steps, memcpy_first)
+    except RuntimeError as e:  # e.g. a programmatic launch the capture refuses: a failed check, not a crash
+        print(f"[check] pdl_chain {str(dt).split('.')[1]:8s} variant={v} memcpy_first={int(memcpy_first)} ERROR {e} FAIL",
+              flush=True)
+        torch.cuda.synchronize()
+        return {"name": "pdl_chain", "dtype": str(dt).split(".")[1], "ng": v, "memcpy_first": memcpy_first, "error": str(e),
+                "pass": False}
+
+
+def _pdl_chain(lib, dt, v, M, N, steps, memcpy_first):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(1234 + v)
+    x0 = torch.randn(M, N, device="cuda", generator=g).to(dt)
+    ws = [(torch.randn(N, N, device="cuda", generator=g) / math.sqrt(N)).to(dt) for _ in range(steps)]
+    bufs = [torch.full((M, N), float("nan"), device="cuda", dtype=dt) for _ in range(2)]
+    src = torch.empty_like(x0)
+
+    def chain():
+        if memcpy_first:  # the first PDL launch follows a memcpy node, not a kernel
+            src.copy_(x0)
+        else:
+            torch.mul(x0, 1.0, out=src)
+        cur = src
+        for i, w in enumerate(ws):  # ping-pong between two buffers: WAR and RAW hazards on both
+            dst = bufs[i % 2]
+            lib.skinny(cur, w, None, None, dst, "tanh", v)
+            cur = dst
+        return cur
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        chain()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        res = chain()
+    for b in bufs:
+        b.fill_(float("nan"))
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    r = x0.double()
+    for w in ws:
+        r = torch.tanh(r @ w.double().t())
+    bad = int((~torch.isfinite(res)).sum().item())
+    e = ((res.double() - r).norm() / r.norm()).item()
+    ok = bad == 0 and e <= TOL[dt] * 2
+    print(f"[check] pdl_chain {str(dt).split('.')[1]:8s} variant={v} memcpy_first={int(memcpy_first)} steps={steps} "
+          f"rel_l2={e:.2e} unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
+    return {"name": "pdl_chain", "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": N, "ng": v, "memcpy_first": memcpy_first,
+            "rel_l2": e, "unwritten": bad, "pass": ok}
 
 
 def time_graph(fns, calls, reps=7):
@@ -173,7 +261,10 @@ def d2d_copy():
     return bw, bw_graph
 
 
-def bench_skinny(lib, dt, M, N, K, copy_bw):
+QUICK_VARIANTS = (1, 3, 7, 11)  # --quick: the rule's picks and the PDL variant
+
+
+def bench_skinny(lib, dt, M, N, K, copy_bw, variants=range(1, NVAR + 1)):
     per_set = (M * K + N * K + M * N) * 2
     nsets = max(2, min(32, math.ceil(420e6 / per_set)))
     sets = []
@@ -183,21 +274,26 @@ def bench_skinny(lib, dt, M, N, K, copy_bw):
     calls = max(nsets, 4 * nsets)
     row = {"dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "bytes": per_set, "sets": nsets, "calls": calls,
            "auto_variant": lib.L.gemv_bench_variant(M, N)}
+    variants_to_time = list(variants)
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[2]),
                 "cublaslt": lambda s: lib.gemm("cublaslt", s[0], s[1], None, None, s[2], "none"),
                 "skinny": lambda s: lib.gemm("skinny", s[0], s[1], None, None, s[2], "none")}
-    for v in range(1, NVAR + 1):
+    for v in variants_to_time:
         variants[f"skinny_v{v}"] = lambda s, v=v: lib.skinny(s[0], s[1], None, None, s[2], "none", v)
     for name, f in variants.items():
-        ms = time_graph([lambda s=s, f=f: f(s) for s in sets], calls)
+        try:
+            ms = time_graph([lambda s=s, f=f: f(s) for s in sets], calls)
+        except RuntimeError as e:  # a variant that cannot be captured/launched is reported, not fatal
+            print(f"[skinny] {name} M={M} N={N} K={K}: {e}", flush=True)
+            ms = float("inf")
         row[f"{name}_us"] = ms * 1e3
         row[f"{name}_pct_copy"] = 100.0 * per_set / (ms * 1e-3) / copy_bw
-    row["best_variant"] = min(range(1, NVAR + 1), key=lambda v: row[f"skinny_v{v}_us"])
+    row["best_variant"] = min(variants_to_time, key=lambda v: row[f"skinny_v{v}_us"])
     del sets
     return row
 
 
-def bench_gelu(lib, M, K, N, tanh=False):
+def bench_gelu(lib, M, K, N, tanh=False, pp=True):
     dt = torch.bfloat16
     per_set = (M * K + N * K + N + M * N) * 2
     nsets = max(1, min(16, math.ceil(200e6 / per_set)))
@@ -212,7 +308,7 @@ def bench_gelu(lib, M, K, N, tanh=False):
     a, b, bb, y = sets[0]
     r = ACT[epi](a.double() @ b.double().t() + bb.double())
     variants = {"torch": lambda s: F.gelu(F.linear(s[0], s[1], s[2]), approximate=approx)}
-    for impl in ("cublaslt", "wgmma", "mma") + (("skinny",) if M <= 64 else ()):
+    for impl in ("cublaslt", "wgmma") + (("wgmma_pp", "wgmma_persist") if pp else ()) + (("skinny",) if M <= 64 else ()):
         variants[impl] = lambda s, impl=impl: lib.gemm(impl, s[0], s[1], s[2], None, s[3], epi)
     for name, f in variants.items():
         out = f(sets[0])
@@ -220,6 +316,7 @@ def bench_gelu(lib, M, K, N, tanh=False):
             out = sets[0][3]
         torch.cuda.synchronize()
         row[f"{name}_rel_l2"] = ((out.double() - r).norm() / r.norm()).item()
+        row[f"{name}_pass"] = bool(row[f"{name}_rel_l2"] <= TOL[dt])
         ms = time_graph([lambda s=s, f=f: f(s) for s in sets], calls)
         row[f"{name}_us"] = ms * 1e3
     lib_best = min((k for k in variants if k != "torch"), key=lambda k: row[f"{k}_us"])
@@ -233,14 +330,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gemv_out"))
+    ap.add_argument("--quick", action="store_true", help="bf16 M = 1 and 16 only, no fp16 / M > 16 skinny rows")
+    ap.add_argument("--smoke", action="store_true", help="only a few checks of the persistent wgmma kernel")
+    ap.add_argument("--no-pp", action="store_true", help="leave the persistent wgmma kernel out")
     args = ap.parse_args()
+    pp = not args.no_pp
     os.makedirs(args.out, exist_ok=True)
     lib = Lib(args.lib)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     print("[env]", res, flush=True)
     path = os.path.join(args.out, "gemv_bench.json")
-    res["checks"] = checks(lib)
+    res["checks"] = checks(lib, pp, args.smoke)
     nfail = sum(1 for c in res["checks"] if not c["pass"])
+    if args.smoke:
+        print(f"== smoke: {len(res['checks']) - nfail}/{len(res['checks'])} pass")
+        return 1 if nfail else 0
     copy_bw, copy_graph = d2d_copy()
     res["d2d_copy_GBps"] = copy_bw / 1e9
     res["d2d_copy_graph_GBps"] = copy_graph / 1e9
@@ -248,28 +352,29 @@ def main():
           flush=True)
     json.dump(res, open(path, "w"), indent=1)
 
-    res["skinny"] = []
-    for dt in (torch.bfloat16, torch.float16):
-        shapes = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336)]
-        for M in (1, 4, 8, 16) if dt == torch.bfloat16 else (1, 16):
-            for (N, K) in shapes if dt == torch.bfloat16 else shapes[:3]:
-                row = bench_skinny(lib, dt, M, N, K, copy_bw)
-                res["skinny"].append(row)
-                print("[skinny]", json.dumps(row), flush=True)
-        json.dump(res, open(path, "w"), indent=1)
-    for M in (24, 32, 64):
-        row = bench_skinny(lib, torch.bfloat16, M, 4096, 4096, copy_bw)
-        res["skinny"].append(row)
-        print("[skinny]", json.dumps(row), flush=True)
-
     res["gelu"] = []
     for (M, K, N) in [(8192, 1024, 4096), (8192, 4096, 1024), (4096, 4096, 16384), (4096, 1024, 4096), (16, 4096, 16384),
                       (1, 4096, 11008)]:
-        for tanh in (False, True):
-            row = bench_gelu(lib, M, K, N, tanh)
+        for tanh in (False,) if args.quick else (False, True):
+            row = bench_gelu(lib, M, K, N, tanh, pp)
             res["gelu"].append(row)
             print("[gelu]", json.dumps(row), flush=True)
+            json.dump(res, open(path, "w"), indent=1)
     json.dump(res, open(path, "w"), indent=1)
+
+    res["skinny"] = []
+    for dt in (torch.bfloat16,) if args.quick else (torch.bfloat16, torch.float16):
+        shapes = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (4096, 14336)]
+        for M in (1, 16) if args.quick else (1, 4, 8, 16) if dt == torch.bfloat16 else (1, 16):
+            for (N, K) in shapes if dt == torch.bfloat16 else shapes[:3]:
+                row = bench_skinny(lib, dt, M, N, K, copy_bw, QUICK_VARIANTS if args.quick else range(1, NVAR + 1))
+                res["skinny"].append(row)
+                print("[skinny]", json.dumps(row), flush=True)
+        json.dump(res, open(path, "w"), indent=1)
+    for M in () if args.quick else (24, 32, 64):
+        row = bench_skinny(lib, torch.bfloat16, M, 4096, 4096, copy_bw)
+        res["skinny"].append(row)
+        print("[skinny]", json.dumps(row), flush=True)
 
     print(f"\n== checks: {len(res['checks']) - nfail}/{len(res['checks'])} pass; D2D copy {copy_bw / 1e9:.0f} GB/s")
     print(f"{'dtype':8s} {'M':>3s} {'N':>6s} {'K':>6s} {'torch%':>7s} {'lt%':>6s} {'auto%':>6s} {'v':>3s} "
@@ -278,15 +383,19 @@ def main():
     for r in res["skinny"]:
         print(f"{r['dtype']:8s} {r['M']:3d} {r['N']:6d} {r['K']:6d} {r['torch_pct_copy']:7.1f} {r['cublaslt_pct_copy']:6.1f} "
               f"{r['skinny_pct_copy']:6.1f} {r['auto_variant']:3d} "
-              + " ".join(f"{r['skinny_v' + str(v) + '_pct_copy']:5.1f}" for v in range(1, NVAR + 1))
+              + " ".join(f"{r.get('skinny_v' + str(v) + '_pct_copy', float('nan')):5.1f}" for v in range(1, NVAR + 1))
               + f" {r['best_variant']:4d} {r['skinny_us']:8.2f} {r['torch_us']:8.2f}")
-    print(f"\n{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} {'torch_us':>9s} {'lt_us':>8s} {'wgmma_us':>8s} {'mma_us':>8s} "
-          f"{'skinny':>8s} {'best':>8s} {'x torch':>7s}")
+    print(f"\n{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} {'torch_us':>9s} {'lt_us':>8s} {'wgmma_us':>8s} {'pp_us':>8s} "
+          f"{'pers_us':>8s} {'skinny':>8s} {'best':>13s} {'x torch':>7s} {'pers x torch':>12s}")
+    gfail = 0
     for r in res["gelu"]:
+        gfail += sum(1 for k, v in r.items() if k.endswith("_pass") and not v)
         print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} {r['epi']:9s} {r['torch_us']:9.1f} {r['cublaslt_us']:8.1f} "
-              f"{r['wgmma_us']:8.1f} {r['mma_us']:8.1f} {r.get('skinny_us', float('nan')):8.1f} {r['best']:>8s} "
-              f"{r['speedup_vs_torch']:7.2f}")
-    return 1 if nfail else 0
+              f"{r['wgmma_us']:8.1f} {r.get('wgmma_pp_us', float('nan')):8.1f} {r.get('wgmma_persist_us', float('nan')):8.1f} "
+              f"{r.get('skinny_us', float('nan')):8.1f} {r['best']:>13s} "
+              f"{r['speedup_vs_torch']:7.2f} {r['torch_us'] / r.get('wgmma_persist_us', float('nan')):12.2f}")
+    print(f"fused-GELU output checks failed: {gfail}")
+    return 1 if nfail or gfail else 0
 
 
 if __name__ == "__main__":

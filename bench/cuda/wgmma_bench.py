@@ -9,7 +9,10 @@ It builds DIR/libwgmma_bench.so with nvcc (sm_90a), checks the SASS for HGMMA, t
     error torch.matmul itself makes, and no element left unwritten;
   * times each shape with CUDA events over CUDA-graph replays (many calls per graph; input sets
     rotated so small problems do not run from L2), median of the replays, ours (tile 128x128,
-    128x256 and the automatic choice) vs torch.matmul.
+    128x256 and the automatic choice, and the persistent kernels of gemm_wgmma_pp.cu as tile codes
+    1 = ping-pong, 2 = 128x256 shared tiles) vs torch.matmul.
+--lib PATH uses a prebuilt library holding wgmma_bench_entry.cu (bench/cuda/gemm2_device_run.sh);
+--no-pp leaves the persistent kernels out.
 Writes DIR/wgmma_bench.json and prints a table last.
 """
 from __future__ import annotations
@@ -49,7 +52,7 @@ def build(out, log):
     t0 = time.time()
     ptx = sh(f"nvcc -O3 -std=c++17 -shared -Xcompiler -fPIC -Xcompiler -fvisibility=hidden "
              f"-gencode=arch=compute_90a,code=sm_90a -Xptxas -v -DDML_CUDA_LIBRARY_ARCHS=\\\"sm_90a\\\" -I{k} -I{ROOT}/include "
-             f"{k}/gemm_wgmma.cu {k}/status.cu {ROOT}/bench/cuda/wgmma_bench_entry.cu -o {so}", log)
+             f"{k}/gemm_wgmma.cu {k}/gemm_wgmma_pp.cu {k}/status.cu {ROOT}/bench/cuda/wgmma_bench_entry.cu -o {so}", log)
     regs = [l.strip() for l in ptx.splitlines() if "registers" in l or "spill" in l or "arning" in l]
     sass = sh(f"cuobjdump --dump-sass {so}", log)
     n_hgmma = sum(1 for l in sass.splitlines() if "HGMMA" in l)
@@ -173,11 +176,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/wgmma_out"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--lib", help="a prebuilt library holding wgmma_bench_entry.cu (skips the build)")
+    ap.add_argument("--no-pp", action="store_true", help="leave the persistent ping-pong kernel (tile 1) out")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "wgmma_build.log"), "w")
     print("[env]", torch.__version__, torch.cuda.get_device_name(), flush=True)
-    so, binfo = build(args.out, log)
+    if args.lib:
+        sass = subprocess.run(["cuobjdump", "--dump-sass", args.lib], capture_output=True, text=True).stdout
+        so, binfo = args.lib, {"prebuilt": args.lib, "hgmma_sass_lines": sum(1 for l in sass.splitlines() if "HGMMA" in l),
+                               "local_mem_sass_lines": sum(1 for l in sass.splitlines() if " STL" in l or " LDL" in l)}
+        print("[build]", json.dumps(binfo), flush=True)
+    else:
+        so, binfo = build(args.out, log)
+    tiles = (128, 256) if args.no_pp else (128, 256, 1, 2)  # 1 / 2: the persistent ping-pong / 128x256 kernels
     lib = Lib(so)
     result = {"build": binfo, "device": torch.cuda.get_device_name(), "torch": torch.__version__, "checks": [], "timings": []}
 
@@ -186,15 +198,22 @@ def main():
         for (M, N, K) in [(128, 128, 64), (256, 512, 1024), (1, 4096, 4096), (16, 11008, 4096), (512, 4096, 11008),
                           (3, 5, 8), (127, 255, 72), (129, 257, 136), (1000, 1000, 1000), (300, 130, 4104),
                           (4095, 4097, 4096), (4096, 4096, 4096), (4096, 14336, 4096)]:
-            for tn in (128, 256):
+            for tn in tiles:
                 checks.append((dt, M, N, K, "none", False, False, tn))
         checks.append((dt, 8192, 8192, 8192, "none", False, False, 0))
+        for pt in () if args.no_pp else (1, 2):
+            checks.append((dt, 8192, 8192, 8192, "none", False, False, pt))
+            checks.append((dt, 2048, 2048, 64, "gelu", True, False, pt))  # one K step per tile
         for epi in EPI:
             resid = epi in ("add", "add_relu")
             checks.append((dt, 200, 300, 264, epi, True, resid, 128))
             checks.append((dt, 512, 1024, 512, epi, True, resid, 256))
+            for pt in () if args.no_pp else (1, 2):
+                checks.append((dt, 1024, 1024, 512, epi, True, resid, pt))
         checks.append((dt, 64, 72, 64, "none", True, False, 256))       # N % 8 == 0, tails in N
         checks.append((dt, 65, 71, 80, "add", False, True, 128))        # N odd: scalar stores, no bias
+        for pt in () if args.no_pp else (1, 2):
+            checks.append((dt, 65, 71, 80, "add", False, True, pt))
     for c in checks:
         r = check(lib, *c)
         result["checks"].append(r)
@@ -203,14 +222,15 @@ def main():
               f"max={r['max_err']:.2e} unwritten={r['unwritten']} {'PASS' if r['pass'] else 'FAIL'}", flush=True)
     json.dump(result, open(os.path.join(args.out, "wgmma_bench.json"), "w"), indent=1)
 
-    shapes = [(4096, 4096, 4096), (8192, 8192, 8192)]
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 4096, 1024), (8192, 1024, 4096), (4096, 16384, 4096),
+              (4096, 4096, 1024)]
     if not args.quick:
         for M in (1, 16, 512, 4096):
             for (N, K) in [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096)]:
                 shapes.append((M, N, K))
-    for dt in DT:
+    for dt in ("bfloat16",) if args.quick else DT:
         for (M, N, K) in shapes:
-            r = bench(lib, dt, M, N, K, [128, 256, 0])
+            r = bench(lib, dt, M, N, K, [128, 256, 0] + ([] if args.no_pp else [1, 2]))
             result["timings"].append(r)
             print("[time]", json.dumps(r), flush=True)
             json.dump(result, open(os.path.join(args.out, "wgmma_bench.json"), "w"), indent=1)
@@ -218,10 +238,13 @@ def main():
     n_fail = sum(1 for r in result["checks"] if not r["pass"])
     print(f"\n== build: HGMMA lines {binfo['hgmma_sass_lines']}, local-memory lines {binfo['local_mem_sass_lines']}; "
           f"checks: {len(result['checks']) - n_fail}/{len(result['checks'])} pass")
-    print(f"{'dtype':8s} {'M':>5s} {'N':>6s} {'K':>6s} {'torch':>7s} {'w128':>7s} {'w256':>7s} {'auto':>7s} {'auto/torch':>10s}  (TFLOP/s)")
+    print(f"{'dtype':8s} {'M':>5s} {'N':>6s} {'K':>6s} {'torch':>7s} {'w128':>7s} {'w256':>7s} {'auto':>7s} {'auto/torch':>10s}"
+          f" {'pp':>7s} {'pp/torch':>8s} {'pers':>7s} {'pers/torch':>10s}  (TFLOP/s)")
     for r in result["timings"]:
+        pp, pe = r.get("wgmma1_tflops", float("nan")), r.get("wgmma2_tflops", float("nan"))
         print(f"{r['dtype']:8s} {r['M']:5d} {r['N']:6d} {r['K']:6d} {r['torch_tflops']:7.1f} {r['wgmma128_tflops']:7.1f} "
-              f"{r['wgmma256_tflops']:7.1f} {r['wgmmaauto_tflops']:7.1f} {r['wgmmaauto_tflops'] / r['torch_tflops']:10.2f}")
+              f"{r['wgmma256_tflops']:7.1f} {r['wgmmaauto_tflops']:7.1f} {r['wgmmaauto_tflops'] / r['torch_tflops']:10.2f}"
+              f" {pp:7.1f} {pp / r['torch_tflops']:8.2f} {pe:7.1f} {pe / r['torch_tflops']:10.2f}")
     return 1 if n_fail else 0
 
 

@@ -13,6 +13,11 @@ extern "C" __attribute__((visibility("default"))) int wgmma_bench_gemm(int dtype
                                                                        const void* a, const void* b, const void* bias,
                                                                        const void* d, void* y, int epi, int tile_n,
                                                                        void* stream) {
+  // tile_n 1 / 2: the persistent kernels of gemm_wgmma_pp.cu (ping-pong / 128×256 shared tiles);
+  // 0, 128, 256: gemm_wgmma.cu
+  if (tile_n == 1 || tile_n == 2)
+    return dml_cuda::wgmma_pp_gemm(dtype, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, static_cast<cudaStream_t>(stream),
+                                   tile_n == 1);
   return dml_cuda::wgmma_gemm(dtype, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, static_cast<cudaStream_t>(stream), tile_n);
 }
 

@@ -42,7 +42,12 @@ enum dml_cuda_gemm_impl {
   /* cuBLASLt with the heuristic's 2nd / 3rd algorithm (the last one it returns where it returns
    * fewer): more cuBLASLt candidates for --profile to time, since its first guess is not always
    * the fastest for the problem. */
-  DML_CUDA_GEMM_CUBLASLT_ALGO2 = 6, DML_CUDA_GEMM_CUBLASLT_ALGO3 = 7
+  DML_CUDA_GEMM_CUBLASLT_ALGO2 = 6, DML_CUDA_GEMM_CUBLASLT_ALGO3 = 7,
+  /* The own persistent sm_90a kernels (wgmma + TMA, one block per SM walking the tiles, next
+   * tile's loads during the fused epilogue): PP = ping-pong (128×128 tiles taken in turn by two
+   * consumer warpgroups), PERSIST = 128×256 tiles shared by both; same operands and fallbacks as
+   * DML_CUDA_GEMM_WGMMA. */
+  DML_CUDA_GEMM_WGMMA_PP = 8, DML_CUDA_GEMM_WGMMA_PERSIST = 9
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

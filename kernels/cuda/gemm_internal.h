@@ -30,6 +30,11 @@ bool wgmma_gemm_supported(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, 
 int wgmma_tile_n(int64_t M, int64_t N);
 int wgmma_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int tile_n = 0);
+// Own persistent sm_90a GEMMs (gemm_wgmma_pp.cu): same operands and checks as wgmma_gemm (call
+// wgmma_gemm_supported first). pingpong: 128×128 tiles taken in turn by the two consumer
+// warpgroups (one's epilogue under the other's MMAs); otherwise 128×256 tiles shared by both.
+int wgmma_pp_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+                  const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, bool pingpong);
 #endif
 #if DML_GPU_ROCM
 // Own MFMA matrix-core GEMM (gemm_mfma.cu, gfx90a only; other archs get a clear error at run

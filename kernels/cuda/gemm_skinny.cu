@@ -14,6 +14,14 @@
 // a stays in L1/L2). Rows of a beyond M are zero (not loaded). The W warps' fp32 partial tiles are
 // summed in shared memory and one thread per output element applies the shared epilogue
 // (gemm_tile.cuh: bias, residual, activation) and stores.
+// Variant 11 is variant 1 launched with programmatic dependent launch (sm_90): it may start while
+// the preceding kernel in the stream finishes, waits for it (griddepcontrol.wait) before any load
+// or store, then lets the next kernel launch (griddepcontrol.launch_dependents). On the H200 it
+// measured the same as variant 1 (bench/cuda/h200_session7_gemm2_run*), so the rule does not pick
+// it. Tried there and dropped (same logs): a bulk L2 prefetch (cp.async.bulk.prefetch.L2) of each
+// block's weight rows 2-4 loop steps ahead (44-62% of the copy bandwidth instead of 60-85%), and a
+// software-pipelined loop (next step's loads issued before this step's MMAs: 78-148 registers, so
+// fewer blocks per SM; 43-73%, never ahead of the plain loop).
 // Needs K % 8 == 0 and 16-byte aligned a / b (batch strides included); gemm.cu falls back to the
 // mma.sync tile kernel otherwise, and for B as [K, N]. M > 16 runs ceil(M/16) block rows (the
 // weight is then re-read per block row, mostly from L2): a candidate for small M only.
@@ -44,6 +52,56 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return r;
 }
 
+// Programmatic dependent launch (sm_90+): wait for the preceding kernel's completion and memory /
+// allow the next kernel to be scheduled. Without a programmatic dependency both return at once.
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// One loop step of a warp: SK_U chunks (every SK_WARPS-th from c0) of its NG weight-row groups and of
+// the 16 rows of a, as 16-byte loads (zero outside K, N or M).
+template <int NG, int SK_U> struct SkChunk {
+  uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
+};
+template <class T, int NG, int SK_U, int SK_WARPS>
+__device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
+                                        const T* const (&brow)[NG], const bool (&bok)[NG], const T* a_lo, const T* a_hi,
+                                        bool row_lo, bool row_hi) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const int64_t c = c0 + (int64_t)u * SK_WARPS;
+    const int64_t k = c * 32 + 8 * t;
+    const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+#pragma unroll
+    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+    ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
+    ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
+  }
+}
+template <class T, int NG, int SK_U>
+__device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK_U>& ch) {
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const uint32_t a0[4] = {ch.xl[u].x, ch.xh[u].x, ch.xl[u].y, ch.xh[u].y};
+    const uint32_t a1[4] = {ch.xl[u].z, ch.xh[u].z, ch.xl[u].w, ch.xh[u].w};
+#pragma unroll
+    for (int j = 0; j < NG; ++j) {
+      const uint32_t b0[2] = {ch.wv[u][j].x, ch.wv[u][j].y};
+      const uint32_t b1[2] = {ch.wv[u][j].z, ch.wv[u][j].w};
+      mma_m16n8k16<T>(acc[j], a0, b0);
+      mma_m16n8k16<T>(acc[j], a1, b1);
+    }
+  }
+}
+
 template <class T, int NG, int SK_U, int SK_WARPS>
 __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
@@ -72,32 +130,15 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
 #pragma unroll
   for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+  grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
+  grid_dep_launch();  // the next kernel may start as this one's blocks retire
+
   const int64_t chunks = (K + 31) / 32;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  for (int64_t c0 = warp; c0 < chunks; c0 += SK_WARPS * SK_U) {
-    uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
-#pragma unroll
-    for (int u = 0; u < SK_U; ++u) {
-      const int64_t c = c0 + (int64_t)u * SK_WARPS;
-      const int64_t k = c * 32 + 8 * t;
-      const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
-#pragma unroll
-      for (int j = 0; j < NG; ++j) wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
-      xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
-      xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
-    }
-#pragma unroll
-    for (int u = 0; u < SK_U; ++u) {
-      const uint32_t a0[4] = {xl[u].x, xh[u].x, xl[u].y, xh[u].y};
-      const uint32_t a1[4] = {xl[u].z, xh[u].z, xl[u].w, xh[u].w};
-#pragma unroll
-      for (int j = 0; j < NG; ++j) {
-        const uint32_t b0[2] = {wv[u][j].x, wv[u][j].y};
-        const uint32_t b1[2] = {wv[u][j].z, wv[u][j].w};
-        mma_m16n8k16<T>(acc[j], a0, b0);
-        mma_m16n8k16<T>(acc[j], a1, b1);
-      }
-    }
+  constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
+  for (int64_t c0 = warp; c0 < chunks; c0 += S) {
+    SkChunk<NG, SK_U> ch;
+    sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U>(acc, ch);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
 #pragma unroll
@@ -116,7 +157,22 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
   }
 }
 
-template <class T, int NG, int U, int W>
+// Compute capability 9.0+ (programmatic dependent launch); asked once per process.
+bool device_has_pdl() {
+  static const bool ok = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major >= 9;
+  }();
+  return ok;
+}
+
+// PDL: launched with programmatic stream serialization (sm_90+; cudaLaunchKernelEx), so the kernel
+// may start while the preceding one in the stream finishes (it waits in griddepcontrol.wait).
+template <class T, int NG, int U, int W, bool PDL = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
@@ -124,26 +180,45 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
     return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  skinny_gemm_kernel<T, NG, U, W><<<grid, W * 32, 0, s>>>(M, N, K, sa, sb, static_cast<const T*>(a),
-                                                          static_cast<const T*>(b), static_cast<const T*>(bias),
-                                                          static_cast<const T*>(d), static_cast<T*>(y), epi);
-  return check_launch("own skinny GEMM kernel");
+  auto kern = &skinny_gemm_kernel<T, NG, U, W>;
+  const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
+          *td = static_cast<const T*>(d);
+  T* ty = static_cast<T*>(y);
+  if (PDL && device_has_pdl()) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(W * 32);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, sa, sb, ta, tb, tbias, td, ty, epi),
+                 "own skinny GEMM kernel (programmatic dependent launch)");
+  } else {
+    kern<<<grid, W * 32, 0, s>>>(M, N, K, sa, sb, ta, tb, tbias, td, ty, epi);
+    return check_launch("own skinny GEMM kernel");
+  }
 }
 
-// The kernel's variants: {8-row weight groups per block, K chunks in flight per warp, warps per
-// block}. Variant numbers are the bench's (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
-constexpr int kVariants[][3] = {{1, 4, 8}, {2, 4, 8}, {4, 4, 8}, {1, 8, 8}, {2, 8, 8},
-                                {1, 8, 4}, {2, 8, 4}, {4, 8, 4}, {1, 4, 16}, {2, 4, 16}};
+// The kernel's variants: {8-row weight groups per block, K chunks per loop step of a warp, warps
+// per block, programmatic dependent launch}. Variant numbers are the bench's
+// (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
+constexpr int kVariants[][4] = {{1, 4, 8, 0}, {2, 4, 8, 0}, {4, 4, 8, 0}, {1, 8, 8, 0}, {2, 8, 8, 0}, {1, 8, 4, 0},
+                                {2, 8, 4, 0}, {4, 8, 4, 0}, {1, 4, 16, 0}, {2, 4, 16, 0}, {1, 4, 8, 1}};
 constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                    const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-#define DML_SK_CASE(i, NG, U, W) \
-  case i: return launch<T, NG, U, W>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+#define DML_SK_CASE(i, NG, U, W, ...) \
+  case i: return launch<T, NG, U, W, ##__VA_ARGS__>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   switch (v) {
     DML_SK_CASE(1, 1, 4, 8) DML_SK_CASE(2, 2, 4, 8) DML_SK_CASE(3, 4, 4, 8) DML_SK_CASE(4, 1, 8, 8) DML_SK_CASE(5, 2, 8, 8)
     DML_SK_CASE(6, 1, 8, 4) DML_SK_CASE(7, 2, 8, 4) DML_SK_CASE(8, 4, 8, 4) DML_SK_CASE(9, 1, 4, 16) DML_SK_CASE(10, 2, 4, 16)
+    DML_SK_CASE(11, 1, 4, 8, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
