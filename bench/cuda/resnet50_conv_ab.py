@@ -4,11 +4,12 @@ The artifact of tests/gpu/cases.py's resnet50_bench (batch 32, bf16; built by sc
 prepare) calls dml_cuda_conv2d_nhwc with the AUTO tile for every conv, so the rule the kernel
 library applies decides which kernels run. DML_CUDA_CONV_NHWC_AUTO (read once per process) picks
 it: "" = the default rule, "mma" = the mma.sync kernel's own rule (session 6), "wgmma" = the sm_90a
-wgmma kernel for every conv it takes. Each mode runs in its own process, in alternating rounds;
+wgmma conv kernel for every conv it takes (plain 1x1 too), "wgmma_gemm" = plain 1x1 convs as the own
+TMA + wgmma GEMM. Each mode runs in its own process, in alternating rounds;
 each sample is the median per-run time of CUDA-event-timed back-to-back runs, and the first round
 of each mode also prints the per-kernel table (torch.profiler / CUPTI).
 
-    python3 bench/cuda/resnet50_conv_ab.py BUNDLE [--modes default,mma,wgmma] [--rounds 2] [--json FILE]
+    python3 bench/cuda/resnet50_conv_ab.py BUNDLE [--modes default,mma,wgmma,wgmma_gemm] [--rounds 2] [--json FILE]
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def child(bundle, profile):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bundle")
-    ap.add_argument("--modes", default="default,mma,wgmma")
+    ap.add_argument("--modes", default="default,mma,wgmma,wgmma_gemm")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", action="store_true")

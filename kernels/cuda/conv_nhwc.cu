@@ -424,14 +424,16 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
   const int64_t sms = conv_sm_count();
   const int64_t wide_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 127) / 128);
   if (tile == DML_CUDA_CONV_TILE_AUTO) {
-    static const int mode = [] {  // 0 default rule, 1 mma, 2 wgmma for everything it takes
+    // 0 default rule, 1 mma, 2 the wgmma conv for everything it takes, 3 plain 1x1 as the own TMA GEMM
+    static const int mode = [] {
       const char* e = std::getenv("DML_CUDA_CONV_NHWC_AUTO");
       if (!e) return 0;
       const std::string v(e);
-      return v == "mma" ? 1 : v == "wgmma" ? 2 : 0;
+      return v == "mma" ? 1 : v == "wgmma" ? 2 : v == "wgmma_gemm" ? 3 : 0;
     }();
     if (mode == 1 || !wg_ok) tile = DML_CUDA_CONV_TILE_MMA_AUTO;
     else if (plain && mode == 0) tile = DML_CUDA_CONV_TILE_GEMM_CUBLASLT;
+    else if (plain && mode == 3) tile = DML_CUDA_CONV_TILE_GEMM_WGMMA;
     else if (g.O > 64 && wide_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x128;
     else if (((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 63) / 64) >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x64;
     else tile = DML_CUDA_CONV_TILE_WGMMA_64x64;

@@ -161,8 +161,9 @@ enum dml_cuda_conv_tile {
    * with the conditions above, plain 1x1 convs as GEMM_CUBLASLT and the others as the largest wgmma
    * tile that still fills the GPU (WGMMA_128x128 if O > 64 and it gives a block per
    * multiprocessor, else WGMMA_128x64 if that does, else WGMMA_64x64); elsewhere MMA_AUTO. The
-   * environment variable DML_CUDA_CONV_NHWC_AUTO=mma / wgmma (read once) makes AUTO mean MMA_AUTO /
-   * the wgmma rule for every conv it takes (plain 1x1 too), for A/B runs of one artifact. */
+   * environment variable DML_CUDA_CONV_NHWC_AUTO (read once) changes the rule for A/B runs of one
+   * artifact: "mma" = MMA_AUTO, "wgmma" = the wgmma tiles for plain 1x1 convs too, "wgmma_gemm" =
+   * plain 1x1 convs as GEMM_WGMMA. */
   DML_CUDA_CONV_TILE_MMA_AUTO = 11
 };
 DML_CUDA_API int dml_cuda_conv2d_pack_ohwi(int dtype, int64_t O, int64_t C, int64_t kh, int64_t kw, const void* w,
