@@ -26,4 +26,4 @@ timeout 200 bash bench/cuda/conv_nhwc_device_run.sh "$SO" 2>&1 | tail -n 80
 echo "== (2) gpu-check run"
 OUT="$OUT" timeout 240 scripts/gpu-check run "$DIR" 2>&1 | tee "$OUT/gpu_check.log" | grep -v "^\[profile\]   " | tail -n 40
 echo "== (3) A/B of the run-time rule"
-timeout 150 python3 bench/cuda/resnet50_conv_ab.py "$DIR" --modes default,mma,wgmma,wgmma_gemm --rounds 2 --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.log"
+timeout 150 python3 bench/cuda/resnet50_conv_ab.py "$DIR" --modes default,mma,wgmma,wgmma_gemm --rounds 1 --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.log"
