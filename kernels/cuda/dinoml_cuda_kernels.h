@@ -159,8 +159,8 @@ enum dml_cuda_conv_tile {
   DML_CUDA_CONV_TILE_GEMM_CUBLASLT = 9, DML_CUDA_CONV_TILE_GEMM_WGMMA = 10,
   /* The mma.sync kernel's own tile rule (AUTO before sm_90a kernels existed). AUTO: on compute 9.0
    * with the conditions above, plain 1x1 convs as GEMM_CUBLASLT and the others as the largest wgmma
-   * tile that still fills the GPU (WGMMA_128x128 if O > 64 and it gives a block per
-   * multiprocessor, else WGMMA_128x64 if that does, else WGMMA_64x64); elsewhere MMA_AUTO. The
+   * tile that gives at least half a wave of blocks (WGMMA_128x128 if O > 64, else WGMMA_128x64,
+   * else WGMMA_64x64); elsewhere MMA_AUTO. The
    * environment variable DML_CUDA_CONV_NHWC_AUTO (read once) changes the rule for A/B runs of one
    * artifact: "mma" = MMA_AUTO, "wgmma" = the wgmma tiles for plain 1x1 convs too, "wgmma_gemm" =
    * plain 1x1 convs as GEMM_WGMMA. */
