@@ -6,7 +6,7 @@
 # (2) scripts/gpu-check run DIR: parity of the bundle's cases, ResNet-50 vs eager channels-last and
 #     torch.compile in one process, per-kernel tables;
 # (3) bench/cuda/resnet50_conv_ab.py: the same artifact under each DML_CUDA_CONV_NHWC_AUTO rule.
-#   OUT=... bench/cuda/resnet50_conv_device_run.sh DIR
+#   OUT=... [SKIP_KERNELS=1] [AB_MODES=default,mma] [AB_ROUNDS=2] bench/cuda/resnet50_conv_device_run.sh DIR
 set -o pipefail
 DIR=${1:?bundle dir}
 OUT=${OUT:-/tmp/r50_out}
@@ -21,9 +21,12 @@ if [ -z "$LT" ]; then
 fi
 export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
 SO=$(ls "$DIR"/resnet50_bench_bfloat16/artifact/lib/libdinoml_cuda_kernels.so | head -1)
-echo "== (1) kernels: $SO"
-timeout 200 bash bench/cuda/conv_nhwc_device_run.sh "$SO" 2>&1 | tail -n 80
+if [ -z "${SKIP_KERNELS:-}" ]; then  # SKIP_KERNELS=1: only (2) and (3)
+  echo "== (1) kernels: $SO"
+  timeout 200 bash bench/cuda/conv_nhwc_device_run.sh "$SO" 2>&1 | tail -n 80
+fi
 echo "== (2) gpu-check run"
 OUT="$OUT" timeout 240 scripts/gpu-check run "$DIR" 2>&1 | tee "$OUT/gpu_check.log" | grep -v "^\[profile\]   " | tail -n 40
 echo "== (3) A/B of the run-time rule"
-timeout 150 python3 bench/cuda/resnet50_conv_ab.py "$DIR" --modes default,mma,wgmma,wgmma_gemm --rounds 1 --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.log"
+timeout 150 python3 bench/cuda/resnet50_conv_ab.py "$DIR" --modes "${AB_MODES:-default,mma,wgmma,wgmma_gemm}" \
+  --rounds "${AB_ROUNDS:-1}" --json "$OUT/ab.json" 2>&1 | tee "$OUT/ab.log"
