@@ -434,14 +434,16 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
     if (mode == 1 || !wg_ok) tile = DML_CUDA_CONV_TILE_MMA_AUTO;
     else if (plain && mode == 0) tile = DML_CUDA_CONV_TILE_GEMM_CUBLASLT;
     else if (plain && mode == 3) tile = DML_CUDA_CONV_TILE_GEMM_WGMMA;
-    // Measured on the H200 (bench/cuda/h200_session7_conv2_run1.log, ResNet-50 b32): 128x128 (one
-    // block per SM) wins from half a wave of its blocks on (layer 3's 3x3: 98 blocks, 0.030 ms vs
-    // 0.041 for 128x64), 128x64 below that (layer 4's 3x3: 52 / 104 blocks), 64x64 only where
-    // even 128x64 gives less than half a wave; O = 64 (layer 1) takes 128x64.
-    const int64_t mid_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 63) / 64);
-    if (g.O > 64 && 2 * wide_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x128;
-    else if (2 * mid_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x64;
-    else tile = DML_CUDA_CONV_TILE_WGMMA_64x64;
+    else {
+      // Measured on the H200 (bench/cuda/h200_session7_conv2_run1.log, ResNet-50 b32): 128x128 (one
+      // block per SM) wins from half a wave of its blocks on (layer 3's 3x3: 98 blocks, 0.030 ms vs
+      // 0.041 for 128x64), 128x64 below that (layer 4's 3x3: 52 / 104 blocks), 64x64 only where
+      // even 128x64 gives less than half a wave; O = 64 (layer 1) takes 128x64.
+      const int64_t mid_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 63) / 64);
+      if (g.O > 64 && 2 * wide_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x128;
+      else if (2 * mid_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x64;
+      else tile = DML_CUDA_CONV_TILE_WGMMA_64x64;
+    }
   }
   if (tile == DML_CUDA_CONV_TILE_GEMM_CUBLASLT || tile == DML_CUDA_CONV_TILE_GEMM_WGMMA) {
     if (plain) {
