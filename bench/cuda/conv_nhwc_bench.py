@@ -8,9 +8,10 @@ conv_nhwc.cu, pool_nhwc.cu and status.cu. Through ctypes on torch tensors:
   shapes (stride 2, padding, dilation, asymmetric pads, C and O off the tile, C % 8 != 0 stem,
   NCHW input / output / residual strides, fp16); outputs poisoned with NaN before every run;
   max/avg pool and global average pooling on NHWC tensors.
-* timings (CUDA events, median): per ResNet-50 conv shape the old NCHW kernel
-  (dml_cuda_conv2d, mma), the new one per tile, and torch.nn.functional.conv2d channels-last
-  (cuDNN); summed over the network's layer counts.
+* timings (median over replays of a CUDA graph of 20 calls: kernel time without launch
+  overhead): per ResNet-50 conv shape every tile (mma.sync, sm_90a wgmma, the GEMM routes of
+  plain 1x1 convs) and torch.nn.functional.conv2d channels-last (cuDNN) with and without the
+  epilogue ops; summed over the network's layer counts.
 """
 import argparse
 import ctypes
@@ -29,7 +30,11 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 DT = {torch.float16: 1, torch.bfloat16: 2}
-TILES = {"128x128": 1, "128x64": 2, "64x64": 3, "128x128x64": 4, "128x64x64": 5}
+# mma.sync tiles (conv_nhwc.cu), the sm_90a wgmma tiles (conv_nhwc_wgmma.cu), the GEMM routes of
+# plain 1x1 convs (dml_cuda_gemm: cuBLASLt / own TMA + wgmma GEMM) and the mma kernel's own rule.
+TILES = {"128x128": 1, "128x64": 2, "64x64": 3, "128x128x64": 4, "128x64x64": 5, "wg128x128": 6, "wg128x64": 7,
+         "wg64x64": 8, "gemm_lt": 9, "gemm_wg": 10, "mma_auto": 11}
+GEMM_TILES = ("gemm_lt", "gemm_wg")  # only where the conv is a plain GEMM (else they run the AUTO rule)
 
 
 class Shape(ctypes.Structure):
@@ -52,7 +57,10 @@ class Lib:
     def __init__(self, path):
         self.l = ctypes.CDLL(path)
         self.l.dml_cuda_last_error.restype = ctypes.c_char_p
-        self.stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+    @property
+    def stream(self):  # the current stream at call time (graph capture runs on a side stream)
+        return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
     def check(self, st, what):
         if st != 0:
@@ -106,6 +114,12 @@ def time_ms(fn, reps=30, warm=5):
     return statistics.median(cuda_timing.event_samples(torch, fn, reps, 1, warm))
 
 
+def graph_ms(fn, calls=20, reps=7):
+    """Median ms per call over replays of a CUDA graph of `calls` back-to-back calls: kernel time
+    without the Python / launch overhead (the artifact replays one graph too)."""
+    return statistics.median(cuda_timing.graph_samples(torch, [fn], calls, reps))
+
+
 # ResNet-50 convs: (name, C, O, H_in, k, stride, pad, count, epilogue) at batch 32, 224x224.
 def resnet50_convs():
     L = [("stem7x7s2", 3, 64, 224, 7, 2, 3, 1, "relu")]
@@ -152,6 +166,33 @@ def check_case(lib, res_log, name, N, C, O, H, W, k, stride, pad, dil, dtype, ep
     return ok
 
 
+def check_alias(lib, res_log):
+    """y aliasing res (the memory plan may give a residual conv's output the residual's storage),
+    on every tile: 1x1 (GEMM routes too) and 3x3."""
+    ok = True
+    for (k, pd) in ((1, 0), (3, 1)):
+        g = torch.Generator(device="cuda").manual_seed(77 + k)
+        N, C, O, H = 4, 64, 128, 14
+        x = torch.randn(N, C, H, H, device="cuda", generator=g).to(torch.bfloat16)
+        w = (torch.randn(O, C, k, k, device="cuda", generator=g) / (C * k * k) ** 0.5).to(torch.bfloat16)
+        bias = torch.randn(O, device="cuda", generator=g).to(torch.bfloat16)
+        res = torch.randn(N, O, H, H, device="cuda", generator=g).to(torch.bfloat16)
+        ref = ref_conv(x, w, (1, 1), (pd,) * 4, (1, 1), bias, res, True)
+        xa = x.contiguous(memory_format=torch.channels_last)
+        wp = lib.pack(w)
+        worst = 0.0
+        for t in ("auto",) + tuple(TILES):
+            yr = res.contiguous(memory_format=torch.channels_last).clone()
+            lib.conv_nhwc(xa, wp, w.shape, yr, (1, 1), (pd,) * 4, (1, 1), bias, yr, 1, 0 if t == "auto" else TILES[t])
+            torch.cuda.synchronize()
+            worst = max(worst, rel(yr, ref))
+        good = worst < 2e-2
+        ok &= good
+        res_log.append({"case": f"y aliases res {k}x{k}", "rel_err": worst, "ok": good})
+        print(f"  {'PASS' if good else 'FAIL'} y aliases res, {k}x{k} C64 O128 (all tiles): rel err {worst:.2e}", flush=True)
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
@@ -174,9 +215,13 @@ def main():
         ("C40 O72 5x3 s(2,1) no bias fp16", 2, 40, 72, 12, 9, (5, 3), (2, 1), (2, 1, 2, 1), (1, 1), torch.float16, "none", True, True),
         ("C256 O64 3x3 p1 add_relu fp16", 4, 256, 64, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), torch.float16, "add_relu", True, True),
         ("C8 O16 N1 1x1 1x1 image", 1, 8, 16, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), bf, "relu", True, True),
+        ("C192 O200 1x1 add_relu (plain GEMM, O off the tiles)", 3, 192, 200, 9, 11, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), bf, "add_relu", True, True),
+        ("C520 O136 3x3 p1 fp16 (channel block tail)", 2, 520, 136, 7, 9, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), torch.float16, "relu", True, True),
+        ("C64 O64 1x1 no bias fp16 plain GEMM", 2, 64, 64, 5, 6, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), torch.float16, "none", True, True),
     ]
     for (name, N, C, O, H, W, k, s, pd, d, dt, epi, xcl, ycl) in odd:
         ok &= check_case(lib, log["checks"], name, N, C, O, H, W, k, s, pd, d, dt, epi, xcl, ycl, tiles=allt)
+    ok &= check_alias(lib, log["checks"])
 
     # pooling on NHWC
     x = torch.randn(a.batch, 64, 112, 112, device="cuda").to(bf).contiguous(memory_format=torch.channels_last)
@@ -214,8 +259,8 @@ def main():
     log["checks"].append({"case": "global_avg_pool NHWC", "rel_err": e, "ok": e < 1e-2})
     print(f"  {'PASS' if e < 1e-2 else 'FAIL'} global_avg_pool2d NHWC: rel err {e:.2e}", flush=True)
 
-    print("== ResNet-50 layers (batch %d, bf16): check every tile, time old NCHW mma / new per tile / torch channels-last" % a.batch, flush=True)
-    tot = {"old": 0.0, "auto": 0.0, "best": 0.0, "torch": 0.0}
+    print("== ResNet-50 layers (batch %d, bf16): check every tile; CUDA-graph kernel time per tile and of torch channels-last (cuDNN)" % a.batch, flush=True)
+    tot = {"auto": 0.0, "best": 0.0, "best_mma": 0.0, "torch": 0.0, "torch_conv_only": 0.0}
     tot.update({t: 0.0 for t in TILES})
     B = a.batch
     for (name, C, O, H, k, s, pd, cnt, epi) in resnet50_convs():
@@ -229,38 +274,43 @@ def main():
         res = torch.randn(B, O, Ho, Ho, device="cuda").to(bf) if epi == "add_relu" else None
         xc = x.contiguous(memory_format=torch.channels_last)
         rc = res.contiguous(memory_format=torch.channels_last) if res is not None else None
-        y = torch.empty(B, O, Ho, Ho, device="cuda", dtype=bf)
-        yc = y.contiguous(memory_format=torch.channels_last)
+        yc = torch.empty(B, O, Ho, Ho, device="cuda", dtype=bf).contiguous(memory_format=torch.channels_last)
         wp = lib.pack(w)
         wc = w.contiguous(memory_format=torch.channels_last)
         row = {"layer": name, "count": cnt, "gflop": 2.0 * B * Ho * Ho * O * C * k * k / 1e9}
-        row["old"] = time_ms(lambda: lib.conv_old(x, w, y, s, pd, bias, res, relu))
+        plain = k == 1 and s == 1
         for t, tv in [("auto", 0)] + list(TILES.items()):
-            row[t] = time_ms(lambda: lib.conv_nhwc(xc, wp, w.shape, yc, (s, s), (pd,) * 4, (1, 1), bias, rc, relu, tv))
+            if t in GEMM_TILES and not plain:
+                row[t] = float("nan")
+                continue
+            row[t] = graph_ms(lambda: lib.conv_nhwc(xc, wp, w.shape, yc, (s, s), (pd,) * 4, (1, 1), bias, rc, relu, tv))
         if epi == "add_relu":
             tfn = lambda: torch.relu_(F.conv2d(xc, wc, bias, s, pd).add_(rc))  # noqa: E731
         elif relu:
             tfn = lambda: torch.relu_(F.conv2d(xc, wc, bias, s, pd))  # noqa: E731
         else:
             tfn = lambda: F.conv2d(xc, wc, bias, s, pd)  # noqa: E731
-        row["torch"] = time_ms(tfn)
-        row["torch_conv_only"] = time_ms(lambda: F.conv2d(xc, wc, None, s, pd))
-        row["best"] = min(row[t] for t in TILES)
-        row["best_tile"] = min(TILES, key=lambda t: row[t])
+        row["torch"] = graph_ms(tfn)
+        row["torch_conv_only"] = graph_ms(lambda: F.conv2d(xc, wc, None, s, pd))
+        cands = [t for t in TILES if row[t] == row[t]]
+        row["best_tile"] = min(cands, key=lambda t: row[t])
+        row["best"] = row[row["best_tile"]]
+        row["best_mma"] = min(row[t] for t in ("128x128", "128x64", "64x64", "128x128x64", "128x64x64"))
         for key in tot:
-            tot[key] += cnt * row[key]
+            if row[key] == row[key]:
+                tot[key] += cnt * row[key]
         log["layers"].append(row)
         tf = row["gflop"] / row["best"]
-        print(f"  {name:32s} x{cnt}: old {row['old']:.3f}  auto {row['auto']:.3f}  " +
-              "  ".join(f"{t} {row[t]:.3f}" for t in TILES) +
-              f"  torch {row['torch']:.3f} (conv {row['torch_conv_only']:.3f}) ms; best {row['best_tile']} {tf:.0f} TFLOP/s", flush=True)
+        print(f"  {name:30s} x{cnt}: auto {row['auto']:.4f} | " + " ".join(f"{t} {row[t]:.4f}" for t in TILES if row[t] == row[t]) +
+              f" | torch {row['torch']:.4f} (conv {row['torch_conv_only']:.4f}) ms; best {row['best_tile']} {tf:.0f} TFLOP/s"
+              f" (auto {row['gflop'] / row['auto']:.0f})", flush=True)
     log["totals_ms"] = tot
     log["all_ok"] = bool(ok)
     with open(os.path.join(a.out, "conv_nhwc_bench.json"), "w") as f:
         json.dump(log, f, indent=1)
     print("== summary (sum over ResNet-50's 53 convs, batch %d bf16, ms)" % B)
-    print("   old NCHW mma %.2f | new auto %.2f | new best-tile %.2f | torch CL (cuDNN, + epilogue ops) %.2f" %
-          (tot["old"], tot["auto"], tot["best"], tot["torch"]))
+    print("   auto %.3f | best tile per layer %.3f | best mma.sync tile %.3f | mma auto rule %.3f | torch CL conv only (cuDNN) %.3f, + epilogue ops %.3f" %
+          (tot["auto"], tot["best"], tot["best_mma"], tot["mma_auto"], tot["torch_conv_only"], tot["torch"]))
     print("   checks:", "ALL PASS" if ok else "FAILURES")
     return 0 if ok else 1
 

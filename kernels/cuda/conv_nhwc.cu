@@ -19,27 +19,14 @@
 //   channel-contiguous, else element by element through their strides (an NCHW output at the end
 //   of a channels-last chain). y may alias res (each element is read and written by one thread).
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
-#include "common.cuh"
-#include "mma.cuh"
+#include "conv_nhwc_internal.cuh"
+#include "gemm_internal.h"
 
 namespace dml_cuda {
 namespace {
-
-struct NhwcGeo {
-  int N, C, H, W, O, kh, kw, sh, sw, pt, pl, dh, dw, Ho, Wo;
-  int P, K, ctiles, ktiles;
-  int64_t xs[4], ys[4], rs[4];  // element strides in (n, c, h, w) order
-};
-
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait_n() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 
 template <class T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool VEC>
 __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
@@ -237,28 +224,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
       const float4 c0 = *reinterpret_cast<const float4*>(Cs + row * CLD + ch * 8);
       const float4 c1 = *reinterpret_cast<const float4*>(Cs + row * CLD + ch * 8 + 4);
       float v[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-      if (bias) {
-        const uint4 bv = *reinterpret_cast<const uint4*>(bias + o);
-        const T* bp = reinterpret_cast<const T*>(&bv);
-#pragma unroll
-        for (int q = 0; q < 8; ++q) v[q] += to_f(bp[q]);
-      }
-      const int n = m / HoWo, rr = m - n * HoWo, ho = rr / g.Wo, wo = rr - ho * g.Wo;
-      if (res) {
-        const uint4 rv = *reinterpret_cast<const uint4*>(res + n * g.rs[0] + ho * g.rs[2] + wo * g.rs[3] + o);
-        const T* rp = reinterpret_cast<const T*>(&rv);
-#pragma unroll
-        for (int q = 0; q < 8; ++q) v[q] += to_f(rp[q]);
-      }
-      if (relu)
-#pragma unroll
-        for (int q = 0; q < 8; ++q) v[q] = v[q] < 0.0f ? 0.0f : v[q];
-      uint4 out;
-      out.x = pack2<T>(v[0], v[1]);
-      out.y = pack2<T>(v[2], v[3]);
-      out.z = pack2<T>(v[4], v[5]);
-      out.w = pack2<T>(v[6], v[7]);
-      *reinterpret_cast<uint4*>(y + n * g.ys[0] + ho * g.ys[2] + wo * g.ys[3] + o) = out;
+      nhwc_store8<T>(g, m, o, v, bias, res, y, relu);
     }
     return;
   }
@@ -322,7 +288,9 @@ __global__ void pack_ohwi_kernel(int64_t O, int64_t C, int64_t khw, const T* __r
   }
 }
 
-int sm_count() {
+}  // namespace
+
+int conv_sm_count() {
   static int n = 0;
   if (n == 0) {
     int dev = 0, v = 0;
@@ -337,6 +305,8 @@ int sm_count() {
   }
   return n;
 }
+
+namespace {
 
 template <class T, int BM, int BN, int BK, int WM, int WN, int ST, bool VEC>
 int launch_nhwc(NhwcGeo g, const T* x, const T* wp, const T* bias, const T* res, T* y, int flags, cudaStream_t st) {
@@ -374,7 +344,7 @@ int launch_nhwc(bool vec, const NhwcGeo& g, const T* x, const T* wp, const T* bi
 // K steps of 64 win wherever C >= 64 (fewer barriers per MMA); 128x128 once there are at least
 // half a wave of such blocks, else 128x64 (layer 4: 13 pixel tiles). C < 64 keeps K steps of 32.
 int auto_tile(const NhwcGeo& g) {
-  const int64_t sms = sm_count();
+  const int64_t sms = conv_sm_count();
   auto blocks = [&](int bm, int bn) { return ((int64_t)g.P + bm - 1) / bm * (((int64_t)g.O + bn - 1) / bn); };
   const bool wide = g.O > 64 && 2 * blocks(128, 128) >= sms;
   if (g.C >= 64) return wide ? DML_CUDA_CONV_TILE_128x128x64 : DML_CUDA_CONV_TILE_128x64x64;
@@ -436,10 +406,63 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
   const bool pair_ok = ypair && rpair;
   auto even8 = [](const int64_t* st) { return st[1] == 1 && st[0] % 8 == 0 && st[2] % 8 == 0 && st[3] % 8 == 0; };
   const bool vec8 = g.O % 8 == 0 && even8(ys) && al16(y) && (!res || (even8(rs) && al16(res))) && (!bias || al16(bias));
-  if (tile == DML_CUDA_CONV_TILE_AUTO) tile = auto_tile(g);
-  if (tile < DML_CUDA_CONV_TILE_128x128 || tile > DML_CUDA_CONV_TILE_128x64x64)
+  if (tile < DML_CUDA_CONV_TILE_AUTO || tile > DML_CUDA_CONV_TILE_MMA_AUTO)
     return fail("dml_cuda_conv2d_nhwc: unknown tile " + std::to_string(tile));
   cudaStream_t st = as_stream(stream);
+  // A 1x1 / stride 1 / unpadded conv over dense channels-last x, y (and res) is a plain GEMM.
+  auto dense_nhwc = [&](const int64_t* t, int64_t c, int64_t h, int64_t w) {
+    return t[1] == 1 && t[3] == c && t[2] == w * c && t[0] == h * w * c;
+  };
+  const bool plain = s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 && s->pb == 0 &&
+                     s->pr == 0 && dense_nhwc(xs, g.C, g.H, g.W) && dense_nhwc(ys, g.O, g.Ho, g.Wo) &&
+                     (!res || dense_nhwc(rs, g.O, g.Ho, g.Wo));
+#if DML_GPU_CUDA
+  const bool wg_ok = vec && vec8 && conv_wgmma_device();
+#else
+  const bool wg_ok = false;
+#endif
+  const int64_t sms = conv_sm_count();
+  const int64_t wide_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 127) / 128);
+  if (tile == DML_CUDA_CONV_TILE_AUTO) {
+    // 0 default rule, 1 mma, 2 the wgmma conv for everything it takes, 3 plain 1x1 as the own TMA GEMM
+    static const int mode = [] {
+      const char* e = std::getenv("DML_CUDA_CONV_NHWC_AUTO");
+      if (!e) return 0;
+      const std::string v(e);
+      return v == "mma" ? 1 : v == "wgmma" ? 2 : v == "wgmma_gemm" ? 3 : 0;
+    }();
+    if (mode == 1 || !wg_ok) tile = DML_CUDA_CONV_TILE_MMA_AUTO;
+    else if (plain && mode == 0) tile = DML_CUDA_CONV_TILE_GEMM_CUBLASLT;
+    else if (plain && mode == 3) tile = DML_CUDA_CONV_TILE_GEMM_WGMMA;
+    else {
+      // Measured on the H200 (bench/cuda/h200_session7_conv2_run1.log, ResNet-50 b32): 128x128 (one
+      // block per SM) wins from half a wave of its blocks on (layer 3's 3x3: 98 blocks, 0.030 ms vs
+      // 0.041 for 128x64), 128x64 below that (layer 4's 3x3: 52 / 104 blocks), 64x64 only where
+      // even 128x64 gives less than half a wave; O = 64 (layer 1) takes 128x64.
+      const int64_t mid_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 63) / 64);
+      if (g.O > 64 && 2 * wide_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x128;
+      else if (2 * mid_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x64;
+      else tile = DML_CUDA_CONV_TILE_WGMMA_64x64;
+    }
+  }
+  if (tile == DML_CUDA_CONV_TILE_GEMM_CUBLASLT || tile == DML_CUDA_CONV_TILE_GEMM_WGMMA) {
+    if (plain) {
+      const int epi = res ? (relu ? DML_CUDA_EPI_ADD_RELU : DML_CUDA_EPI_ADD) : (relu ? DML_CUDA_EPI_RELU : DML_CUDA_EPI_NONE);
+      return dml_cuda_gemm(dtype, DML_CUDA_B_RCR, P, s->O, s->C, x, wp, bias, res, y, epi, 0,
+                           tile == DML_CUDA_CONV_TILE_GEMM_CUBLASLT ? DML_CUDA_GEMM_CUBLASLT : DML_CUDA_GEMM_WGMMA, stream);
+    }
+    tile = DML_CUDA_CONV_TILE_MMA_AUTO;
+  }
+#if DML_GPU_CUDA
+  if (tile == DML_CUDA_CONV_TILE_WGMMA_128x128 || tile == DML_CUDA_CONV_TILE_WGMMA_128x64 ||
+      tile == DML_CUDA_CONV_TILE_WGMMA_64x64) {
+    if (wg_ok)
+      return conv_nhwc_wgmma(dtype, tile == DML_CUDA_CONV_TILE_WGMMA_64x64 ? 64 : 128,
+                             tile == DML_CUDA_CONV_TILE_WGMMA_128x128 ? 128 : 64, g, x, wp, bias, res, y, relu != 0, st);
+    tile = DML_CUDA_CONV_TILE_MMA_AUTO;
+  }
+#endif
+  if (tile >= DML_CUDA_CONV_TILE_WGMMA_128x128) tile = auto_tile(g);  // MMA_AUTO, or a wgmma tile elsewhere than CUDA
   return dispatch_float(dtype, "dml_cuda_conv2d_nhwc", [&](auto tag) -> int {
     using T = decltype(tag);
     if constexpr (sizeof(T) != 2) {

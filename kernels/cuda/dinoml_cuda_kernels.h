@@ -162,7 +162,23 @@ DML_CUDA_API int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, cons
  * y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; y may alias res. tile: enum below. */
 enum dml_cuda_conv_tile {
   DML_CUDA_CONV_TILE_AUTO = 0, DML_CUDA_CONV_TILE_128x128 = 1, DML_CUDA_CONV_TILE_128x64 = 2, DML_CUDA_CONV_TILE_64x64 = 3,
-  DML_CUDA_CONV_TILE_128x128x64 = 4, DML_CUDA_CONV_TILE_128x64x64 = 5  /* K steps of 64, 3 stages; the others 32, 4 */
+  DML_CUDA_CONV_TILE_128x128x64 = 4, DML_CUDA_CONV_TILE_128x64x64 = 5,  /* K steps of 64, 3 stages; the others 32, 4 */
+  /* sm_90a wgmma kernel (conv_nhwc_wgmma.cu), pixels x channels tiles, K steps of 64; where it does
+   * not apply (other GPU, C % 8 != 0, non-channels-last or unaligned tensors, O % 8 != 0) the
+   * mma.sync rule below runs instead. */
+  DML_CUDA_CONV_TILE_WGMMA_128x128 = 6, DML_CUDA_CONV_TILE_WGMMA_128x64 = 7, DML_CUDA_CONV_TILE_WGMMA_64x64 = 8,
+  /* A 1x1, stride-1, unpadded conv on dense channels-last x / y / res is the GEMM
+   * x[N·H·W, C] · w[O, C]ᵀ: dml_cuda_gemm with cuBLASLt or the own sm_90a GEMM (gemm_wgmma.cu),
+   * bias / residual / ReLU fused there; other convs run the AUTO rule instead. */
+  DML_CUDA_CONV_TILE_GEMM_CUBLASLT = 9, DML_CUDA_CONV_TILE_GEMM_WGMMA = 10,
+  /* The mma.sync kernel's own tile rule (AUTO before sm_90a kernels existed). AUTO: on compute 9.0
+   * with the conditions above, plain 1x1 convs as GEMM_CUBLASLT and the others as the largest wgmma
+   * tile that gives at least half a wave of blocks (WGMMA_128x128 if O > 64, else WGMMA_128x64,
+   * else WGMMA_64x64); elsewhere MMA_AUTO. The
+   * environment variable DML_CUDA_CONV_NHWC_AUTO (read once) changes the rule for A/B runs of one
+   * artifact: "mma" = MMA_AUTO, "wgmma" = the wgmma tiles for plain 1x1 convs too, "wgmma_gemm" =
+   * plain 1x1 convs as GEMM_WGMMA. */
+  DML_CUDA_CONV_TILE_MMA_AUTO = 11
 };
 DML_CUDA_API int dml_cuda_conv2d_pack_ohwi(int dtype, int64_t O, int64_t C, int64_t kh, int64_t kw, const void* w,
                                            void* wp, void* stream);

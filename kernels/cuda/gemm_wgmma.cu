@@ -53,23 +53,13 @@ template <int BN> struct WgCfg {
 };
 #if DML_WGMMA_DEVICE
 constexpr int kGroupM = 16;  // tile raster: groups of 16 tile rows sweep N together (L2 reuse)
-using namespace wgmma;  // smem_u32, mbar_*, wg_fence/wg_commit (wgmma.cuh)
+using namespace wgmma;  // smem_u32, mbar_*, wg_fence/wg_commit/wg_wait, fence_reg, sw128_kmajor_desc (wgmma.cuh)
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
-// Shared-memory matrix descriptor of a K-major tile with 128-byte swizzle: rows of 64 halves
-// (128 bytes), 8-row groups 1024 bytes apart (SBO); LBO unused for this layout; base 1024-aligned.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
-template <int N> __device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_reg(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
@@ -143,7 +133,7 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
       const int s = k % ST;
       mbar_wait(full0 + 8 * s, (k / ST) & 1);
       const uint32_t sa = base + s * C::kStageBytes + cw * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
-      const uint64_t da = smem_desc(sa), db = smem_desc(sb);
+      const uint64_t da = sw128_kmajor_desc(sa), db = sw128_kmajor_desc(sb);
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
       wg_fence();

@@ -40,9 +40,12 @@ bool is_nhwc(const std::string& tensor) {
 
 // A conv touching a channels-last tensor (lower_cuda_conv_nhwc.cpp): the weights are packed to
 // [O][kh][kw][C] at module init; candidates are the tiles of dml_cuda_conv2d_nhwc, the run-time
-// rule (largest tile that still gives every multiprocessor a block) first.
-json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, ir::DType t, const cpu::Conv2dArgs& ca, size_t pack_off,
-                    std::ostringstream& body) {
+// rule (kernels/cuda/dinoml_cuda_kernels.h: DML_CUDA_CONV_TILE_AUTO) first, then the mma.sync
+// kernel's own rule and tiles; on sm_90a with C % 8 == 0, O % 8 == 0 and channels-last x and y the
+// wgmma kernel's tiles; for a 1x1 / stride 1 / unpadded conv between channels-last tensors the GEMM
+// routes (cuBLASLt, and on sm_90a the own TMA + wgmma GEMM).
+json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, ir::DType t, const cpu::Conv2dArgs& ca,
+                    size_t pack_off, std::ostringstream& body) {
   const bool bias = ca.bias, add = ca.add, relu = ca.relu;
   const auto slots = ir::layout_constants(cx.g);
   const auto ws = slots.find(cx.root(n.inputs[1]));
@@ -59,13 +62,27 @@ json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, ir::DType t, const cpu::
   const std::string xs = nhwc_strides(cx, n.inputs[0], is_nhwc(n.inputs[0]));
   const std::string ys = nhwc_strides(cx, n.outputs[0], is_nhwc(n.outputs[0]));
   const std::string rs = add ? nhwc_strides(cx, n.inputs[3], is_nhwc(n.inputs[3])) : "{0, 0, 0, 0}";
-  const std::vector<std::pair<std::string, std::string>> c = {
-      {"implicit_gemm_nhwc_mma_auto_tile", "DML_CUDA_CONV_TILE_AUTO"},
+  std::vector<std::pair<std::string, std::string>> c = {
+      {"implicit_gemm_nhwc_auto", "DML_CUDA_CONV_TILE_AUTO"},
+      {"implicit_gemm_nhwc_mma_auto_tile", "DML_CUDA_CONV_TILE_MMA_AUTO"},
       {"implicit_gemm_nhwc_mma_128x128x32_s4", "DML_CUDA_CONV_TILE_128x128"},
       {"implicit_gemm_nhwc_mma_128x64x32_s4", "DML_CUDA_CONV_TILE_128x64"},
       {"implicit_gemm_nhwc_mma_64x64x32_s4", "DML_CUDA_CONV_TILE_64x64"},
       {"implicit_gemm_nhwc_mma_128x128x64_s3", "DML_CUDA_CONV_TILE_128x128x64"},
       {"implicit_gemm_nhwc_mma_128x64x64_s3", "DML_CUDA_CONV_TILE_128x64x64"}};
+  const bool x_cl = is_nhwc(n.inputs[0]), y_cl = is_nhwc(n.outputs[0]), r_cl = !add || is_nhwc(n.inputs[3]);
+  const bool sm90 = o.arch.target == GpuTarget::cuda && o.arch.major == 9;
+  if (sm90 && x_cl && y_cl && r_cl && ca.Cg % 8 == 0 && ca.O % 8 == 0) {
+    c.push_back({"implicit_gemm_nhwc_wgmma_128x128x64_s6", "DML_CUDA_CONV_TILE_WGMMA_128x128"});
+    c.push_back({"implicit_gemm_nhwc_wgmma_128x64x64_s4", "DML_CUDA_CONV_TILE_WGMMA_128x64"});
+    c.push_back({"implicit_gemm_nhwc_wgmma_64x64x64_s4", "DML_CUDA_CONV_TILE_WGMMA_64x64"});
+  }
+  const auto& win = ca.win;
+  if (x_cl && y_cl && r_cl && win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.pt == 0 && win.pl == 0 &&
+      win.pb == 0 && win.pr == 0) {
+    c.push_back({"gemm_nhwc_cublaslt", "DML_CUDA_CONV_TILE_GEMM_CUBLASLT"});
+    if (sm90) c.push_back({"gemm_nhwc_wgmma_tma", "DML_CUDA_CONV_TILE_GEMM_WGMMA"});
+  }
   std::vector<GpuCandidate> cands;
   for (const auto& [name, tile] : c) {
     std::ostringstream call;
@@ -87,7 +104,7 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
   const cpu::Conv2dArgs ca = cpu::conv2d_args(cx, n, no_cuda_lowering);
   if (const ConvNhwcPlan* p = current_conv_plan()) {
     auto it = p->pack_offset.find(n.name);
-    if (it != p->pack_offset.end()) return emit_conv_nhwc(cx, n, t, ca, it->second, body);
+    if (it != p->pack_offset.end()) return emit_conv_nhwc(cx, n, o, t, ca, it->second, body);
   }
   const bool bias = ca.bias, add = ca.add, relu = ca.relu;
   const int64_t Og = ca.O / ca.win.groups;

@@ -5,6 +5,7 @@
 // and falls back to the NCHW kernels for float32, grouped convs, sm_80-less archs,
 // DINOML_CUDA_GEMM=simt and conv_channels_last = false. GPU parity: tests/gpu/cases.py
 // (conv_nhwc_*, resnet18, resnet50_bench) and bench/cuda/conv_nhwc_bench.py.
+#include <algorithm>
 #include <map>
 
 #include "cuda/lowering_fixture.h"
@@ -59,13 +60,28 @@ TEST(CudaConvNhwc, ResNetChainStaysChannelsLast) {
     EXPECT_NE(m.source.find("dml_cuda_global_avg_pool2d_nhwc("), std::string::npos);
     EXPECT_NE(m.source.find("cudaMalloc((void**)&st->dpack"), std::string::npos);
     EXPECT_NE(m.source.find("if (st->dpack) cudaFree(st->dpack)"), std::string::npos);
-    int convs = 0, nchw_inputs = 0;
+    int convs = 0, nchw_inputs = 0, plain_gemms = 0;
     for (const auto& e : m.kernel_manifest) {
       const std::string op = e["op"];
       if (op.rfind("conv2d", 0) == 0) {
         ++convs;
-        EXPECT_EQ(e["selected"], "implicit_gemm_nhwc_mma_auto_tile") << e.dump();
-        EXPECT_EQ(e["candidates"].size(), 6u);
+        EXPECT_EQ(e["selected"], "implicit_gemm_nhwc_auto") << e.dump();
+        const auto& cands = e["candidates"];
+        auto has = [&](const std::string& name) { return std::find(cands.begin(), cands.end(), name) != cands.end(); };
+        EXPECT_TRUE(has("implicit_gemm_nhwc_mma_auto_tile")) << e.dump();
+        EXPECT_TRUE(has("implicit_gemm_nhwc_mma_128x64x64_s3")) << e.dump();
+        // sm_90a wgmma tiles where x and y are channels-last (C, O multiples of 8): all but the
+        // stem; the GEMM routes for the 1x1 / stride 1 convs between channels-last tensors (c1, c3, ds)
+        const bool stem = e["layout"]["x"] == "NCHW";
+        const std::string node = e["node"];
+        EXPECT_EQ(has("implicit_gemm_nhwc_wgmma_128x128x64_s6"), !stem) << e.dump();
+        EXPECT_EQ(has("implicit_gemm_nhwc_wgmma_128x64x64_s4"), !stem) << e.dump();
+        EXPECT_EQ(has("implicit_gemm_nhwc_wgmma_64x64x64_s4"), !stem) << e.dump();
+        const bool one_by_one = !stem && cands.size() == 12u;
+        EXPECT_EQ(has("gemm_nhwc_cublaslt"), one_by_one) << e.dump();
+        EXPECT_EQ(has("gemm_nhwc_wgmma_tma"), one_by_one) << e.dump();
+        EXPECT_EQ(cands.size(), stem ? 7u : one_by_one ? 12u : 10u) << e.dump();
+        if (one_by_one) ++plain_gemms;
         EXPECT_EQ(e["layout"]["y"], "NHWC") << e.dump();
         if (e["layout"]["x"] == "NCHW") ++nchw_inputs;
       }
@@ -76,6 +92,7 @@ TEST(CudaConvNhwc, ResNetChainStaysChannelsLast) {
       if (op == "global_avg_pool2d") EXPECT_EQ(e["layout"]["x"], "NHWC");
     }
     EXPECT_EQ(convs, 5);
+    EXPECT_EQ(plain_gemms, 3) << "c1, c3 and ds are 1x1 / stride 1 between channels-last tensors";
     EXPECT_EQ(nchw_inputs, 1) << "only the stem reads the NCHW graph input";
     EXPECT_NE(m.source.find("conv2d_bias_add_relu"), std::string::npos) << "add + relu fused into the conv";
     // NCHW strides {C·H·W, H·W, W, 1} appear once (the stem's x: 3 x 32 x 32), NHWC ones elsewhere
@@ -101,6 +118,10 @@ TEST(CudaConvNhwc, FallsBackToNchw) {
     ir::Graph g3 = small_resnet(DType::bf16);
     auto m3 = lower_it(g3, "cublaslt", "sm_80");
     EXPECT_EQ(count(m3.source, "dml_cuda_conv2d_pack_ohwi("), 5u);
+    for (const auto& e : m3.kernel_manifest) {  // sm_80: no wgmma candidates (the cuBLASLt GEMM route stays)
+      if (!e.contains("layout")) continue;
+      for (const auto& c : e["candidates"]) EXPECT_EQ(c.get<std::string>().find("wgmma"), std::string::npos) << e.dump();
+    }
   }
 }
 
