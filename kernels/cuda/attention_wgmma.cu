@@ -43,6 +43,7 @@
 #include <cuda.h>  // CUtensorMap and its enums only (no libcuda link)
 #include <cudaTypedefs.h>
 
+#include "tma_map.cuh"
 #include "wgmma_attn.cuh"
 
 namespace dml_cuda {
@@ -642,24 +643,13 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
 
 // One operand as a 4-d tensor map [outer, inner, L, D] with box [1, 1, rows, 64] and 128-byte
 // swizzle; st = (row, inner, outer) element strides (multiples of 8: TMA wants 16-byte strides).
 // Rows past L are zero-filled per (outer, inner) entry, whatever lies behind them in memory.
 int encode_map4(CUtensorMap* map, int dtype, const void* ptr, int64_t h1, int64_t h0, int64_t L, int64_t D,
                 const int64_t* st, int rows) {
-  PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+  PFN_cuTensorMapEncodeTiled_v12000 fn = tma_encode_fn();
   if (!fn) return fail("dml_cuda_sdpa (wgmma): cuTensorMapEncodeTiled is not available from the CUDA driver");
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(L), static_cast<cuuint64_t>(h1),
                               static_cast<cuuint64_t>(h0)};

@@ -32,9 +32,10 @@
 #include "mma.cuh"
 
 #if DML_GPU_CUDA
-#include <cuda.h>  // CUtensorMap and its enums only (no libcuda link: see encode_map)
+#include <cuda.h>  // CUtensorMap and its enums only (no libcuda link: see tma_map.cuh)
 #include <cudaTypedefs.h>
 
+#include "tma_map.cuh"
 #include "wgmma.cuh"
 
 namespace dml_cuda {
@@ -203,42 +204,15 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled from the driver the runtime already loaded (no libcuda link).
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
 
-// A K-major [rows, K] operand as a 2-d tensor map with box [box_rows, 64] and 128-byte swizzle.
-int encode_map(CUtensorMap* map, int dtype, const void* ptr, int64_t rows, int64_t K, int box_rows) {
-  PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-  if (!fn) return fail("own sm_90a GEMM: cuTensorMapEncodeTiled is not available from the CUDA driver");
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(WG_BK), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = fn(map, dtype == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-                        const_cast<void*>(ptr), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return fail("own sm_90a GEMM: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
-  return 0;
-}
 
 template <class T, int BN>
 int launch_one(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                void* y, int epi, cudaStream_t s) {
   using C = WgCfg<BN>;
   CUtensorMap ma, mb;
-  if (int rc = encode_map(&ma, dtype, a, M, K, WG_BM)) return rc;
-  if (int rc = encode_map(&mb, dtype, b, N, K, BN)) return rc;
+  if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, WG_BK, WG_BM, "own sm_90a GEMM")) return rc;
+  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, WG_BK, BN, "own sm_90a GEMM")) return rc;
   auto kern = &wgmma_gemm_kernel<T, BN>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM: cudaFuncSetAttribute"))

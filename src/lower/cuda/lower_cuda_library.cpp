@@ -201,28 +201,15 @@ json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
   return manifest(n, "dml_cuda_softmax.warp_or_block_rows");
 }
 
-json emit_layer_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+// layer_norm / rms_norm / group_norm: a float x, the target-neutral arguments of `args`
+// (library_args) after the dtype code, the session stream last.
+using NormArgs = cpu::LibraryCallArgs (*)(EmitContext&, const ir::Node&, cpu::LoweringFail);
+json emit_norm(EmitContext& cx, const ir::Node& n, const std::string& fn, NormArgs args, const std::string& kernel,
+               std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   expect_gpu_float(n, x.dtype);
-  body << checked_cuda_call(n, "dml_cuda_layer_norm(" + dtype_code(x.dtype) + ", " +
-                                   cpu::layer_norm_args(cx, n, no_cuda_lowering).args + ", stream)");
-  return manifest(n, "dml_cuda_layer_norm.block_rows");
-}
-
-json emit_rms_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  expect_gpu_float(n, x.dtype);
-  body << checked_cuda_call(n, "dml_cuda_rms_norm(" + dtype_code(x.dtype) + ", " +
-                                   cpu::rms_norm_args(cx, n, no_cuda_lowering).args + ", stream)");
-  return manifest(n, "dml_cuda_rms_norm.block_rows");
-}
-
-json emit_group_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const auto& x = cx.tensor(n.inputs.at(0));
-  expect_gpu_float(n, x.dtype);
-  body << checked_cuda_call(n, "dml_cuda_group_norm(" + dtype_code(x.dtype) + ", " +
-                                   cpu::group_norm_args(cx, n, no_cuda_lowering).args + ", stream)");
-  return manifest(n, "dml_cuda_group_norm.block_per_group");
+  body << checked_cuda_call(n, fn + "(" + dtype_code(x.dtype) + ", " + args(cx, n, no_cuda_lowering).args + ", stream)");
+  return manifest(n, kernel);
 }
 
 json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
@@ -312,9 +299,11 @@ json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOpt
   if (op == "bmm_rrr" || op == "bmm_rcr") return emit_bmm(cx, n, op == "bmm_rcr", o, body);
   if (op.rfind("reduce_", 0) == 0) return emit_reduce(cx, n, body);
   if (op == "softmax" || op == "log_softmax") return emit_softmax(cx, n, body);
-  if (op == "layer_norm") return emit_layer_norm(cx, n, body);
-  if (op == "rms_norm") return emit_rms_norm(cx, n, body);
-  if (op == "group_norm") return emit_group_norm(cx, n, body);
+  if (op == "layer_norm")
+    return emit_norm(cx, n, "dml_cuda_layer_norm", cpu::layer_norm_args, "dml_cuda_layer_norm.block_rows", body);
+  if (op == "rms_norm") return emit_norm(cx, n, "dml_cuda_rms_norm", cpu::rms_norm_args, "dml_cuda_rms_norm.block_rows", body);
+  if (op == "group_norm")
+    return emit_norm(cx, n, "dml_cuda_group_norm", cpu::group_norm_args, "dml_cuda_group_norm.block_per_group", body);
   if (op == "pad") return emit_pad(cx, n, body);
   if (op == "permute" || op == "transpose") return emit_permute(cx, n, body);
   if (op == "concatenate") return emit_concat_split(cx, n, false, body);
