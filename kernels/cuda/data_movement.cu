@@ -1,4 +1,5 @@
-// permute / slice / expand as one strided gather (thread per output element, rank <= 8),
+// permute / slice / expand as one strided gather (thread per output element, rank <= 8; a permute
+// that is a batched 2-D transpose, e.g. NCHW <-> NHWC, goes through 32x32 shared-memory tiles),
 // concat / split as 2-D device copies (one cudaMemcpy2DAsync per part), and pad (thread per output
 // element, the source index per axis from dinoml/pad_index.h as on the CPU).
 #include <cstring>
@@ -99,6 +100,95 @@ int strided_gather(size_t esize, const Strided& g, const void* x, void* y, cudaS
   }
 }
 
+// A permute that is a batched 2-D transpose once runs of axes that stay adjacent are merged:
+// x[B][R][C] -> y[B][C][R] (NCHW <-> NHWC is [N][C][HW] <-> [N][HW][C]). Each 32x32 tile goes
+// through shared memory (one padding column: conflict-free column reads), so both the global
+// reads and the global writes are row-contiguous; the strided gather would read every element at
+// stride R*C bytes apart for one of the two sides.
+constexpr int kTile = 32, kTileRows = 8;
+
+template <class E>
+__global__ void transpose_tiles_kernel(int64_t B, int64_t R, int64_t C, const E* __restrict__ x, E* __restrict__ y) {
+  __shared__ E tile[kTile][kTile + 1];
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile, r0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  for (int64_t b = blockIdx.z; b < B; b += gridDim.z) {
+    const E* xb = x + b * R * C;
+    E* yb = y + b * R * C;
+    for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+      const int64_t r = r0 + i, c = c0 + threadIdx.x;
+      if (r < R && c < C) tile[i][threadIdx.x] = xb[r * C + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < kTile; i += kTileRows) {
+      const int64_t c = c0 + i, r = r0 + threadIdx.x;
+      if (c < C && r < R) yb[c * R + r] = tile[threadIdx.x][i];
+    }
+    __syncthreads();
+  }
+}
+
+// Drops extent-1 axes and merges output axes that are adjacent in the input too; returns true
+// (and B, R, C) when what is left is an identity prefix followed by one swap of two runs.
+bool as_batched_transpose(int rank, const int64_t* xs, const int32_t* perm, int64_t* B, int64_t* R, int64_t* C) {
+  int kept[8], m = 0;  // input axis -> index among the axes of extent > 1 (-1: dropped)
+  int64_t ext[8];
+  for (int i = 0; i < rank; ++i) {
+    kept[i] = xs[i] == 1 ? -1 : m;
+    if (xs[i] != 1) ext[m++] = xs[i];
+  }
+  int gs[8], ge[8], k = 0;  // groups in output order: [gs, ge) in kept-index space
+  for (int a = 0; a < rank; ++a) {
+    const int q = kept[perm[a]];
+    if (q < 0) continue;
+    if (k > 0 && q == ge[k - 1]) {
+      ge[k - 1] = q + 1;
+    } else {
+      gs[k] = q;
+      ge[k] = q + 1;
+      ++k;
+    }
+  }
+  if (k < 2) return false;
+  int expect = 0;
+  for (int g = 0; g < k - 2; ++g) {
+    if (gs[g] != expect) return false;
+    expect = ge[g];
+  }
+  if (gs[k - 1] != expect || ge[k - 1] != gs[k - 2] || ge[k - 2] != m) return false;
+  auto prod = [&](int lo, int hi) {
+    int64_t e = 1;
+    for (int i = lo; i < hi; ++i) e *= ext[i];
+    return e;
+  };
+  *B = prod(0, gs[k - 1]);
+  *R = prod(gs[k - 1], ge[k - 1]);
+  *C = prod(gs[k - 2], m);
+  return true;
+}
+
+bool transpose_fits(size_t esize, int64_t R, int64_t C) {
+  return (esize == 1 || esize == 2 || esize == 4 || esize == 8) && R > 1 && C > 1 &&
+         (C + kTile - 1) / kTile <= INT32_MAX && (R + kTile - 1) / kTile <= 65535;
+}
+
+int batched_transpose(size_t esize, int64_t B, int64_t R, int64_t C, const void* x, void* y, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((C + kTile - 1) / kTile), static_cast<unsigned>((R + kTile - 1) / kTile),
+                  static_cast<unsigned>(B < 65535 ? B : 65535));
+  const dim3 block(kTile, kTileRows);
+  auto go = [&](auto e) {
+    using E = decltype(e);
+    transpose_tiles_kernel<E><<<grid, block, 0, s>>>(B, R, C, static_cast<const E*>(x), static_cast<E*>(y));
+    return check_launch("dml_cuda_permute (tiled transpose)");
+  };
+  switch (esize) {
+    case 1: return go(uint8_t{});
+    case 2: return go(uint16_t{});
+    case 4: return go(uint32_t{});
+    case 8: return go(uint64_t{});
+    default: return fail("dml_cuda_permute (tiled transpose): element size " + std::to_string(esize));
+  }
+}
+
 void contiguous_strides(int rank, const int64_t* shape, int64_t* st) {
   int64_t s = 1;
   for (int a = rank - 1; a >= 0; --a) {
@@ -126,6 +216,9 @@ extern "C" int dml_cuda_permute(size_t esize, int rank, const int64_t* xs, const
     g.stride[a] = st[perm[a]];
   }
   if (rank == 0) return dml_cuda_copy(y, x, esize, stream);
+  int64_t tb = 0, tr = 0, tc = 0;
+  if (as_batched_transpose(rank, xs, perm, &tb, &tr, &tc) && transpose_fits(esize, tr, tc))
+    return tb == 0 ? 0 : batched_transpose(esize, tb, tr, tc, x, y, as_stream(stream));
   // When the last axis stays last, its contiguous run moves as wider elements (up to 16 bytes
   // per thread): fewer threads, and a fraction of the index arithmetic per byte.
   if (perm[rank - 1] == rank - 1 && esize < 16) {

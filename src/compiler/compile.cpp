@@ -82,7 +82,9 @@ struct Optimized {
   nlohmann::json pass_report = nlohmann::json::array();
 };
 
-static Optimized optimize(const ir::Graph& input, const CompileOptions& opts) {
+// target_passes: the target's own rewrites, run after the shared pipeline and before the memory plan
+// (reported, dumped and validated like the pipeline's passes).
+static Optimized optimize(const ir::Graph& input, const CompileOptions& opts, std::vector<passes::Pass> target_passes = {}) {
   ir::validate_structure(input);
   Optimized o{input, {}, {}, nlohmann::json::array()};
   passes::PipelineOptions popts;
@@ -95,6 +97,7 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts) {
     fs::remove_all(o.dump_dir);
     popts.dump_dir = o.dump_dir.string();
   }
+  popts.target_passes = std::move(target_passes);
   const auto report = passes::run_pipeline(o.graph, popts);
   o.plan = passes::plan_memory(o.graph);
   for (const auto& e : report.entries)
@@ -142,7 +145,13 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
     }
     ctc = build::find_cuda_toolchain();
   }
-  Optimized o = optimize(input, opts);
+  std::vector<passes::Pass> target_passes;
+  const char* edges = std::getenv("DINOML_CUDA_CONV_EDGES");  // "0": lone convs keep the NCHW kernel (A/B runs)
+  if (!rocm && !(edges && std::string(edges) == "0"))
+    target_passes.push_back({"insert_conv_layout_edges",
+                             "lone fp16/bf16 conv -> NCHW<->NHWC layout-edge copies so it runs the channels-last kernels",
+                             [lo](ir::Graph& gr) { return lower::cuda::insert_conv_layout_edges(gr, lo); }});
+  Optimized o = optimize(input, opts, std::move(target_passes));
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;

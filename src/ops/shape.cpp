@@ -563,7 +563,12 @@ void register_shape_ops(Registry& r) {
                   infer_squeeze, ref_view)));
   r.add(view(make("unsqueeze", "insert size-1 axes at output positions", 1, 1, {{"axes", K::ints, true, ""}},
                   infer_unsqueeze, ref_view)));
-  r.add(make("permute", "reorder axes", 1, 1, {{"dims", K::ints, true, ""}}, infer_permute, ref_permute));
+  r.add(make("permute", "reorder axes", 1, 1,
+             {{"dims", K::ints, true, ""},
+              {"layout_edge", K::integer, false,
+               "0; 1 marks an identity copy the CUDA lowering inserted at a channels-last conv's edge (it may store "
+               "the conv side NHWC)"}},
+             infer_permute, ref_permute));
   r.add(make("transpose", "swap two axes", 1, 1, {{"dim0", K::integer, true, ""}, {"dim1", K::integer, true, ""}},
              infer_permute, ref_permute));
   r.add(make("concatenate", "join along axis", 1, -1, {{"axis", K::integer, false, "0"}}, infer_concat, ref_concat));

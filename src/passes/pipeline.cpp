@@ -33,6 +33,7 @@ std::vector<Pass> default_pipeline(const PipelineOptions& opts) {
   p.push_back({"alias_kv_cache_write", "kv_cache_write of a state written back by state_assign updates it in place", alias_kv_cache_write});
   if (opts.strided_attention)
     p.push_back({"stride_attention_operands", "head permutes around sdpa -> strided views (no permute kernel)", stride_attention_operands});
+  for (const auto& t : opts.target_passes) p.push_back(t);
   p.push_back({"infer_shapes", "re-checks every node after the rewrites", infer_shapes});
   return p;
 }

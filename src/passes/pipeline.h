@@ -12,6 +12,7 @@ struct PipelineOptions {
   std::string dump_dir;  // when set: writes NN_<pass>.dinoir.json (+ constants) per pass
   bool fuse = true;      // false: skip fusion passes (debugging / oracle comparisons)
   bool strided_attention = false;  // stride_attention_operands (target cuda; DINOML_CUDA_STRIDED_ATTENTION=0 turns it off)
+  std::vector<Pass> target_passes;  // the target's own rewrites, after the shared passes (compile.cpp fills it)
 };
 
 struct PipelineReport {

@@ -38,6 +38,7 @@ struct ConvNhwcPlan {
   size_t pack_bytes = 0;
 };
 bool nhwc_conv_capable(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
+bool is_layout_edge(const ir::Node& n);  // permute with layout_edge = 1 (insert_conv_layout_edges)
 ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o);
 const ConvNhwcPlan* current_conv_plan();  // null outside lower()
 class ConvPlanScope {

@@ -15,6 +15,7 @@
 
 #include "ir/graph.h"
 #include "lower/cpu/lower_cpu.h"
+#include "passes/pass.h"
 #include "passes/plan_memory.h"
 
 namespace dinoml::lower::cuda {
@@ -66,5 +67,10 @@ struct CudaLoweredModule {
 };
 
 CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const CudaLowerOptions& opts);
+
+// Before the memory plan: gives each lone fp16/bf16 conv that could run channels-last identity
+// `permute` copies marked layout_edge around it, which the lowering stores NHWC on the conv side
+// (lower_cuda_conv_nhwc.cpp). A no-op where channels-last convs are off.
+passes::PassResult insert_conv_layout_edges(ir::Graph& g, const CudaLowerOptions& opts);
 
 }  // namespace dinoml::lower::cuda

@@ -225,12 +225,40 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 }
 
 
+// A channels-last conv's edge copy (insert_conv_layout_edges): the conv-side tensor is stored
+// NHWC, so the identity copy is the transpose NCHW -> NHWC (input edge) or NHWC -> NCHW (output).
+json emit_layout_edge(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const ConvNhwcPlan* p = current_conv_plan();
+  const bool in_cl = p && p->nhwc.count(n.inputs.at(0)), out_cl = p && p->nhwc.count(n.outputs.at(0));
+  const auto& x = cx.tensor(n.inputs.at(0));
+  if (x.shape.size() != 4) no_cuda_lowering(n, "a layout edge must be rank 4");
+  const auto s = cx.cpp_shape(x.shape);  // N C H W (logical)
+  std::string xs = brace_list(s), perm = "{0, 1, 2, 3}", sel = "dml_cuda_permute.copy";
+  if (!in_cl && out_cl) {
+    perm = "{0, 2, 3, 1}";
+    sel = "dml_cuda_permute.nchw_to_nhwc";
+  } else if (in_cl && !out_cl) {
+    xs = brace_list(std::vector<std::string>{s[0], s[2], s[3], s[1]});  // stored N H W C
+    perm = "{0, 3, 1, 2}";
+    sel = "dml_cuda_permute.nhwc_to_nchw";
+  }
+  body << "  {\n    const int64_t xs[] = " << xs << ";\n    const int32_t perm[] = " << perm << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_permute(" + std::to_string(ir::dtype_size(x.dtype)) + ", 4, xs, perm, " +
+                                   cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
+       << "  }\n";
+  json e = manifest(n, sel);
+  e["reason"] = "layout edge of a channels-last conv";
+  e["layout"] = {{"x", in_cl ? "NHWC" : "NCHW"}, {"y", out_cl ? "NHWC" : "NCHW"}};
+  return e;
+}
+
 json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   // stride_attention_operands made the output a view (the sdpa reads / writes it through strides).
   if (cx.root(n.outputs.at(0)) == cx.root(n.inputs.at(0)))
     return {{"node", n.name}, {"op", n.op}, {"candidates", {"alias"}}, {"selected", "alias"},
             {"reason", "strided view: the attention kernel reads / writes this permute in place"}};
   if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_cuda_lowering(n, "rank > 8");
+  if (is_layout_edge(n)) return emit_layout_edge(cx, n, body);
   const cpu::LibraryCallArgs a = cpu::permute_args(cx, n);
   cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_permute(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_permute.strided_gather");

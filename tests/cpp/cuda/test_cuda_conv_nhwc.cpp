@@ -148,3 +148,110 @@ TEST(CudaConvNhwc, GroupedConvBreaksTheChain) {
     if (e.contains("layout") && e["layout"]["x"] == "NHWC" && e["layout"]["y"] == "NCHW") saw_mixed = true;
   EXPECT_TRUE(saw_mixed) << "c1 writes NCHW for the grouped conv";
 }
+
+namespace {
+
+// Lone convs: x (16 channels) read by a conv2d_bias_relu and by a residual conv whose residual r
+// is a graph input; img (3 channels) read by one conv; every output a graph output.
+ir::Graph lone_convs(DType dt, bool x_also_elementwise = false) {
+  builder::GraphBuilder b("lone_convs");
+  const IntExpr n = add_symbolic_dim(b, "n", 4);
+  auto cst = [&](const std::string& name, std::vector<int64_t> shape) { return filled_constant(b, name, dt, shape); };
+  const ir::Attrs same = {{"stride", std::vector<int64_t>{1, 1}}, {"padding", std::vector<int64_t>{1, 1, 1, 1}},
+                          {"dilation", std::vector<int64_t>{1, 1}}, {"groups", int64_t{1}}};
+  auto x = b.input("x", dt, {n, 16, 20, 20});
+  auto r = b.input("r", dt, {n, 32, 20, 20});
+  auto img = b.input("img", dt, {n, 3, 20, 20});
+  b.output(b.op1("relu", {b.op1("conv2d_bias", {x, cst("w1", {32, 16, 3, 3}), cst("b1", {32})}, same)}), "y1");
+  auto c2 = b.op1("conv2d_bias", {x, cst("w2", {32, 16, 3, 3}), cst("b2", {32})}, same);
+  b.output(b.op1("relu", {b.op1("add", {c2, r})}), "y2");
+  b.output(b.op1("conv2d_bias", {img, cst("w3", {8, 3, 3, 3}), cst("b3", {8})}, same), "y3");
+  if (x_also_elementwise) b.output(b.op1("relu", {x}), "y4");
+  return b.finish();
+}
+
+lower::cuda::CudaLoweredModule lower_with_edges(ir::Graph& g, passes::PassResult* res, const std::string& impl = "cublaslt") {
+  passes::run_pipeline(g, {});
+  lower::cuda::CudaLowerOptions o;
+  o.arch = lower::cuda::parse_arch("sm_90a");
+  o.gemm_impl = impl;
+  *res = lower::cuda::insert_conv_layout_edges(g, o);
+  passes::infer_shapes(g);
+  auto plan = passes::plan_memory(g);
+  return lower::cuda::lower(g, plan, o);
+}
+
+}  // namespace
+
+TEST(CudaConvNhwc, LoneConvsGetLayoutEdges) {
+  ir::Graph g = lone_convs(DType::bf16);
+  passes::PassResult res;
+  auto m = lower_with_edges(g, &res);
+  ASSERT_TRUE(res.changed);
+  EXPECT_EQ(res.stats["input_edges"], 2) << "x (shared by both 16-channel convs) and the residual r; not img (C = 3)";
+  EXPECT_EQ(res.stats["output_edges"], 3);
+  EXPECT_EQ(m.source.find("dml_cuda_conv2d("), std::string::npos) << "no conv left on the NCHW kernel";
+  EXPECT_EQ(count(m.source, "dml_cuda_conv2d_pack_ohwi("), 3u);
+  std::map<std::string, int> edges;
+  for (const auto& e : m.kernel_manifest) {
+    const std::string op = e["op"], node = e["node"];
+    if (op == "permute") {
+      edges[e["selected"]]++;
+      EXPECT_EQ(e["reason"], "layout edge of a channels-last conv") << e.dump();
+    }
+    if (op.rfind("conv2d", 0) != 0) continue;
+    ASSERT_TRUE(e.contains("layout")) << e.dump();
+    EXPECT_EQ(e["layout"]["y"], "NHWC") << e.dump();
+    // img has 3 channels: that conv reads NCHW through strides (as a ResNet stem does)
+    for (const auto& n : g.nodes)
+      if (n.name == node) EXPECT_EQ(e["layout"]["x"] == "NCHW", n.inputs[0] == "img") << e.dump();
+  }
+  EXPECT_EQ(edges["dml_cuda_permute.nchw_to_nhwc"], 2) << m.kernel_manifest.dump(1);
+  EXPECT_EQ(edges["dml_cuda_permute.nhwc_to_nchw"], 3) << m.kernel_manifest.dump(1);
+  // The input edge transposes [n, 16, 20, 20] with perm {0, 2, 3, 1}; the output edges read the
+  // stored N H W C shape back with {0, 3, 1, 2}.
+  EXPECT_NE(m.source.find("const int32_t perm[] = {0, 2, 3, 1};"), std::string::npos);
+  EXPECT_NE(m.source.find("const int32_t perm[] = {0, 3, 1, 2};"), std::string::npos);
+  // The edge nodes are in the graph (inspectable), marked layout_edge and identity dims.
+  int marked = 0;
+  for (const auto& n : g.nodes)
+    if (n.op == "permute") {
+      EXPECT_EQ(n.attr_int("layout_edge", 0), 1);
+      EXPECT_EQ(n.attr_ints("dims"), (std::vector<int64_t>{0, 1, 2, 3}));
+      ++marked;
+    }
+  EXPECT_EQ(marked, 5);
+}
+
+TEST(CudaConvNhwc, LayoutEdgesOnlyWhereTheyPay) {
+  {  // x also read by an elementwise op: the convs read x's NHWC copy, the relu reads x itself
+    ir::Graph g = lone_convs(DType::bf16, true);
+    passes::PassResult res;
+    auto m = lower_with_edges(g, &res);
+    EXPECT_EQ(res.stats["input_edges"], 2);
+    EXPECT_EQ(m.source.find("dml_cuda_conv2d("), std::string::npos);
+    int x_readers = 0;
+    for (const auto& n : g.nodes)
+      for (const auto& in : n.inputs) x_readers += in == "x";
+    EXPECT_EQ(x_readers, 2) << "the input edge and the relu";
+  }
+  for (const std::string impl : {"simt"}) {  // channels-last off: no edges, NCHW kernels
+    ir::Graph g = lone_convs(DType::bf16);
+    passes::PassResult res;
+    auto m = lower_with_edges(g, &res, impl);
+    EXPECT_FALSE(res.changed);
+    EXPECT_EQ(m.source.find("dml_cuda_conv2d_nhwc("), std::string::npos);
+  }
+  {  // float32 convs are not channels-last capable
+    ir::Graph g = lone_convs(DType::f32);
+    passes::PassResult res;
+    lower_with_edges(g, &res);
+    EXPECT_FALSE(res.changed);
+  }
+  {  // a chain (ResNet-style) needs no edges
+    ir::Graph g = small_resnet(DType::bf16);
+    passes::PassResult res;
+    lower_with_edges(g, &res);
+    EXPECT_FALSE(res.changed);
+  }
+}
