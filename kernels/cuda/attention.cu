@@ -263,16 +263,7 @@ __global__ void __launch_bounds__(NW * kWarp) sdpa_flash_mma_kernel(SdpaParams p
       }
     }
     float alpha[2], msafe[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
-      const float mnew = fmaxf(mrow[r], mx[r]);
-      msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
-      alpha[r] = fast_exp2(mrow[r] - msafe[r]);
-      mrow[r] = mnew;
-      lrow[r] *= alpha[r];
-    }
+    online_softmax_rows(mx, mrow, lrow, alpha, msafe);
 #pragma unroll
     for (int i = 0; i < DT; ++i) {
       o[i][0] *= alpha[0];

@@ -110,6 +110,62 @@ template <class T, int N> __device__ __forceinline__ void rs_tb(float* d, const 
     else wgmma::wgmma_rs_m64n64k16_f16_tb(d, a, db);
   }
 }
+
+// Online-softmax step on one S block (scores in sacc, fp32): mask when `edge`, new row max,
+// rescale factor alpha applied to o and l, P packed to 16-bit A fragments. FS = 0: scores scaled
+// first (one FMUL each), p = 2^(s' - m'); FS = 1 (scale_log2 > 0 only): max over the raw scores,
+// p = 2^(s·c - m·c) as one FFMA + ex2 per score (FlashAttention-3's form).
+template <class T, int D, bool FS>
+__device__ __forceinline__ void fa_softmax(float* sacc, float* o, float* mrow, float* lrow, uint32_t (*pa)[4], bool edge,
+                                           int n0, int row0, int t4, int Lk, int causal, float scale_log2) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < FA_BN / 2; ++i) {
+    float v = FS ? sacc[i] : sacc[i] * scale_log2;
+    if (edge) {
+      const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
+      const int r = row0 + ((i & 2) ? 8 : 0);
+      if (j >= Lk || (causal && j > r)) v = -INFINITY;
+    }
+    sacc[i] = v;
+    mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], v);
+  }
+  float alpha[2], msafe[2];
+  online_softmax_rows(mx, mrow, lrow, alpha, msafe, FS ? scale_log2 : 1.0f);
+#pragma unroll
+  for (int i = 0; i < FA_BN / 2; i += 2) {
+    const int r = (i >> 1) & 1;
+    float p0, p1;
+    if (FS) {
+      p0 = fast_exp2(fmaf(sacc[i], scale_log2, -msafe[r]));
+      p1 = fast_exp2(fmaf(sacc[i + 1], scale_log2, -msafe[r]));
+    } else {
+      p0 = fast_exp2(sacc[i] - msafe[r]);
+      p1 = fast_exp2(sacc[i + 1] - msafe[r]);
+    }
+    lrow[r] += p0 + p1;
+    pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
+  }
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+}
+
+// Producer: the K and V tiles of key block kb into ring stage it % FA_STAGES, once the consumers
+// released that stage's previous use (it - FA_STAGES); c2, c3 are the head / batch coordinates.
+template <int D>
+__device__ __forceinline__ void fa_load_kv(int it, int kb, uint32_t sst, const CUtensorMap* map_k, const CUtensorMap* map_v,
+                                           int c2, int c3, uint32_t kfull0, uint32_t vfull0, uint32_t empty0) {
+  using C = FaCfg<D>;
+  const int s = it % FA_STAGES;
+  if (it >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((it / FA_STAGES) - 1) & 1);
+  const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
+  mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
+#pragma unroll
+  for (int h = 0; h < C::kHalves; ++h) tma_load_4d(dk + h * C::kKHalf, map_k, 64 * h, kb * FA_BN, c2, c3, kfull0 + 8 * s);
+  mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
+#pragma unroll
+  for (int h = 0; h < C::kHalves; ++h) tma_load_4d(dv + h * C::kKHalf, map_v, 64 * h, kb * FA_BN, c2, c3, vfull0 + 8 * s);
+}
 #endif  // DML_WGMMA_DEVICE
 
 template <class T, int D, bool SPLIT>
@@ -153,19 +209,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
       mbar_expect_tx(bar_q, C::kQBytes);
 #pragma unroll
       for (int h = 0; h < C::kHalves; ++h) tma_load_4d(sq + h * C::kQHalf, &map_q, 64 * h, m0, b % yo.h1, b / yo.h1, bar_q);
-      for (int kb = 0; kb < nkb; ++kb) {
-        const int s = kb % FA_STAGES;
-        if (kb >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((kb / FA_STAGES) - 1) & 1);
-        const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
-        mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
-#pragma unroll
-        for (int h = 0; h < C::kHalves; ++h)
-          tma_load_4d(dk + h * C::kKHalf, &map_k, 64 * h, kb * FA_BN, b % yo.h1, b / yo.h1, kfull0 + 8 * s);
-        mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
-#pragma unroll
-        for (int h = 0; h < C::kHalves; ++h)
-          tma_load_4d(dv + h * C::kKHalf, &map_v, 64 * h, kb * FA_BN, b % yo.h1, b / yo.h1, vfull0 + 8 * s);
-      }
+      for (int kb = 0; kb < nkb; ++kb)
+        fa_load_kv<D>(kb, kb, sst, &map_k, &map_v, b % yo.h1, b / yo.h1, kfull0, vfull0, empty0);
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::);
@@ -199,42 +244,11 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
       wg_wait0();
       fence_regs<FA_BN / 2>(sacc);
 
-      // Scale (log2 units), mask where this block can hold masked keys for these rows, row max.
+      // Scale (log2 units), mask where this block can hold masked keys for these rows, row max,
+      // rescale o and l, P as 16-bit A fragments.
       const bool edge = n0 + FA_BN > Lk || (causal && n0 + FA_BN - 1 > wrow_min);
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int i = 0; i < FA_BN / 2; ++i) {
-        float v = sacc[i] * scale_log2;
-        if (edge) {
-          const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
-          const int r = row0 + ((i & 2) ? 8 : 0);
-          if (j >= Lk || (causal && j > r)) v = -INFINITY;
-        }
-        sacc[i] = v;
-        mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], v);
-      }
-      float alpha[2], msafe[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
-        const float mnew = fmaxf(mrow[r], mx[r]);
-        msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
-        alpha[r] = fast_exp2(mrow[r] - msafe[r]);
-        mrow[r] = mnew;
-        lrow[r] *= alpha[r];
-      }
       uint32_t pa[FA_BN / 16][4];
-#pragma unroll
-      for (int i = 0; i < FA_BN / 2; i += 2) {
-        const int r = (i >> 1) & 1;
-        const float p0 = fast_exp2(sacc[i] - msafe[r]), p1 = fast_exp2(sacc[i + 1] - msafe[r]);
-        lrow[r] += p0 + p1;
-        // accumulator pair i/2 of 8-column group i/4 -> A fragment of k step i/8, register (i/2) % 4
-        pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
-      }
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
+      fa_softmax<T, D, false>(sacc, o, mrow, lrow, pa, edge, n0, row0, t4, Lk, causal, scale_log2);
 
       mbar_wait(vfull0 + 8 * s, par);
       fence_regs<D / 2>(o);
@@ -312,55 +326,6 @@ __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive 
 template <int N> __device__ __forceinline__ void fence_regs_u(uint32_t* r) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
-}
-
-// Online-softmax step on one S block (scores in sacc, fp32): mask when `edge`, new row max,
-// rescale factor alpha applied to o and l, P packed to 16-bit A fragments. FS = 0: scores scaled
-// first (one FMUL each), p = 2^(s' - m'); FS = 1 (scale_log2 > 0 only): max over the raw scores,
-// p = 2^(s·c - m·c) as one FFMA + ex2 per score (FlashAttention-3's form).
-template <class T, int D, bool FS>
-__device__ __forceinline__ void fa_softmax(float* sacc, float* o, float* mrow, float* lrow, uint32_t (*pa)[4], bool edge,
-                                           int n0, int row0, int t4, int Lk, int causal, float scale_log2) {
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int i = 0; i < FA_BN / 2; ++i) {
-    float v = FS ? sacc[i] : sacc[i] * scale_log2;
-    if (edge) {
-      const int j = n0 + 8 * (i / 4) + 2 * t4 + (i & 1);
-      const int r = row0 + ((i & 2) ? 8 : 0);
-      if (j >= Lk || (causal && j > r)) v = -INFINITY;
-    }
-    sacc[i] = v;
-    mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], v);
-  }
-  float alpha[2], msafe[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
-    const float mnew = fmaxf(mrow[r], mx[r]);
-    msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
-    alpha[r] = FS ? fast_exp2((mrow[r] - msafe[r]) * scale_log2) : fast_exp2(mrow[r] - msafe[r]);
-    mrow[r] = mnew;
-    lrow[r] *= alpha[r];
-    if (FS) msafe[r] *= scale_log2;
-  }
-#pragma unroll
-  for (int i = 0; i < FA_BN / 2; i += 2) {
-    const int r = (i >> 1) & 1;
-    float p0, p1;
-    if (FS) {
-      p0 = fast_exp2(fmaf(sacc[i], scale_log2, -msafe[r]));
-      p1 = fast_exp2(fmaf(sacc[i + 1], scale_log2, -msafe[r]));
-    } else {
-      p0 = fast_exp2(sacc[i] - msafe[r]);
-      p1 = fast_exp2(sacc[i + 1] - msafe[r]);
-    }
-    lrow[r] += p0 + p1;
-    pa[i / 8][(i / 2) % 4] = pack2<T>(p0, p1);
-  }
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
 
 // Output rows row0 and row0 + 8 of one thread from packed 16-bit pairs (pk[2j], pk[2j + 1]: 8-column
@@ -450,19 +415,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1)
 #pragma unroll
           for (int hh = 0; hh < C::kHalves; ++hh)
             tma_load_4d(sq0 + qs * C::kQBytes + hh * C::kQHalf, &map_q, 64 * hh, m0, b % yo.h1, b / yo.h1, qfull0 + 8 * qs);
-          for (int kb = 0; kb < nkb; ++kb, ++it) {
-            const int s = it % FA_STAGES;
-            if (it >= FA_STAGES) mbar_wait(empty0 + 8 * s, ((it / FA_STAGES) - 1) & 1);
-            const uint32_t dk = sst + s * C::kStageBytes, dv = dk + C::kKBytes;
-            mbar_expect_tx(kfull0 + 8 * s, C::kKBytes);
-#pragma unroll
-            for (int hh = 0; hh < C::kHalves; ++hh)
-              tma_load_4d(dk + hh * C::kKHalf, &map_k, 64 * hh, kb * FA_BN, b % yo.h1, b / yo.h1, kfull0 + 8 * s);
-            mbar_expect_tx(vfull0 + 8 * s, C::kKBytes);
-#pragma unroll
-            for (int hh = 0; hh < C::kHalves; ++hh)
-              tma_load_4d(dv + hh * C::kKHalf, &map_v, 64 * hh, kb * FA_BN, b % yo.h1, b / yo.h1, vfull0 + 8 * s);
-          }
+          for (int kb = 0; kb < nkb; ++kb, ++it)
+            fa_load_kv<D>(it, kb, sst, &map_k, &map_v, b % yo.h1, b / yo.h1, kfull0, vfull0, empty0);
         }
       }
     }

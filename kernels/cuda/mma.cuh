@@ -65,6 +65,26 @@ __device__ __forceinline__ float fast_exp2(float x) {
 #endif
 }
 
+// One online-softmax step for a thread's two accumulator rows (in the mma.sync and wgmma layouts
+// the four lanes of a quad share a row): mx holds this key block's per-thread row maxima; they are
+// reduced over the quad, the running max mrow and sum lrow are updated, alpha is the factor for the
+// output accumulators and msafe the max to subtract before exp2 (0 for a row with nothing
+// unmasked yet). `scale` multiplies (max difference, msafe) for scores kept unscaled (1: scaled).
+__device__ __forceinline__ void online_softmax_rows(float* mx, float* mrow, float* lrow, float* alpha,
+                                                    float* msafe, float scale = 1.0f) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFullMask, mx[r], 2));
+    const float mnew = fmaxf(mrow[r], mx[r]);
+    msafe[r] = mnew == -INFINITY ? 0.0f : mnew;
+    alpha[r] = fast_exp2((mrow[r] - msafe[r]) * scale);
+    mrow[r] = mnew;
+    lrow[r] *= alpha[r];
+    msafe[r] *= scale;
+  }
+}
+
 // 16-byte global -> shared copy that bypasses registers; `valid` false writes zeros.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
