@@ -98,8 +98,8 @@ template <int N> __device__ __forceinline__ void fence_regs(float* r) {
 }
 
 template <class T> __device__ __forceinline__ void ss_n128(float* d, uint64_t da, uint64_t db, int acc) {
-  if constexpr (IsBf16<T>::value) wgmma::wgmma_ss_m64n128k16_bf16(d, da, db, acc);
-  else wgmma::wgmma_ss_m64n128k16_f16(d, da, db, acc);
+  if constexpr (IsBf16<T>::value) wgmma::wgmma_m64n128k16_bf16(d, da, db, acc);
+  else wgmma::wgmma_m64n128k16_f16(d, da, db, acc);
 }
 template <class T, int N> __device__ __forceinline__ void rs_tb(float* d, const uint32_t* a, uint64_t db) {
   if constexpr (N == 128) {

@@ -54,13 +54,7 @@ template <int BN> struct WgCfg {
 };
 #if DML_WGMMA_DEVICE
 constexpr int kGroupM = 16;  // tile raster: groups of 16 tile rows sweep N together (L2 reuse)
-using namespace wgmma;  // smem_u32, mbar_*, wg_fence/wg_commit/wg_wait, fence_reg, sw128_kmajor_desc (wgmma.cuh)
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
+using namespace wgmma;  // smem_u32, mbar_*, tma_load_2d, wg_fence/wg_commit/wg_wait, fence_reg, sw128_kmajor_desc (wgmma.cuh)
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

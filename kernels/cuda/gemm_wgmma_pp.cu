@@ -61,22 +61,7 @@ template <int MODE> struct PpCfg {
 
 #if DML_WGMMA_DEVICE
 constexpr int PP_GROUP_M = 16;  // grouped raster: 16 tile rows sweep N together (L2 reuse)
-using namespace wgmma;
-__device__ __forceinline__ void pp_tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-// K-major tile with 128-byte swizzle: rows of 64 halves, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t pp_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
-template <int N> __device__ __forceinline__ void pp_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void pp_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+using namespace wgmma;  // TMA loads, mbarriers, wgmma wrappers, descriptors, fences (wgmma.cuh)
 template <class T, int BN> __device__ __forceinline__ void pp_mma(float* acc, uint64_t da, uint64_t db) {
   if constexpr (BN == 256) {
     if constexpr (IsBf16<T>::value) wgmma_m64n256k16_bf16(acc, da, db);
@@ -215,8 +200,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
           if (g >= ST) mbar_wait(empty0 + 8 * s, ((g / ST) - 1) & 1);
           const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
           mbar_expect_tx(full, C::kStageBytes);
-          pp_tma_load(dst, &map_a, k * PP_BK, m0, full);
-          pp_tma_load(dst + C::kABytes, &map_b, k * PP_BK, n0, full);
+          tma_load_2d(dst, &map_a, k * PP_BK, m0, full);
+          tma_load_2d(dst + C::kABytes, &map_b, k * PP_BK, n0, full);
         }
       }
     }
@@ -237,21 +222,21 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
           const int g = g0 + k, s = g % ST;
           mbar_wait(full0 + 8 * s, (g / ST) & 1);
           const uint32_t sa = base + s * C::kStageBytes + cw * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
-          const uint64_t da = pp_desc(sa), db = pp_desc(sb);
+          const uint64_t da = sw128_kmajor_desc(sa), db = sw128_kmajor_desc(sb);
 #pragma unroll
-          for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
+          for (int r = 0; r < 128; ++r) fence_reg(acc[r]);
           wg_fence();
 #pragma unroll
           for (int kk = 0; kk < PP_BK / 16; ++kk) pp_mma<T, 256>(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes per k16
           wg_commit();
-          pp_wait<1>();  // the previous step's group is done: release its stage
+          wg_wait<1>();  // the previous step's group is done: release its stage
 #pragma unroll
-          for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
+          for (int r = 0; r < 128; ++r) fence_reg(acc[r]);
           if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % ST));
         }
-        pp_wait<0>();
+        wg_wait<0>();
 #pragma unroll
-        for (int r = 0; r < 128; ++r) pp_fence(acc[r]);
+        for (int r = 0; r < 128; ++r) fence_reg(acc[r]);
         if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
         epilogue_frag<T>(stg, cw, acc, m0 + 64 * cw, n0, M, N, bias, d, y, epi, vec_out);
         epilogue_frag<T>(stg, cw, acc + 64, m0 + 64 * cw, n0 + 128, M, N, bias, d, y, epi, vec_out);
@@ -274,11 +259,11 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
           const int g = g0 + k, s = g % ST;
           mbar_wait(full0 + 8 * s, (g / ST) & 1);
           const uint32_t sa = base + s * C::kStageBytes, sb = sa + C::kABytes;
-          const uint64_t da0 = pp_desc(sa), da1 = pp_desc(sa + 64 * 128), db = pp_desc(sb);
+          const uint64_t da0 = sw128_kmajor_desc(sa), da1 = sw128_kmajor_desc(sa + 64 * 128), db = sw128_kmajor_desc(sb);
 #pragma unroll
           for (int r = 0; r < 64; ++r) {
-            pp_fence(acc0[r]);
-            pp_fence(acc1[r]);
+            fence_reg(acc0[r]);
+            fence_reg(acc1[r]);
           }
           wg_fence();
 #pragma unroll
@@ -287,20 +272,20 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
             pp_mma<T, 128>(acc1, da1 + 2 * kk, db + 2 * kk);
           }
           wg_commit();
-          pp_wait<1>();  // the previous step's group is done: release its stage
+          wg_wait<1>();  // the previous step's group is done: release its stage
 #pragma unroll
           for (int r = 0; r < 64; ++r) {
-            pp_fence(acc0[r]);
-            pp_fence(acc1[r]);
+            fence_reg(acc0[r]);
+            fence_reg(acc1[r]);
           }
           if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % ST));
         }
         if (lane == 0) mbar_arrive(other_turn);  // every full wait of this tile is behind us
-        pp_wait<0>();
+        wg_wait<0>();
 #pragma unroll
         for (int r = 0; r < 64; ++r) {
-          pp_fence(acc0[r]);
-          pp_fence(acc1[r]);
+          fence_reg(acc0[r]);
+          fence_reg(acc1[r]);
         }
         if (lane == 0) mbar_arrive(empty0 + 8 * ((g0 + kt - 1) % ST));
         epilogue_frag<T>(stg, cw, acc0, m0, n0, M, N, bias, d, y, epi, vec_out);
