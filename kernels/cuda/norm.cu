@@ -68,20 +68,28 @@ __global__ void softmax_strided_kernel(int64_t outer, int64_t L, int64_t inner, 
   }
 }
 
+// Mean and 1/sqrt(variance + eps) of n contiguous elements, the whole block cooperating: two
+// passes over x (biased variance of the centred values, as the CPU kernels compute it).
+template <class T>
+__device__ __forceinline__ void block_mean_rstd(const T* __restrict__ x, int64_t n, float eps, float& mean, float& rstd) {
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += to_f(x[i]);
+  mean = block_reduce<false>(s) / (float)n;
+  float v = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float c = to_f(x[i]) - mean;
+    v += c * c;
+  }
+  rstd = rsqrtf(block_reduce<false>(v) / (float)n + eps);
+}
+
 template <class T>
 __global__ void layer_norm_kernel(int64_t cols, const T* __restrict__ x, const T* __restrict__ g,
                                   const T* __restrict__ b, float eps, T* __restrict__ y) {
   const T* xr = x + blockIdx.x * cols;
   T* yr = y + blockIdx.x * cols;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += to_f(xr[i]);
-  const float mean = block_reduce<false>(s) / (float)cols;
-  float v = 0.0f;
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-    const float t = to_f(xr[i]) - mean;
-    v += t * t;
-  }
-  const float rstd = rsqrtf(block_reduce<false>(v) / (float)cols + eps);
+  float mean, rstd;
+  block_mean_rstd(xr, cols, eps, mean, rstd);
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
     float t = (to_f(xr[i]) - mean) * rstd;
     if (g) t *= to_f(g[i]);
@@ -192,15 +200,8 @@ __global__ void group_norm_kernel(int64_t C, int64_t S, int64_t G, const T* __re
   const int64_t t = blockIdx.x, g = t % G, cpg = C / G, block = cpg * S;
   const T* xb = x + t * block;
   T* yb = y + t * block;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < block; i += blockDim.x) s += to_f(xb[i]);
-  const float mean = block_reduce<false>(s) / (float)block;
-  float v = 0.0f;
-  for (int64_t i = threadIdx.x; i < block; i += blockDim.x) {
-    const float c = to_f(xb[i]) - mean;
-    v += c * c;
-  }
-  const float rstd = rsqrtf(block_reduce<false>(v) / (float)block + eps);
+  float mean, rstd;
+  block_mean_rstd(xb, block, eps, mean, rstd);
   for (int64_t i = threadIdx.x; i < block; i += blockDim.x) {
     const int64_t ch = g * cpg + i / S;
     const float ga = gamma ? to_f(gamma[ch]) : 1.0f, be = beta ? to_f(beta[ch]) : 0.0f;
