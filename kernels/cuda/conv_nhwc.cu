@@ -60,17 +60,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
 #pragma unroll
   for (int i = 0; i < AROWS; ++i) {
     const int row = VEC ? tid / CPR + i * (NT / CPR) : tid % BM;
-    const int m = m0 + row;
-    if (m < g.P) {
-      const int n = m / HoWo, rr = m - n * HoWo, ho = rr / g.Wo, wo = rr - ho * g.Wo;
-      abase[i] = n * g.xs[0];
-      aih[i] = ho * g.sh - g.pt;
-      aiw[i] = wo * g.sw - g.pl;
-    } else {
-      abase[i] = 0;
-      aih[i] = -(1 << 29);  // never inside the image
-      aiw[i] = 0;
-    }
+    nhwc_pixel_origin(g, HoWo, m0 + row, abase[i], aih[i], aiw[i]);
   }
 
   // gather: a table of each flat k's (channel, tap) offset, so the loads need no division.

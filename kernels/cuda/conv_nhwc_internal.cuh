@@ -22,6 +22,21 @@ __device__ __forceinline__ void cp_async_wait_n() {
 #endif
 }
 
+// The im2col origin of output pixel m (flat over n, ho, wo) for the A-tile loaders: x's batch offset
+// and the input row / column of tap (0, 0); rows past P get an origin no tap reaches.
+__device__ __forceinline__ void nhwc_pixel_origin(const NhwcGeo& g, int HoWo, int m, int64_t& base, int& ih, int& iw) {
+  if (m < g.P) {
+    const int n = m / HoWo, rr = m - n * HoWo, ho = rr / g.Wo, wo = rr - ho * g.Wo;
+    base = n * g.xs[0];
+    ih = ho * g.sh - g.pt;
+    iw = wo * g.sw - g.pl;
+  } else {
+    base = 0;
+    ih = -(1 << 29);  // never inside the image
+    iw = 0;
+  }
+}
+
 // Output pixel m (flat over n, ho, wo), channels o..o+7 (o % 8 == 0, o + 8 <= O): + bias, +
 // residual, ReLU, one 16-byte store. The host checked 16-byte alignment and unit channel strides
 // of y / res / bias (the staged epilogue's condition).

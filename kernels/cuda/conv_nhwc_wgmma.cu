@@ -81,19 +81,7 @@ __global__ void __launch_bounds__(BM * 2, MINB)
   int64_t abase[AIT];
   int aih[AIT], aiw[AIT];
 #pragma unroll
-  for (int i = 0; i < AIT; ++i) {
-    const int m = m0 + r0 + RS * i;
-    if (m < g.P) {
-      const int n = m / HoWo, rr = m - n * HoWo, ho = rr / g.Wo, wo = rr - ho * g.Wo;
-      abase[i] = n * g.xs[0];
-      aih[i] = ho * g.sh - g.pt;
-      aiw[i] = wo * g.sw - g.pl;
-    } else {
-      abase[i] = 0;
-      aih[i] = -(1 << 29);  // never inside the image
-      aiw[i] = 0;
-    }
-  }
+  for (int i = 0; i < AIT; ++i) nhwc_pixel_origin(g, HoWo, m0 + r0 + RS * i, abase[i], aih[i], aiw[i]);
   auto load_tile = [&](int kt, int st) {
     uint8_t* sa = gbase + st * C::kStageBytes;
     uint8_t* sb = sa + C::kABytes;
