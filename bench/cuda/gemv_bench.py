@@ -53,7 +53,7 @@ class Lib:
         L.dml_cuda_bmm.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(i64), ctypes.POINTER(i64),
                                    ctypes.POINTER(i64), i64, i64, i64, vp, vp, vp, ctypes.c_int, ctypes.c_int, vp]
         L.gemv_bench_skinny.argtypes = [ctypes.c_int, i64, i64, i64, vp, vp, vp, vp, vp, ctypes.c_int, ctypes.c_int, vp]
-        L.gemv_bench_variant.argtypes = [i64, i64]
+        L.gemv_bench_variant.argtypes = [i64, i64, i64]
         L.dml_cuda_last_error.restype = ctypes.c_char_p
 
     def err(self):
@@ -273,7 +273,7 @@ def bench_skinny(lib, dt, M, N, K, copy_bw, variants=range(1, NVAR + 1)):
                      torch.empty(M, N, device="cuda", dtype=dt)))
     calls = max(nsets, 4 * nsets)
     row = {"dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "bytes": per_set, "sets": nsets, "calls": calls,
-           "auto_variant": lib.L.gemv_bench_variant(M, N)}
+           "auto_variant": lib.L.gemv_bench_variant(M, N, K)}
     variants_to_time = list(variants)
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[2]),
                 "cublaslt": lambda s: lib.gemm("cublaslt", s[0], s[1], None, None, s[2], "none"),

@@ -6,7 +6,7 @@
 LIB.so: the harness library of bench/cuda/gemv_bench.py (kernel library GEMM files + gemv_bench_entry.cu).
 Steps (gemv_bench.py's helpers: fresh random inputs, NaN-poisoned outputs, float64 reference,
 CUDA-graph replays with weights rotated over > 400 MB, median):
-  1. checks of the bulk-copy ring variants (12..17) and the weight-prefetching PDL variant (18):
+  1. checks of the bulk-copy ring variants (12..17, 19..24) and the weight-prefetching PDL variant (18):
      M = 1..40, N / K tails (K not a multiple of the stage, N not a multiple of 8), the 7B shapes,
      every epilogue, both dtypes, and chains of dependent calls captured in a CUDA graph;
   2. gemv_bench.py's own checks (C ABI with the automatic variant rule, bmm, fallbacks);
@@ -27,8 +27,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402
 
-NEW = list(range(12, 19))
-TIMED = [1, 3, 7, 11] + NEW
+NEW = list(range(12, 25))
+TIMED = [1, 3, 7, 11, 18, 14, 17, 19, 20, 21, 22, 23, 24]
 
 
 def new_checks(lib):
@@ -69,7 +69,7 @@ def new_checks(lib):
                 one(dt, 16, 4096, 4096, v, epi=epi, bias=epi != "none")
         for v in NEW:
             out.append(gb.pdl_chain(lib, dt, v))
-        for v in (16, 18):
+        for v in (16, 18, 23, 24):
             out.append(gb.pdl_chain(lib, dt, v, memcpy_first=True))
     return out
 
@@ -82,7 +82,7 @@ def main():
     ap.add_argument("--variants", default=",".join(map(str, TIMED)))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    gb.NVAR = 18
+    gb.NVAR = 24
     lib = gb.Lib(args.lib)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     print("[env]", res, flush=True)

@@ -96,6 +96,22 @@ __device__ __forceinline__ void sk_load_x(SkChunk<NG, SK_U>& ch, int64_t c0, int
     ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
   }
 }
+template <class T, int NG, int SK_U, int SK_WARPS>
+__device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
+                                        const T* const (&brow)[NG], const bool (&bok)[NG], const T* a_lo, const T* a_hi,
+                                        bool row_lo, bool row_hi) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const int64_t c = c0 + (int64_t)u * SK_WARPS;
+    const int64_t k = c * 32 + 8 * t;
+    const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+#pragma unroll
+    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+    ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
+    ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
+  }
+}
 template <class T, int NG, int SK_U>
 __device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK_U>& ch) {
 #pragma unroll
@@ -159,8 +175,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
   }
   for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
-    sk_load_w<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok);
-    sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+    sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
     sk_mma<T, NG, SK_U>(acc, ch);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
@@ -246,7 +261,7 @@ __device__ __forceinline__ uint4 sk_lds128(uint32_t addr) {
 template <int KS> __host__ __device__ constexpr int sk_row_bytes() { return KS * 2 + 64; }
 template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_bytes() { return S * 8 * NGM * sk_row_bytes<KS>(); }
 
-template <class T, int NGM, int KS, int S, int W, bool PDL>
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP>
 __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                   const T* __restrict__ a, const T* __restrict__ b,
                                                                   const T* __restrict__ bias, const T* __restrict__ d,
@@ -312,18 +327,35 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
 #pragma unroll
     for (int j = 0; j < NGM; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    for (int64_t it = 0; it < steps; ++it) {
-      const int s = static_cast<int>(it % S);
+    // a's 16-byte pieces of loop step it (chunks warp + u·W of the stage): they do not wait for the stage.
+    auto load_a = [&](int64_t it, uint4 (&xl)[U], uint4 (&xh)[U], bool (&kin)[U]) {
       const int64_t k0 = it * KS;
-      uint4 xl[U], xh[U];
-      bool kin[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) {  // a first: it does not wait for the stage
+      for (int u = 0; u < U; ++u) {
         const int c = warp + u * W;
-        const int64_t k = k0 + c * 32 + 8 * t;
-        kin[u] = k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+        kin[u] = k0 + c * 32 + 8 * t < K;  // K % 8 == 0: a 16-byte piece is all in or all out
         xl[u] = (kin[u] && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + k0 + c * 32) : zero;
         xh[u] = (kin[u] && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + k0 + c * 32) : zero;
+      }
+    };
+    // XP: step it + 1's pieces are loaded while step it waits for its stage and multiplies.
+    uint4 nl[U], nh[U];
+    bool nk[U];
+    if (XP) load_a(0, nl, nh, nk);
+    for (int64_t it = 0; it < steps; ++it) {
+      const int s = static_cast<int>(it % S);
+      uint4 xl[U], xh[U];
+      bool kin[U];
+      if (XP) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          xl[u] = nl[u];
+          xh[u] = nh[u];
+          kin[u] = nk[u];
+        }
+        if (it + 1 < steps) load_a(it + 1, nl, nh, nk);
+      } else {
+        load_a(it, xl, xh, kin);
       }
       sk_mbar_wait(sk_smem_u32(&full[s]), static_cast<uint32_t>((it / S) & 1));
       const uint32_t base = ring + s * STAGE + g * RB + 16 * t;
@@ -418,8 +450,9 @@ struct TmaOcc {
   bool ok = false;
   int sms = 0, per_sm = 0;
 };
-template <class K> const TmaOcc& tma_occ(K kern, int threads, int smem) {
-  constexpr int kMaxDev = 64;
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP> const TmaOcc& tma_occ() {
+  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
+  constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>(), kMaxDev = 64;
   static TmaOcc occ[kMaxDev];
   static std::atomic<bool> ready[kMaxDev];
   int dev = 0;
@@ -453,17 +486,17 @@ inline int64_t tma_blocks(int64_t N, int64_t items, int ngm, int slots) {
   return std::max(lo, std::min(G, std::max<int64_t>(1, slots / std::max<int64_t>(1, items))));
 }
 
-template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL>
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP>
 bool tma_ready() {
-  return tma_occ(&skinny_tma_kernel<T, NGM, KS, S, W, PDL>, (W + 1) * 32, sk_ring_bytes<NGM, KS, S>()).ok;
+  return tma_occ<T, NGM, KS, S, W, PDL, XP>().ok;
 }
 
-template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL>
+template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL, bool XP = false>
 int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
                const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL>;
+  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
   constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>();
-  const TmaOcc& occ = tma_occ(kern, threads, smem);
+  const TmaOcc& occ = tma_occ<T, NGM, KS, S, W, PDL, XP>();  // per instantiation (its own shared-memory size)
   if (!occ.ok)  // not sm_90 (or this library's binary for the device is not): the register kernel
     return launch<T, 1, 4, 8>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   const int64_t gy = (M + SK_MT - 1) / SK_MT;
@@ -497,7 +530,7 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // per block, programmatic dependent launch}. Variant numbers are the bench's
 // (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
 // 1..10: {1,4,8} {2,4,8} {4,4,8} {1,8,8} {2,8,8} {1,8,4} {2,8,4} {4,8,4} {1,4,16} {2,4,16}; 11: 1 with PDL.
-constexpr int kNumVariants = 18;  // kVariants (1..11), the bulk-copy ring (12..17), 18 = 1 with PF
+constexpr int kNumVariants = 24;  // 1..11 above, the bulk-copy ring (12..17, 19..24), 18 = 1 with PF
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -516,6 +549,13 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     case 16: return launch_tma<T, 4, 256, 5, 4, 1, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     case 17: return launch_tma<T, 4, 1024, 3, 8, 1, false>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     DML_SK_CASE(18, 1, 4, 8, true, true)
+    // bulk-copy ring with a's pieces loaded one loop step ahead (XP)
+    case 19: return launch_tma<T, 4, 1024, 3, 8, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 20: return launch_tma<T, 4, 512, 4, 16, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 21: return launch_tma<T, 4, 512, 4, 8, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 22: return launch_tma<T, 4, 1024, 2, 16, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 23: return launch_tma<T, 4, 1024, 3, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 24: return launch_tma<T, 4, 256, 5, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -529,7 +569,11 @@ bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t s
   return sa % 8 == 0 && sb % 8 == 0;
 }
 
-int skinny_variant(int64_t M, int64_t N, int64_t batch) {
+// The ring variant skinny_variant picks and the K from which it does (H200 measurements).
+constexpr int kRingVariant = 17;
+constexpr int64_t kRingMinK = 8192;
+
+int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // Blocks one multiprocessor holds of variants 1 {1, 4, 8}, 2 {2, 4, 8}, 3 {4, 4, 8} and
   // 7 {2, 8, 4} (registers decide: 48/62/80/58 per thread on sm_90a), and the multiprocessors.
   struct Occ {
@@ -554,6 +598,13 @@ int skinny_variant(int64_t M, int64_t N, int64_t batch) {
   // N = 14336 (bench/cuda/h200_session5_gemv.log); a partly empty extra wave costs more than
   // fewer rows per block.
   const int64_t items = ((M + SK_MT - 1) / SK_MT) * batch;
+  // The bulk-copy ring (sm_90, its binary loaded here) where its grid of one block per
+  // multiprocessor covers the weight in one wave (at most 32 rows per block) and K is long:
+  // on the H200 it streamed N = 4096 weights with K >= 8192 faster than the register kernel
+  // (bench/cuda/h200_session8_skinny_run2.log); for short K the register kernel's smaller fixed cost wins.
+  if (K >= kRingMinK && tma_ready<__nv_bfloat16, 4, 1024, 3, 8, false, false>() &&
+      ((N + 31) / 32) * items <= occ.sms)
+    return kRingVariant;
   const int ids[4] = {1, 2, 3, 7}, rows[4] = {8, 16, 32, 16};
   int best = 1;
   int64_t best_waves = INT64_MAX;
@@ -573,7 +624,7 @@ int skinny_variant(int64_t M, int64_t N, int64_t batch) {
 
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
-  if (variant == 0) variant = skinny_variant(M, N, batch);
+  if (variant == 0) variant = skinny_variant(M, N, K, batch);
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   if (dtype == 1) return launch_variant<__half>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   return fail("own skinny GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
