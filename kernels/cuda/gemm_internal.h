@@ -17,6 +17,10 @@ int mma_gemm(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
 // ring 12..17 and 19..24), 0 = chosen by skinny_variant (which also looks at K).
 bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t sb, const void* a, const void* b);
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch);
+// The variant for DML_CUDA_GEMM_SKINNY_PF: skinny_variant's choice, or where that is variant 1 (or the
+// ring at M <= 8) variant 18, which reads its first weight chunks before waiting for the preceding
+// kernel (programmatic dependent launch): only for a weight no preceding kernel writes.
+int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch);
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant = 0);
 #endif

@@ -569,8 +569,9 @@ bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t s
   return sa % 8 == 0 && sb % 8 == 0;
 }
 
-// The ring variant skinny_variant picks and the K from which it does (H200 measurements).
-constexpr int kRingVariant = 17;
+// The ring variant skinny_variant picks (16 consumer warps, 2 stages of 32 rows x 1024 elements, a's
+// pieces one step ahead) and the K from which it always does (H200, bench/cuda/h200_session8_skinny_run3.log).
+constexpr int kRingVariant = 22;
 constexpr int64_t kRingMinK = 8192;
 
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
@@ -599,11 +600,13 @@ int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // fewer rows per block.
   const int64_t items = ((M + SK_MT - 1) / SK_MT) * batch;
   // The bulk-copy ring (sm_90, its binary loaded here) where its grid of one block per
-  // multiprocessor covers the weight in one wave (at most 32 rows per block) and K is long:
-  // on the H200 it streamed N = 4096 weights with K >= 8192 faster than the register kernel
-  // (bench/cuda/h200_session8_skinny_run2.log); for short K the register kernel's smaller fixed cost wins.
-  if (K >= kRingMinK && tma_ready<__nv_bfloat16, 4, 1024, 3, 8, false, false>() &&
-      ((N + 31) / 32) * items <= occ.sms)
+  // multiprocessor covers the weight in one wave (at most 32 rows per block), when K is long or
+  // variant 1's blocks (8 rows each) would leave the multiprocessors short of loads in flight
+  // (fewer than 3 per multiprocessor). H200, % of the D2D copy at M = 1 / 16: N = 4096, K = 11008
+  // 79.6 / 76.6 (variant 1: 72.3 / 68.8), K = 14336 83.9 / 81.4 (75.4 / 71.1); N = 2048, K = 4096
+  // 47.1 / 42.6 (40.6 / 38.9). At N = K = 4096 variant 1 stays ahead (64.7 / 59.9 vs 61.9 / 59.0).
+  if (tma_ready<__nv_bfloat16, 4, 1024, 2, 16, false, true>() && ((N + 31) / 32) * items <= occ.sms &&
+      (K >= kRingMinK || (K >= 4096 && ((N + 7) / 8) * items < 3 * (int64_t)occ.sms)))
     return kRingVariant;
   const int ids[4] = {1, 2, 3, 7}, rows[4] = {8, 16, 32, 16};
   int best = 1;
@@ -620,6 +623,18 @@ int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
     }
   }
   return best;
+}
+
+int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
+  // Variant 18 (variant 1 launched with programmatic dependent launch, its first loop step's weight
+  // loads issued before griddepcontrol.wait) where the rule picks variant 1, and where it picks the
+  // ring for M <= 8. H200, % of the D2D copy, M = 1 / 16: N = K = 4096 72.6 / 62.0 (variant 1:
+  // 64.7 / 59.9); N = 4096, K = 11008 82.7 / 74.7; K = 14336 85.7 / 77.0 (the ring at M = 16: 76.6 /
+  // 81.4); N = 4096, K = 1024 47.5 at M = 1 (42.3). The wide weights keep their variants (3 and 7:
+  // 80.8 / 82.8 at M = 1 where variant 18 has 79.8 / 80.5).
+  const int v = skinny_variant(M, N, K, batch);
+  if (v == 1 || (v == kRingVariant && M <= 8)) return 18;
+  return v;
 }
 
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
