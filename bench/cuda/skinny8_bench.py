@@ -31,6 +31,24 @@ NEW = list(range(12, 25))
 TIMED = [1, 3, 7, 11, 18, 14, 17, 19, 20, 21, 22, 23, 24]
 
 
+def abi_one(out, lib, impl, dt, M, N, K, epi):
+    a = torch.randn(M, K, device="cuda").to(dt)
+    b = (torch.randn(N, K, device="cuda") / K ** 0.5).to(dt)
+    bb = torch.randn(N, device="cuda").to(dt)
+    d = torch.randn(M, N, device="cuda").to(dt) if epi == "add" else None
+    y = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+    lib.gemm(impl, a, b, bb, d, y, epi)
+    torch.cuda.synchronize()
+    r = gb.ref(a, b, bb, d, epi)
+    bad = int((~torch.isfinite(y)).sum().item())
+    e = ((y.double() - r).norm() / r.norm()).item()
+    ok = bad == 0 and e <= gb.TOL[dt]
+    out.append({"name": "abi", "impl": impl, "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi,
+                "auto_variant": lib.L.gemv_bench_variant(M, N, K), "rel_l2": e, "unwritten": bad, "pass": ok})
+    print(f"[check8] abi {impl:9s} {str(dt).split('.')[1]:8s} M={M:3d} N={N:5d} K={K:5d} {epi:5s} rel_l2={e:.2e} "
+          f"unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
+
+
 def new_checks(lib):
     out = []
 
@@ -56,6 +74,14 @@ def new_checks(lib):
         print(f"[check8] v{v:<2d} {row['dtype']:8s} M={M:3d} N={N:5d} K={K:5d} {epi:9s} bias={int(bias)} rel_l2={e:.2e} "
               f"(torch {et:.2e}) unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
 
+    # The C ABI with DML_CUDA_GEMM_SKINNY_PF (skinny_variant_prefetch's choice) and with the rule.
+    gb.IMPL.setdefault("skinny_pf", 10)
+    for dt in (torch.bfloat16, torch.float16):
+        for impl in ("skinny_pf", "skinny"):
+            for (M, N, K) in [(1, 4096, 4096), (16, 4096, 4096), (1, 4096, 11008), (8, 4096, 11008), (16, 4096, 14336),
+                              (1, 2048, 4096), (16, 1024, 4096), (4, 4096, 1024), (3, 300, 520), (17, 4100, 1000)]:
+                for epi in ("none", "gelu", "add"):
+                    abi_one(out, lib, impl, dt, M, N, K, epi)
     for dt in (torch.bfloat16, torch.float16):
         for v in NEW:
             for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 40):
@@ -113,11 +139,11 @@ def main():
     fails = [c for c in res["checks"] if not c["pass"]]
     for c in fails[:20]:
         print("FAIL", json.dumps(c))
-    print(f"{'dt':5s} {'M':>3s} {'N':>6s} {'K':>6s} {'torch':>6s} {'lt':>6s} {'auto':>6s} {'av':>3s} "
+    print(f"{'dt':5s} {'M':>3s} {'N':>6s} {'K':>6s} {'torch':>6s} {'lt':>6s} {'auto':>6s} {'pf':>6s} {'av':>3s} "
           + " ".join(f"{'v' + str(v):>5s}" for v in variants) + f" {'best':>4s} {'best_us':>8s} {'torch_us':>8s}  (% of D2D)")
     for r in res["skinny"]:
         print(f"{r['dtype'][:5]:5s} {r['M']:3d} {r['N']:6d} {r['K']:6d} {r['torch_pct_copy']:6.1f} {r['cublaslt_pct_copy']:6.1f} "
-              f"{r['skinny_pct_copy']:6.1f} {r['auto_variant']:3d} "
+              f"{r['skinny_pct_copy']:6.1f} {r.get('skinny_pf_pct_copy', float('nan')):6.1f} {r['auto_variant']:3d} "
               + " ".join(f"{r.get('skinny_v' + str(v) + '_pct_copy', float('nan')):5.1f}" for v in variants)
               + f" {r['best_variant']:4d} {r['skinny_v' + str(r['best_variant']) + '_us']:8.2f} {r['torch_us']:8.2f}")
     return 1 if nfail else 0
