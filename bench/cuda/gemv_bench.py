@@ -36,7 +36,7 @@ import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU too
 
 EPI = {"none": 0, "relu": 1, "gelu": 2, "fast_gelu": 3, "swish": 4, "sigmoid": 5, "tanh": 6, "add": 7, "add_relu": 8}
 CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8, "wgmma_persist": 9}
+IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8, "wgmma_persist": 9, "skinny_pf": 10}
 NVAR = 11  # gemm_skinny.cu's kVariants (11: variant 1 with programmatic dependent launch)
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 F = torch.nn.functional
@@ -53,7 +53,7 @@ class Lib:
         L.dml_cuda_bmm.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(i64), ctypes.POINTER(i64),
                                    ctypes.POINTER(i64), i64, i64, i64, vp, vp, vp, ctypes.c_int, ctypes.c_int, vp]
         L.gemv_bench_skinny.argtypes = [ctypes.c_int, i64, i64, i64, vp, vp, vp, vp, vp, ctypes.c_int, ctypes.c_int, vp]
-        L.gemv_bench_variant.argtypes = [i64, i64]
+        L.gemv_bench_variant.argtypes = [i64, i64, i64]
         L.dml_cuda_last_error.restype = ctypes.c_char_p
 
     def err(self):
@@ -273,11 +273,12 @@ def bench_skinny(lib, dt, M, N, K, copy_bw, variants=range(1, NVAR + 1)):
                      torch.empty(M, N, device="cuda", dtype=dt)))
     calls = max(nsets, 4 * nsets)
     row = {"dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "bytes": per_set, "sets": nsets, "calls": calls,
-           "auto_variant": lib.L.gemv_bench_variant(M, N)}
+           "auto_variant": lib.L.gemv_bench_variant(M, N, K)}
     variants_to_time = list(variants)
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[2]),
                 "cublaslt": lambda s: lib.gemm("cublaslt", s[0], s[1], None, None, s[2], "none"),
-                "skinny": lambda s: lib.gemm("skinny", s[0], s[1], None, None, s[2], "none")}
+                "skinny": lambda s: lib.gemm("skinny", s[0], s[1], None, None, s[2], "none"),
+                "skinny_pf": lambda s: lib.gemm("skinny_pf", s[0], s[1], None, None, s[2], "none")}
     for v in variants_to_time:
         variants[f"skinny_v{v}"] = lambda s, v=v: lib.skinny(s[0], s[1], None, None, s[2], "none", v)
     for name, f in variants.items():

@@ -11,6 +11,6 @@ extern "C" __attribute__((visibility("default"))) int gemv_bench_skinny(int dtyp
   return dml_cuda::skinny_gemm(dtype, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, static_cast<cudaStream_t>(stream), variant);
 }
 
-extern "C" __attribute__((visibility("default"))) int gemv_bench_variant(int64_t M, int64_t N) {
-  return dml_cuda::skinny_variant(M, N, 1);
+extern "C" __attribute__((visibility("default"))) int gemv_bench_variant(int64_t M, int64_t N, int64_t K) {
+  return dml_cuda::skinny_variant(M, N, K, 1);
 }

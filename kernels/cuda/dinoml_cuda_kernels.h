@@ -47,7 +47,11 @@ enum dml_cuda_gemm_impl {
    * tile's loads during the fused epilogue): PP = ping-pong (128×128 tiles taken in turn by two
    * consumer warpgroups), PERSIST = 128×256 tiles shared by both; same operands and fallbacks as
    * DML_CUDA_GEMM_WGMMA. */
-  DML_CUDA_GEMM_WGMMA_PP = 8, DML_CUDA_GEMM_WGMMA_PERSIST = 9
+  DML_CUDA_GEMM_WGMMA_PP = 8, DML_CUDA_GEMM_WGMMA_PERSIST = 9,
+  /* The skinny kernel launched with programmatic dependent launch where that pays (sm_90): it reads
+   * its first weight chunks before waiting for the preceding kernel, so only for a weight b that no
+   * preceding kernel in the stream writes (a constant); same operands and fallbacks as SKINNY. */
+  DML_CUDA_GEMM_SKINNY_PF = 10
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

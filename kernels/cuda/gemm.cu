@@ -310,10 +310,11 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
   }
 #endif
 #if DML_GPU_HAS_MMA_SYNC
-  if (impl == DML_CUDA_GEMM_SKINNY) {
+  if (impl == DML_CUDA_GEMM_SKINNY || impl == DML_CUDA_GEMM_SKINNY_PF) {
     if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no skinny path
     if (skinny_gemm_supported(dtype, rcr, K, sa, sb, a, b))
-      return skinny_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+      return skinny_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s,
+                         impl == DML_CUDA_GEMM_SKINNY_PF ? skinny_variant_prefetch(M, N, K, batch) : 0);
     // B as [K, N], K % 8 != 0 or unaligned operands: the sm_80+ tensor-core tile kernel
     return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }

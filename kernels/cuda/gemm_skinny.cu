@@ -25,6 +25,8 @@
 // Needs K % 8 == 0 and 16-byte aligned a / b (batch strides included); gemm.cu falls back to the
 // mma.sync tile kernel otherwise, and for B as [K, N]. M > 16 runs ceil(M/16) block rows (the
 // weight is then re-read per block row, mostly from L2): a candidate for small M only.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -71,6 +73,30 @@ template <int NG, int SK_U> struct SkChunk {
   uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
 };
 template <class T, int NG, int SK_U, int SK_WARPS>
+__device__ __forceinline__ void sk_load_w(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
+                                          const T* const (&brow)[NG], const bool (&bok)[NG]) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const int64_t c = c0 + (int64_t)u * SK_WARPS;
+    const bool kin = c < chunks && c * 32 + 8 * t < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+#pragma unroll
+    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+  }
+}
+template <class T, int NG, int SK_U, int SK_WARPS>
+__device__ __forceinline__ void sk_load_x(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t, const T* a_lo,
+                                          const T* a_hi, bool row_lo, bool row_hi) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < SK_U; ++u) {
+    const int64_t c = c0 + (int64_t)u * SK_WARPS;
+    const bool kin = c < chunks && c * 32 + 8 * t < K;
+    ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
+    ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
+  }
+}
+template <class T, int NG, int SK_U, int SK_WARPS>
 __device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
                                         const T* const (&brow)[NG], const bool (&bok)[NG], const T* a_lo, const T* a_hi,
                                         bool row_lo, bool row_hi) {
@@ -102,7 +128,9 @@ __device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK
   }
 }
 
-template <class T, int NG, int SK_U, int SK_WARPS>
+// PF: programmatic dependent launch with the first loop step's weight loads issued before
+// griddepcontrol.wait (valid only for a weight the preceding kernel does not write; bench variant).
+template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false>
 __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -130,12 +158,22 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
 #pragma unroll
   for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-  grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
-  grid_dep_launch();  // the next kernel may start as this one's blocks retire
-
   const int64_t chunks = (K + 31) / 32;
   constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
-  for (int64_t c0 = warp; c0 < chunks; c0 += S) {
+  int64_t c0 = warp;
+  if (PF) {
+    SkChunk<NG, SK_U> ch;
+    sk_load_w<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok);
+    grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
+    grid_dep_launch();
+    sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U>(acc, ch);
+    c0 += S;
+  } else {
+    grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
+    grid_dep_launch();  // the next kernel may start as this one's blocks retire
+  }
+  for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
     sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
     sk_mma<T, NG, SK_U>(acc, ch);
@@ -157,6 +195,208 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
   }
 }
 
+// ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
+// Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
+// on them (load, then multiply), so on the H200 its steady state streamed ~3.5 TB/s where cuBLAS
+// streams ~4.4 (bench/cuda/h200_session5_gemv.log, slope over K at N = 4096). Here one producer
+// warp keeps S stages of the block's weight rows in flight with cp.async.bulk (global -> shared,
+// completion counted on an mbarrier per stage), independent of the consumers' registers; W
+// consumer warps split each stage's K range (in-block split-K, as above), read the weight from
+// shared memory (rows padded to 64 mod 128 bytes: conflict-free 16-byte reads) and a from global
+// memory (L1/L2: it is small and re-read by every block), and run the same mma.sync steps.
+// A persistent-style grid: at most BPS blocks per multiprocessor, each taking an equal share of
+// the 8-row groups (N/8 over the grid, at most NGM groups per block), so one wave covers the weight.
+// PDL (bench variant): the producer issues its first S stages before griddepcontrol.wait, i.e. the
+// weight is read while the preceding kernel finishes. That is only valid when the weight is not
+// written by the preceding kernel (a constant), so the library's rule never picks it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DML_SK_TMA_DEVICE 1
+#else
+#define DML_SK_TMA_DEVICE 0
+#endif
+
+#if DML_SK_TMA_DEVICE
+__device__ __forceinline__ uint32_t sk_smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void sk_mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void sk_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void sk_mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void sk_mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// bytes (a multiple of 16) from 16-byte aligned global src to 16-byte aligned shared dst; completion
+// is counted on the mbarrier. The weight is read once: evict-first in L2.
+__device__ __forceinline__ void sk_bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(pol)
+      : "memory");
+}
+__device__ __forceinline__ uint64_t sk_evict_first() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ uint4 sk_lds128(uint32_t addr) {
+  uint4 r;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr));
+  return r;
+}
+#endif
+
+// Row stride of a stage in shared memory: KS elements + 64 bytes (64 mod 128: the 8 rows an
+// 8-lane phase of a 16-byte read touches fall into distinct banks).
+template <int KS> __host__ __device__ constexpr int sk_row_bytes() { return KS * 2 + 64; }
+template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_bytes() { return S * 8 * NGM * sk_row_bytes<KS>(); }
+
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP>
+__global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
+                                                                  const T* __restrict__ a, const T* __restrict__ b,
+                                                                  const T* __restrict__ bias, const T* __restrict__ d,
+                                                                  T* __restrict__ y, int epi) {
+#if DML_SK_TMA_DEVICE
+  constexpr int RB = sk_row_bytes<KS>(), R = 8 * NGM, STAGE = R * RB, U = KS / 32 / W;
+  static_assert(KS % (32 * W) == 0, "a stage splits evenly over the consumer warps");
+  extern __shared__ __align__(128) unsigned char sk_ring[];
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  __shared__ float red[W][NGM][4][32];
+  const int64_t z = blockIdx.z;
+  a += z * sa;
+  b += z * sb;
+  y += z * M * N;
+  if (d) d += z * M * N;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // This block's 8-row groups [g0, g1): an equal share of all of them.
+  const int64_t G = (N + 7) / 8, g0 = (int64_t)blockIdx.x * G / gridDim.x, g1 = ((int64_t)blockIdx.x + 1) * G / gridDim.x;
+  const int ng = static_cast<int>(g1 - g0);
+  const int64_t n0 = g0 * 8, m0 = (int64_t)blockIdx.y * SK_MT;
+  const int rows = static_cast<int>(min((int64_t)ng * 8, N - n0));
+  const int64_t steps = (K + KS - 1) / KS;
+  const uint32_t ring = sk_smem_u32(sk_ring);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      sk_mbar_init(sk_smem_u32(&full[s]), 1);
+      sk_mbar_init(sk_smem_u32(&empty[s]), W);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const uint64_t pol = sk_evict_first();
+  // Producer (warp W): lane r copies row r of the block's rows for each stage.
+  auto produce = [&](int64_t it) {
+    const int s = static_cast<int>(it % S);
+    const int64_t k0 = it * KS;
+    const uint32_t bytes = static_cast<uint32_t>(min((int64_t)KS, K - k0) * 2);
+    if (lane == 0) sk_mbar_expect_tx(sk_smem_u32(&full[s]), bytes * rows);
+    __syncwarp();
+    for (int r = lane; r < rows; r += 32)
+      sk_bulk_g2s(ring + s * STAGE + r * RB, b + (n0 + r) * K + k0, bytes, sk_smem_u32(&full[s]), pol);
+  };
+  const int64_t pre = min((int64_t)S, steps);
+  if (PDL) {
+    if (warp == W)
+      for (int64_t it = 0; it < pre; ++it) produce(it);  // the weight only: no dependence on the preceding kernel
+    grid_dep_wait();
+    grid_dep_launch();
+  }
+  if (warp == W) {
+    for (int64_t it = PDL ? pre : 0; it < steps; ++it) {
+      if (it >= S) sk_mbar_wait(sk_smem_u32(&empty[it % S]), static_cast<uint32_t>((it / S - 1) & 1));
+      produce(it);
+    }
+  } else {
+    const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;
+    const T* a_lo = a + (m0 + g) * K + 8 * t;
+    const T* a_hi = a_lo + 8 * K;
+    bool bok[NGM];
+#pragma unroll
+    for (int j = 0; j < NGM; ++j) bok[j] = j < ng && 8 * j + g < rows;
+    float acc[NGM][4];
+#pragma unroll
+    for (int j = 0; j < NGM; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    // a's 16-byte pieces of loop step it (chunks warp + u·W of the stage): they do not wait for the stage.
+    auto load_a = [&](int64_t it, uint4 (&xl)[U], uint4 (&xh)[U], bool (&kin)[U]) {
+      const int64_t k0 = it * KS;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = warp + u * W;
+        kin[u] = k0 + c * 32 + 8 * t < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+        xl[u] = (kin[u] && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + k0 + c * 32) : zero;
+        xh[u] = (kin[u] && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + k0 + c * 32) : zero;
+      }
+    };
+    // XP: step it + 1's pieces are loaded while step it waits for its stage and multiplies.
+    uint4 nl[U], nh[U];
+    bool nk[U];
+    if (XP) load_a(0, nl, nh, nk);
+    for (int64_t it = 0; it < steps; ++it) {
+      const int s = static_cast<int>(it % S);
+      uint4 xl[U], xh[U];
+      bool kin[U];
+      if (XP) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          xl[u] = nl[u];
+          xh[u] = nh[u];
+          kin[u] = nk[u];
+        }
+        if (it + 1 < steps) load_a(it + 1, nl, nh, nk);
+      } else {
+        load_a(it, xl, xh, kin);
+      }
+      sk_mbar_wait(sk_smem_u32(&full[s]), static_cast<uint32_t>((it / S) & 1));
+      const uint32_t base = ring + s * STAGE + g * RB + 16 * t;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = warp + u * W;
+        const uint32_t a0[4] = {xl[u].x, xh[u].x, xl[u].y, xh[u].y};
+        const uint32_t a1[4] = {xl[u].z, xh[u].z, xl[u].w, xh[u].w};
+#pragma unroll
+        for (int j = 0; j < NGM; ++j) {
+          if (j < ng) {
+            const uint4 wv = (kin[u] && bok[j]) ? sk_lds128(base + j * 8 * RB + c * 64) : zero;
+            const uint32_t b0[2] = {wv.x, wv.y};
+            const uint32_t b1[2] = {wv.z, wv.w};
+            mma_m16n8k16<T>(acc[j], a0, b0);
+            mma_m16n8k16<T>(acc[j], a1, b1);
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) sk_mbar_arrive(sk_smem_u32(&empty[s]));
+    }
+#pragma unroll
+    for (int j = 0; j < NGM; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
+  }
+  __syncthreads();
+  const int cols = 8 * ng;
+  for (int o = threadIdx.x; o < SK_MT * cols; o += (W + 1) * 32) {
+    const int m = o / cols, n = o % cols;
+    const int j = n / 8, col = n % 8;
+    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) v += red[w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m0 + m, n0 + n, v, epi);
+  }
+#endif
+}
+
 // Compute capability 9.0+ (programmatic dependent launch); asked once per process.
 bool device_has_pdl() {
   static const bool ok = [] {
@@ -172,7 +412,7 @@ bool device_has_pdl() {
 
 // PDL: launched with programmatic stream serialization (sm_90+; cudaLaunchKernelEx), so the kernel
 // may start while the preceding one in the stream finishes (it waits in griddepcontrol.wait).
-template <class T, int NG, int U, int W, bool PDL = false>
+template <class T, int NG, int U, int W, bool PDL = false, bool PF = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
@@ -180,11 +420,11 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
     return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  auto kern = &skinny_gemm_kernel<T, NG, U, W>;
+  auto kern = &skinny_gemm_kernel<T, NG, U, W, PF>;
   const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
           *td = static_cast<const T*>(d);
   T* ty = static_cast<T*>(y);
-  if (PDL && device_has_pdl()) {
+  if ((PDL || PF) && device_has_pdl()) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(W * 32);
@@ -203,12 +443,94 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
   }
 }
 
+
+// Per device: whether the TMA kernel instantiation runs here (its loaded binary is sm_90+: a library
+// built for sm_80 only has an empty body), its blocks per multiprocessor and the multiprocessors.
+struct TmaOcc {
+  bool ok = false;
+  int sms = 0, per_sm = 0;
+};
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP> const TmaOcc& tma_occ() {
+  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
+  constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>(), kMaxDev = 64;
+  static TmaOcc occ[kMaxDev];
+  static std::atomic<bool> ready[kMaxDev];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDev) {
+    (void)cudaGetLastError();
+    static const TmaOcc none;
+    return none;
+  }
+  if (!ready[dev].load(std::memory_order_acquire)) {  // racing first calls compute the same values
+    TmaOcc o;
+    cudaFuncAttributes fa{};
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 &&
+        cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.binaryVersion >= 90 &&
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess &&
+        cudaDeviceGetAttribute(&o.sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o.per_sm, kern, threads, smem) == cudaSuccess && o.per_sm > 0 &&
+        o.sms > 0)
+      o.ok = true;
+    (void)cudaGetLastError();
+    occ[dev] = o;
+    ready[dev].store(true, std::memory_order_release);
+  }
+  return occ[dev];
+}
+
+// Grid of the TMA kernel: the fewest blocks that keep at most NGM row groups per block, at least
+// one block per free slot (BPS per multiprocessor at most) up to one block per row group.
+inline int64_t tma_blocks(int64_t N, int64_t items, int ngm, int slots) {
+  const int64_t G = (N + 7) / 8, lo = (G + ngm - 1) / ngm;
+  return std::max(lo, std::min(G, std::max<int64_t>(1, slots / std::max<int64_t>(1, items))));
+}
+
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP>
+bool tma_ready() {
+  return tma_occ<T, NGM, KS, S, W, PDL, XP>().ok;
+}
+
+template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL, bool XP = false>
+int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
+               const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
+  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
+  constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>();
+  const TmaOcc& occ = tma_occ<T, NGM, KS, S, W, PDL, XP>();  // per instantiation (its own shared-memory size)
+  if (!occ.ok)  // not sm_90 (or this library's binary for the device is not): the register kernel
+    return launch<T, 1, 4, 8>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  const int64_t gy = (M + SK_MT - 1) / SK_MT;
+  const int64_t gx = tma_blocks(N, gy * batch, NGM, occ.sms * std::min(BPS, occ.per_sm));
+  if (gx > INT32_MAX || gy > 65535 || batch > 65535)
+    return fail("own skinny GEMM (bulk-copy ring): grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
+                ", batch = " + std::to_string(batch) + ")");
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
+  const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
+          *td = static_cast<const T*>(d);
+  T* ty = static_cast<T*>(y);
+  if (PDL) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, sa, sb, ta, tb, tbias, td, ty, epi),
+                 "own skinny GEMM kernel (bulk-copy ring, programmatic dependent launch)");
+  }
+  kern<<<grid, threads, smem, s>>>(M, N, K, sa, sb, ta, tb, tbias, td, ty, epi);
+  return check_launch("own skinny GEMM kernel (bulk-copy ring)");
+}
+
 // The kernel's variants: {8-row weight groups per block, K chunks per loop step of a warp, warps
 // per block, programmatic dependent launch}. Variant numbers are the bench's
 // (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
-constexpr int kVariants[][4] = {{1, 4, 8, 0}, {2, 4, 8, 0}, {4, 4, 8, 0}, {1, 8, 8, 0}, {2, 8, 8, 0}, {1, 8, 4, 0},
-                                {2, 8, 4, 0}, {4, 8, 4, 0}, {1, 4, 16, 0}, {2, 4, 16, 0}, {1, 4, 8, 1}};
-constexpr int kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+// 1..10: {1,4,8} {2,4,8} {4,4,8} {1,8,8} {2,8,8} {1,8,4} {2,8,4} {4,8,4} {1,4,16} {2,4,16}; 11: 1 with PDL.
+constexpr int kNumVariants = 24;  // 1..11 above, the bulk-copy ring (12..17, 19..24), 18 = 1 with PF
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -219,6 +541,21 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(1, 1, 4, 8) DML_SK_CASE(2, 2, 4, 8) DML_SK_CASE(3, 4, 4, 8) DML_SK_CASE(4, 1, 8, 8) DML_SK_CASE(5, 2, 8, 8)
     DML_SK_CASE(6, 1, 8, 4) DML_SK_CASE(7, 2, 8, 4) DML_SK_CASE(8, 4, 8, 4) DML_SK_CASE(9, 1, 4, 16) DML_SK_CASE(10, 2, 4, 16)
     DML_SK_CASE(11, 1, 4, 8, true)
+    // bulk-copy ring (sm_90; the register kernel elsewhere): {groups/block, K per stage, stages, warps, blocks/SM, PDL}
+    case 12: return launch_tma<T, 4, 512, 4, 4, 1, false>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 13: return launch_tma<T, 4, 256, 5, 4, 1, false>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 14: return launch_tma<T, 4, 512, 4, 8, 1, false>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 15: return launch_tma<T, 2, 512, 4, 4, 2, false>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 16: return launch_tma<T, 4, 256, 5, 4, 1, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 17: return launch_tma<T, 4, 1024, 3, 8, 1, false>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    DML_SK_CASE(18, 1, 4, 8, true, true)
+    // bulk-copy ring with a's pieces loaded one loop step ahead (XP)
+    case 19: return launch_tma<T, 4, 1024, 3, 8, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 20: return launch_tma<T, 4, 512, 4, 16, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 21: return launch_tma<T, 4, 512, 4, 8, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 22: return launch_tma<T, 4, 1024, 2, 16, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 23: return launch_tma<T, 4, 1024, 3, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 24: return launch_tma<T, 4, 256, 5, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -232,7 +569,12 @@ bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t s
   return sa % 8 == 0 && sb % 8 == 0;
 }
 
-int skinny_variant(int64_t M, int64_t N, int64_t batch) {
+// The ring variant skinny_variant picks (16 consumer warps, 2 stages of 32 rows x 1024 elements, a's
+// pieces one step ahead) and the K from which it always does (H200, bench/cuda/h200_session8_skinny_run3.log).
+constexpr int kRingVariant = 22;
+constexpr int64_t kRingMinK = 8192;
+
+int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // Blocks one multiprocessor holds of variants 1 {1, 4, 8}, 2 {2, 4, 8}, 3 {4, 4, 8} and
   // 7 {2, 8, 4} (registers decide: 48/62/80/58 per thread on sm_90a), and the multiprocessors.
   struct Occ {
@@ -257,6 +599,15 @@ int skinny_variant(int64_t M, int64_t N, int64_t batch) {
   // N = 14336 (bench/cuda/h200_session5_gemv.log); a partly empty extra wave costs more than
   // fewer rows per block.
   const int64_t items = ((M + SK_MT - 1) / SK_MT) * batch;
+  // The bulk-copy ring (sm_90, its binary loaded here) where its grid of one block per
+  // multiprocessor covers the weight in one wave (at most 32 rows per block), when K is long or
+  // variant 1's blocks (8 rows each) would leave the multiprocessors short of loads in flight
+  // (fewer than 3 per multiprocessor). H200, % of the D2D copy at M = 1 / 16: N = 4096, K = 11008
+  // 79.6 / 76.6 (variant 1: 72.3 / 68.8), K = 14336 83.9 / 81.4 (75.4 / 71.1); N = 2048, K = 4096
+  // 47.1 / 42.6 (40.6 / 38.9). At N = K = 4096 variant 1 stays ahead (64.7 / 59.9 vs 61.9 / 59.0).
+  if (tma_ready<__nv_bfloat16, 4, 1024, 2, 16, false, true>() && ((N + 31) / 32) * items <= occ.sms &&
+      (K >= kRingMinK || (K >= 4096 && ((N + 7) / 8) * items < 3 * (int64_t)occ.sms)))
+    return kRingVariant;
   const int ids[4] = {1, 2, 3, 7}, rows[4] = {8, 16, 32, 16};
   int best = 1;
   int64_t best_waves = INT64_MAX;
@@ -274,9 +625,21 @@ int skinny_variant(int64_t M, int64_t N, int64_t batch) {
   return best;
 }
 
+int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
+  // Variant 18 (variant 1 launched with programmatic dependent launch, its first loop step's weight
+  // loads issued before griddepcontrol.wait) where the rule picks variant 1, and where it picks the
+  // ring for M <= 8. H200, % of the D2D copy, M = 1 / 16: N = K = 4096 72.6 / 62.0 (variant 1:
+  // 64.7 / 59.9); N = 4096, K = 11008 82.7 / 74.7; K = 14336 85.7 / 77.0 (the ring at M = 16: 76.6 /
+  // 81.4); N = 4096, K = 1024 47.5 at M = 1 (42.3). The wide weights keep their variants (3 and 7:
+  // 80.8 / 82.8 at M = 1 where variant 18 has 79.8 / 80.5).
+  const int v = skinny_variant(M, N, K, batch);
+  if (v == 1 || (v == kRingVariant && M <= 8)) return 18;
+  return v;
+}
+
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
-  if (variant == 0) variant = skinny_variant(M, N, batch);
+  if (variant == 0) variant = skinny_variant(M, N, K, batch);
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   if (dtype == 1) return launch_variant<__half>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   return fail("own skinny GEMM: dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");

@@ -134,6 +134,7 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
     lo.arch = lower::cuda::parse_arch(opts.arch.empty() ? "sm_90a" : opts.arch);
     if (const char* impl = std::getenv("DINOML_CUDA_GEMM")) {
       lo.gemm_impl = impl;
+      lo.gemm_impl_forced = true;
       if (lo.gemm_impl != "cublaslt" && lo.gemm_impl != "simt" && lo.gemm_impl != "mma" && lo.gemm_impl != "wgmma" &&
           lo.gemm_impl != "skinny")
         throw BuildError("DINOML_CUDA_GEMM='" + lo.gemm_impl + "': use cublaslt, simt, mma, wgmma or skinny");

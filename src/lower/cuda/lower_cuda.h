@@ -47,6 +47,7 @@ struct CudaLowerOptions {
   bool allow_tf32 = true;          // float32 GEMMs may use TF32 tensor cores (--no-tf32 turns it off)
   // CUDA: "cublaslt" (default), "simt", "mma", "wgmma" (sm_90a) or "skinny" (small M); ROCm: "simt" (default) or "mfma" (gfx90a).
   std::string gemm_impl = "cublaslt";
+  bool gemm_impl_forced = false;  // DINOML_CUDA_GEMM was given: no shape-based switch of the GEMM default
   // fp16/bf16 conv chains keep their activations channels-last (lower_cuda_conv_nhwc.cpp); off by
   // DINOML_CUDA_CONV_LAYOUT=nchw.
   bool conv_channels_last = true;

@@ -3,6 +3,7 @@
 // plus the run's stream. GEMM/BMM name their candidates (cuBLASLt, the own SIMT, mma.sync,
 // sm_90a wgmma and small-M skinny kernels) in kernel_manifest.json; without a profile the default is selected unless
 // the compile forced another.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -88,8 +89,24 @@ struct GemmCands {
   std::string reason = "default (not profiled)";
 };
 
+// The own skinny kernel as the unprofiled default of a GEMM with a constant weight (sm_90a, constant
+// M <= 16, N and K; the weight-prefetching launch, as it is a constant): where it
+// measured faster than cuBLASLt on the H200 at M = 1 and 16 (bench/cuda/h200_session8_skinny_run3.log):
+// 1024 <= N <= 4096 and 1024 <= K <= max(4096, 2.75 N), e.g. N = 4096 with K = 4096 (variant 1 / 18:
+// 64.7-72.6% of the D2D copy vs cuBLASLt's 58%) or K = 11008 (ring: 79.6 / 76.6% vs 75.6 / 73.9%);
+// cuBLASLt stays ahead at N = 4096, K = 14336 and for the wide weights (N = 11008 / 14336).
+bool skinny_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
+  if (o.arch.name != "sm_90a" || !M.is_const() || !N.is_const() || !K.is_const()) return false;
+  const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
+  return m >= 1 && m <= 16 && n >= 1024 && n <= 4096 && k >= 1024 && 4 * k <= std::max<int64_t>(4 * 4096, 11 * n);
+}
+
+// The skinny kernel with its weight prefetched under programmatic dependent launch
+// (DML_CUDA_GEMM_SKINNY_PF): only for a constant weight (nothing earlier in the stream writes it) on sm_90a.
+constexpr const char* kSkinnyPfName = "skinny_pdl_weight_prefetch";
+
 GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
-                          const ir::IntExpr& M) {
+                          const ir::IntExpr& M, const ir::IntExpr& N, bool b_const) {
   GemmCands g;
   if (o.arch.target == GpuTarget::rocm) {
     const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
@@ -112,6 +129,9 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
   if (skinny) g.c.push_back({kSkinnyName, "DML_CUDA_GEMM_SKINNY"});
   const size_t skinny_index = g.c.size() - 1;
+  const bool skinny_pf = skinny && b_const && o.arch.name == "sm_90a";
+  if (skinny_pf) g.c.push_back({kSkinnyPfName, "DML_CUDA_GEMM_SKINNY_PF"});
+  const size_t skinny_pf_index = g.c.size() - 1;
   // cuBLASLt's 2nd and 3rd heuristic algorithms: its first guess is not always the fastest.
   g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo2", "DML_CUDA_GEMM_CUBLASLT_ALGO2"});
   g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo3", "DML_CUDA_GEMM_CUBLASLT_ALGO3"});
@@ -126,6 +146,10 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
     g.reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
                      : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
+  } else if (o.gemm_impl == "cublaslt" && !o.gemm_impl_forced && skinny && b_const && skinny_default(o, M, N, K)) {
+    g.def = skinny_pf ? skinny_pf_index : skinny_index;
+    g.reason = "default: own skinny kernel (sm_90a, M <= 16, N = " + std::to_string(N.const_value()) + ", K = " +
+               std::to_string(K.const_value()) + ": measured faster than cuBLASLt on the H200)";
   } else if (o.gemm_impl == "skinny") {
     g.def = skinny ? skinny_index : dtype == "float32" ? 1 : 2;
     g.reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
@@ -138,9 +162,9 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
 // One tunable node whose candidates differ only in the implementation code: `call(code)` is the
 // statement text of one candidate.
 json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr,
-                       const ir::IntExpr& K, const ir::IntExpr& M, const std::function<std::string(const std::string&)>& call,
-                       std::ostringstream& body) {
-  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M);
+                       const ir::IntExpr& K, const ir::IntExpr& M, const ir::IntExpr& N, bool b_const,
+                       const std::function<std::string(const std::string&)>& call, std::ostringstream& body) {
+  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M, N, b_const);
   std::vector<GpuCandidate> cands;
   for (const auto& [name, code] : g.c) cands.push_back({name, call(code)});
   return emit_gpu_tunable(cx, n, n.op.rfind("bmm", 0) == 0 ? "bmm" : "gemm", cands, g.def, g.reason, body);
@@ -166,7 +190,7 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
                            bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
                            (o.allow_tf32 ? "1" : "0") + ", ";
   return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
-                           [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body);
+                           k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant, [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
@@ -181,8 +205,10 @@ json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptio
                                                   (o.allow_tf32 ? "1" : "0") + ", " + code + ", stream)"));
     return block.str();
   };
+  const auto& b = cx.tensor(n.inputs.at(1));
   return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), rcr, a.shape.back(),
-                           a.shape.at(a.shape.size() - 2), call, body);
+                           a.shape.at(a.shape.size() - 2), rcr ? b.shape.at(b.shape.size() - 2) : b.shape.back(),
+                           /*b_const=*/false, call, body);
 }
 
 std::string oai(EmitContext& cx, const ir::Shape& s, int64_t axis) {

@@ -11,6 +11,7 @@ using namespace dinoml::test;
 namespace {
 
 constexpr const char* kSkinny = "skinny_mma_m16n8k16_splitk";
+constexpr const char* kSkinnyPf = "skinny_pdl_weight_prefetch";
 
 }  // namespace
 
@@ -74,4 +75,52 @@ TEST(CudaSkinnyLowering, RocmHasNoSkinnyCandidate) {
   o.gemm_impl = "simt";
   auto e = gemm_entry(lower::cuda::lower(g, plan, o));
   EXPECT_FALSE(has_candidate(e, kSkinny)) << e.dump();
+}
+
+// The weight-prefetching launch (DML_CUDA_GEMM_SKINNY_PF reads its first weight chunks before
+// waiting for the preceding kernel): offered only on sm_90a and only for a constant weight.
+TEST(CudaSkinnyLowering, WeightPrefetchOnlyForConstantWeightsOnSm90a) {
+  for (const std::string arch : {"sm_80", "sm_86", "sm_90a"})
+    for (const std::string op : {"gemm_rcr", "gemm_rcr_bias", "bmm_rcr"}) {
+      auto e = gemm_entry(lower_it(one_gemm(DType::bf16, op, 64, 4, 40), "cublaslt", arch));
+      const bool want = arch == "sm_90a" && op != "bmm_rcr";  // bmm's b is an input here
+      EXPECT_TRUE(has_candidate(e, kSkinny)) << arch << " " << op << ": " << e.dump();
+      EXPECT_EQ(has_candidate(e, kSkinnyPf), want) << arch << " " << op << ": " << e.dump();
+    }
+}
+
+// The unprofiled default on sm_90a for a constant weight with constant M <= 16 where the skinny
+// kernel measured faster than cuBLASLt on the H200 (1024 <= N <= 4096, 1024 <= K <= max(4096, 2.75 N));
+// cuBLASLt elsewhere, on other archs and for symbolic M.
+TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
+  struct Case {
+    std::string arch;
+    int64_t K, rows, N;
+    bool skinny;
+  };
+  // (Constant weights of 1-4 M elements: the lowered source carries them, so few cases.)
+  const std::vector<Case> cases = {
+      {"sm_90a", 1024, 1, 1024, true},  {"sm_90a", 1024, 16, 1024, true}, {"sm_90a", 1024, 1, 512, false},
+      {"sm_90a", 512, 1, 1024, false},  {"sm_90a", 4104, 1, 1024, false}, {"sm_80", 1024, 1, 1024, false},
+  };
+  for (const auto& c : cases) {
+    auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", c.K, c.rows, c.N), "cublaslt", c.arch);
+    auto e = gemm_entry(m);
+    const std::string what = c.arch + " M=" + std::to_string(c.rows) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K);
+    if (c.skinny) {
+      EXPECT_EQ(e["selected"], kSkinnyPf) << what << ": " << e.dump();
+      EXPECT_EQ(e["reason"].get<std::string>().rfind("default: own skinny kernel", 0), 0u) << what << ": " << e.dump();
+      EXPECT_NE(m.source.find("DML_CUDA_GEMM_SKINNY_PF, stream)"), std::string::npos) << what;
+    } else {
+      EXPECT_EQ(e["selected"], "cublaslt") << what << ": " << e.dump();
+      EXPECT_EQ(m.source.find("DML_CUDA_GEMM_SKINNY"), std::string::npos) << what;
+    }
+  }
+  // DINOML_CUDA_GEMM=cublaslt given explicitly: cuBLASLt.
+  auto forced = gemm_entry(lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 1024, 1, 1024), "cublaslt", "sm_90a",
+                                    [](lower::cuda::CudaLowerOptions& o) { o.gemm_impl_forced = true; }));
+  EXPECT_EQ(forced["selected"], "cublaslt") << forced.dump();
+  // bmm (b is no constant): cuBLASLt stays the default.
+  auto e = gemm_entry(lower_it(one_gemm(DType::bf16, "bmm_rcr", 1024, 4, 1024), "cublaslt", "sm_90a"));
+  EXPECT_EQ(e["selected"], "cublaslt") << e.dump();
 }
