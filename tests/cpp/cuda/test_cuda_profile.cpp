@@ -170,7 +170,9 @@ TEST(CudaProfile, ExecutionPlanPicksCandidatesPerBucket) {
                    {{{"bucket", 0}, {"winner", "simt_tiled_64x64"}},
                     {{"bucket", 1}, {"winner", "mma_sync_m16n8k16_64x64x32"}, {"reason", "hand-written"}}}}},
                  {{"node", conv},
-                  {"buckets", {{{"bucket", 0}, {"winner", "direct"}}, {{"bucket", 1}, {"winner", "direct"}}}}}}}};
+                  {"buckets",
+                   {{{"bucket", 0}, {"winner", "implicit_gemm_nhwc_mma_64x64x32_s4"}},
+                    {{"bucket", 1}, {"winner", "implicit_gemm_nhwc_mma_64x64x32_s4"}}}}}}}};
   const fs::path plan_file = scratch("plan.json");
   std::ofstream(plan_file) << plan.dump(1);
   CompileOptions opts;
@@ -184,12 +186,16 @@ TEST(CudaProfile, ExecutionPlanPicksCandidatesPerBucket) {
   ASSERT_TRUE(fs::exists(art / "execution_plan.json"));
   ASSERT_TRUE(fs::exists(art / "module.so"));
   const std::string src = read_text(art / "debug/module.cu");
-  // The first GEMM switches on the bucket: SIMT for m <= 16, mma above; the conv is direct.
+  // The first GEMM switches on the bucket: SIMT for m <= 16, mma above. The conv is lone (graph
+  // input and output), so the compile gave it layout edges and it runs channels-last: the plan's
+  // 64x64 tile, not the default rule, between the two transposes.
   EXPECT_NE(src.find("switch (b) {  // kernel chosen per shape bucket"), std::string::npos);
   EXPECT_NE(src.find("DML_CUDA_GEMM_SIMT"), std::string::npos);
   EXPECT_NE(src.find("DML_CUDA_GEMM_MMA"), std::string::npos);
-  EXPECT_NE(src.find("DML_CUDA_CONV_DIRECT"), std::string::npos);
-  EXPECT_EQ(src.find("DML_CUDA_CONV_MMA"), std::string::npos);
+  EXPECT_NE(src.find("DML_CUDA_CONV_TILE_64x64"), std::string::npos);
+  EXPECT_EQ(src.find("DML_CUDA_CONV_TILE_AUTO"), std::string::npos);
+  EXPECT_NE(src.find("const int32_t perm[] = {0, 2, 3, 1};"), std::string::npos) << "input layout edge";
+  EXPECT_NE(src.find("const int32_t perm[] = {0, 3, 1, 2};"), std::string::npos) << "output layout edge";
   EXPECT_EQ(src.find("dinoml_module_profile_cuda"), std::string::npos);
   const json km = json::parse(read_text(art / "kernel_manifest.json"));
   bool saw = false;
