@@ -47,7 +47,11 @@ enum dml_cuda_gemm_impl {
    * tile's loads during the fused epilogue): PP = ping-pong (128×128 tiles taken in turn by two
    * consumer warpgroups), PERSIST = 128×256 tiles shared by both; same operands and fallbacks as
    * DML_CUDA_GEMM_WGMMA. */
-  DML_CUDA_GEMM_WGMMA_PP = 8, DML_CUDA_GEMM_WGMMA_PERSIST = 9
+  DML_CUDA_GEMM_WGMMA_PP = 8, DML_CUDA_GEMM_WGMMA_PERSIST = 9,
+  /* The own sm_90a kernel with two 128×128 blocks per SM and the epilogue (bias, activation, a
+   * short exact-erf GELU) applied in registers: one block's epilogue under the other's MMAs. Same
+   * operands and fallbacks as DML_CUDA_GEMM_WGMMA. */
+  DML_CUDA_GEMM_WGMMA_2B = 10
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

@@ -1,0 +1,344 @@
+// The library's own Hopper GEMM, second form (sm_90a; session 8, issue 4 "fused gemm+bias+GELU"):
+// y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N] (+ d[M,N])), fp16/bf16 in, fp32 accumulation, RCR.
+//
+// Same main loop as gemm_wgmma.cu (TMA loads with 128-byte swizzle into a ring of stages, full /
+// empty mbarriers, two consumer warpgroups issuing wgmma.mma_async m64nBNk16 from shared memory)
+// but arranged so that the fused epilogue costs little and runs under another tile's MMAs:
+//   * 288 threads per block: warps 0-7 are the two consumer warpgroups, warp 8 the producer (one
+//     lane issues the TMA loads). Without a producer warpgroup no setmaxnreg is needed: with
+//     __launch_bounds__(288, 2) ptxas has 112 registers per thread, enough for a consumer's
+//     64×128 fp32 accumulators, so TWO 128×128 blocks (3 stages, 97 KB of shared memory each)
+//     share an SM: one block's pipeline fill and epilogue overlap the other's main loop (the
+//     K = 1024 GEMMs of a transformer MLP spend a large share of a tile there);
+//   * the epilogue works on the accumulators in registers: bias, the activation (a compile-time
+//     choice for none / gelu / fast_gelu, so the fully unrolled loop holds only that activation's
+//     code), conversion to fp16/bf16 pairs, then the tile is staged as 16-bit values in the idle
+//     stage buffers and written with coalesced 16-byte stores (masked at the edges);
+//   * the exact (erf) GELU uses erfc(u) = t·P(t)·e^(−u²), t = 1/(1 + p·u) (Abramowitz & Stegun
+//     7.1.26, |error of erf| ≤ 1.5e-7): one reciprocal, one exp2, five FMAs — about a third of
+//     erff's instructions, far below what a 16-bit output resolves (2^-8 / 2^-11 relative);
+//   * a residual (d) or the other activations take the runtime-epilogue path: fp32 staging and
+//     tile::epilogue per element, as gemm_wgmma.cu does.
+// Variants (wgmma2_gemm's `variant`): 1 = 128×128, two blocks per SM (the default); 2 = 128×256,
+// one block per SM (4 stages, same epilogue); 3 = variant 1 with erff (bench only: measures what
+// the short erf saves). Edges as in gemm_wgmma.cu: TMA zero-fills, stores are masked, K % 8 == 0.
+#include <cstdint>
+#include <string>
+
+#include "common.cuh"
+#include "gemm_internal.h"
+#include "gemm_tile.cuh"
+#include "mma.cuh"
+
+#if DML_GPU_CUDA
+#include <cuda.h>  // CUtensorMap and its enums only (no libcuda link: see tma_map.cuh)
+#include <cudaTypedefs.h>
+
+#include "tma_map.cuh"
+#include "wgmma.cuh"
+
+namespace dml_cuda {
+namespace {
+
+constexpr int W2_BM = 128, W2_BK = 64, W2_THREADS = 288;
+
+template <int BN, int NB> struct W2Cfg {
+  static constexpr int kStages = NB == 2 ? 3 : 4;
+  static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
+  static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
+  static constexpr int kLdF = BN + 8;  // fp32 staging pitch (runtime-epilogue path)
+  static constexpr int kLdH = BN + 8;  // 16-bit staging pitch: 4-byte pair stores of 8 rows hit 32 banks
+  static_assert(2u * 64u * kLdF * 4u <= kPipeBytes, "epilogue staging must fit in the stage buffers");
+  static constexpr size_t kSmemBytes = kPipeBytes + 1024 + 2 * kStages * 8;
+};
+static_assert(2 * W2Cfg<128, 2>::kSmemBytes + 2048 <= 228 * 1024, "two 128x128 blocks must fit one SM");
+
+#if DML_WGMMA_DEVICE
+constexpr int kGroupM2 = 16;  // tile raster: groups of 16 tile rows sweep N together (L2 reuse)
+using namespace wgmma;
+
+__device__ __forceinline__ void tma_load_2d_w2(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void named_sync_w2(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+#endif  // DML_WGMMA_DEVICE
+
+}  // namespace
+
+// 0.5·x·(1 + erf(x/√2)) through erfc(u) = t·P(t)·e^(−u²), u = |x|/√2, t = 1/(1 + 0.3275911·u)
+// (Abramowitz & Stegun 7.1.26; |erf error| ≤ 1.5e-7). NaN in, NaN out; ±inf as F.gelu.
+__device__ __forceinline__ float gelu_erf_short(float x) {
+#if DML_WGMMA_DEVICE
+  const float u = fabsf(x) * 0.70710678118654752f;
+  const float t = __fdividef(1.0f, fmaf(0.3275911f, u, 1.0f));
+  float p = fmaf(1.061405429f, t, -1.453152027f);
+  p = fmaf(p, t, 1.421413741f);
+  p = fmaf(p, t, -0.284496736f);
+  p = fmaf(p, t, 0.254829592f);
+  const float q = p * t * ex2_approx(x * x * -0.72134752044448170f);  // erfc(u); e^(−x²/2) = 2^(−x²·log2(e)/2)
+  return 0.5f * x * (x >= 0.0f ? 2.0f - q : q);
+#else
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+#endif
+}
+
+namespace {
+
+// The compile-time activation of the register epilogue (EPI_CT ≥ 0).
+template <int E, bool ShortErf>
+__device__ __forceinline__ float act_ct(float v) {
+  if constexpr (E == DML_CUDA_EPI_GELU && ShortErf) return gelu_erf_short(v);
+  else return tile::epilogue(v, E);  // the switch folds: E is a constant
+}
+
+template <class T, int BN>
+__device__ __forceinline__ void mma_k16_w2(float* acc, uint64_t da, uint64_t db) {
+#if DML_WGMMA_DEVICE
+  if constexpr (BN == 256) {
+    if constexpr (IsBf16<T>::value) wgmma::wgmma_m64n256k16_bf16(acc, da, db);
+    else wgmma::wgmma_m64n256k16_f16(acc, da, db);
+  } else {
+    if constexpr (IsBf16<T>::value) wgmma::wgmma_m64n128k16_bf16(acc, da, db);
+    else wgmma::wgmma_m64n128k16_f16(acc, da, db);
+  }
+#else
+  (void)acc; (void)da; (void)db;
+#endif
+}
+
+// EPI_CT ≥ 0: the register epilogue with that activation (d must be null); −1: runtime `epi`.
+template <class T, int BN, int NB, int EPI_CT, bool ShortErf>
+__global__ void __launch_bounds__(W2_THREADS, NB)
+    wgmma2_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
+                       int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
+#if DML_WGMMA_DEVICE
+  using C = W2Cfg<BN, NB>;
+  constexpr int ST = C::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* gbase = smem_raw + (base - raw);
+  const uint32_t full0 = base + C::kPipeBytes, empty0 = full0 + ST * 8;
+
+  const int tiles_m = (M + W2_BM - 1) / W2_BM, tiles_n = (N + BN - 1) / BN;
+  const int pid = blockIdx.x, per_group = kGroupM2 * tiles_n;
+  const int first_m = (pid / per_group) * kGroupM2;
+  const int gsize = min(tiles_m - first_m, kGroupM2);
+  const int tm = first_m + (pid % per_group) % gsize, tn = (pid % per_group) / gsize;
+  const int m0 = tm * W2_BM, n0 = tn * BN;
+  const int kt = (K + W2_BK - 1) / W2_BK;
+  const int warp_id = threadIdx.x / 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp_id == 8) {  // producer warp
+    if (threadIdx.x == 256) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+      for (int k = 0; k < kt; ++k) {
+        const int s = k % ST;
+        if (k >= ST) mbar_wait(empty0 + 8 * s, ((k / ST) - 1) & 1);
+        const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
+        mbar_expect_tx(full, C::kStageBytes);
+        tma_load_2d_w2(dst, &map_a, k * W2_BK, m0, full);
+        tma_load_2d_w2(dst + C::kABytes, &map_b, k * W2_BK, n0, full);
+      }
+    }
+    return;
+  }
+  const int cw = warp_id / 4;  // consumer 0/1: tile rows [64·cw, 64·cw + 64)
+  const int lane = threadIdx.x % 32, warp = warp_id % 4;
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int k = 0; k < kt; ++k) {
+    const int s = k % ST;
+    mbar_wait(full0 + 8 * s, (k / ST) & 1);
+    const uint32_t sa = base + s * C::kStageBytes + cw * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
+    const uint64_t da = sw128_kmajor_desc(sa), db = sw128_kmajor_desc(sb);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < W2_BK / 16; ++kk) mma_k16_w2<T, BN>(acc, da + 2 * kk, db + 2 * kk);
+    wg_commit();
+    wg_wait<1>();
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
+    if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((k - 1) % ST));
+  }
+  wg_wait<0>();
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
+
+  named_sync_w2(1, 256);  // both consumers are done reading the stage buffers
+  const int r = warp * 16 + lane / 4, c = 2 * (lane % 4), t = threadIdx.x % 128;
+  if constexpr (EPI_CT >= 0) {
+    T* so = reinterpret_cast<T*>(gbase) + cw * 64 * C::kLdH;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int gn = n0 + 8 * j + c;
+      float b0 = 0.0f, b1 = 0.0f;
+      if (bias) {
+        if (vec_out) {
+          if (gn < N) {
+            const uint32_t bq = *reinterpret_cast<const uint32_t*>(bias + gn);
+            const T* bb = reinterpret_cast<const T*>(&bq);
+            b0 = to_f(bb[0]);
+            b1 = to_f(bb[1]);
+          }
+        } else {
+          if (gn < N) b0 = to_f(bias[gn]);
+          if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
+        }
+      }
+      *reinterpret_cast<uint32_t*>(&so[r * C::kLdH + 8 * j + c]) =
+          pack2<T>(act_ct<EPI_CT, ShortErf>(acc[4 * j] + b0), act_ct<EPI_CT, ShortErf>(acc[4 * j + 1] + b1));
+      *reinterpret_cast<uint32_t*>(&so[(r + 8) * C::kLdH + 8 * j + c]) =
+          pack2<T>(act_ct<EPI_CT, ShortErf>(acc[4 * j + 2] + b0), act_ct<EPI_CT, ShortErf>(acc[4 * j + 3] + b1));
+    }
+    named_sync_w2(2 + cw, 128);
+#pragma unroll 4
+    for (int i = t; i < 64 * (BN / 8); i += 128) {
+      const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+      const int gm = m0 + cw * 64 + rr, gn = n0 + cc;
+      if (gm >= M || gn >= N) continue;
+      const uint4 q = *reinterpret_cast<const uint4*>(&so[rr * C::kLdH + cc]);
+      T* dst = y + static_cast<int64_t>(gm) * N + gn;
+      if (vec_out && gn + 8 <= N) {
+        *reinterpret_cast<uint4*>(dst) = q;
+      } else {
+        const T* qq = reinterpret_cast<const T*>(&q);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (gn + e < N) dst[e] = qq[e];
+      }
+    }
+  } else {
+    float* stg = reinterpret_cast<float*>(gbase) + cw * 64 * C::kLdF;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      *reinterpret_cast<float2*>(&stg[r * C::kLdF + 8 * j + c]) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<float2*>(&stg[(r + 8) * C::kLdF + 8 * j + c]) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    named_sync_w2(2 + cw, 128);
+    for (int i = t; i < 64 * (BN / 8); i += 128) {
+      const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+      const int gm = m0 + cw * 64 + rr, gn = n0 + cc;
+      if (gm >= M || gn >= N) continue;
+      const float4 lo = *reinterpret_cast<const float4*>(&stg[rr * C::kLdF + cc]);
+      const float4 hi = *reinterpret_cast<const float4*>(&stg[rr * C::kLdF + cc + 4]);
+      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      const int64_t row = static_cast<int64_t>(gm) * N;
+      if (vec_out && gn + 8 <= N) {
+        if (bias) {
+          const uint4 bq = *reinterpret_cast<const uint4*>(bias + gn);
+          const T* bb = reinterpret_cast<const T*>(&bq);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] += to_f(bb[e]);
+        }
+        if (d) {
+          const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
+          const T* dd = reinterpret_cast<const T*>(&dq);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
+        }
+        if (epi != DML_CUDA_EPI_NONE) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] = tile::epilogue(v[e], epi);
+        }
+        uint4 out;
+        out.x = pack2<T>(v[0], v[1]);
+        out.y = pack2<T>(v[2], v[3]);
+        out.z = pack2<T>(v[4], v[5]);
+        out.w = pack2<T>(v[6], v[7]);
+        *reinterpret_cast<uint4*>(y + row + gn) = out;
+      } else {
+        for (int e = 0; e < 8 && gn + e < N; ++e) tile::store<T>(y, bias, d, M, N, gm, gn + e, v[e], epi);
+      }
+    }
+  }
+#else
+  (void)map_a; (void)map_b; (void)M; (void)N; (void)K; (void)bias; (void)d; (void)y; (void)epi; (void)vec_out;
+#endif
+}
+
+template <class T, int BN, int NB, int EPI_CT, bool ShortErf>
+int launch_w2(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
+              void* y, int epi, int vec, cudaStream_t s) {
+  using C = W2Cfg<BN, NB>;
+  CUtensorMap ma, mb;
+  if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (2-block)")) return rc;
+  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, BN, "own sm_90a GEMM (2-block)")) return rc;
+  auto kern = &wgmma2_gemm_kernel<T, BN, NB, EPI_CT, ShortErf>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
+                     "own sm_90a GEMM (2-block): cudaFuncSetAttribute"))
+    return rc;
+  const int64_t tiles = ((M + W2_BM - 1) / W2_BM) * ((N + BN - 1) / BN);
+  kern<<<static_cast<unsigned>(tiles), W2_THREADS, C::kSmemBytes, s>>>(
+      ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<const T*>(bias),
+      static_cast<const T*>(d), static_cast<T*>(y), epi, vec);
+  return check_launch("own sm_90a GEMM (2-block) kernel");
+}
+
+// One tile shape: the register epilogue where the activation has one (no residual), else runtime.
+template <class T, int BN, int NB>
+int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
+               void* y, int epi, int vec, bool short_erf, cudaStream_t s) {
+  if (!d) {
+    if (epi == DML_CUDA_EPI_GELU)
+      return short_erf ? launch_w2<T, BN, NB, DML_CUDA_EPI_GELU, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s)
+                       : launch_w2<T, BN, NB, DML_CUDA_EPI_GELU, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+    if (epi == DML_CUDA_EPI_NONE) return launch_w2<T, BN, NB, DML_CUDA_EPI_NONE, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+    if (epi == DML_CUDA_EPI_FAST_GELU)
+      return launch_w2<T, BN, NB, DML_CUDA_EPI_FAST_GELU, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  }
+  return launch_w2<T, BN, NB, -1, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+}
+
+}  // namespace
+
+int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
+                const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
+  if (variant == 0) variant = 1;
+  if (variant < 1 || variant > 3) return fail("own sm_90a GEMM (2-block): variant " + std::to_string(variant) + " (1..3)");
+  if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
+  const size_t es = 2;
+  const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  for (int64_t z = 0; z < batch; ++z) {  // batch items as separate launches (own tensor maps)
+    const void* az = static_cast<const char*>(a) + z * sa * es;
+    const void* bz = static_cast<const char*>(b) + z * sb * es;
+    const void* dz = d ? static_cast<const char*>(d) + z * M * N * es : nullptr;
+    void* yz = static_cast<char*>(y) + z * M * N * es;
+    const int vec = (N % 8 == 0) && al16(yz) && (!dz || al16(dz)) && (!bias || al16(bias));
+    int rc = 0;
+    auto go = [&](auto tag) {
+      using T = decltype(tag);
+      if (variant == 2) return launch_cfg<T, 256, 1>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, true, s);
+      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, variant != 3, s);
+    };
+    rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+}  // namespace dml_cuda
+#endif  // DML_GPU_CUDA
