@@ -34,7 +34,7 @@ import gemv_bench as gb  # noqa: E402  (Lib, ref, time_graph, tolerances)
 
 gb.IMPL["wgmma_2b"] = 10
 F = torch.nn.functional
-VARIANTS = {1: "2b_128x128", 2: "1b_128x256", 3: "2b_erff"}
+VARIANTS = {1: "2b_128x128", 2: "1b_128x256", 3: "2b_erff", 4: "p_128x256"}
 
 
 class Lib(gb.Lib):
@@ -83,22 +83,24 @@ def checks(lib, smoke=False):
               f"{'PASS' if ok else 'FAIL'}", flush=True)
 
     if smoke:
-        for v in (1, 2, 3):
-            for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 1024)]:
+        for v in (4, 1, 2, 3):
+            for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 1024), (8192, 4096, 1024), (3, 5, 8)]:
                 one("smoke", torch.bfloat16, M, N, K, epi="gelu", bias=True, variant=v)
         return out
     for dt in (torch.bfloat16, torch.float16):
         for (M, N, K) in [(3, 5, 8), (1, 8, 8), (127, 255, 72), (129, 257, 136), (1000, 1000, 1000), (300, 130, 4104),
                           (4095, 4097, 4096), (4097, 4096, 1024), (4096, 4100, 1024), (4096, 4104, 1024), (8192, 4096, 1024),
                           (2048, 2048, 64), (257, 384, 8)]:
-            one("shape", dt, M, N, K, epi="gelu", bias=True)
-            one("shape", dt, M, N, K)
-        for epi in gb.EPI:
-            for bias in (True, False):
-                one("epilogue", dt, 200, 300, 264, epi=epi, bias=bias)
-                one("epilogue", dt, 1024, 2048, 1024, epi=epi, bias=bias)
-            one("epi_tail", dt, 131, 261, 200, epi=epi, bias=True)  # N % 8 != 0: scalar stores
-        for v in (1, 2, 3):
+            for v in (None, 4, 1):  # None: the C ABI (DML_CUDA_GEMM_WGMMA_2B's default variant)
+                one("shape", dt, M, N, K, epi="gelu", bias=True, variant=v)
+                one("shape", dt, M, N, K, variant=v)
+        for v in (None, 4, 1):
+            for epi in gb.EPI:
+                for bias in (True, False):
+                    one("epilogue", dt, 200, 300, 264, epi=epi, bias=bias, variant=v)
+                    one("epilogue", dt, 1024, 2048, 1024, epi=epi, bias=bias, variant=v)
+                one("epi_tail", dt, 131, 261, 200, epi=epi, bias=True, variant=v)  # N % 8 != 0: scalar stores
+        for v in (1, 2, 3, 4):
             for epi in ("gelu", "none", "fast_gelu", "add", "relu"):
                 one("variant", dt, 1000, 1030, 1032, epi=epi, bias=True, variant=v)
                 one("variant", dt, 4096, 4096, 1024, epi=epi, bias=True, variant=v)
@@ -171,7 +173,7 @@ def bench_plain(lib, M, K, N, reps):
     row = {"M": M, "K": K, "N": N, "calls": calls}
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[3]),
                 "wgmma": lambda s: lib.gemm("wgmma", s[0], s[1], None, None, s[3], "none")}
-    for v in (1, 2):
+    for v in (1, 2, 4):
         variants[VARIANTS[v]] = lambda s, v=v: lib.variant(v, s[0], s[1], None, None, s[3], "none")
     for name, f in variants.items():
         ms = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls, reps)
@@ -219,16 +221,16 @@ def main():
     print(f"\n== checks: {len(res['checks']) - nfail}/{len(res['checks'])} pass")
     print("fused gemm+bias+GELU, us per call (bf16; torch = F.gelu(F.linear(x, w, b)))")
     print(f"{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} " + " ".join(f"{n:>11s}" for n in names) + f" {'best':>11s} {'x torch':>7s}"
-          f" {'2b x torch':>10s}")
+          f" {'2b x torch':>10s} {'p x torch':>10s}")
     gfail = 0
     for r in res["fused"]:
         gfail += sum(1 for k, v in r.items() if k.endswith("_pass") and not v)
         print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} {r['epi']:9s} " + " ".join(f"{r.get(n + '_us', float('nan')):11.1f}" for n in names)
-              + f" {r['best']:>11s} {r['speedup_vs_torch']:7.3f} {r['torch_us'] / r['2b_128x128_us']:10.3f}")
-    print("plain GEMM TFLOP/s (torch.matmul / wgmma / 2b_128x128 / 1b_128x256)")
+              + f" {r['best']:>11s} {r['speedup_vs_torch']:7.3f} {r['torch_us'] / r['2b_128x128_us']:10.3f} {r['torch_us'] / r['p_128x256_us']:10.3f}")
+    print("plain GEMM TFLOP/s (torch.matmul / wgmma / 2b_128x128 / 1b_128x256 / p_128x256)")
     for r in res["plain"]:
         print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} " + " ".join(f"{r[n + '_tflops']:7.1f}" for n in
-                                                              ("torch", "wgmma", "2b_128x128", "1b_128x256")))
+                                                              ("torch", "wgmma", "2b_128x128", "1b_128x256", "p_128x256")))
     print(f"fused-output checks failed: {gfail}")
     return 1 if nfail or gfail else 0
 

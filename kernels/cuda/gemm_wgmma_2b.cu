@@ -280,6 +280,226 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 #endif
 }
 
+// Variant 4: persistent, 128×256 tiles, epilogue warps. One block per SM walks the tiles (stride
+// gridDim.x, same raster); 384 threads: warps 0-7 the two consumer warpgroups (64×256 each), warp 8
+// the producer (runs ahead across tiles: the next tile's loads overlap this tile's end), warps 9-11
+// the epilogue. The consumers add the bias to the fp32 accumulators, round to T (the value eager
+// F.linear would produce) into a 128×256 staging tile (separate from the 3 stages) and go on with
+// the next tile; the epilogue warps apply residual + activation to the staged tile and store it
+// with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
+// FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
+constexpr int P4_THREADS = 384, P4_STAGES = 3, P4_BN = 256, P4_EPI_THREADS = 96;
+struct P4Cfg {
+  static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = P4_BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
+  static constexpr uint32_t kPipeBytes = P4_STAGES * kStageBytes;
+  static constexpr int kLdH = P4_BN + 8;
+  static constexpr uint32_t kStgBytes = W2_BM * kLdH * 2;
+  static constexpr size_t kSmemBytes = kPipeBytes + kStgBytes + 1024 + 2 * P4_STAGES * 8;
+};
+static_assert(P4Cfg::kSmemBytes <= 227 * 1024, "persistent variant: shared memory");
+
+#if DML_WGMMA_DEVICE
+__device__ __forceinline__ void named_arrive_w2(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+#endif
+
+template <class T, int EPI_CT, bool ShortErf>
+__global__ void __launch_bounds__(P4_THREADS, 1)
+    wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
+                          int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
+#if DML_WGMMA_DEVICE
+  using C = P4Cfg;
+  constexpr int ST = P4_STAGES, BN = P4_BN;
+  constexpr int kFull = 1, kEmpty = 2, kHand = 256 + P4_EPI_THREADS;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  uint8_t* gbase = smem_raw + (base - raw);
+  T* stg = reinterpret_cast<T*>(gbase + C::kPipeBytes);
+  const uint32_t full0 = base + C::kPipeBytes + C::kStgBytes, empty0 = full0 + ST * 8;
+
+  const int tiles_m = (M + W2_BM - 1) / W2_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
+  const int per_group = kGroupM2 * tiles_n;
+  const int kt = (K + W2_BK - 1) / W2_BK;
+  const int warp_id = threadIdx.x / 32;
+  auto tile_origin = [&](int pid, int& m0, int& n0) {
+    const int first_m = (pid / per_group) * kGroupM2;
+    const int gsize = min(tiles_m - first_m, kGroupM2);
+    m0 = (first_m + (pid % per_group) % gsize) * W2_BM;
+    n0 = ((pid % per_group) / gsize) * BN;
+  };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp_id == 8) {  // producer warp: one lane issues every tile's loads
+    if (threadIdx.x == 256) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+      int it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int m0, n0;
+        tile_origin(tile, m0, n0);
+        for (int k = 0; k < kt; ++k, ++it) {
+          const int s = it % ST;
+          if (it >= ST) mbar_wait(empty0 + 8 * s, ((it / ST) - 1) & 1);
+          const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
+          mbar_expect_tx(full, C::kStageBytes);
+          tma_load_2d_w2(dst, &map_a, k * W2_BK, m0, full);
+          tma_load_2d_w2(dst + C::kABytes, &map_b, k * W2_BK, n0, full);
+        }
+      }
+    }
+    return;
+  }
+  if (warp_id >= 9) {  // epilogue warps
+    const int et = threadIdx.x - 288;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      int m0, n0;
+      tile_origin(tile, m0, n0);
+      named_sync_w2(kFull, kHand);
+#pragma unroll 2
+      for (int i = et; i < W2_BM * (BN / 8); i += P4_EPI_THREADS) {
+        const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+        const int gm = m0 + rr, gn = n0 + cc;
+        if (gm >= M || gn >= N) continue;
+        const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * C::kLdH + cc]);
+        const T* qq = reinterpret_cast<const T*>(&q);
+        float v[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = to_f(qq[e]);
+        const int64_t row = static_cast<int64_t>(gm) * N;
+        if (vec_out && gn + 8 <= N) {
+          if (d) {
+            const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
+            const T* dd = reinterpret_cast<const T*>(&dq);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
+          }
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(v[e]) : tile::epilogue(v[e], epi);
+          uint4 out;
+          out.x = pack2<T>(v[0], v[1]);
+          out.y = pack2<T>(v[2], v[3]);
+          out.z = pack2<T>(v[4], v[5]);
+          out.w = pack2<T>(v[6], v[7]);
+          *reinterpret_cast<uint4*>(y + row + gn) = out;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            if (gn + e >= N) break;
+            float w = v[e];
+            if (d) w += to_f(d[row + gn + e]);
+            y[row + gn + e] = from_f<T>(EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(w) : tile::epilogue(w, epi));
+          }
+        }
+      }
+      if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
+    }
+    return;
+  }
+  // consumers
+  const int cw = warp_id / 4;
+  const int lane = threadIdx.x % 32, warp = warp_id % 4;
+  const int r = cw * 64 + warp * 16 + lane / 4, c = 2 * (lane % 4);
+  float acc[BN / 2];
+  int it = 0;
+  for (int tile = blockIdx.x, n_done = 0; tile < tiles; tile += gridDim.x, ++n_done) {
+    int m0, n0;
+    tile_origin(tile, m0, n0);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    for (int k = 0; k < kt; ++k, ++it) {
+      const int s = it % ST;
+      mbar_wait(full0 + 8 * s, (it / ST) & 1);
+      const uint32_t sa = base + s * C::kStageBytes + cw * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
+      const uint64_t da = sw128_kmajor_desc(sa), db = sw128_kmajor_desc(sb);
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < W2_BK / 16; ++kk) mma_k16_w2<T, BN>(acc, da + 2 * kk, db + 2 * kk);
+      wg_commit();
+      wg_wait<1>();
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
+      if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+    }
+    wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));  // the tile's last stage
+    if (n_done > 0) named_sync_w2(kEmpty, kHand);  // the epilogue warps are done with the previous tile
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int gn = n0 + 8 * j + c;
+      float b0 = 0.0f, b1 = 0.0f;
+      if (bias) {
+        if (vec_out) {
+          if (gn < N) {
+            const uint32_t bq = *reinterpret_cast<const uint32_t*>(bias + gn);
+            const T* bb = reinterpret_cast<const T*>(&bq);
+            b0 = to_f(bb[0]);
+            b1 = to_f(bb[1]);
+          }
+        } else {
+          if (gn < N) b0 = to_f(bias[gn]);
+          if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
+        }
+      }
+      *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
+      *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
+    }
+    named_arrive_w2(kFull, kHand);
+  }
+#else
+  (void)map_a; (void)map_b; (void)M; (void)N; (void)K; (void)bias; (void)d; (void)y; (void)epi; (void)vec_out;
+#endif
+}
+
+int num_sms() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      n = 0;
+    return n > 0 ? n : 132;
+  }();
+  return sms;
+}
+
+template <class T, int EPI_CT, bool ShortErf>
+int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
+              void* y, int epi, int vec, cudaStream_t s) {
+  CUtensorMap ma, mb;
+  if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
+  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT, ShortErf>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P4Cfg::kSmemBytes)),
+                     "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
+    return rc;
+  const int64_t tiles = ((M + W2_BM - 1) / W2_BM) * ((N + P4_BN - 1) / P4_BN);
+  const int64_t grid = tiles < num_sms() ? tiles : num_sms();
+  kern<<<static_cast<unsigned>(grid), P4_THREADS, P4Cfg::kSmemBytes, s>>>(
+      ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<const T*>(bias),
+      static_cast<const T*>(d), static_cast<T*>(y), epi, vec);
+  return check_launch("own sm_90a GEMM (persistent) kernel");
+}
+
+template <class T>
+int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
+                  void* y, int epi, int vec, cudaStream_t s) {
+  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+}
+
 template <class T, int BN, int NB, int EPI_CT, bool ShortErf>
 int launch_w2(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
@@ -317,8 +537,8 @@ int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const 
 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
-  if (variant == 0) variant = 1;
-  if (variant < 1 || variant > 3) return fail("own sm_90a GEMM (2-block): variant " + std::to_string(variant) + " (1..3)");
+  if (variant == 0) variant = 4;
+  if (variant < 1 || variant > 4) return fail("own sm_90a GEMM (2-block): variant " + std::to_string(variant) + " (1..4)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -332,6 +552,7 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     auto go = [&](auto tag) {
       using T = decltype(tag);
       if (variant == 2) return launch_cfg<T, 256, 1>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, true, s);
+      if (variant == 4) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
       return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, variant != 3, s);
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
