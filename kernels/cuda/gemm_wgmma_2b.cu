@@ -81,12 +81,13 @@ __device__ __forceinline__ float gelu_erf_short(float x) {
 #if DML_WGMMA_DEVICE
   const float u = fabsf(x) * 0.70710678118654752f;
   const float t = __fdividef(1.0f, fmaf(0.3275911f, u, 1.0f));
-  float p = fmaf(1.061405429f, t, -1.453152027f);
-  p = fmaf(p, t, 1.421413741f);
-  p = fmaf(p, t, -0.284496736f);
-  p = fmaf(p, t, 0.254829592f);
-  const float q = p * t * ex2_approx(x * x * -0.72134752044448170f);  // erfc(u); e^(−x²/2) = 2^(−x²·log2(e)/2)
-  return 0.5f * x * (x >= 0.0f ? 2.0f - q : q);
+  // P/2: the coefficients halved, so h = erfc(u)/2 = Φ(−|x|)
+  float p = fmaf(0.5307027145f, t, -0.7265760135f);
+  p = fmaf(p, t, 0.7107068705f);
+  p = fmaf(p, t, -0.142248368f);
+  p = fmaf(p, t, 0.127414796f);
+  const float h = p * t * ex2_approx(x * x * -0.72134752044448170f);  // e^(−x²/2) = 2^(−x²·log2(e)/2)
+  return x * (x >= 0.0f ? 1.0f - h : h);  // x·Φ(x)
 #else
   return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 #endif
@@ -288,15 +289,15 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 // the next tile; the epilogue warps apply residual + activation to the staged tile and store it
 // with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
 // FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
-constexpr int P4_THREADS = 384, P4_STAGES = 3, P4_BN = 256, P4_EPI_THREADS = 96;
-struct P4Cfg {
-  static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = P4_BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
-  static constexpr uint32_t kPipeBytes = P4_STAGES * kStageBytes;
-  static constexpr int kLdH = P4_BN + 8;
+template <int BN> struct P4Cfg {
+  static constexpr int kStages = BN == 256 ? 3 : 4;
+  static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
+  static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
+  static constexpr int kLdH = BN + 8;
   static constexpr uint32_t kStgBytes = W2_BM * kLdH * 2;
-  static constexpr size_t kSmemBytes = kPipeBytes + kStgBytes + 1024 + 2 * P4_STAGES * 8;
+  static constexpr size_t kSmemBytes = kPipeBytes + kStgBytes + 1024 + 2 * kStages * 8;
 };
-static_assert(P4Cfg::kSmemBytes <= 227 * 1024, "persistent variant: shared memory");
+static_assert(P4Cfg<256>::kSmemBytes <= 227 * 1024 && P4Cfg<128>::kSmemBytes <= 227 * 1024, "persistent: shared memory");
 
 #if DML_WGMMA_DEVICE
 __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
@@ -304,14 +305,20 @@ __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
 }
 #endif
 
-template <class T, int EPI_CT, bool ShortErf>
-__global__ void __launch_bounds__(P4_THREADS, 1)
+// BN: 256 (3 stages) or 128 (4 stages); EW: epilogue warps, 3 (384 threads) or 7 (512 threads, a
+// fourth warpgroup: with 128 registers per thread, so only with BN = 128: ptxas sizes every region
+// of the kernel by the launch bound, setmaxnreg does not give the consumers more); AIC: the
+// consumers apply the (compile-time) activation before staging, the epilogue warps only store.
+template <class T, int EPI_CT, bool ShortErf, int BN, int EW, bool AIC>
+__global__ void __launch_bounds__(288 + 32 * EW, 1)
     wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                           int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
 #if DML_WGMMA_DEVICE
-  using C = P4Cfg;
-  constexpr int ST = P4_STAGES, BN = P4_BN;
-  constexpr int kFull = 1, kEmpty = 2, kHand = 256 + P4_EPI_THREADS;
+  using C = P4Cfg<BN>;
+  constexpr int ST = C::kStages;
+  static_assert(EW == 3 || BN == 128, "7 epilogue warps leave 128 registers: 64x128 accumulators only");
+  constexpr bool kActInEpi = !(AIC && EPI_CT >= 0);
+  constexpr int kEpiThreads = 32 * EW, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -360,13 +367,35 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
     return;
   }
   if (warp_id >= 9) {  // epilogue warps
-    const int et = threadIdx.x - 288;
+    const int et = threadIdx.x - 288;  // 0 .. kEpiThreads-1
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int m0, n0;
       tile_origin(tile, m0, n0);
       named_sync_w2(kFull, kHand);
+      if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
+#pragma unroll 4
+        for (int i = et; i < W2_BM * (BN / 8); i += kEpiThreads) {
+          const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+          const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * C::kLdH + cc]);
+          const T* qq = reinterpret_cast<const T*>(&q);
+          float v[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            v[e] = to_f(qq[e]);
+            if constexpr (kActInEpi) v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(v[e]) : tile::epilogue(v[e], epi);
+          }
+          uint4 out;
+          out.x = pack2<T>(v[0], v[1]);
+          out.y = pack2<T>(v[2], v[3]);
+          out.z = pack2<T>(v[4], v[5]);
+          out.w = pack2<T>(v[6], v[7]);
+          *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc) = out;
+        }
+        if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);
+        continue;
+      }
 #pragma unroll 2
-      for (int i = et; i < W2_BM * (BN / 8); i += P4_EPI_THREADS) {
+      for (int i = et; i < W2_BM * (BN / 8); i += kEpiThreads) {
         const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
         const int gm = m0 + rr, gn = n0 + cc;
         if (gm >= M || gn >= N) continue;
@@ -384,7 +413,8 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
             for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
           }
 #pragma unroll
-          for (int e = 0; e < 8; ++e) v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(v[e]) : tile::epilogue(v[e], epi);
+          for (int e = 0; e < 8; ++e)
+            if constexpr (kActInEpi) v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(v[e]) : tile::epilogue(v[e], epi);
           uint4 out;
           out.x = pack2<T>(v[0], v[1]);
           out.y = pack2<T>(v[2], v[3]);
@@ -397,7 +427,8 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
             if (gn + e >= N) break;
             float w = v[e];
             if (d) w += to_f(d[row + gn + e]);
-            y[row + gn + e] = from_f<T>(EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(w) : tile::epilogue(w, epi));
+            if constexpr (kActInEpi) w = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(w) : tile::epilogue(w, epi);
+            y[row + gn + e] = from_f<T>(w);
           }
         }
       }
@@ -454,8 +485,16 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
           if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
         }
       }
-      *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
-      *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
+      if constexpr (kActInEpi) {
+        *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
+        *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
+      } else {
+        constexpr int E = EPI_CT >= 0 ? EPI_CT : 0;
+        *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) =
+            pack2<T>(act_ct<E, ShortErf>(acc[4 * j] + b0), act_ct<E, ShortErf>(acc[4 * j + 1] + b1));
+        *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) =
+            pack2<T>(act_ct<E, ShortErf>(acc[4 * j + 2] + b0), act_ct<E, ShortErf>(acc[4 * j + 3] + b1));
+      }
     }
     named_arrive_w2(kFull, kHand);
   }
@@ -474,30 +513,38 @@ int num_sms() {
   return sms;
 }
 
-template <class T, int EPI_CT, bool ShortErf>
+template <class T, int EPI_CT, bool ShortErf, int BN, int EW, bool AIC>
 int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
-  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
-  auto kern = &wgmma2_persist_kernel<T, EPI_CT, ShortErf>;
-  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P4Cfg::kSmemBytes)),
+  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, BN, "own sm_90a GEMM (persistent)")) return rc;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT, ShortErf, BN, EW, AIC>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P4Cfg<BN>::kSmemBytes)),
                      "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
     return rc;
-  const int64_t tiles = ((M + W2_BM - 1) / W2_BM) * ((N + P4_BN - 1) / P4_BN);
+  const int64_t tiles = ((M + W2_BM - 1) / W2_BM) * ((N + BN - 1) / BN);
   const int64_t grid = tiles < num_sms() ? tiles : num_sms();
-  kern<<<static_cast<unsigned>(grid), P4_THREADS, P4Cfg::kSmemBytes, s>>>(
+  kern<<<static_cast<unsigned>(grid), 288 + 32 * EW, P4Cfg<BN>::kSmemBytes, s>>>(
       ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<const T*>(bias),
       static_cast<const T*>(d), static_cast<T*>(y), epi, vec);
   return check_launch("own sm_90a GEMM (persistent) kernel");
 }
 
-template <class T>
+// AIC needs the activation after everything added: only without a residual (else the plain form).
+template <class T, int BN, int EW, bool AIC>
 int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                   void* y, int epi, int vec, cudaStream_t s) {
-  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  return launch_p4<T, -1, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if constexpr (AIC) {
+    if (d) return launch_p4_epi<T, BN, EW, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  }
+  if (epi == DML_CUDA_EPI_GELU)
+    return launch_p4<T, DML_CUDA_EPI_GELU, true, BN, EW, AIC>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE)
+    return launch_p4<T, DML_CUDA_EPI_NONE, true, BN, EW, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_FAST_GELU)
+    return launch_p4<T, DML_CUDA_EPI_FAST_GELU, true, BN, EW, AIC>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1, true, BN, EW, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
 template <class T, int BN, int NB, int EPI_CT, bool ShortErf>
@@ -538,7 +585,7 @@ int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
   if (variant == 0) variant = 4;
-  if (variant < 1 || variant > 4) return fail("own sm_90a GEMM (2-block): variant " + std::to_string(variant) + " (1..4)");
+  if (variant < 1 || variant > 6) return fail("own sm_90a GEMM (2-block): variant " + std::to_string(variant) + " (1..6)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -552,7 +599,9 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     auto go = [&](auto tag) {
       using T = decltype(tag);
       if (variant == 2) return launch_cfg<T, 256, 1>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, true, s);
-      if (variant == 4) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      if (variant == 4) return launch_p4_epi<T, 256, 3, false>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      if (variant == 5) return launch_p4_epi<T, 128, 7, false>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      if (variant == 6) return launch_p4_epi<T, 256, 3, true>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
       return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, variant != 3, s);
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
