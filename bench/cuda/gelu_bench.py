@@ -1,14 +1,18 @@
-"""Device harness of the own sm_90a GEMM with two 128x128 blocks per SM and the register epilogue
-(kernels/cuda/gemm_wgmma_2b.cu, DML_CUDA_GEMM_WGMMA_2B) on the H200, through the kernel library's C
-ABI (ctypes); session 8, issue 4 "fused gemm+bias+GELU >= 1.15x eager".
+"""Device harness of the own sm_90a GEMM with the overlapped fused epilogue (kernels/cuda/gemm_wgmma_epi.cu,
+DML_CUDA_GEMM_WGMMA_EPI) on the H200, through the kernel library's C ABI (ctypes); session 8, issue 4
+"fused gemm+bias+GELU >= 1.15x eager". Variants (gelu_bench_gemm): 1 = persistent 128x256 with
+epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM. The session-8 logs
+(bench/cuda/h200_session8_gelu_run*) were taken with the kernel file's earlier numbering (commit
+afd0b82: 4 = persistent, 1 = two blocks, 2 = 128x256 one block, 3 = two blocks with erff,
+5 = persistent 128x128 with 7 epilogue warps, 6 = persistent with the activation in the consumers).
 
     python3 bench/cuda/gelu_bench.py LIB.so --out DIR [--smoke] [--no-time]
 
-LIB.so: gemm.cu, gemm_mma.cu, gemm_wgmma.cu, gemm_wgmma_pp.cu, gemm_wgmma_2b.cu, gemm_skinny.cu,
+LIB.so: gemm.cu, gemm_mma.cu, gemm_wgmma.cu, gemm_wgmma_pp.cu, gemm_wgmma_epi.cu, gemm_skinny.cu,
 status.cu and bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu linked with cuBLASLt
 (bench/cuda/gelu_device_run.sh). Steps:
   * checks (fresh random inputs, NaN-poisoned outputs, float64 reference, rel. L2 next to torch's
-    own error on the same inputs, as gemv_bench.py): dml_cuda_gemm with DML_CUDA_GEMM_WGMMA_2B over
+    own error on the same inputs, as gemv_bench.py): dml_cuda_gemm with DML_CUDA_GEMM_WGMMA_EPI over
     tails (odd M, N not a multiple of the tile, N % 8 != 0, K = 8 / 64 / 72 ...), every epilogue
     with and without bias, the residual epilogues, both dtypes, dml_cuda_bmm, the fallbacks (B as
     [K, N], K % 8 != 0, a misaligned operand, float32); each variant (gelu_bench_gemm) on a few
@@ -32,9 +36,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402  (Lib, ref, time_graph, tolerances)
 
-gb.IMPL["wgmma_2b"] = 10
+gb.IMPL["wgmma_epi"] = 10
 F = torch.nn.functional
-VARIANTS = {1: "2b_128x128", 2: "1b_128x256", 3: "2b_erff", 4: "p_128x256", 5: "p_128x128_7w", 6: "p_256_aic"}
+VARIANTS = {1: "p_128x256", 2: "2b_128x128"}
 
 
 class Lib(gb.Lib):
@@ -66,7 +70,7 @@ def checks(lib, smoke=False):
         if variant is not None:
             lib.variant(variant, a, b, bb, d, y, epi)
         else:
-            lib.gemm("wgmma_2b", a, b if rcr else b.t().contiguous(), bb, d, y, epi, rcr)
+            lib.gemm("wgmma_epi", a, b if rcr else b.t().contiguous(), bb, d, y, epi, rcr)
         torch.cuda.synchronize()
         r = gb.ref(a, b, bb, d, epi)
         bad = int((~torch.isfinite(y)).sum().item())
@@ -83,7 +87,7 @@ def checks(lib, smoke=False):
               f"{'PASS' if ok else 'FAIL'}", flush=True)
 
     if smoke:
-        for v in (4, 5, 6, 1, 2, 3):
+        for v in (1, 2):
             for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 1024), (8192, 4096, 1024), (3, 5, 8)]:
                 one("smoke", torch.bfloat16, M, N, K, epi="gelu", bias=True, variant=v)
         return out
@@ -91,16 +95,16 @@ def checks(lib, smoke=False):
         for (M, N, K) in [(3, 5, 8), (1, 8, 8), (127, 255, 72), (129, 257, 136), (1000, 1000, 1000), (300, 130, 4104),
                           (4095, 4097, 4096), (4097, 4096, 1024), (4096, 4100, 1024), (4096, 4104, 1024), (8192, 4096, 1024),
                           (2048, 2048, 64), (257, 384, 8)]:
-            for v in (None, 4, 5, 6, 1):  # None: the C ABI (DML_CUDA_GEMM_WGMMA_2B's default variant)
+            for v in (None, 1, 2):  # None: the C ABI (DML_CUDA_GEMM_WGMMA_EPI = variant 1)
                 one("shape", dt, M, N, K, epi="gelu", bias=True, variant=v)
                 one("shape", dt, M, N, K, variant=v)
-        for v in (None, 4, 5, 6, 1):
+        for v in (None, 1, 2):
             for epi in gb.EPI:
                 for bias in (True, False):
                     one("epilogue", dt, 200, 300, 264, epi=epi, bias=bias, variant=v)
                     one("epilogue", dt, 1024, 2048, 1024, epi=epi, bias=bias, variant=v)
                 one("epi_tail", dt, 131, 261, 200, epi=epi, bias=True, variant=v)  # N % 8 != 0: scalar stores
-        for v in (1, 2, 3, 4, 5, 6):
+        for v in (1, 2):
             for epi in ("gelu", "none", "fast_gelu", "add", "relu"):
                 one("variant", dt, 1000, 1030, 1032, epi=epi, bias=True, variant=v)
                 one("variant", dt, 4096, 4096, 1024, epi=epi, bias=True, variant=v)
@@ -119,7 +123,7 @@ def checks(lib, smoke=False):
         i64 = ctypes.c_int64
         ys, as_, bs = (i64 * 1)(3), (i64 * 1)(3), (i64 * 1)(nb)
         rc = lib.L.dml_cuda_bmm(2, 1, 1, ys, as_, bs, 300, 520, 264, a.data_ptr(), b.data_ptr(), y.data_ptr(), 0,
-                                gb.IMPL["wgmma_2b"], torch.cuda.current_stream().cuda_stream)
+                                gb.IMPL["wgmma_epi"], torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
         r = a.double() @ b.double().transpose(1, 2)
         e = ((y.double() - r).norm() / r.norm()).item() if rc == 0 else float("nan")
@@ -150,8 +154,6 @@ def bench_fused(lib, M, K, N, epi, reps):
                 "cublaslt": lambda s: lib.gemm("cublaslt", s[0], s[1], s[2], None, s[3], epi),
                 "wgmma": lambda s: lib.gemm("wgmma", s[0], s[1], s[2], None, s[3], epi)}
     for v, name in VARIANTS.items():
-        if (epi != "gelu" and v == 3) or (epi == "fast_gelu" and v == 2):
-            continue
         variants[name] = lambda s, v=v: lib.variant(v, s[0], s[1], s[2], None, s[3], epi)
     for name, f in variants.items():
         out = f(sets[0])
@@ -173,7 +175,7 @@ def bench_plain(lib, M, K, N, reps):
     row = {"M": M, "K": K, "N": N, "calls": calls}
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[3]),
                 "wgmma": lambda s: lib.gemm("wgmma", s[0], s[1], None, None, s[3], "none")}
-    for v in (1, 2, 4, 5):
+    for v in (1, 2):
         variants[VARIANTS[v]] = lambda s, v=v: lib.variant(v, s[0], s[1], None, None, s[3], "none")
     for name, f in variants.items():
         ms = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls, reps)
@@ -223,16 +225,15 @@ def main():
     print(f"{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} " + " ".join(f"{n:>11s}" for n in names) + f" {'best':>11s} {'x torch':>7s}"
           f" {'best own':>12s} {'x torch':>7s}")
     gfail = 0
-    own = lambda r: min((n for n in VARIANTS.values() if n + "_us" in r and n != "2b_erff"), key=lambda n: r[n + "_us"])
+    own = lambda r: min((n for n in VARIANTS.values() if n + "_us" in r and True), key=lambda n: r[n + "_us"])
     for r in res["fused"]:
         gfail += sum(1 for k, v in r.items() if k.endswith("_pass") and not v)
         print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} {r['epi']:9s} " + " ".join(f"{r.get(n + '_us', float('nan')):11.1f}" for n in names)
               + f" {r['best']:>11s} {r['speedup_vs_torch']:7.3f} {own(r):>12s} {r['torch_us'] / r[own(r) + '_us']:7.3f}")
-    print("plain GEMM TFLOP/s (torch.matmul / wgmma / 2b_128x128 / 1b_128x256 / p_128x256 / p_128x128_7w)")
+    print("plain GEMM TFLOP/s (torch.matmul / wgmma / p_128x256 / 2b_128x128)")
     for r in res["plain"]:
         print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} " + " ".join(f"{r[n + '_tflops']:7.1f}" for n in
-                                                              ("torch", "wgmma", "2b_128x128", "1b_128x256", "p_128x256",
-                                                                 "p_128x128_7w")))
+                                                              ("torch", "wgmma", "p_128x256", "2b_128x128")))
     print(f"fused-output checks failed: {gfail}")
     return 1 if nfail or gfail else 0
 

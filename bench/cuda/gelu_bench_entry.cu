@@ -1,6 +1,6 @@
-// Device-harness entry for the own sm_90a GEMM with two blocks per SM and the register epilogue
-// (kernels/cuda/gemm_wgmma_2b.cu; bench/cuda/gelu_bench.py): each variant by number (the C ABI,
-// dml_cuda_gemm with DML_CUDA_GEMM_WGMMA_2B, always takes variant 1).
+// Device-harness entry for the own sm_90a GEMM with the overlapped epilogue
+// (kernels/cuda/gemm_wgmma_epi.cu; bench/cuda/gelu_bench.py): each variant by number (the C ABI,
+// dml_cuda_gemm with DML_CUDA_GEMM_WGMMA_EPI, always takes variant 1).
 #include "common.cuh"
 #include "gemm_internal.h"
 

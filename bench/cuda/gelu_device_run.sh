@@ -1,9 +1,9 @@
 #!/bin/bash
 # One device call for session 8's fused erf-GELU GEMM (issue 4; branch gelu): the own sm_90a GEMM
-# with two 128x128 blocks per SM and the register epilogue (kernels/cuda/gemm_wgmma_2b.cu).
+# with the overlapped fused epilogue (kernels/cuda/gemm_wgmma_epi.cu).
 #   bench/cuda/gelu_device_run.sh PREBUILT.so
 # PREBUILT.so: the harness library built elsewhere by nvcc 13 for sm_90a (gemm.cu, gemm_mma.cu,
-# gemm_wgmma.cu, gemm_wgmma_pp.cu, gemm_wgmma_2b.cu, gemm_skinny.cu, status.cu and
+# gemm_wgmma.cu, gemm_wgmma_pp.cu, gemm_wgmma_epi.cu, gemm_skinny.cu, status.cu and
 # bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu, linked with cuBLASLt); nothing is built here.
 # Steps, logs under $OUT: a smoke check in its own process (a hang must not cost the rest), then
 # bench/cuda/gelu_bench.py (all checks, fused GELU and plain GEMM timings; table printed last).

@@ -48,10 +48,10 @@ enum dml_cuda_gemm_impl {
    * consumer warpgroups), PERSIST = 128×256 tiles shared by both; same operands and fallbacks as
    * DML_CUDA_GEMM_WGMMA. */
   DML_CUDA_GEMM_WGMMA_PP = 8, DML_CUDA_GEMM_WGMMA_PERSIST = 9,
-  /* The own sm_90a kernel with two 128×128 blocks per SM and the epilogue (bias, activation, a
-   * short exact-erf GELU) applied in registers: one block's epilogue under the other's MMAs. Same
-   * operands and fallbacks as DML_CUDA_GEMM_WGMMA. */
-  DML_CUDA_GEMM_WGMMA_2B = 10
+  /* The own persistent sm_90a kernel whose fused epilogue (residual, activation with a short
+   * exact-erf GELU, stores) runs on dedicated epilogue warps under the next tile's MMAs (128×256
+   * tiles). Same operands and fallbacks as DML_CUDA_GEMM_WGMMA. */
+  DML_CUDA_GEMM_WGMMA_EPI = 10
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

@@ -300,10 +300,10 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
 #endif
 #if DML_GPU_CUDA
   if (impl == DML_CUDA_GEMM_WGMMA || impl == DML_CUDA_GEMM_WGMMA_PP || impl == DML_CUDA_GEMM_WGMMA_PERSIST ||
-      impl == DML_CUDA_GEMM_WGMMA_2B) {
+      impl == DML_CUDA_GEMM_WGMMA_EPI) {
     if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no wgmma path
     if (wgmma_gemm_supported(dtype, rcr, M, N, K, sa, sb, a, b))
-      return impl == DML_CUDA_GEMM_WGMMA_2B ? wgmma2_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s)
+      return impl == DML_CUDA_GEMM_WGMMA_EPI ? wgmma2_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s)
            : impl == DML_CUDA_GEMM_WGMMA ? wgmma_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s)
                                          : wgmma_pp_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s,
                                                          impl == DML_CUDA_GEMM_WGMMA_PP);

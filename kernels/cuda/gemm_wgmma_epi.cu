@@ -1,27 +1,33 @@
-// The library's own Hopper GEMM, second form (sm_90a; session 8, issue 4 "fused gemm+bias+GELU"):
-// y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N] (+ d[M,N])), fp16/bf16 in, fp32 accumulation, RCR.
+// The library's own Hopper GEMM with the fused epilogue taken off the tensor cores' critical path
+// (sm_90a; session 8, issue 4 "fused gemm+bias+GELU"): y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N]
+// (+ d[M,N])), fp16/bf16 in, fp32 accumulation, RCR. Same main loop as gemm_wgmma.cu (TMA loads with
+// 128-byte swizzle into a ring of stages, full / empty mbarriers, two consumer warpgroups issuing
+// wgmma.mma_async m64nBNk16 from shared memory). Two forms (wgmma2_gemm's `variant`):
 //
-// Same main loop as gemm_wgmma.cu (TMA loads with 128-byte swizzle into a ring of stages, full /
-// empty mbarriers, two consumer warpgroups issuing wgmma.mma_async m64nBNk16 from shared memory)
-// but arranged so that the fused epilogue costs little and runs under another tile's MMAs:
-//   * 288 threads per block: warps 0-7 are the two consumer warpgroups, warp 8 the producer (one
-//     lane issues the TMA loads). Without a producer warpgroup no setmaxnreg is needed: with
-//     __launch_bounds__(288, 2) ptxas has 112 registers per thread, enough for a consumer's
-//     64×128 fp32 accumulators, so TWO 128×128 blocks (3 stages, 97 KB of shared memory each)
-//     share an SM: one block's pipeline fill and epilogue overlap the other's main loop (the
-//     K = 1024 GEMMs of a transformer MLP spend a large share of a tile there);
-//   * the epilogue works on the accumulators in registers: bias, the activation (a compile-time
-//     choice for none / gelu / fast_gelu, so the fully unrolled loop holds only that activation's
-//     code), conversion to fp16/bf16 pairs, then the tile is staged as 16-bit values in the idle
-//     stage buffers and written with coalesced 16-byte stores (masked at the edges);
-//   * the exact (erf) GELU uses erfc(u) = t·P(t)·e^(−u²), t = 1/(1 + p·u) (Abramowitz & Stegun
-//     7.1.26, |error of erf| ≤ 1.5e-7): one reciprocal, one exp2, five FMAs — about a third of
-//     erff's instructions, far below what a 16-bit output resolves (2^-8 / 2^-11 relative);
-//   * a residual (d) or the other activations take the runtime-epilogue path: fp32 staging and
-//     tile::epilogue per element, as gemm_wgmma.cu does.
-// Variants (wgmma2_gemm's `variant`): 1 = 128×128, two blocks per SM (the default); 2 = 128×256,
-// one block per SM (4 stages, same epilogue); 3 = variant 1 with erff (bench only: measures what
-// the short erf saves). Edges as in gemm_wgmma.cu: TMA zero-fills, stores are masked, K % 8 == 0.
+// 1 (default; DML_CUDA_GEMM_WGMMA_EPI): persistent, 128×256 tiles, epilogue warps. One block per SM
+//   walks the tiles; 384 threads = two consumer warpgroups, one producer warp (one lane issues the
+//   TMA loads and runs ahead across tiles, so the next tile's loads overlap this tile's end) and
+//   three epilogue warps. The consumers add the bias, round to fp16/bf16 (the value eager F.linear
+//   produces) into a staging tile of their own and start the next tile; the epilogue warps add the
+//   residual, apply the activation and store with 16-byte writes under the next tile's MMAs.
+// 2: two 128×128 blocks per SM (288 threads: two consumer warpgroups + one producer warp, so no
+//   setmaxnreg is needed and __launch_bounds__(288, 2) leaves 112 registers for 64×128 accumulators;
+//   3 stages, 97 KB of shared memory each): one block's pipeline fill and epilogue may overlap the
+//   other's main loop; the epilogue runs on the accumulators in registers (bias, activation, pairs
+//   of fp16/bf16 into the idle stage buffers, coalesced 16-byte stores).
+//
+// Both apply the exact (erf) GELU as x·Φ(x) with Φ(−|x|) = erfc(|x|/√2)/2 = t·P(t)·e^(−x²/2),
+// t = 1/(1 + p·|x|/√2) (Abramowitz & Stegun 7.1.26, |erf error| ≤ 1.5e-7): one reciprocal, one
+// exp2, five FMAs, about half of erff's instructions, far below what a 16-bit output resolves; the
+// other activations use tile::epilogue (one compiled in for none / gelu / fast_gelu, a runtime switch
+// for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills, stores are masked, K % 8 == 0.
+// Measured on the H200 (docs/benchmarks.md, session 8; bench/cuda/gelu_bench.py): erf GELU at
+// 8192×1024×4096 / 4096×1024×4096 1.07× / 1.06× eager F.gelu(F.linear(...)) (variant 2: 1.05× /
+// 0.98×), slower than cuBLASLt + the GELU pass at K = 4096. Tried and dropped (git history, commit
+// afd0b82): 128×256 one block per SM with this epilogue; erff instead of the short erf (+3-11%);
+// the persistent kernel with 128×128 tiles and 7 epilogue warps (512 threads); the activation
+// applied by the consumers before staging. A 512-thread kernel with setmaxnreg moving registers to
+// 128×256 consumers does not compile: ptxas sizes every region by the launch bound (128).
 #include <cstdint>
 #include <string>
 
@@ -96,9 +102,9 @@ __device__ __forceinline__ float gelu_erf_short(float x) {
 namespace {
 
 // The compile-time activation of the register epilogue (EPI_CT ≥ 0).
-template <int E, bool ShortErf>
+template <int E>
 __device__ __forceinline__ float act_ct(float v) {
-  if constexpr (E == DML_CUDA_EPI_GELU && ShortErf) return gelu_erf_short(v);
+  if constexpr (E == DML_CUDA_EPI_GELU) return gelu_erf_short(v);
   else return tile::epilogue(v, E);  // the switch folds: E is a constant
 }
 
@@ -118,7 +124,7 @@ __device__ __forceinline__ void mma_k16_w2(float* acc, uint64_t da, uint64_t db)
 }
 
 // EPI_CT ≥ 0: the register epilogue with that activation (d must be null); −1: runtime `epi`.
-template <class T, int BN, int NB, int EPI_CT, bool ShortErf>
+template <class T, int BN, int NB, int EPI_CT>
 __global__ void __launch_bounds__(W2_THREADS, NB)
     wgmma2_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                        int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
@@ -211,9 +217,9 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
         }
       }
       *reinterpret_cast<uint32_t*>(&so[r * C::kLdH + 8 * j + c]) =
-          pack2<T>(act_ct<EPI_CT, ShortErf>(acc[4 * j] + b0), act_ct<EPI_CT, ShortErf>(acc[4 * j + 1] + b1));
+          pack2<T>(act_ct<EPI_CT>(acc[4 * j] + b0), act_ct<EPI_CT>(acc[4 * j + 1] + b1));
       *reinterpret_cast<uint32_t*>(&so[(r + 8) * C::kLdH + 8 * j + c]) =
-          pack2<T>(act_ct<EPI_CT, ShortErf>(acc[4 * j + 2] + b0), act_ct<EPI_CT, ShortErf>(acc[4 * j + 3] + b1));
+          pack2<T>(act_ct<EPI_CT>(acc[4 * j + 2] + b0), act_ct<EPI_CT>(acc[4 * j + 3] + b1));
     }
     named_sync_w2(2 + cw, 128);
 #pragma unroll 4
@@ -281,7 +287,7 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 #endif
 }
 
-// Variant 4: persistent, 128×256 tiles, epilogue warps. One block per SM walks the tiles (stride
+// Variant 1: persistent, 128×256 tiles, epilogue warps. One block per SM walks the tiles (stride
 // gridDim.x, same raster); 384 threads: warps 0-7 the two consumer warpgroups (64×256 each), warp 8
 // the producer (runs ahead across tiles: the next tile's loads overlap this tile's end), warps 9-11
 // the epilogue. The consumers add the bias to the fp32 accumulators, round to T (the value eager
@@ -289,15 +295,16 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 // the next tile; the epilogue warps apply residual + activation to the staged tile and store it
 // with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
 // FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
+constexpr int P4_BN = 256, P4_THREADS = 384;
 template <int BN> struct P4Cfg {
-  static constexpr int kStages = BN == 256 ? 3 : 4;
+  static constexpr int kStages = 3;
   static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
   static constexpr uint32_t kPipeBytes = kStages * kStageBytes;
   static constexpr int kLdH = BN + 8;
   static constexpr uint32_t kStgBytes = W2_BM * kLdH * 2;
   static constexpr size_t kSmemBytes = kPipeBytes + kStgBytes + 1024 + 2 * kStages * 8;
 };
-static_assert(P4Cfg<256>::kSmemBytes <= 227 * 1024 && P4Cfg<128>::kSmemBytes <= 227 * 1024, "persistent: shared memory");
+static_assert(P4Cfg<P4_BN>::kSmemBytes <= 227 * 1024, "persistent variant: shared memory");
 
 #if DML_WGMMA_DEVICE
 __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
@@ -305,20 +312,16 @@ __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
 }
 #endif
 
-// BN: 256 (3 stages) or 128 (4 stages); EW: epilogue warps, 3 (384 threads) or 7 (512 threads, a
-// fourth warpgroup: with 128 registers per thread, so only with BN = 128: ptxas sizes every region
-// of the kernel by the launch bound, setmaxnreg does not give the consumers more); AIC: the
-// consumers apply the (compile-time) activation before staging, the epilogue warps only store.
-template <class T, int EPI_CT, bool ShortErf, int BN, int EW, bool AIC>
-__global__ void __launch_bounds__(288 + 32 * EW, 1)
+// EPI_CT ≥ 0: that activation compiled in (GELU = the short erf form); −1: runtime `epi`.
+template <class T, int EPI_CT>
+__global__ void __launch_bounds__(P4_THREADS, 1)
     wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                           int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
 #if DML_WGMMA_DEVICE
+  constexpr int BN = P4_BN;
   using C = P4Cfg<BN>;
   constexpr int ST = C::kStages;
-  static_assert(EW == 3 || BN == 128, "7 epilogue warps leave 128 registers: 64x128 accumulators only");
-  constexpr bool kActInEpi = !(AIC && EPI_CT >= 0);
-  constexpr int kEpiThreads = 32 * EW, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
+  constexpr int kEpiThreads = P4_THREADS - 288, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -382,7 +385,7 @@ __global__ void __launch_bounds__(288 + 32 * EW, 1)
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
             v[e] = to_f(qq[e]);
-            if constexpr (kActInEpi) v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(v[e]) : tile::epilogue(v[e], epi);
+            v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(v[e]) : tile::epilogue(v[e], epi);
           }
           uint4 out;
           out.x = pack2<T>(v[0], v[1]);
@@ -414,7 +417,7 @@ __global__ void __launch_bounds__(288 + 32 * EW, 1)
           }
 #pragma unroll
           for (int e = 0; e < 8; ++e)
-            if constexpr (kActInEpi) v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(v[e]) : tile::epilogue(v[e], epi);
+            v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(v[e]) : tile::epilogue(v[e], epi);
           uint4 out;
           out.x = pack2<T>(v[0], v[1]);
           out.y = pack2<T>(v[2], v[3]);
@@ -427,7 +430,7 @@ __global__ void __launch_bounds__(288 + 32 * EW, 1)
             if (gn + e >= N) break;
             float w = v[e];
             if (d) w += to_f(d[row + gn + e]);
-            if constexpr (kActInEpi) w = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0), ShortErf>(w) : tile::epilogue(w, epi);
+            w = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(w) : tile::epilogue(w, epi);
             y[row + gn + e] = from_f<T>(w);
           }
         }
@@ -485,16 +488,8 @@ __global__ void __launch_bounds__(288 + 32 * EW, 1)
           if (gn + 1 < N) b1 = to_f(bias[gn + 1]);
         }
       }
-      if constexpr (kActInEpi) {
-        *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
-        *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
-      } else {
-        constexpr int E = EPI_CT >= 0 ? EPI_CT : 0;
-        *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) =
-            pack2<T>(act_ct<E, ShortErf>(acc[4 * j] + b0), act_ct<E, ShortErf>(acc[4 * j + 1] + b1));
-        *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) =
-            pack2<T>(act_ct<E, ShortErf>(acc[4 * j + 2] + b0), act_ct<E, ShortErf>(acc[4 * j + 3] + b1));
-      }
+      *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
+      *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
     }
     named_arrive_w2(kFull, kHand);
   }
@@ -513,48 +508,42 @@ int num_sms() {
   return sms;
 }
 
-template <class T, int EPI_CT, bool ShortErf, int BN, int EW, bool AIC>
+template <class T, int EPI_CT>
 int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
+  using C = P4Cfg<P4_BN>;
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
-  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, BN, "own sm_90a GEMM (persistent)")) return rc;
-  auto kern = &wgmma2_persist_kernel<T, EPI_CT, ShortErf, BN, EW, AIC>;
-  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(P4Cfg<BN>::kSmemBytes)),
+  if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT>;
+  if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
     return rc;
-  const int64_t tiles = ((M + W2_BM - 1) / W2_BM) * ((N + BN - 1) / BN);
+  const int64_t tiles = ((M + W2_BM - 1) / W2_BM) * ((N + P4_BN - 1) / P4_BN);
   const int64_t grid = tiles < num_sms() ? tiles : num_sms();
-  kern<<<static_cast<unsigned>(grid), 288 + 32 * EW, P4Cfg<BN>::kSmemBytes, s>>>(
+  kern<<<static_cast<unsigned>(grid), P4_THREADS, C::kSmemBytes, s>>>(
       ma, mb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<const T*>(bias),
       static_cast<const T*>(d), static_cast<T*>(y), epi, vec);
   return check_launch("own sm_90a GEMM (persistent) kernel");
 }
 
-// AIC needs the activation after everything added: only without a residual (else the plain form).
-template <class T, int BN, int EW, bool AIC>
+template <class T>
 int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                   void* y, int epi, int vec, cudaStream_t s) {
-  if constexpr (AIC) {
-    if (d) return launch_p4_epi<T, BN, EW, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  }
-  if (epi == DML_CUDA_EPI_GELU)
-    return launch_p4<T, DML_CUDA_EPI_GELU, true, BN, EW, AIC>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_NONE)
-    return launch_p4<T, DML_CUDA_EPI_NONE, true, BN, EW, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_FAST_GELU)
-    return launch_p4<T, DML_CUDA_EPI_FAST_GELU, true, BN, EW, AIC>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  return launch_p4<T, -1, true, BN, EW, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_FAST_GELU) return launch_p4<T, DML_CUDA_EPI_FAST_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
-template <class T, int BN, int NB, int EPI_CT, bool ShortErf>
+template <class T, int BN, int NB, int EPI_CT>
 int launch_w2(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
   using C = W2Cfg<BN, NB>;
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (2-block)")) return rc;
   if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, BN, "own sm_90a GEMM (2-block)")) return rc;
-  auto kern = &wgmma2_gemm_kernel<T, BN, NB, EPI_CT, ShortErf>;
+  auto kern = &wgmma2_gemm_kernel<T, BN, NB, EPI_CT>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM (2-block): cudaFuncSetAttribute"))
     return rc;
@@ -568,24 +557,22 @@ int launch_w2(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
 // One tile shape: the register epilogue where the activation has one (no residual), else runtime.
 template <class T, int BN, int NB>
 int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
-               void* y, int epi, int vec, bool short_erf, cudaStream_t s) {
+               void* y, int epi, int vec, cudaStream_t s) {
   if (!d) {
-    if (epi == DML_CUDA_EPI_GELU)
-      return short_erf ? launch_w2<T, BN, NB, DML_CUDA_EPI_GELU, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s)
-                       : launch_w2<T, BN, NB, DML_CUDA_EPI_GELU, false>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-    if (epi == DML_CUDA_EPI_NONE) return launch_w2<T, BN, NB, DML_CUDA_EPI_NONE, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+    if (epi == DML_CUDA_EPI_GELU) return launch_w2<T, BN, NB, DML_CUDA_EPI_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+    if (epi == DML_CUDA_EPI_NONE) return launch_w2<T, BN, NB, DML_CUDA_EPI_NONE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
     if (epi == DML_CUDA_EPI_FAST_GELU)
-      return launch_w2<T, BN, NB, DML_CUDA_EPI_FAST_GELU, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+      return launch_w2<T, BN, NB, DML_CUDA_EPI_FAST_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
   }
-  return launch_w2<T, BN, NB, -1, true>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_w2<T, BN, NB, -1>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
 }  // namespace
 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
-  if (variant == 0) variant = 4;
-  if (variant < 1 || variant > 6) return fail("own sm_90a GEMM (2-block): variant " + std::to_string(variant) + " (1..6)");
+  if (variant == 0) variant = 1;
+  if (variant < 1 || variant > 2) return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1, 2)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -598,11 +585,8 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     int rc = 0;
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      if (variant == 2) return launch_cfg<T, 256, 1>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, true, s);
-      if (variant == 4) return launch_p4_epi<T, 256, 3, false>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      if (variant == 5) return launch_p4_epi<T, 128, 7, false>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      if (variant == 6) return launch_p4_epi<T, 256, 3, true>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, variant != 3, s);
+      if (variant == 1) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
     if (rc) return rc;
