@@ -90,7 +90,8 @@ ir::IntExpr gemm_rows(const ir::Shape& s, size_t n) {
 
 // GEMM/BMM candidates: the implementation code passed to dml_cuda_gemm / dml_cuda_bmm.
 // CUDA: cuBLASLt (default), the own SIMT kernel and, for fp16/bf16, the own mma.sync tensor-core
-// kernel, the own sm_90a wgmma kernel and the own small-M skinny kernel where their checks allow. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
+// kernel, the own sm_90a wgmma kernels (plain and persistent with epilogue warps; the latter the
+// default for large short-K erf-GELU GEMMs) and the own small-M skinny kernel where their checks allow. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
 // gfx90a, the own MFMA matrix-core kernel; no vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
 // DINOML_CUDA_GEMM / DINOML_ROCM_GEMM (CudaLowerOptions::gemm_impl) move the unprofiled default.
 struct GemmCands {
