@@ -15,7 +15,7 @@ status.cu and bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu linked with cuBLASLt
     own error on the same inputs, as gemv_bench.py): dml_cuda_gemm with DML_CUDA_GEMM_WGMMA_EPI over
     tails (odd M, N not a multiple of the tile, N % 8 != 0, K = 8 / 64 / 72 ...), every epilogue
     with and without bias, the residual epilogues, both dtypes, dml_cuda_bmm, the fallbacks (B as
-    [K, N], K % 8 != 0, a misaligned operand, float32); each variant (gelu_bench_gemm) on a few
+    [K, N], K % 8 != 0, a misaligned operand: cuBLASLt; float32: SIMT); each variant (gelu_bench_gemm) on a few
     shapes and epilogues; GELU near the tails (large |x|) against float64;
   * timings (CUDA-graph replays, input sets rotated over > 200 MB, median; gemv_bench.time_graph):
     fused gemm + bias + erf GELU vs torch F.gelu(F.linear(x, w, b)) for each library path and
@@ -110,7 +110,7 @@ def checks(lib, smoke=False):
                 one("variant", dt, 4096, 4096, 1024, epi=epi, bias=True, variant=v)
         one("gelu_tail", dt, 512, 512, 512, epi="gelu", bias=True, scale=8.0)   # pre-activations up to ~±40
         one("gelu_tail", dt, 512, 512, 512, epi="gelu", bias=True, scale=0.05)  # near 0
-        one("fallback", dt, 8, 200, 100, rcr=False, epi="gelu", bias=True)  # B as [K, N]: mma.sync
+        one("fallback", dt, 8, 200, 100, rcr=False, epi="gelu", bias=True)  # B as [K, N]: cuBLASLt (runs 1-3: mma.sync)
         one("fallback", dt, 8, 200, 102, epi="gelu", bias=True)             # K % 8 != 0
         one("fallback", dt, 64, 200, 128, offset=1, epi="gelu", bias=True)  # a only 2-byte aligned
     one("fallback", torch.float32, 4, 200, 128, bias=True, epi="gelu")      # float32: SIMT
