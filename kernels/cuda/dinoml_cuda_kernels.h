@@ -51,7 +51,11 @@ enum dml_cuda_gemm_impl {
   /* The skinny kernel launched with programmatic dependent launch where that pays (sm_90): it reads
    * its first weight chunks before waiting for the preceding kernel, so only for a weight b that no
    * preceding kernel in the stream writes (a constant); same operands and fallbacks as SKINNY. */
-  DML_CUDA_GEMM_SKINNY_PF = 10
+  DML_CUDA_GEMM_SKINNY_PF = 10,
+  /* The own persistent sm_90a kernel whose fused epilogue (residual, activation with a short
+   * exact-erf GELU, stores) runs on dedicated epilogue warps under the next tile's MMAs (128×256
+   * tiles). Same operands and fallbacks as DML_CUDA_GEMM_WGMMA. */
+  DML_CUDA_GEMM_WGMMA_EPI = 11
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);

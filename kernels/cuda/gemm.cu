@@ -299,14 +299,19 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
   }
 #endif
 #if DML_GPU_CUDA
-  if (impl == DML_CUDA_GEMM_WGMMA || impl == DML_CUDA_GEMM_WGMMA_PP || impl == DML_CUDA_GEMM_WGMMA_PERSIST) {
+  if (impl == DML_CUDA_GEMM_WGMMA || impl == DML_CUDA_GEMM_WGMMA_PP || impl == DML_CUDA_GEMM_WGMMA_PERSIST ||
+      impl == DML_CUDA_GEMM_WGMMA_EPI) {
     if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no wgmma path
     if (wgmma_gemm_supported(dtype, rcr, M, N, K, sa, sb, a, b))
-      return impl == DML_CUDA_GEMM_WGMMA ? wgmma_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s)
+      return impl == DML_CUDA_GEMM_WGMMA_EPI ? wgmma2_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s)
+           : impl == DML_CUDA_GEMM_WGMMA ? wgmma_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s)
                                          : wgmma_pp_gemm(dtype, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s,
                                                          impl == DML_CUDA_GEMM_WGMMA_PP);
-    // not compute 9.0, B as [K, N], K % 8 != 0 or unaligned operands: the sm_80+ tensor-core kernel
-    return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    // not compute 9.0, B as [K, N], K % 8 != 0 or unaligned operands: the sm_80+ tensor-core kernel;
+    // for WGMMA_EPI (an unprofiled default of the lowering) the cuBLASLt path it replaced, below
+    if (impl != DML_CUDA_GEMM_WGMMA_EPI || !DML_GPU_HAS_CUBLASLT)
+      return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    impl = DML_CUDA_GEMM_CUBLASLT;
   }
 #endif
 #if DML_GPU_HAS_MMA_SYNC

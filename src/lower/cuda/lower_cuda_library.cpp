@@ -49,6 +49,17 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
   return no.empty();
 }
 
+// The own persistent sm_90a GEMM whose fused epilogue runs on dedicated epilogue warps under the
+// next tile's MMAs (kernels/cuda/gemm_wgmma_epi.cu) is offered wherever the wgmma kernel is. It is
+// the unprofiled default for the exact (erf) GELU epilogue on shapes like those it won on the H200
+// (session 8, docs/benchmarks.md: M, N ≥ 4096 and K ≤ 1024, all constant: 1.06-1.08× eager
+// F.gelu(F.linear(...)) and 1.07-1.08× cuBLASLt + the GELU pass; slower at K = 4096).
+constexpr const char* kWgmmaEpiName = "wgmma_sm90a_persistent_128x256_epilogue_warps";
+bool wgmma_epi_default(const std::string& epi, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
+  return epi == "DML_CUDA_EPI_GELU" && M.is_const() && M.const_value() >= 4096 && N.is_const() && N.const_value() >= 4096 &&
+         K.is_const() && K.const_value() <= 1024;
+}
+
 // The own skinny GEMM (kernels/cuda/gemm_skinny.cu: weight streamed once, mma.sync, in-block
 // split-K) is a candidate for fp16/bf16 with B as [N, K] (RCR) on CUDA (every CUDA arch here is
 // sm_80+) when M (rows of a) is at most 16 or symbolic (a dynamic batch may be small) and K is a
@@ -80,7 +91,8 @@ ir::IntExpr gemm_rows(const ir::Shape& s, size_t n) {
 
 // GEMM/BMM candidates: the implementation code passed to dml_cuda_gemm / dml_cuda_bmm.
 // CUDA: cuBLASLt (default), the own SIMT kernel and, for fp16/bf16, the own mma.sync tensor-core
-// kernel, the own sm_90a wgmma kernel and the own small-M skinny kernel where their checks allow. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
+// kernel, the own sm_90a wgmma kernels (plain and persistent with epilogue warps; the latter the
+// default for large short-K erf-GELU GEMMs) and the own small-M skinny kernel where their checks allow. ROCm: the portable SIMT kernel (default; every arch and dtype) and, for fp16/bf16 on
 // gfx90a, the own MFMA matrix-core kernel; no vendor BLAS (Debian 12 has no rocBLAS/hipBLASLt).
 // DINOML_CUDA_GEMM / DINOML_ROCM_GEMM (CudaLowerOptions::gemm_impl) move the unprofiled default.
 struct GemmCands {
@@ -106,7 +118,7 @@ bool skinny_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::I
 constexpr const char* kSkinnyPfName = "skinny_pdl_weight_prefetch";
 
 GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
-                          const ir::IntExpr& M, const ir::IntExpr& N, bool b_const) {
+                          const ir::IntExpr& M, const ir::IntExpr& N, bool b_const, const std::string& epi) {
   GemmCands g;
   if (o.arch.target == GpuTarget::rocm) {
     const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
@@ -125,6 +137,8 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   std::string no_wgmma;
   const bool wgmma = wgmma_candidate(o, dtype, rcr, K, &no_wgmma);
   if (wgmma) g.c.push_back({kWgmmaName, "DML_CUDA_GEMM_WGMMA"});
+  const size_t wgmma_epi_index = g.c.size();
+  if (wgmma) g.c.push_back({kWgmmaEpiName, "DML_CUDA_GEMM_WGMMA_EPI"});
   std::string no_skinny;
   const bool skinny = skinny_candidate(o, dtype, rcr, M, K, &no_skinny);
   if (skinny) g.c.push_back({kSkinnyName, "DML_CUDA_GEMM_SKINNY"});
@@ -135,7 +149,11 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   // cuBLASLt's 2nd and 3rd heuristic algorithms: its first guess is not always the fastest.
   g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo2", "DML_CUDA_GEMM_CUBLASLT_ALGO2"});
   g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo3", "DML_CUDA_GEMM_CUBLASLT_ALGO3"});
-  if (o.gemm_impl == "simt") {
+  if (wgmma && o.gemm_impl == "cublaslt" && !o.gemm_impl_forced && wgmma_epi_default(epi, M, N, K)) {
+    g.def = wgmma_epi_index;
+    g.reason = "default for the exact GELU at M, N >= 4096, K <= 1024 (own persistent wgmma kernel with epilogue warps; "
+               "H200: faster than cuBLASLt + the GELU pass)";
+  } else if (o.gemm_impl == "simt") {
     g.def = 1;
     g.reason = "forced by DINOML_CUDA_GEMM=simt";
   } else if (o.gemm_impl == "mma") {
@@ -163,8 +181,9 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
 // statement text of one candidate.
 json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr,
                        const ir::IntExpr& K, const ir::IntExpr& M, const ir::IntExpr& N, bool b_const,
-                       const std::function<std::string(const std::string&)>& call, std::ostringstream& body) {
-  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M, N, b_const);
+                       const std::function<std::string(const std::string&)>& call, std::ostringstream& body,
+                       const std::string& epi = "") {
+  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M, N, b_const, epi);
   std::vector<GpuCandidate> cands;
   for (const auto& [name, code] : g.c) cands.push_back({name, call(code)});
   return emit_gpu_tunable(cx, n, n.op.rfind("bmm", 0) == 0 ? "bmm" : "gemm", cands, g.def, g.reason, body);
@@ -190,7 +209,9 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
                            bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
                            (o.allow_tf32 ? "1" : "0") + ", ";
   return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
-                           k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant, [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body);
+                           k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant,
+                           [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body,
+                           k.epilogue);
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {

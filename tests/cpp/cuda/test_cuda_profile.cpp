@@ -120,10 +120,12 @@ TEST(CudaProfile, BootstrapExportsProfileEntryWithEveryCandidate) {
   // the small-M skinny kernel (M is symbolic) and its weight-prefetching launch (the weight is a
   // constant), and cuBLASLt's 2nd and 3rd heuristic algorithms.
   EXPECT_EQ(g0["candidates"], json({"cublaslt", "simt_tiled_64x64", "mma_sync_m16n8k16_64x64x32",
-                                    "wgmma_sm90a_tma_128x128or256x64", "skinny_mma_m16n8k16_splitk",
-                                    "skinny_pdl_weight_prefetch", "cublaslt.algo2", "cublaslt.algo3"}));
+                                    "wgmma_sm90a_tma_128x128or256x64", "wgmma_sm90a_persistent_128x256_epilogue_warps",
+                                    "skinny_mma_m16n8k16_splitk", "skinny_pdl_weight_prefetch", "cublaslt.algo2",
+                                    "cublaslt.algo3"}));
   for (const char* code : {"DML_CUDA_GEMM_CUBLASLT", "DML_CUDA_GEMM_SIMT", "DML_CUDA_GEMM_MMA", "DML_CUDA_GEMM_WGMMA",
-                           "DML_CUDA_GEMM_SKINNY", "DML_CUDA_GEMM_SKINNY_PF", "DML_CUDA_GEMM_CUBLASLT_ALGO2", "DML_CUDA_GEMM_CUBLASLT_ALGO3", "DML_CUDA_CONV_SIMT", "DML_CUDA_CONV_DIRECT", "DML_CUDA_CONV_MMA",
+                           "DML_CUDA_GEMM_WGMMA_EPI", "DML_CUDA_GEMM_SKINNY", "DML_CUDA_GEMM_SKINNY_PF",
+                           "DML_CUDA_GEMM_CUBLASLT_ALGO2", "DML_CUDA_GEMM_CUBLASLT_ALGO3", "DML_CUDA_CONV_SIMT", "DML_CUDA_CONV_DIRECT", "DML_CUDA_CONV_MMA",
                            "DML_CUDA_SDPA_SIMT", "DML_CUDA_SDPA_AUTO", "DML_CUDA_SDPA_WGMMA"})
     EXPECT_NE(boot.source.find(code), std::string::npos) << code;
   // The conv's default (mma for fp16, 32 output channels) is its index 0: noise never moves it.
