@@ -47,6 +47,23 @@ constexpr int64_t kTinyM = 16;  // at or below: always the slice path (packed or
 // Below this many multiply-adds a GEMM stays on one thread: waking the team costs ~5 µs.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
+// Blocked path: M blocks per thread to aim for, and the fewest rows a block keeps for that.
+const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
+constexpr int64_t kMinBlockedMc = 96;
+
+// The residual rows [m0, m0+rows) × columns [n0, n0+16) of an ADD epilogue are usually not cached
+// (an activation written one op earlier): fetching them while the tile computes hides the misses
+// the epilogue would otherwise take.
+inline void prefetch_rows(const void* d, int64_t m0, int64_t rows, int64_t n0, int64_t ld, int dtype) {
+  const size_t es = dtype == DML_CPU_F32 ? 4 : 2;
+  const char* base = static_cast<const char*>(d);
+  for (int64_t i = 0; i < rows; ++i) {
+    const char* r = base + ((m0 + i) * ld + n0) * es;
+    _mm_prefetch(r, _MM_HINT_T0);
+    _mm_prefetch(r + kNR * es - 1, _MM_HINT_T0);
+  }
+}
+
 struct Blocking {
   int64_t mc, kc, nc;
 };
@@ -131,6 +148,10 @@ template <typename T>
 void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Blocking& bl, int threads) {
   const int64_t M = p.M, N = p.N, K = p.K;
   int64_t mblocks = cdiv(M, bl.mc);
+  // At least kBlocksPerThread M blocks per thread (while they keep kMinBlockedMc rows), handed out
+  // dynamically: a thread that loses its core for a while (a shared machine) or gets the short
+  // last block takes fewer blocks instead of leaving the other waiting at the barrier.
+  if (threads > 1) mblocks = std::max(mblocks, std::min(kBlocksPerThread * threads, M / kMinBlockedMc));
   if (threads > 1 && mblocks >= threads) mblocks = cdiv(mblocks, threads) * threads;
   const int64_t mc = cdiv(cdiv(M, mblocks), kMR) * kMR;
   mblocks = cdiv(M, mc);
@@ -142,13 +163,14 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
   nblocks = cdiv(panels, npb);
   const bool f32 = p.dtype == DML_CPU_F32;
   const T* a = static_cast<const T*>(p.a);
+  const void* res = p.epi.d;
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
     float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
     alignas(64) float edge[kMR * kNR];
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < mblocks * nblocks; ++item) {
       const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
       const int64_t j0 = (item % nblocks) * npb, j1 = std::min(panels, j0 + npb);
@@ -166,6 +188,7 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
           for (int64_t ir = 0; ir < mcur; ir += kMR) {
             const int rows = static_cast<int>(std::min(kMR, mcur - ir));
             float* tile = cd + ir * ldc + jc;
+            if (last && res) prefetch_rows(res, m0 + ir, rows, n0 + jc, N, p.epi.dtype);
             if (cols == kNR) {
               isa.tile_packed_a(kc, pa + ir * kc, bp, tile, ldc, rows, acc);
             } else {
@@ -199,7 +222,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
   {
     float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * kNR));
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t j = 0; j < panels; ++j) {
       const int64_t n0 = j * kNR, cols = std::min(kNR, N - n0);
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
@@ -211,6 +234,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
           pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0, k0, kc, slice);
           bp = slice;
         }
+        if (p.epi.d && k0 + kc >= K) prefetch_rows(p.epi.d, 0, M, n0, N, p.epi.dtype);
         for (int64_t m = 0; m < M; m += kMR)
           isa.tile_rows_a(kc, af + m * K + k0, K, bp, ct + m * kNR, kNR, static_cast<int>(std::min(kMR, M - m)),
                           k0 > 0);
@@ -255,7 +279,7 @@ void run_dot(const IsaKernels& isa, const Call& p, int threads) {
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t n0 = g * kNR, cols = std::min(kNR, N - n0);
       // K in L1-sized chunks: four weight rows of a chunk (8 KiB) stay in L1 while every row group of
