@@ -105,7 +105,7 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
     std::vector<float> qf(static_cast<size_t>(kBQ * d)), kt(static_cast<size_t>(d * kBK)),
         vf(v_direct ? 0 : static_cast<size_t>(kBK * dv)), s(static_cast<size_t>(kBQ * kBK)),
         o(static_cast<size_t>(kBQ * dv)), m(kBQ), l(kBQ), sum(kBQ), corr(kBQ);
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / nqb, i0 = (task % nqb) * kBQ, rows = std::min(kBQ, lq - i0);
       int64_t moff = 0;

@@ -49,6 +49,7 @@ constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
 // Blocked path: M blocks per thread to aim for, and the fewest rows a block keeps for that.
 const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
+const bool kPrefetchNextB = env_int("DINOML_GEMM_PREFETCH_B", 1) != 0;
 constexpr int64_t kMinBlockedMc = 96;
 
 // The residual rows [m0, m0+rows) × columns [n0, n0+16) of an ADD epilogue are usually not cached
@@ -170,7 +171,7 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
     float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
     float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
     alignas(64) float edge[kMR * kNR];
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t item = 0; item < mblocks * nblocks; ++item) {
       const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
       const int64_t j0 = (item % nblocks) * npb, j1 = std::min(panels, j0 + npb);
@@ -189,6 +190,14 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
             const int rows = static_cast<int>(std::min(kMR, mcur - ir));
             float* tile = cd + ir * ldc + jc;
             if (last && res) prefetch_rows(res, m0 + ir, rows, n0 + jc, N, p.epi.dtype);
+            // The next panel's B slice (kc 64-byte rows, usually in L3) is fetched into L2 a share per tile,
+            // so the first tiles of the next panel do not wait for it.
+            if (kPrefetchNextB && j + 1 < j1) {
+              const int64_t ntiles = cdiv(mcur, kMR), t = ir / kMR;
+              const char* nb = reinterpret_cast<const char*>(bp + K * kNR);
+              for (int64_t l = t * kc / ntiles, le = (t + 1) * kc / ntiles; l < le; ++l)
+                _mm_prefetch(nb + l * kNR * sizeof(float), _MM_HINT_T1);
+            }
             if (cols == kNR) {
               isa.tile_packed_a(kc, pa + ir * kc, bp, tile, ldc, rows, acc);
             } else {
@@ -222,7 +231,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
   {
     float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * kNR));
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t j = 0; j < panels; ++j) {
       const int64_t n0 = j * kNR, cols = std::min(kNR, N - n0);
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
@@ -279,7 +288,7 @@ void run_dot(const IsaKernels& isa, const Call& p, int threads) {
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t n0 = g * kNR, cols = std::min(kNR, N - n0);
       // K in L1-sized chunks: four weight rows of a chunk (8 KiB) stay in L1 while every row group of
