@@ -100,12 +100,14 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
   const IsaTiles* tiles = active_tiles();
   const bool par = tasks > 1 && double(batch) * double(lq) * double(lk) * double(d + dv) > double(kParallelWork);
   const bool v_direct = std::is_same_v<T, float>;
+  // Tasks handed out dynamically (a thread that loses its core takes fewer), a few per grab.
+  const int64_t chunk = std::max<int64_t>(1, tasks / (int64_t{8} * omp_get_max_threads()));
 #pragma omp parallel if (par)
   {
     std::vector<float> qf(static_cast<size_t>(kBQ * d)), kt(static_cast<size_t>(d * kBK)),
         vf(v_direct ? 0 : static_cast<size_t>(kBK * dv)), s(static_cast<size_t>(kBQ * kBK)),
         o(static_cast<size_t>(kBQ * dv)), m(kBQ), l(kBQ), sum(kBQ), corr(kBQ);
-#pragma omp for schedule(dynamic, 1) nowait
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / nqb, i0 = (task % nqb) * kBQ, rows = std::min(kBQ, lq - i0);
       int64_t moff = 0;

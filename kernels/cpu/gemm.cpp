@@ -65,6 +65,14 @@ inline void prefetch_rows(const void* d, int64_t m0, int64_t rows, int64_t n0, i
   }
 }
 
+// Column panels per dynamic grab: about 16 grabs per thread, but at least ~2^17 multiply-adds each
+// so that a GEMV's tiny panels do not pay an atomic apiece.
+int64_t grab_size(int64_t items, int64_t macs_per_item, int threads) {
+  const int64_t by_count = items / (int64_t{16} * threads);
+  const int64_t by_work = ((int64_t{1} << 17) + macs_per_item - 1) / std::max<int64_t>(1, macs_per_item);
+  return std::max<int64_t>(1, std::min(std::max(by_count, by_work), (items + threads - 1) / threads));
+}
+
 struct Blocking {
   int64_t mc, kc, nc;
 };
@@ -227,11 +235,13 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
     af = conv;
   }
   const int64_t panels = cdiv(N, kNR);
+  // Panels handed out dynamically, a few per grab so small problems do not pay an atomic per panel.
+  const int64_t chunk = grab_size(panels, M * kNR * K, threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * kNR));
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(dynamic, 1) nowait
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t j = 0; j < panels; ++j) {
       const int64_t n0 = j * kNR, cols = std::min(kNR, N - n0);
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
@@ -285,10 +295,11 @@ void run_dot(const IsaKernels& isa, const Call& p, int threads) {
   const float* a = static_cast<const float*>(p.a);
   const float* b = static_cast<const float*>(p.b);
   const int64_t groups = cdiv(N, kNR);
+  const int64_t chunk = grab_size(groups, M * kNR * K, threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(dynamic, 1) nowait
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t n0 = g * kNR, cols = std::min(kNR, N - n0);
       // K in L1-sized chunks: four weight rows of a chunk (8 KiB) stay in L1 while every row group of
