@@ -153,8 +153,12 @@ struct Call {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// `pack_into`: B is given unpacked and its panels are packed into this buffer first, inside the same
+// parallel region (threads split the panels; the loop's barrier orders packing before any block
+// reads them), so a call forks the team once instead of twice. Otherwise `pb` holds the panels.
 template <typename T>
-void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Blocking& bl, int threads) {
+void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Blocking& bl, int threads,
+                 float* pack_into = nullptr) {
   const int64_t M = p.M, N = p.N, K = p.K;
   int64_t mblocks = cdiv(M, bl.mc);
   // At least kBlocksPerThread M blocks per thread (while they keep kMinBlockedMc rows), handed out
@@ -179,6 +183,10 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
     float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
     float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
     alignas(64) float edge[kMR * kNR];
+    if (pack_into) {
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < panels; ++j) pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, j, j + 1);
+    }
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t item = 0; item < mblocks * nblocks; ++item) {
       const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
@@ -387,14 +395,13 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
       run_skinny<T>(isa, p, kBlocking, threads);
       return DML_CPU_OK;
     }
-    const float* pb = p.packed;
-    if (!pb) {
+    if (!p.packed) {
       float* buf = scratch(kSlotB, static_cast<size_t>(cdiv(p.N, kNR) * p.K * kNR));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the packed B operand");
-      pack_b_all(p.dtype, p.layout, p.N, p.K, p.b, buf, threads > 1);
-      pb = buf;
+      run_blocked<T>(isa, p, buf, kBlocking, threads, buf);
+      return DML_CPU_OK;
     }
-    run_blocked<T>(isa, p, pb, kBlocking, threads);
+    run_blocked<T>(isa, p, p.packed, kBlocking, threads);
     return DML_CPU_OK;
   });
 }
