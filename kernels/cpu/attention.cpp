@@ -45,12 +45,12 @@ void softmax_block_generic(float* s, int64_t rows, int64_t cols, float* m, float
   }
 }
 
-void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o,
-                        int64_t rows) {
+void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t ldv, int64_t cols, const float* corr,
+                        float* o, int64_t rows) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t c = 0; c < dv; ++c) {
       float acc = corr[i] * o[i * dv + c];
-      for (int64_t j = 0; j < cols; ++j) acc += p[i * kBK + j] * v[j * dv + c];
+      for (int64_t j = 0; j < cols; ++j) acc += p[i * kBK + j] * v[j * ldv + c];
       o[i * dv + c] = acc;
     }
 }
@@ -61,10 +61,38 @@ const IsaTiles* active_tiles() {
   return std::strcmp(gemm::active_isa()->name, "avx2") == 0 ? avx2_tiles() : generic_tiles();
 }
 
+// Element strides of one operand: st[0 .. nbd) per batch axis, st[nbd] per row (the head dim is
+// contiguous). Contiguous operands get their row-major strides.
+struct Strides {
+  int64_t s[9];
+};
+
+Strides contiguous(int nbd, const int64_t* batch_shape, int64_t rows, int64_t cols) {
+  Strides st{};
+  st.s[nbd] = cols;
+  int64_t acc = rows * cols;
+  for (int a = nbd; a-- > 0;) {
+    st.s[a] = acc;
+    acc *= batch_shape[a];
+  }
+  return st;
+}
+
+// Element offset of flattened batch entry b.
+int64_t batch_offset(int nbd, const int64_t* batch_shape, const Strides& st, int64_t b) {
+  int64_t off = 0;
+  for (int a = nbd; a-- > 0;) {
+    off += (b % batch_shape[a]) * st.s[a];
+    b /= batch_shape[a];
+  }
+  return off;
+}
+
 template <typename T>
-int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, int64_t dv, const T* q, const T* k,
-        const T* v, int mask_dtype, const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj,
-        bool causal, float scale, T* y) {
+int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, int64_t dv, const T* q,
+        const Strides& qs, const T* k, const Strides& ks, const T* v, const Strides& vs, int mask_dtype,
+        const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, bool causal, float scale,
+        T* y, const Strides& ys) {
   int64_t batch = 1;
   for (int a = 0; a < nbd; ++a) batch *= batch_shape[a];
   const int64_t nqb = (lq + kBQ - 1) / kBQ;
@@ -72,12 +100,14 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
   const IsaTiles* tiles = active_tiles();
   const bool par = tasks > 1 && double(batch) * double(lq) * double(lk) * double(d + dv) > double(kParallelWork);
   const bool v_direct = std::is_same_v<T, float>;
+  // Tasks handed out dynamically (a thread that loses its core takes fewer), a few per grab.
+  const int64_t chunk = std::max<int64_t>(1, tasks / (int64_t{8} * omp_get_max_threads()));
 #pragma omp parallel if (par)
   {
     std::vector<float> qf(static_cast<size_t>(kBQ * d)), kt(static_cast<size_t>(d * kBK)),
         vf(v_direct ? 0 : static_cast<size_t>(kBK * dv)), s(static_cast<size_t>(kBQ * kBK)),
         o(static_cast<size_t>(kBQ * dv)), m(kBQ), l(kBQ), sum(kBQ), corr(kBQ);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / nqb, i0 = (task % nqb) * kBQ, rows = std::min(kBQ, lq - i0);
       int64_t moff = 0;
@@ -88,8 +118,11 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
           rem /= batch_shape[a];
         }
       }
+      const int64_t qo = batch_offset(nbd, batch_shape, qs, b), ko = batch_offset(nbd, batch_shape, ks, b),
+                    vo = batch_offset(nbd, batch_shape, vs, b), yo = batch_offset(nbd, batch_shape, ys, b);
+      const int64_t qr = qs.s[nbd], kr = ks.s[nbd], vr = vs.s[nbd], yr = ys.s[nbd];
       for (int64_t i = 0; i < rows; ++i)
-        for (int64_t c = 0; c < d; ++c) qf[i * d + c] = load_f(q, (b * lq + i0 + i) * d + c) * scale;
+        for (int64_t c = 0; c < d; ++c) qf[i * d + c] = load_f(q, qo + (i0 + i) * qr + c) * scale;
       std::fill(o.begin(), o.begin() + rows * dv, 0.0f);
       std::fill(m.begin(), m.end(), kNegInf);
       std::fill(l.begin(), l.end(), 0.0f);
@@ -97,11 +130,13 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
       const int64_t jend = causal ? std::min(lk, i0 + rows) : lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kBK) {
         const int64_t cols = std::min(kBK, jend - j0);
-        for (int64_t c = 0; c < d; ++c) {
-          float* dst = kt.data() + c * kBK;
-          for (int64_t j = 0; j < cols; ++j) dst[j] = load_f(k, (b * lk + j0 + j) * d + c);
-          for (int64_t j = cols; j < kBK; ++j) dst[j] = 0.0f;
+        // Key rows are read contiguously (they may be strided views) and written transposed.
+        for (int64_t j = 0; j < cols; ++j) {
+          const T* kj = k + ko + (j0 + j) * kr;
+          for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = load_f(kj, c);
         }
+        if (cols < kBK)
+          for (int64_t c = 0; c < d; ++c) std::fill(kt.begin() + c * kBK + cols, kt.begin() + (c + 1) * kBK, 0.0f);
         tiles->scores(d, qf.data(), kt.data(), s.data(), rows);
         if (mask) {
           for (int64_t i = 0; i < rows; ++i) {
@@ -124,18 +159,20 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
         tiles->softmax_block(s.data(), rows, cols, m.data(), sum.data(), corr.data());
         for (int64_t i = 0; i < rows; ++i) l[i] = l[i] * corr[i] + sum[i];
         const float* vb;
+        int64_t ldv = dv;
         if constexpr (std::is_same_v<T, float>) {
-          vb = v + (b * lk + j0) * dv;
+          vb = v + vo + j0 * vr;
+          ldv = vr;
         } else {
           for (int64_t j = 0; j < cols; ++j)
-            for (int64_t c = 0; c < dv; ++c) vf[j * dv + c] = load_f(v, (b * lk + j0 + j) * dv + c);
+            for (int64_t c = 0; c < dv; ++c) vf[j * dv + c] = load_f(v, vo + (j0 + j) * vr + c);
           vb = vf.data();
         }
-        tiles->accumulate(dv, s.data(), vb, cols, corr.data(), o.data(), rows);
+        tiles->accumulate(dv, s.data(), vb, ldv, cols, corr.data(), o.data(), rows);
       }
       for (int64_t i = 0; i < rows; ++i) {
         const float inv = 1.0f / l[i];  // 0 when every key was masked: 0 · inf = NaN, as documented
-        for (int64_t c = 0; c < dv; ++c) store_f(y, (b * lq + i0 + i) * dv + c, o[i * dv + c] * inv);
+        for (int64_t c = 0; c < dv; ++c) store_f(y, yo + (i0 + i) * yr + c, o[i * dv + c] * inv);
       }
     }
   }
@@ -150,31 +187,71 @@ const IsaTiles* generic_tiles() { return &kGeneric; }
 
 using namespace dml_cpu;
 
+namespace {
+
+int sdpa(const char* name, int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
+         int64_t dv, const void* q, const int64_t* qs, const void* k, const int64_t* ks, const void* v,
+         const int64_t* vs, int mask_dtype, const void* mask, const int64_t* mask_bstride, int64_t mask_si,
+         int64_t mask_sj, int causal, float scale, void* y, const int64_t* ys) {
+  const std::string fn = name;
+  if (nbd < 0 || nbd > 8 || (nbd > 0 && !batch_shape))
+    return fail(DML_CPU_ERR_ARGUMENT, fn + ": nbd " + std::to_string(nbd) + " is outside [0, 8] or batch_shape is NULL");
+  int64_t batch = 1;
+  for (int a = 0; a < nbd; ++a) {
+    if (batch_shape[a] < 0) return fail(DML_CPU_ERR_ARGUMENT, fn + ": negative batch extent");
+    batch *= batch_shape[a];
+  }
+  if (lq < 0 || lk < 0 || d < 0 || dv < 0)
+    return fail(DML_CPU_ERR_ARGUMENT, fn + ": negative extent (lq " + std::to_string(lq) + ", lk " +
+                                          std::to_string(lk) + ", d " + std::to_string(d) + ", dv " + std::to_string(dv) + ")");
+  if (batch == 0 || lq == 0 || dv == 0) return DML_CPU_OK;
+  if (!q || !k || !v || !y) return fail(DML_CPU_ERR_ARGUMENT, fn + ": q, k, v or y is NULL");
+  if (mask && mask_dtype != DML_CPU_BOOL && mask_dtype != dtype)
+    return fail(DML_CPU_ERR_ARGUMENT, fn + ": mask dtype " + dtype_name(mask_dtype) +
+                                          " must be bool or the attention dtype " + dtype_name(dtype));
+  if (mask && nbd > 0 && !mask_bstride) return fail(DML_CPU_ERR_ARGUMENT, fn + ": mask_bstride is NULL");
+  auto strides = [&](const int64_t* given, int64_t rows, int64_t cols, const char* what, attention::Strides& st) -> int {
+    st = attention::contiguous(nbd, batch_shape, rows, cols);
+    if (!given) return static_cast<int>(DML_CPU_OK);
+    for (int a = 0; a <= nbd; ++a) {
+      if (given[a] < 0)
+        return fail(DML_CPU_ERR_ARGUMENT, fn + ": negative stride " + std::to_string(given[a]) + " of " + what);
+      st.s[a] = given[a];
+    }
+    if (rows > 1 && st.s[nbd] < cols)
+      return fail(DML_CPU_ERR_ARGUMENT, fn + ": row stride " + std::to_string(st.s[nbd]) + " of " + what +
+                                            " is below its row length " + std::to_string(cols));
+    return DML_CPU_OK;
+  };
+  attention::Strides sq, sk, sv, sy;
+  if (int st = strides(qs, lq, d, "q", sq)) return st;
+  if (int st = strides(ks, lk, d, "k", sk)) return st;
+  if (int st = strides(vs, lk, dv, "v", sv)) return st;
+  if (int st = strides(ys, lq, dv, "y", sy)) return st;
+  if (!(scale > 0.0f)) scale = d > 0 ? 1.0f / std::sqrt(static_cast<float>(d)) : 1.0f;
+  return dispatch_float(dtype, name, [&](auto tag) {
+    using T = decltype(tag);
+    return attention::run<T>(nbd, batch_shape, lq, lk, d, dv, static_cast<const T*>(q), sq, static_cast<const T*>(k),
+                             sk, static_cast<const T*>(v), sv, mask_dtype, mask, mask_bstride, mask_si, mask_sj,
+                             causal != 0, scale, static_cast<T*>(y), sy);
+  });
+}
+
+}  // namespace
+
 extern "C" int dml_cpu_sdpa(int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
                             int64_t dv, const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
                             const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal, float scale,
                             void* y) {
-  if (nbd < 0 || nbd > 8 || (nbd > 0 && !batch_shape))
-    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: nbd " + std::to_string(nbd) + " is outside [0, 8] or batch_shape is NULL");
-  int64_t batch = 1;
-  for (int a = 0; a < nbd; ++a) {
-    if (batch_shape[a] < 0) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: negative batch extent");
-    batch *= batch_shape[a];
-  }
-  if (lq < 0 || lk < 0 || d < 0 || dv < 0)
-    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: negative extent (lq " + std::to_string(lq) + ", lk " +
-                                          std::to_string(lk) + ", d " + std::to_string(d) + ", dv " + std::to_string(dv) + ")");
-  if (batch == 0 || lq == 0 || dv == 0) return DML_CPU_OK;
-  if (!q || !k || !v || !y) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: q, k, v or y is NULL");
-  if (mask && mask_dtype != DML_CPU_BOOL && mask_dtype != dtype)
-    return fail(DML_CPU_ERR_ARGUMENT, std::string("dml_cpu_sdpa: mask dtype ") + dtype_name(mask_dtype) +
-                                          " must be bool or the attention dtype " + dtype_name(dtype));
-  if (mask && nbd > 0 && !mask_bstride) return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_sdpa: mask_bstride is NULL");
-  if (!(scale > 0.0f)) scale = d > 0 ? 1.0f / std::sqrt(static_cast<float>(d)) : 1.0f;
-  return dispatch_float(dtype, "dml_cpu_sdpa", [&](auto tag) {
-    using T = decltype(tag);
-    return attention::run<T>(nbd, batch_shape, lq, lk, d, dv, static_cast<const T*>(q), static_cast<const T*>(k),
-                             static_cast<const T*>(v), mask_dtype, mask, mask_bstride, mask_si, mask_sj, causal != 0,
-                             scale, static_cast<T*>(y));
-  });
+  return sdpa("dml_cpu_sdpa", dtype, nbd, batch_shape, lq, lk, d, dv, q, nullptr, k, nullptr, v, nullptr, mask_dtype,
+              mask, mask_bstride, mask_si, mask_sj, causal, scale, y, nullptr);
+}
+
+extern "C" int dml_cpu_sdpa_strided(int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
+                                    int64_t dv, const void* q, const int64_t* qs, const void* k, const int64_t* ks,
+                                    const void* v, const int64_t* vs, int mask_dtype, const void* mask,
+                                    const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal,
+                                    float scale, void* y, const int64_t* ys) {
+  return sdpa("dml_cpu_sdpa_strided", dtype, nbd, batch_shape, lq, lk, d, dv, q, qs, k, ks, v, vs, mask_dtype, mask,
+              mask_bstride, mask_si, mask_sj, causal, scale, y, ys);
 }

@@ -19,9 +19,10 @@ struct IsaTiles {
   // (masked entries hold -inf and become 0); returns the row sum in sum[i] and the old→new
   // correction exp(m_old - m_new) in corr[i]; m[i] = m_new. Columns >= cols become 0.
   void (*softmax_block)(float* s, int64_t rows, int64_t cols, float* m, float* sum, float* corr);
-  // o[i*dv + c] = corr[i]·o[i*dv + c] + Σ_{j < cols} p[i*kBK + j] · v[j*dv + c] for i < rows.
-  void (*accumulate)(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o,
-                     int64_t rows);
+  // o[i*dv + c] = corr[i]·o[i*dv + c] + Σ_{j < cols} p[i*kBK + j] · v[j*ldv + c] for i < rows
+  // (ldv: row stride of v, ≥ dv; a strided view of a fused QKV projection has ldv = 3·H·dv).
+  void (*accumulate)(int64_t dv, const float* p, const float* v, int64_t ldv, int64_t cols, const float* corr,
+                     float* o, int64_t rows);
 };
 
 const IsaTiles* avx2_tiles();     // avx2/attention_avx2.cpp

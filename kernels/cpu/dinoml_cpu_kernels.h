@@ -121,6 +121,14 @@ DML_CPU_API int dml_cpu_sdpa(int dtype, int nbd, const int64_t* batch_shape, int
                              int64_t dv, const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
                              const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal, float scale,
                              void* y);
+/* As dml_cpu_sdpa with q, k, v and y addressed through element strides (views such as the heads of
+ * a fused QKV projection [B, S, 3, H, D] read in place, or an output written as [B, S, H, D]):
+ * xs[0 .. nbd) per batch axis, xs[nbd] per row; the head dim is contiguous; NULL = contiguous. */
+DML_CPU_API int dml_cpu_sdpa_strided(int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk,
+                                     int64_t d, int64_t dv, const void* q, const int64_t* qs, const void* k,
+                                     const int64_t* ks, const void* v, const int64_t* vs, int mask_dtype,
+                                     const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj,
+                                     int causal, float scale, void* y, const int64_t* ys);
 
 /* ---- norms (float dtypes; gamma/beta/weight share the dtype and may be NULL) --------------- */
 DML_CPU_API int dml_cpu_layer_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* gamma,

@@ -47,6 +47,32 @@ constexpr int64_t kTinyM = 16;  // at or below: always the slice path (packed or
 // Below this many multiply-adds a GEMM stays on one thread: waking the team costs ~5 µs.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
+// Blocked path: M blocks per thread to aim for, and the fewest rows a block keeps for that.
+const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
+const bool kPrefetchNextB = env_int("DINOML_GEMM_PREFETCH_B", 1) != 0;
+constexpr int64_t kMinBlockedMc = 96;
+
+// The residual rows [m0, m0+rows) × columns [n0, n0+16) of an ADD epilogue are usually not cached
+// (an activation written one op earlier): fetching them while the tile computes hides the misses
+// the epilogue would otherwise take.
+inline void prefetch_rows(const void* d, int64_t m0, int64_t rows, int64_t n0, int64_t ld, int dtype) {
+  const size_t es = dtype == DML_CPU_F32 ? 4 : 2;
+  const char* base = static_cast<const char*>(d);
+  for (int64_t i = 0; i < rows; ++i) {
+    const char* r = base + ((m0 + i) * ld + n0) * es;
+    _mm_prefetch(r, _MM_HINT_T0);
+    _mm_prefetch(r + kNR * es - 1, _MM_HINT_T0);
+  }
+}
+
+// Column panels per dynamic grab: about 16 grabs per thread, but at least ~2^17 multiply-adds each
+// so that a GEMV's tiny panels do not pay an atomic apiece.
+int64_t grab_size(int64_t items, int64_t macs_per_item, int threads) {
+  const int64_t by_count = items / (int64_t{16} * threads);
+  const int64_t by_work = ((int64_t{1} << 17) + macs_per_item - 1) / std::max<int64_t>(1, macs_per_item);
+  return std::max<int64_t>(1, std::min(std::max(by_count, by_work), (items + threads - 1) / threads));
+}
+
 struct Blocking {
   int64_t mc, kc, nc;
 };
@@ -127,10 +153,18 @@ struct Call {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// `pack_into`: B is given unpacked and its panels are packed into this buffer first, inside the same
+// parallel region (threads split the panels; the loop's barrier orders packing before any block
+// reads them), so a call forks the team once instead of twice. Otherwise `pb` holds the panels.
 template <typename T>
-void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Blocking& bl, int threads) {
+void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Blocking& bl, int threads,
+                 float* pack_into = nullptr) {
   const int64_t M = p.M, N = p.N, K = p.K;
   int64_t mblocks = cdiv(M, bl.mc);
+  // At least kBlocksPerThread M blocks per thread (while they keep kMinBlockedMc rows), handed out
+  // dynamically: a thread that loses its core for a while (a shared machine) or gets the short
+  // last block takes fewer blocks instead of leaving the other waiting at the barrier.
+  if (threads > 1) mblocks = std::max(mblocks, std::min(kBlocksPerThread * threads, M / kMinBlockedMc));
   if (threads > 1 && mblocks >= threads) mblocks = cdiv(mblocks, threads) * threads;
   const int64_t mc = cdiv(cdiv(M, mblocks), kMR) * kMR;
   mblocks = cdiv(M, mc);
@@ -142,13 +176,18 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
   nblocks = cdiv(panels, npb);
   const bool f32 = p.dtype == DML_CPU_F32;
   const T* a = static_cast<const T*>(p.a);
+  const void* res = p.epi.d;
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
     float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
     alignas(64) float edge[kMR * kNR];
+    if (pack_into) {
 #pragma omp for schedule(static)
+      for (int64_t j = 0; j < panels; ++j) pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, j, j + 1);
+    }
+#pragma omp for schedule(dynamic, 1) nowait
     for (int64_t item = 0; item < mblocks * nblocks; ++item) {
       const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
       const int64_t j0 = (item % nblocks) * npb, j1 = std::min(panels, j0 + npb);
@@ -166,6 +205,15 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
           for (int64_t ir = 0; ir < mcur; ir += kMR) {
             const int rows = static_cast<int>(std::min(kMR, mcur - ir));
             float* tile = cd + ir * ldc + jc;
+            if (last && res) prefetch_rows(res, m0 + ir, rows, n0 + jc, N, p.epi.dtype);
+            // The next panel's B slice (kc 64-byte rows, usually in L3) is fetched into L2 a share per tile,
+            // so the first tiles of the next panel do not wait for it.
+            if (kPrefetchNextB && j + 1 < j1) {
+              const int64_t ntiles = cdiv(mcur, kMR), t = ir / kMR;
+              const char* nb = reinterpret_cast<const char*>(bp + K * kNR);
+              for (int64_t l = t * kc / ntiles, le = (t + 1) * kc / ntiles; l < le; ++l)
+                _mm_prefetch(nb + l * kNR * sizeof(float), _MM_HINT_T1);
+            }
             if (cols == kNR) {
               isa.tile_packed_a(kc, pa + ir * kc, bp, tile, ldc, rows, acc);
             } else {
@@ -195,11 +243,13 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
     af = conv;
   }
   const int64_t panels = cdiv(N, kNR);
+  // Panels handed out dynamically, a few per grab so small problems do not pay an atomic per panel.
+  const int64_t chunk = grab_size(panels, M * kNR * K, threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * kNR));
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t j = 0; j < panels; ++j) {
       const int64_t n0 = j * kNR, cols = std::min(kNR, N - n0);
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
@@ -211,6 +261,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
           pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0, k0, kc, slice);
           bp = slice;
         }
+        if (p.epi.d && k0 + kc >= K) prefetch_rows(p.epi.d, 0, M, n0, N, p.epi.dtype);
         for (int64_t m = 0; m < M; m += kMR)
           isa.tile_rows_a(kc, af + m * K + k0, K, bp, ct + m * kNR, kNR, static_cast<int>(std::min(kMR, M - m)),
                           k0 > 0);
@@ -252,10 +303,11 @@ void run_dot(const IsaKernels& isa, const Call& p, int threads) {
   const float* a = static_cast<const float*>(p.a);
   const float* b = static_cast<const float*>(p.b);
   const int64_t groups = cdiv(N, kNR);
+  const int64_t chunk = grab_size(groups, M * kNR * K, threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t n0 = g * kNR, cols = std::min(kNR, N - n0);
       // K in L1-sized chunks: four weight rows of a chunk (8 KiB) stay in L1 while every row group of
@@ -343,14 +395,13 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
       run_skinny<T>(isa, p, kBlocking, threads);
       return DML_CPU_OK;
     }
-    const float* pb = p.packed;
-    if (!pb) {
+    if (!p.packed) {
       float* buf = scratch(kSlotB, static_cast<size_t>(cdiv(p.N, kNR) * p.K * kNR));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the packed B operand");
-      pack_b_all(p.dtype, p.layout, p.N, p.K, p.b, buf, threads > 1);
-      pb = buf;
+      run_blocked<T>(isa, p, buf, kBlocking, threads, buf);
+      return DML_CPU_OK;
     }
-    run_blocked<T>(isa, p, pb, kBlocking, threads);
+    run_blocked<T>(isa, p, p.packed, kBlocking, threads);
     return DML_CPU_OK;
   });
 }

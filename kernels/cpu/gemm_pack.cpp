@@ -75,6 +75,12 @@ void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, i
     const int64_t rows = std::min(kMR, mc - p * kMR);
     const T* src[kMR];
     for (int64_t i = 0; i < rows; ++i) src[i] = a + (m0 + p * kMR + i) * lda + k0;
+    if (rows == kMR) {  // full panel: a fixed row count the compiler unrolls (the common case)
+      for (int64_t k = 0; k < kc; ++k)
+#pragma GCC unroll 6
+        for (int64_t i = 0; i < kMR; ++i) dst[k * kMR + i] = load_f(src[i], k);
+      continue;
+    }
     for (int64_t k = 0; k < kc; ++k) {
       for (int64_t i = 0; i < rows; ++i) dst[k * kMR + i] = load_f(src[i], k);
       for (int64_t i = rows; i < kMR; ++i) dst[k * kMR + i] = 0.0f;

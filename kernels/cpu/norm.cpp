@@ -11,7 +11,7 @@ namespace {
 
 template <typename T>
 void layer_norm_typed(int64_t rows, int64_t n, const T* x, const T* gamma, const T* beta, float eps, T* y) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelWork && rows > 1)
+#pragma omp parallel for schedule(dynamic, 16) if (rows * n > kParallelWork && rows > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
@@ -37,7 +37,7 @@ void layer_norm_typed(int64_t rows, int64_t n, const T* x, const T* gamma, const
 
 template <typename T>
 void rms_norm_typed(int64_t rows, int64_t n, const T* x, const T* w, float eps, T* y) {
-#pragma omp parallel for schedule(static) if (rows * n > kParallelWork && rows > 1)
+#pragma omp parallel for schedule(dynamic, 16) if (rows * n > kParallelWork && rows > 1)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * n;
     T* yr = y + r * n;

@@ -90,7 +90,9 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts, st
   passes::PipelineOptions popts;
   popts.fuse = opts.fuse;
   const char* strided = std::getenv("DINOML_CUDA_STRIDED_ATTENTION");  // "0": keep the head permutes (A/B runs)
-  popts.strided_attention = opts.target == "cuda" && !(strided && std::string(strided) == "0");
+  const char* cpu_strided = std::getenv("DINOML_CPU_STRIDED_ATTENTION");  // the same for target cpu
+  popts.strided_attention = (opts.target == "cuda" && !(strided && std::string(strided) == "0")) ||
+                            (opts.target == "cpu" && !(cpu_strided && std::string(cpu_strided) == "0"));
   if (opts.dump_passes) {
     o.dump_dir = fs::temp_directory_path() /
                  ("dinoml-passes-" + std::to_string(getpid()) + "-" + ir::graph_hash(input).substr(0, 12));

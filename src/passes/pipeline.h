@@ -11,7 +11,7 @@ namespace dinoml::passes {
 struct PipelineOptions {
   std::string dump_dir;  // when set: writes NN_<pass>.dinoir.json (+ constants) per pass
   bool fuse = true;      // false: skip fusion passes (debugging / oracle comparisons)
-  bool strided_attention = false;  // stride_attention_operands (target cuda; DINOML_CUDA_STRIDED_ATTENTION=0 turns it off)
+  bool strided_attention = false;  // stride_attention_operands (targets cuda / cpu; DINOML_{CUDA,CPU}_STRIDED_ATTENTION=0 turn it off)
   std::vector<Pass> target_passes;  // the target's own rewrites, after the shared passes (compile.cpp fills it)
 };
 

@@ -1,5 +1,5 @@
-// stride_attention_operands (GPU targets that read attention operands through strides; the
-// pipeline adds it for target cuda only): the head permutes around scaled_dot_product_attention
+// stride_attention_operands (targets whose attention kernel reads its operands through strides; the
+// pipeline adds it for targets cuda and cpu): the head permutes around scaled_dot_product_attention
 // become views, so no permute kernel runs.
 //
 // * Input side: y = permute(x) with the last axis kept last, x row-major, whose every reader —

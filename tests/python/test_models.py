@@ -85,7 +85,10 @@ def test_transformer_uses_fused_gemm_epilogues_and_fused_attention(transformer_c
     ops = _kernel_ops(transformer_case[0])
     fused_gemms = {op for op, _ in ops if re.fullmatch(r"gemm_r[cr]r_bias_\w+", op)}
     assert fused_gemms, ops
-    assert ("scaled_dot_product_attention", "dml_cpu_sdpa.streamed") in ops, ops
+    # stride_attention_operands (target cpu too): q/k/v are read in place from the QKV projection and
+    # the output is written as [B, S, H, D], so both head permutes are aliases (no copy kernel).
+    assert ("scaled_dot_product_attention", "dml_cpu_sdpa_strided.streamed") in ops, ops
+    assert [sel for op, sel in ops if op == "permute"] == ["alias", "alias"], ops
     assert not any(op in ("softmax", "bmm_rcr", "bmm_rrr") for op, _ in ops), ops
 
 

@@ -87,7 +87,8 @@ void softmax_block_avx2(float* s, int64_t rows, int64_t cols, float* m, float* s
 }
 
 template <int R>
-inline void accumulate_rows(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o) {
+inline void accumulate_rows(int64_t dv, const float* p, const float* v, int64_t ldv, int64_t cols, const float* corr,
+                            float* o) {
   int64_t c = 0;
   for (; c + 16 <= dv; c += 16) {
     __m256 acc[R][2];
@@ -97,7 +98,7 @@ inline void accumulate_rows(int64_t dv, const float* p, const float* v, int64_t 
       acc[r][1] = _mm256_mul_ps(k, _mm256_loadu_ps(o + r * dv + c + 8));
     }
     for (int64_t j = 0; j < cols; ++j) {
-      const __m256 v0 = _mm256_loadu_ps(v + j * dv + c), v1 = _mm256_loadu_ps(v + j * dv + c + 8);
+      const __m256 v0 = _mm256_loadu_ps(v + j * ldv + c), v1 = _mm256_loadu_ps(v + j * ldv + c + 8);
       for (int r = 0; r < R; ++r) {
         const __m256 a = _mm256_broadcast_ss(p + r * kBK + j);
         acc[r][0] = _mm256_fmadd_ps(a, v0, acc[r][0]);
@@ -112,19 +113,19 @@ inline void accumulate_rows(int64_t dv, const float* p, const float* v, int64_t 
   for (; c < dv; ++c)  // dv tail (head dims that are not multiples of 16)
     for (int r = 0; r < R; ++r) {
       float acc = corr[r] * o[r * dv + c];
-      for (int64_t j = 0; j < cols; ++j) acc += p[r * kBK + j] * v[j * dv + c];
+      for (int64_t j = 0; j < cols; ++j) acc += p[r * kBK + j] * v[j * ldv + c];
       o[r * dv + c] = acc;
     }
 }
 
-void accumulate_avx2(int64_t dv, const float* p, const float* v, int64_t cols, const float* corr, float* o,
-                     int64_t rows) {
+void accumulate_avx2(int64_t dv, const float* p, const float* v, int64_t ldv, int64_t cols, const float* corr,
+                     float* o, int64_t rows) {
   int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) accumulate_rows<4>(dv, p + i * kBK, v, cols, corr + i, o + i * dv);
+  for (; i + 4 <= rows; i += 4) accumulate_rows<4>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv);
   switch (rows - i) {
-    case 3: accumulate_rows<3>(dv, p + i * kBK, v, cols, corr + i, o + i * dv); break;
-    case 2: accumulate_rows<2>(dv, p + i * kBK, v, cols, corr + i, o + i * dv); break;
-    case 1: accumulate_rows<1>(dv, p + i * kBK, v, cols, corr + i, o + i * dv); break;
+    case 3: accumulate_rows<3>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); break;
+    case 2: accumulate_rows<2>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); break;
+    case 1: accumulate_rows<1>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); break;
     default: break;
   }
 }

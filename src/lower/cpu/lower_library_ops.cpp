@@ -180,6 +180,10 @@ json emit_group_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
 std::string esize(EmitContext& cx, const std::string& t) { return esize_arg(cx, t); }
 
 json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  // stride_attention_operands made the output a view (the sdpa reads / writes it through strides).
+  if (cx.root(n.outputs.at(0)) == cx.root(n.inputs.at(0)))
+    return {{"node", n.name}, {"op", n.op}, {"candidates", {"alias"}}, {"selected", "alias"},
+            {"reason", "strided view: the attention kernel reads / writes this permute in place"}};
   if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_lowering(n, "rank > 8");
   const LibraryCallArgs a = permute_args(cx, n);
   emit_call_block(body, a, checked_call(n, "dml_cpu_permute(" + a.args + ")"));

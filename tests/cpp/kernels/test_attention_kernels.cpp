@@ -146,4 +146,84 @@ TEST(AttentionKernel, ArgumentErrors) {
             DML_CPU_ERR_ARGUMENT);
 }
 
+// dml_cpu_sdpa_strided reading q, k, v as the head views of one fused projection qkv[B, S, 3, H, D]
+// and writing y as [B, S, H, D] gives bit for bit what dml_cpu_sdpa gives on contiguous copies
+// [B, H, S, D] (same arithmetic, only the addressing differs), on every ISA path, fp32 and fp16,
+// with causal masking and query / key block tails.
+template <typename T>
+void check_strided(int64_t B, int64_t S, int64_t H, int64_t D, bool causal, int dtype) {
+  SCOPED_TRACE("B " + std::to_string(B) + " S " + std::to_string(S) + " H " + std::to_string(H) + " D " +
+               std::to_string(D) + (causal ? " causal" : "") + " dtype " + std::to_string(dtype));
+  const auto src = rnd(B * S * 3 * H * D, 11);
+  std::vector<T> qkv(src.size());
+  for (size_t i = 0; i < src.size(); ++i) qkv[i] = dml_from_float<T>(src[i]);
+  // Contiguous [B, H, S, D] copies of the three views.
+  std::vector<T> q(B * H * S * D), k(q.size()), v(q.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < D; ++c) {
+          const int64_t dst = ((b * H + h) * S + s) * D + c, base = (((b * S + s) * 3) * H + h) * D + c;
+          q[dst] = qkv[base];
+          k[dst] = qkv[base + H * D];
+          v[dst] = qkv[base + 2 * H * D];
+        }
+  const int64_t bs[] = {B, H}, ms[] = {0, 0};
+  std::vector<T> want(q.size()), got(q.size());
+  ASSERT_EQ(dml_cpu_sdpa(dtype, 2, bs, S, S, D, D, q.data(), k.data(), v.data(), -1, nullptr, ms, 0, 0, causal, 0.0f,
+                         want.data()),
+            DML_CPU_OK)
+      << dml_cpu_last_error();
+  const int64_t xs[] = {S * 3 * H * D, D, 3 * H * D};  // batch, head, row strides inside qkv
+  const int64_t ys[] = {S * H * D, D, H * D};           // y as [B, S, H, D]
+  ASSERT_EQ(dml_cpu_sdpa_strided(dtype, 2, bs, S, S, D, D, qkv.data(), xs, qkv.data() + H * D, xs,
+                                 qkv.data() + 2 * H * D, xs, -1, nullptr, ms, 0, 0, causal, 0.0f, got.data(), ys),
+            DML_CPU_OK)
+      << dml_cpu_last_error();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t c = 0; c < D; ++c)
+          ASSERT_EQ(dml_to_float(got[((b * S + s) * H + h) * D + c]), dml_to_float(want[((b * H + h) * S + s) * D + c]))
+              << "b " << b << " h " << h << " s " << s << " c " << c;
+}
+
+TEST(AttentionKernel, StridedOperandsMatchContiguousBitwise) {
+  const std::string original = dml_cpu_gemm_isa();
+  for (const char* isa : {"generic", "avx2"}) {
+    if (dml_cpu_gemm_select_isa(isa) != DML_CPU_OK) continue;
+    SCOPED_TRACE(isa);
+    check_strided<float>(2, 37, 3, 16, false, DML_CPU_F32);
+    check_strided<float>(1, 130, 2, 64, true, DML_CPU_F32);
+    check_strided<float>(2, 5, 4, 8, false, DML_CPU_F32);
+    check_strided<dml_half>(1, 70, 2, 16, false, DML_CPU_F16);
+  }
+  dml_cpu_gemm_select_isa(original.c_str());
+  // NULL stride arrays mean contiguous: the same call as dml_cpu_sdpa.
+  auto q = rnd(2 * 9 * 8, 21), k = rnd(2 * 11 * 8, 22), v = rnd(2 * 11 * 8, 23);
+  std::vector<float> y1(2 * 9 * 8), y2(y1.size());
+  const int64_t bs[] = {2}, ms[] = {0};
+  ASSERT_EQ(dml_cpu_sdpa(DML_CPU_F32, 1, bs, 9, 11, 8, 8, q.data(), k.data(), v.data(), -1, nullptr, ms, 0, 0, 0, 0.0f,
+                         y1.data()),
+            DML_CPU_OK);
+  ASSERT_EQ(dml_cpu_sdpa_strided(DML_CPU_F32, 1, bs, 9, 11, 8, 8, q.data(), nullptr, k.data(), nullptr, v.data(),
+                                 nullptr, -1, nullptr, ms, 0, 0, 0, 0.0f, y2.data(), nullptr),
+            DML_CPU_OK);
+  EXPECT_EQ(y1, y2);
+}
+
+TEST(AttentionKernel, StridedArgumentErrors) {
+  float x[64] = {0};
+  const int64_t bs[] = {1};
+  const int64_t neg[] = {-1, 8}, short_row[] = {64, 4};
+  EXPECT_EQ(dml_cpu_sdpa_strided(DML_CPU_F32, 1, bs, 2, 2, 8, 8, x, neg, x, nullptr, x, nullptr, -1, nullptr, nullptr,
+                                 0, 0, 0, 0, x, nullptr),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("negative stride"), std::string::npos) << dml_cpu_last_error();
+  EXPECT_EQ(dml_cpu_sdpa_strided(DML_CPU_F32, 1, bs, 2, 2, 8, 8, x, nullptr, x, short_row, x, nullptr, -1, nullptr,
+                                 nullptr, 0, 0, 0, 0, x, nullptr),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("row stride 4 of k"), std::string::npos) << dml_cpu_last_error();
+}
+
 }  // namespace

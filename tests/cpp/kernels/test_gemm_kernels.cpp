@@ -267,6 +267,26 @@ TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
 }
 
 // Each ISA path this CPU can run passes the same checks.
+// Transformer-sized M with packed weights and a residual: several M blocks per thread handed out
+// dynamically (kernels/cpu/gemm.cpp), the residual prefetched before the last K chunk and the next
+// B panel prefetched per tile; checked against the reference and bitwise across thread counts.
+TEST(GemmKernels, PrepackedManyBlocksWithResidual) {
+  const int saved = omp_get_max_threads();
+  for (const auto& s : {std::array<int64_t, 3>{777, 70, 530}, {1024, 48, 300}}) {
+    Case c;
+    c.epi = DML_CPU_EPI_ADD, c.M = s[0], c.N = s[1], c.K = s[2], c.packed = true;
+    omp_set_num_threads(1);
+    const auto one = run_and_check(c);
+    omp_set_num_threads(2);
+    const auto two = run_and_check(c);
+    omp_set_num_threads(3);
+    const auto three = run_and_check(c);
+    EXPECT_EQ(one, two) << describe(c);
+    EXPECT_EQ(one, three) << describe(c);
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST(GemmKernels, EveryIsaPath) {
   const std::string initial = dml_cpu_gemm_isa();
   for (const char* isa : {"avx2", "generic"}) {
