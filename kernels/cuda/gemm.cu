@@ -39,12 +39,24 @@ cudaDataType_t cuda_type(int dtype) {
 struct PlanKey {
   int dtype, rcr, epi, tf32, has_bias, has_d, device, rank;
   int64_t M, N, K, batch, stride_a, stride_b;
+  uint32_t align_a, align_b, align_c, align_d;  // bytes (power of two, <= 256): cuBLASLt picks by them
   bool operator<(const PlanKey& o) const {
-    return std::tie(dtype, rcr, epi, tf32, has_bias, has_d, device, rank, M, N, K, batch, stride_a, stride_b) <
+    return std::tie(dtype, rcr, epi, tf32, has_bias, has_d, device, rank, M, N, K, batch, stride_a, stride_b, align_a,
+                    align_b, align_c, align_d) <
            std::tie(o.dtype, o.rcr, o.epi, o.tf32, o.has_bias, o.has_d, o.device, o.rank, o.M, o.N, o.K, o.batch,
-                    o.stride_a, o.stride_b);
+                    o.stride_a, o.stride_b, o.align_a, o.align_b, o.align_c, o.align_d);
   }
 };
+
+// The alignment every batch item of a matrix keeps: the largest power of two (<= 256) dividing the
+// base address and the byte stride between items. cuBLASLt's heuristic assumes 256-byte aligned
+// operands unless told otherwise, and its kernels then refuse (status 15) operands that are not.
+uint32_t lt_alignment(const void* p, int64_t stride_bytes) {
+  const uint64_t v = reinterpret_cast<uintptr_t>(p) | static_cast<uint64_t>(stride_bytes);
+  uint32_t al = 256;
+  while (al > 1 && (v % al) != 0) al >>= 1;
+  return al;
+}
 constexpr int kLtAlgos = 3;  // heuristic results a plan may use: DML_CUDA_GEMM_CUBLASLT, _ALGO2, _ALGO3
 
 struct Plan {
@@ -124,7 +136,14 @@ int lt_matmul(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batc
   if (int rc = check(cudaGetDevice(&dev), "cudaGetDevice")) return rc;
   const bool add = epi == DML_CUDA_EPI_ADD || epi == DML_CUDA_EPI_ADD_RELU;
   const bool native = lt_native(epi);
-  PlanKey key{dtype, rcr ? 1 : 0, epi, tf32 ? 1 : 0, bias ? 1 : 0, d ? 1 : 0, dev, rank, M, N, K, batch, stride_a, stride_b};
+  const int64_t es = dtype == 0 ? 4 : 2;
+  const void* c = add ? d : y;
+  // cuBLASLt's A is our b, its B our a (see the layouts below); C is d (residual) or y, D is y.
+  const int64_t many = batch > 1 ? 1 : 0;  // the batch strides matter only between items
+  const uint32_t al_a = lt_alignment(b, many * stride_b * es), al_b = lt_alignment(a, many * stride_a * es),
+                 al_c = lt_alignment(c, many * M * N * es), al_d = lt_alignment(y, many * M * N * es);
+  PlanKey key{dtype, rcr ? 1 : 0, epi, tf32 ? 1 : 0, bias ? 1 : 0, d ? 1 : 0, dev, rank, M, N, K, batch, stride_a, stride_b,
+              al_a, al_b, al_c, al_d};
   LtState& st = lt();
   Plan* plan = nullptr;
   void* ws = nullptr;
@@ -185,6 +204,10 @@ int lt_matmul(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batc
       cublasLtMatmulPreferenceCreate(&pref);
       size_t wsb = kWorkspaceBytes;
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d);
       cublasLtMatmulHeuristicResult_t res[kLtAlgos]{};
       int found = 0;
       cublasStatus_t hs =
@@ -199,7 +222,6 @@ int lt_matmul(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batc
     plan = p.get();
   }
   const float alpha = 1.0f, beta = add ? 1.0f : 0.0f;
-  const void* c = add ? d : y;
   {
     std::lock_guard g(plan->mu);
     if (bias) cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
