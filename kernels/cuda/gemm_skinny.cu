@@ -33,6 +33,7 @@
 #include "common.cuh"
 #include "gemm_internal.h"
 #include "gemm_tile.cuh"
+#include "mbarrier.cuh"
 #include "mma.cuh"
 
 #if DML_GPU_HAS_MMA_SYNC  // NVIDIA PTX: not a candidate on ROCm
@@ -216,26 +217,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, i
 #endif
 
 #if DML_SK_TMA_DEVICE
-__device__ __forceinline__ uint32_t sk_smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void sk_mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void sk_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void sk_mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void sk_mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+using namespace mbar;  // smem_u32, mbar_init / expect_tx / arrive / wait (mbarrier.cuh)
 // bytes (a multiple of 16) from 16-byte aligned global src to 16-byte aligned shared dst; completion
 // is counted on the mbarrier. The weight is read once: evict-first in L2.
 __device__ __forceinline__ void sk_bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar, uint64_t pol) {
@@ -284,11 +266,11 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
   const int64_t n0 = g0 * 8, m0 = (int64_t)blockIdx.y * SK_MT;
   const int rows = static_cast<int>(min((int64_t)ng * 8, N - n0));
   const int64_t steps = (K + KS - 1) / KS;
-  const uint32_t ring = sk_smem_u32(sk_ring);
+  const uint32_t ring = smem_u32(sk_ring);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      sk_mbar_init(sk_smem_u32(&full[s]), 1);
-      sk_mbar_init(sk_smem_u32(&empty[s]), W);
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), W);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -299,10 +281,10 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
     const int s = static_cast<int>(it % S);
     const int64_t k0 = it * KS;
     const uint32_t bytes = static_cast<uint32_t>(min((int64_t)KS, K - k0) * 2);
-    if (lane == 0) sk_mbar_expect_tx(sk_smem_u32(&full[s]), bytes * rows);
+    if (lane == 0) mbar_expect_tx(smem_u32(&full[s]), bytes * rows);
     __syncwarp();
     for (int r = lane; r < rows; r += 32)
-      sk_bulk_g2s(ring + s * STAGE + r * RB, b + (n0 + r) * K + k0, bytes, sk_smem_u32(&full[s]), pol);
+      sk_bulk_g2s(ring + s * STAGE + r * RB, b + (n0 + r) * K + k0, bytes, smem_u32(&full[s]), pol);
   };
   const int64_t pre = min((int64_t)S, steps);
   if (PDL) {
@@ -313,7 +295,7 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
   }
   if (warp == W) {
     for (int64_t it = PDL ? pre : 0; it < steps; ++it) {
-      if (it >= S) sk_mbar_wait(sk_smem_u32(&empty[it % S]), static_cast<uint32_t>((it / S - 1) & 1));
+      if (it >= S) mbar_wait(smem_u32(&empty[it % S]), static_cast<uint32_t>((it / S - 1) & 1));
       produce(it);
     }
   } else {
@@ -357,7 +339,7 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
       } else {
         load_a(it, xl, xh, kin);
       }
-      sk_mbar_wait(sk_smem_u32(&full[s]), static_cast<uint32_t>((it / S) & 1));
+      mbar_wait(smem_u32(&full[s]), static_cast<uint32_t>((it / S) & 1));
       const uint32_t base = ring + s * STAGE + g * RB + 16 * t;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -376,7 +358,7 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
         }
       }
       __syncwarp();
-      if (lane == 0) sk_mbar_arrive(sk_smem_u32(&empty[s]));
+      if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
     }
 #pragma unroll
     for (int j = 0; j < NGM; ++j)

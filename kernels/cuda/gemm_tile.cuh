@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "mma.cuh"  // pack2 (store8)
 
 namespace dml_cuda::tile {
 
@@ -85,6 +86,42 @@ __device__ __forceinline__ void store(T* __restrict__ y, const T* __restrict__ b
   if (bias) v += to_f(bias[gn]);
   if (d) v += to_f(d[gm * N + gn]);
   y[gm * N + gn] = from_f<T>(epilogue(v, epi));
+}
+
+// Eight consecutive outputs y[gm, gn .. gn+7] from fp32 values v (a staged accumulator row piece):
+// + bias, + residual d, activation, one 16-byte store when `vec` (N % 8 == 0, 16-byte aligned
+// y / d / bias and gn + 8 <= N), else element by element through store(). Used by the staged
+// epilogues of the sm_90a GEMMs (gemm_wgmma.cu, gemm_wgmma_pp.cu, gemm_wgmma_epi.cu).
+template <class T>
+__device__ __forceinline__ void store8(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ d, int64_t M,
+                                       int64_t N, int64_t gm, int64_t gn, float* v, int epi, bool vec) {
+  if (!vec) {
+    for (int e = 0; e < 8 && gn + e < N; ++e) store<T>(y, bias, d, M, N, gm, gn + e, v[e], epi);
+    return;
+  }
+  const int64_t row = gm * N;
+  if (bias) {
+    const uint4 bq = *reinterpret_cast<const uint4*>(bias + gn);
+    const T* bb = reinterpret_cast<const T*>(&bq);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] += to_f(bb[e]);
+  }
+  if (d) {
+    const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
+    const T* dd = reinterpret_cast<const T*>(&dq);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
+  }
+  if (epi != DML_CUDA_EPI_NONE) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = epilogue(v[e], epi);
+  }
+  uint4 out;
+  out.x = pack2<T>(v[0], v[1]);
+  out.y = pack2<T>(v[2], v[3]);
+  out.z = pack2<T>(v[4], v[5]);
+  out.w = pack2<T>(v[6], v[7]);
+  *reinterpret_cast<uint4*>(y + row + gn) = out;
 }
 
 // Host side: launches the tile kernel that get(T{}) returns (signature of mma_gemm_kernel /

@@ -118,33 +118,7 @@ __device__ __noinline__ void store_staged(const float* stg, int gm0, int n0, int
     const float4 lo = *reinterpret_cast<const float4*>(&stg[r * PP_LD_STG + c]);
     const float4 hi = *reinterpret_cast<const float4*>(&stg[r * PP_LD_STG + c + 4]);
     float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    const int64_t row = static_cast<int64_t>(gm) * N;
-    if (vec_out && gn + 8 <= N) {
-      if (bias) {
-        const uint4 bq = *reinterpret_cast<const uint4*>(bias + gn);
-        const T* bb = reinterpret_cast<const T*>(&bq);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] += to_f(bb[e]);
-      }
-      if (d) {
-        const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
-        const T* dd = reinterpret_cast<const T*>(&dq);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
-      }
-      if (epi != DML_CUDA_EPI_NONE) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = tile::epilogue(v[e], epi);
-      }
-      uint4 out;
-      out.x = pack2<T>(v[0], v[1]);
-      out.y = pack2<T>(v[2], v[3]);
-      out.z = pack2<T>(v[4], v[5]);
-      out.w = pack2<T>(v[6], v[7]);
-      *reinterpret_cast<uint4*>(y + row + gn) = out;
-    } else {
-      for (int e = 0; e < 8 && gn + e < N; ++e) tile::store<T>(y, bias, d, M, N, gm, gn + e, v[e], epi);
-    }
+    tile::store8<T>(y, bias, d, M, N, gm, gn, v, epi, vec_out && gn + 8 <= N);
   }
 }
 // One fragment through the consumer's staging buffer (named barrier 1 + consumer: its 128 threads).

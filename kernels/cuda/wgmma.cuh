@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "mbarrier.cuh"
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define DML_WGMMA_DEVICE 1
 #else
@@ -15,28 +17,14 @@
 #if DML_WGMMA_DEVICE
 namespace dml_cuda::wgmma {
 
-// Shared by the sm_90a kernels (gemm_wgmma.cu, attention_wgmma.cu): shared-memory addresses,
-// the mbarriers the TMA loads complete on, and the wgmma fence/commit around an MMA group.
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
+// Shared by the sm_90a kernels (gemm_wgmma.cu, attention_wgmma.cu, conv_nhwc_wgmma.cu): the
+// shared-memory address and mbarrier helpers of mbarrier.cuh, the TMA load and the wgmma
+// fence/commit around an MMA group.
+using mbar::mbar_arrive;
+using mbar::mbar_expect_tx;
+using mbar::mbar_init;
+using mbar::mbar_wait;
+using mbar::smem_u32;
 // TMA: the 2-d box at (c0, c1) of `map` into shared memory at dst, completing on mbarrier `bar`.
 // The map is a CUtensorMap (kernels pass it as a __grid_constant__ parameter); its address only.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
