@@ -86,22 +86,12 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 
   // Grouped raster over the tiles (blockIdx.x is the linear tile index).
   const int tiles_m = (M + WG_BM - 1) / WG_BM, tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x, per_group = kGroupM * tiles_n;
-  const int first_m = (pid / per_group) * kGroupM;
-  const int gsize = min(tiles_m - first_m, kGroupM);
-  const int tm = first_m + (pid % per_group) % gsize, tn = (pid % per_group) / gsize;
-  const int m0 = tm * WG_BM, n0 = tn * BN;
+  int m0, n0;
+  raster_tile(blockIdx.x, tiles_m, tiles_n, kGroupM, WG_BM, BN, m0, n0);
   const int kt = (K + WG_BK - 1) / WG_BK;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < ST; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_stage_ring(full0, empty0, ST, 8);
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::);

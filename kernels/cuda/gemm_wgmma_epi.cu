@@ -138,22 +138,12 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
   const uint32_t full0 = base + C::kPipeBytes, empty0 = full0 + ST * 8;
 
   const int tiles_m = (M + W2_BM - 1) / W2_BM, tiles_n = (N + BN - 1) / BN;
-  const int pid = blockIdx.x, per_group = kGroupM2 * tiles_n;
-  const int first_m = (pid / per_group) * kGroupM2;
-  const int gsize = min(tiles_m - first_m, kGroupM2);
-  const int tm = first_m + (pid % per_group) % gsize, tn = (pid % per_group) / gsize;
-  const int m0 = tm * W2_BM, n0 = tn * BN;
+  int m0, n0;
+  raster_tile(blockIdx.x, tiles_m, tiles_n, kGroupM2, W2_BM, BN, m0, n0);
   const int kt = (K + W2_BK - 1) / W2_BK;
   const int warp_id = threadIdx.x / 32;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < ST; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_stage_ring(full0, empty0, ST, 8);
 
   if (warp_id == 8) {  // producer warp
     if (threadIdx.x == 256) {
@@ -304,24 +294,11 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   const uint32_t full0 = base + C::kPipeBytes + C::kStgBytes, empty0 = full0 + ST * 8;
 
   const int tiles_m = (M + W2_BM - 1) / W2_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
-  const int per_group = kGroupM2 * tiles_n;
   const int kt = (K + W2_BK - 1) / W2_BK;
   const int warp_id = threadIdx.x / 32;
-  auto tile_origin = [&](int pid, int& m0, int& n0) {
-    const int first_m = (pid / per_group) * kGroupM2;
-    const int gsize = min(tiles_m - first_m, kGroupM2);
-    m0 = (first_m + (pid % per_group) % gsize) * W2_BM;
-    n0 = ((pid % per_group) / gsize) * BN;
-  };
+  auto tile_origin = [&](int pid, int& m0, int& n0) { raster_tile(pid, tiles_m, tiles_n, kGroupM2, W2_BM, BN, m0, n0); };
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < ST; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  init_stage_ring(full0, empty0, ST, 8);
 
   if (warp_id == 8) {  // producer warp: one lane issues every tile's loads
     if (threadIdx.x == 256) {

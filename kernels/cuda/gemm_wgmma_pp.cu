@@ -71,13 +71,6 @@ template <class T, int BN> __device__ __forceinline__ void pp_mma(float* acc, ui
     else wgmma_m64n128k16_f16(acc, da, db);
   }
 }
-__device__ __forceinline__ void pp_tile(int t, int tiles_m, int tiles_n, int bn, int& m0, int& n0) {
-  const int per_group = PP_GROUP_M * tiles_n;
-  const int first_m = (t / per_group) * PP_GROUP_M;
-  const int gsize = min(tiles_m - first_m, PP_GROUP_M);
-  m0 = (first_m + (t % per_group) % gsize) * PP_BM;
-  n0 = ((t % per_group) / gsize) * bn;
-}
 // A wait that may sleep until the phase completes (suspend-time hint), for the long turn waits.
 __device__ __forceinline__ void mbar_wait_sleep(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
@@ -168,7 +161,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
       int g = 0;  // the block's running K-step count: stage g % ST, use g / ST
       for (int i = 0; i < nloc; ++i) {
         int m0, n0;
-        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, BN, m0, n0);
+        raster_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, PP_GROUP_M, PP_BM, BN, m0, n0);
         for (int k = 0; k < kt; ++k, ++g) {
           const int s = g % ST;
           if (g >= ST) mbar_wait(empty0 + 8 * s, ((g / ST) - 1) & 1);
@@ -187,7 +180,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
     if constexpr (MODE == kCoop) {
       for (int i = 0; i < nloc; ++i) {
         int m0, n0;
-        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, BN, m0, n0);
+        raster_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, PP_GROUP_M, PP_BM, BN, m0, n0);
         float acc[128];
 #pragma unroll
         for (int r = 0; r < 128; ++r) acc[r] = 0.0f;
@@ -224,7 +217,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
           ++turns;
         }
         int m0, n0;
-        pp_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, BN, m0, n0);
+        raster_tile(static_cast<int>(blockIdx.x) + i * G, tiles_m, tiles_n, PP_GROUP_M, PP_BM, BN, m0, n0);
         float acc0[64], acc1[64];
 #pragma unroll
         for (int r = 0; r < 64; ++r) acc0[r] = acc1[r] = 0.0f;

@@ -25,6 +25,27 @@ using mbar::mbar_expect_tx;
 using mbar::mbar_init;
 using mbar::mbar_wait;
 using mbar::smem_u32;
+// Grouped raster of the GEMMs' output tiles: linear tile t -> its origin (m0, n0); groups of
+// `group` tile rows sweep N together so their B tiles are reused from L2.
+__device__ __forceinline__ void raster_tile(int t, int tiles_m, int tiles_n, int group, int bm, int bn, int& m0, int& n0) {
+  const int per_group = group * tiles_n;
+  const int first_m = (t / per_group) * group;
+  const int gsize = min(tiles_m - first_m, group);
+  m0 = (first_m + (t % per_group) % gsize) * bm;
+  n0 = ((t % per_group) / gsize) * bn;
+}
+// The TMA stage ring's barriers: per stage a "full" one (one arrival + the copy's bytes) and an
+// "empty" one (`readers` arrivals). Called by every thread of the block (thread 0 initialises).
+__device__ __forceinline__ void init_stage_ring(uint32_t full0, uint32_t empty0, int stages, uint32_t readers) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, readers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
 // TMA: the 2-d box at (c0, c1) of `map` into shared memory at dst, completing on mbarrier `bar`.
 // The map is a CUtensorMap (kernels pass it as a __grid_constant__ parameter); its address only.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
