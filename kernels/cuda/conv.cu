@@ -10,6 +10,11 @@
 //   read by ldmatrix.trans; float accumulation; the epilogue goes through shared memory so the
 //   output and residual are accessed coalesced.
 // * direct: one thread per output element, for groups with few output channels (depthwise).
+// * gemm_nchw_1x1 (DML_CUDA_CONV_GEMM): a 1x1, stride-1, unpadded, ungrouped conv is per image the
+//   GEMM y[n] [O, H·W] = w [O, C] · x[n] [C, H·W] on NCHW as it stands: one strided-batched
+//   dml_cuda_bmm (w broadcast over the batch; cuBLASLt, with TF32 off, where it exists), then one
+//   vectorised pass for bias[o] / residual / ReLU (cuBLASLt's bias runs along the other axis). No
+//   layout change: a lone NCHW 1x1 conv reads x once instead of transposing it first.
 #include <cstdint>
 #include <string>
 
@@ -278,6 +283,66 @@ __global__ void conv_direct_kernel(ConvGeo g, const T* __restrict__ x, const T* 
   }
 }
 
+// y[n, o, p] = act(y[n, o, p] + bias[o] + res[n, o, p]) after the 1x1 GEMM; V elements per thread,
+// all of one channel (V divides H·W) and 16-byte aligned when V > 1.
+template <class T, int V>
+__global__ void nchw_channel_epilogue_kernel(int64_t groups, int64_t hw, int64_t O, const T* __restrict__ bias,
+                                             const T* __restrict__ res, T* __restrict__ y, int relu) {
+  struct alignas(V * sizeof(T)) Pack {
+    T v[V];
+  };
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < groups;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = i * V;
+    const float b = bias ? to_f(bias[(e / hw) % O]) : 0.0f;
+    Pack py = reinterpret_cast<const Pack*>(y)[i];
+    Pack pr{};
+    if (res) pr = reinterpret_cast<const Pack*>(res)[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float v = to_f(py.v[k]) + b;
+      if (res) v += to_f(pr.v[k]);
+      py.v[k] = from_f<T>(relu && v < 0.0f ? 0.0f : v);
+    }
+    reinterpret_cast<Pack*>(y)[i] = py;
+  }
+}
+
+// The GEMM path for a plain 1x1 conv (see the file comment). Returns -1 when it does not apply
+// (geometry, or a residual overlapping y: the GEMM would overwrite it before the epilogue reads it).
+int conv1x1_gemm(int dtype, const dml_cuda_conv2d_shape* s, const void* x, const void* w, const void* bias,
+                 const void* res, void* y, int relu, cudaStream_t st) {
+  const bool plain = s->kh == 1 && s->kw == 1 && s->sh == 1 && s->sw == 1 && s->pt == 0 && s->pl == 0 && s->pb == 0 &&
+                     s->pr == 0 && s->groups == 1;
+  if (!plain) return -1;
+  const size_t es = dtype == 0 ? 4 : 2;
+  const int64_t hw = s->H * s->W, total = s->N * s->O * hw;
+  const size_t bytes = static_cast<size_t>(total) * es;
+  if (res) {
+    const char *r0 = static_cast<const char*>(res), *y0 = static_cast<const char*>(y);
+    if (r0 < y0 + bytes && y0 < r0 + bytes) return -1;
+  }
+  const bool half_like = dtype == 1 || dtype == 2;
+  const int gimpl = DML_GPU_HAS_CUBLASLT ? DML_CUDA_GEMM_CUBLASLT
+                  : half_like && DML_GPU_ROCM ? DML_CUDA_GEMM_MFMA : DML_CUDA_GEMM_SIMT;
+  const int64_t ys[1] = {s->N}, as[1] = {1}, bs[1] = {s->N};
+  if (int rc = dml_cuda_bmm(dtype, DML_CUDA_B_RRR, 1, ys, as, bs, s->O, hw, s->C, w, x, y, 0, gimpl, st)) return rc;
+  if (!bias && !res && !relu) return 0;
+  auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return dispatch_float(dtype, "dml_cuda_conv2d (1x1 GEMM epilogue)", [&](auto tag) -> int {
+    using T = decltype(tag);
+    constexpr int V = 16 / sizeof(T);
+    const T* bt = static_cast<const T*>(bias);
+    const T* rt = static_cast<const T*>(res);
+    T* yt = static_cast<T*>(y);
+    if (hw % V == 0 && al16(y) && (!res || al16(res)))
+      nchw_channel_epilogue_kernel<T, V><<<blocks_for(total / V, 256), 256, 0, st>>>(total / V, hw / V, s->O, bt, rt, yt, relu);
+    else
+      nchw_channel_epilogue_kernel<T, 1><<<blocks_for(total, 256), 256, 0, st>>>(total, hw, s->O, bt, rt, yt, relu);
+    return check_launch("dml_cuda_conv2d (1x1 GEMM epilogue)");
+  });
+}
+
 }  // namespace
 }  // namespace dml_cuda
 
@@ -307,9 +372,16 @@ extern "C" int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const 
     return fail("dml_cuda_conv2d: C/groups·kh·kw or the spatial extents exceed the 32-bit index range");
   if (s->groups > 65535 || (g.Og + SB - 1) / SB > 65535) return fail("dml_cuda_conv2d: too many groups / output channels");
   cudaStream_t st = as_stream(stream);
-  // impl: 0 automatic, 1 SIMT implicit GEMM, 2 mma implicit GEMM, 3 direct.
+  // impl: 0 automatic, 1 SIMT implicit GEMM, 2 mma implicit GEMM, 3 direct, 4 GEMM for plain 1x1
+  // convs (automatic picks it wherever it applies; elsewhere it behaves as automatic).
+  if (impl < DML_CUDA_CONV_AUTO || impl > DML_CUDA_CONV_GEMM)
+    return fail("dml_cuda_conv2d: unknown implementation " + std::to_string(impl));
   const bool half_like = dtype == 1 || dtype == 2;
-  int use = impl;
+  if (impl == DML_CUDA_CONV_AUTO || impl == DML_CUDA_CONV_GEMM) {
+    const int rc = conv1x1_gemm(dtype, s, x, w, bias, res, y, relu, st);
+    if (rc >= 0) return rc;
+  }
+  int use = impl == DML_CUDA_CONV_GEMM ? 0 : impl;
   if (use == 0) use = g.Og < 16 ? 3 : (half_like && device_cc_major() >= 8 ? 2 : 1);
   if (use == 2 && (!half_like || device_cc_major() < 8))
     return fail("dml_cuda_conv2d: the mma kernel needs float16/bfloat16 on sm_80+");

@@ -147,7 +147,11 @@ typedef struct dml_cuda_conv2d_shape {
 typedef struct dml_cuda_pool2d_shape {
   int64_t N, C, H, W, Ho, Wo, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, count_include_pad;
 } dml_cuda_pool2d_shape;
-enum dml_cuda_conv_impl { DML_CUDA_CONV_AUTO = 0, DML_CUDA_CONV_SIMT = 1, DML_CUDA_CONV_MMA = 2, DML_CUDA_CONV_DIRECT = 3 };
+/* GEMM: a 1x1 / stride-1 / unpadded / ungrouped conv as one batched GEMM on NCHW plus a bias/residual/ReLU
+ * pass (AUTO takes it wherever it applies; elsewhere, or with a residual overlapping y, GEMM is AUTO). */
+enum dml_cuda_conv_impl {
+  DML_CUDA_CONV_AUTO = 0, DML_CUDA_CONV_SIMT = 1, DML_CUDA_CONV_MMA = 2, DML_CUDA_CONV_DIRECT = 3, DML_CUDA_CONV_GEMM = 4
+};
 enum dml_cuda_interp_mode { DML_CUDA_INTERP_NEAREST = 0, DML_CUDA_INTERP_BILINEAR = 1 };
 enum dml_cuda_coord_mode {
   DML_CUDA_COORD_HALF_PIXEL = 0, DML_CUDA_COORD_PYTORCH_HALF_PIXEL = 1, DML_CUDA_COORD_ASYMMETRIC = 2,

@@ -269,6 +269,12 @@ def _conv_build(ops, W, X):
         "conv_groups2": ops.conv2d(x, W["wg"], W["b32"], stride=(1, 2), padding=1, groups=2),
         "depthwise": ops.relu(ops.conv2d(x, W["wdw"], W["b16"], padding=1, groups=16)),
         "conv1x1_s2": ops.conv2d(x, W["w1"], stride=2),
+        # plain 1x1 convs: one batched GEMM on NCHW (DML_CUDA_CONV_GEMM); H·W = 195 (scalar epilogue)
+        # and 360 (vector epilogue), no bias / bias + ReLU / bias + residual + ReLU, C = 3 (odd rows)
+        "conv1x1": ops.conv2d(x, W["w1"]),
+        "conv1x1_bias_relu": ops.relu(ops.conv2d(x, W["w1"], W["b24"])),
+        "conv1x1_add_relu": ops.relu(ops.conv2d(x, W["w1b"], W["b32"]) + r),
+        "conv1x1_c3": ops.relu(ops.conv2d(X["img"], W["w1i"], W["b8"])),
         "stem7x7_s2": ops.conv2d(X["img"], W["w7"], W["b16"], stride=2, padding=3),
         "maxpool3_s2_p1": ops.max_pool2d(x, 3, stride=2, padding=1),
         "maxpool2_dil2": ops.max_pool2d(x, 2, stride=1, dilation=2),
@@ -294,6 +300,10 @@ def _conv_ref(torch, W, X):
         "conv_groups2": F.conv2d(x, W["wg"], W["b32"], stride=(1, 2), padding=1, groups=2),
         "depthwise": torch.relu(F.conv2d(x, W["wdw"], W["b16"], padding=1, groups=16)),
         "conv1x1_s2": F.conv2d(x, W["w1"], stride=2),
+        "conv1x1": F.conv2d(x, W["w1"]),
+        "conv1x1_bias_relu": torch.relu(F.conv2d(x, W["w1"], W["b24"])),
+        "conv1x1_add_relu": torch.relu(F.conv2d(x, W["w1b"], W["b32"]) + r),
+        "conv1x1_c3": torch.relu(F.conv2d(X["img"], W["w1i"], W["b8"])),
         "stem7x7_s2": F.conv2d(X["img"], W["w7"], W["b16"], stride=2, padding=3),
         "maxpool3_s2_p1": F.max_pool2d(x, 3, stride=2, padding=1),
         "maxpool2_dil2": F.max_pool2d(x, 2, stride=1, dilation=2),
@@ -311,6 +321,7 @@ def _conv_ref(torch, W, X):
 def conv_weights():
     return {"w3": ([32, 16, 3, 3], "conv"), "b32": ([32], "small"), "wg": ([32, 8, 3, 3], "conv"),
             "wdw": ([16, 1, 3, 3], "conv"), "b16": ([16], "small"), "w1": ([24, 16, 1, 1], "conv"),
+            "b24": ([24], "small"), "w1b": ([32, 16, 1, 1], "conv"), "w1i": ([8, 3, 1, 1], "conv"), "b8": ([8], "small"),
             "w7": ([16, 3, 7, 7], "conv"), "bn_mean": ([16], "small"), "bn_var": ([16], "one"),
             "bn_g": ([16], "one"), "bn_b": ([16], "small")}
 

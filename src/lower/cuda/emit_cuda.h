@@ -11,6 +11,7 @@
 
 #include "lower/cpu/emit_context.h"
 #include "lower/cuda/lower_cuda.h"
+#include "ops/conv_params.h"
 
 namespace dinoml::lower::cuda {
 
@@ -39,6 +40,7 @@ struct ConvNhwcPlan {
 };
 bool nhwc_conv_capable(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
 bool is_layout_edge(const ir::Node& n);  // permute with layout_edge = 1 (insert_conv_layout_edges)
+bool plain_1x1_conv(const ops::Window2d& w);  // 1x1, stride 1, unpadded, ungrouped: one batched GEMM on NCHW
 ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o);
 const ConvNhwcPlan* current_conv_plan();  // null outside lower()
 class ConvPlanScope {

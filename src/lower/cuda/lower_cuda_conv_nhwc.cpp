@@ -22,6 +22,8 @@
 //   the channels-last kernel reads a few channels through NCHW strides well), the residual likewise,
 //   and y' -> y. The edges' conv-side tensors are NHWC, so the copies are the transposes (tiled,
 //   kernels/cuda/data_movement.cu) and the conv runs the channels-last kernels, as cuDNN does.
+//   Not for a plain 1x1 conv (stride 1, no padding, groups 1): on NCHW that is already one batched
+//   GEMM (DML_CUDA_CONV_GEMM, kernels/cuda/conv.cu), cheaper than the two transposes.
 // * Off: ROCm, sm < 80, DINOML_CUDA_GEMM=simt, DINOML_CUDA_CONV_LAYOUT=nchw
 //   (CudaLowerOptions::conv_channels_last); DINOML_CUDA_CONV_EDGES=0 turns off only the edges.
 #include <map>
@@ -47,6 +49,11 @@ bool channels_last_on(const CudaLowerOptions& o) {
 }
 
 }  // namespace
+
+bool plain_1x1_conv(const ops::Window2d& w) {
+  return w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.pt == 0 && w.pl == 0 && w.pb == 0 && w.pr == 0 &&
+         w.groups == 1;
+}
 
 bool is_layout_edge(const ir::Node& n) { return n.op == "permute" && n.attr_int("layout_edge", 0) == 1; }
 
@@ -164,6 +171,8 @@ passes::PassResult insert_conv_layout_edges(ir::Graph& g, const CudaLowerOptions
     const ir::Node& n = g.nodes[i];
     if (!is_conv(n.op) || !nhwc_conv_capable(g, n, o)) continue;
     if (from_chain(n.inputs[0]) || into_chain(n.outputs[0])) continue;
+    // A plain 1x1 conv runs as one batched GEMM on NCHW (DML_CUDA_CONV_GEMM): no transposes needed.
+    if (plain_1x1_conv(cpu::read_window(n, true, true, no_cuda_lowering))) continue;
     const ir::TensorKind yk = g.tensor(n.outputs[0]).kind;
     if (yk != ir::TensorKind::intermediate && yk != ir::TensorKind::output) continue;
     lone.push_back(i);

@@ -255,3 +255,35 @@ TEST(CudaConvNhwc, LayoutEdgesOnlyWhereTheyPay) {
     EXPECT_FALSE(res.changed);
   }
 }
+
+// A lone plain 1x1 conv (stride 1, no padding, groups 1) is one batched GEMM on NCHW
+// (DML_CUDA_CONV_GEMM): no layout edges around it, and the GEMM candidate is its default in every
+// dtype; a strided 1x1 conv keeps the edges and the channels-last kernel.
+TEST(CudaConvNhwc, PlainOneByOneConvIsABatchedGemmOnNchw) {
+  for (const DType dt : {DType::bf16, DType::f32}) {
+    builder::GraphBuilder b("lone_1x1");
+    const IntExpr n = add_symbolic_dim(b, "n", 4);
+    auto cst = [&](const std::string& name, std::vector<int64_t> shape) { return filled_constant(b, name, dt, shape); };
+    auto x = b.input("x", dt, {n, 16, 20, 20});
+    b.output(b.op1("relu", {b.op1("conv2d_bias", {x, cst("w1", {32, 16, 1, 1}), cst("b1", {32})})}), "y1");
+    b.output(b.op1("conv2d", {x, cst("w2", {24, 16, 1, 1})}, {{"stride", std::vector<int64_t>{2, 2}}}), "y2");
+    ir::Graph g = b.finish();
+    passes::PassResult res;
+    auto m = lower_with_edges(g, &res);
+    EXPECT_EQ(res.stats["output_edges"], dt == DType::bf16 ? 1 : 0) << "only the strided conv (bf16)";
+    int gemm_convs = 0;
+    for (const auto& e : m.kernel_manifest) {
+      const std::string op = e["op"];
+      if (op == "conv2d") {  // the strided one
+        EXPECT_NE(e["selected"], "gemm_nchw_1x1_batched") << e.dump();
+        EXPECT_EQ(e.contains("layout"), dt == DType::bf16) << e.dump();
+      }
+      if (op != "conv2d_bias_relu") continue;
+      EXPECT_FALSE(e.contains("layout")) << e.dump();
+      EXPECT_EQ(e["selected"], "gemm_nchw_1x1_batched") << e.dump();
+      ++gemm_convs;
+    }
+    EXPECT_EQ(gemm_convs, 1) << m.kernel_manifest.dump(1);
+    EXPECT_NE(m.source.find("DML_CUDA_CONV_GEMM, stream)"), std::string::npos);
+  }
+}
