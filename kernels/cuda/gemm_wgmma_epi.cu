@@ -99,6 +99,29 @@ __device__ __forceinline__ float gelu_erf_short(float x) {
 #endif
 }
 
+// The same A&S 7.1.26 erf with fewer dependent instructions (session 9, the epilogue warps' form):
+// GELU(x) = relu(x) − |x|·Φ(−|x|). With w = |x|·√(log2(e)/2), e^(−x²/2) = 2^(−w²) and
+// t = 1/(1 + c·w); the polynomial's coefficients carry the halving and the 1/√(log2(e)/2), so
+// |x|·Φ(−|x|) = w·t·Q(t)·2^(−w²): one FMUL, one FFMA, rcp.approx, FMUL, ex2.approx, four FFMAs,
+// two FMULs, two min/max and one FFMA per element (the short form above: ~4 more, and a divide).
+// NaN in, NaN out (through t·Q·2^(−w²)); +inf → +inf (w is clamped where it multiplies); −inf → 0
+// (the limit; F.gelu gives NaN there). GELU abs. error ≤ 3.4e-7 on [−12, 12] against float64.
+__device__ __forceinline__ float gelu_erf_fast(float x) {
+#if DML_WGMMA_DEVICE
+  const float w = fabsf(x) * 0.84932180028801907f;
+  float t;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(t) : "f"(fmaf(0.27273748087922245f, w, 1.0f)));
+  const float e = ex2_approx(-w * w);
+  float q = fmaf(0.62485469502846850f, t, -0.85547788041423880f);
+  q = fmaf(q, t, 0.83679339239730750f);
+  q = fmaf(q, t, -0.16748465416966950f);
+  q = fmaf(q, t, 0.15001945782716460f);
+  return fmaf(-fminf(w, 3.0e38f), q * (t * e), fmaxf(x, 0.0f));
+#else
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+#endif
+}
+
 namespace {
 
 // The compile-time activation of the register epilogue (EPI_CT ≥ 0).
@@ -251,15 +274,23 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 #endif
 }
 
-// Variant 1: persistent, 128×256 tiles, epilogue warps. One block per SM walks the tiles (stride
-// gridDim.x, same raster); 384 threads: warps 0-7 the two consumer warpgroups (64×256 each), warp 8
-// the producer (runs ahead across tiles: the next tile's loads overlap this tile's end), warps 9-11
-// the epilogue. The consumers add the bias to the fp32 accumulators, round to T (the value eager
-// F.linear would produce) into a 128×256 staging tile (separate from the 3 stages) and go on with
-// the next tile; the epilogue warps apply residual + activation to the staged tile and store it
-// with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
-// FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
+// Variant 1 and the session-9 forms (3-6): persistent, 128×256 tiles, epilogue warps. One block per
+// SM walks the tiles (stride gridDim.x, same raster); warps 0-7 are the two consumer warpgroups
+// (64×256 each), warp 8 the producer (runs ahead across tiles: the next tile's loads overlap this
+// tile's end), warps 9.. the epilogue. The consumers add the bias to the fp32 accumulators, round
+// to T (the value eager F.linear would produce) into a 128×256 staging tile (separate from the 3
+// stages) and go on with the next tile; the epilogue warps apply residual + activation to the
+// staged tile and store it with 16-byte writes, under the next tile's MMAs. Named barriers hand
+// the staging tile over: FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse).
+// OPT bits (session 9): kOptFastGelu: the GELU as gelu_erf_fast; kOptTail: on the block's last
+// tile, which no MMAs follow, the consumers join the epilogue warps on the staged tile (all
+// 256 + epilogue threads run the epilogue loop) instead of leaving it to the epilogue warps alone;
+// kOptNoProducer: no producer warp: consumer thread 0 issues the TMA loads (each stage's next load
+// right after both warpgroups released it, ST loads ahead, across tiles), so warps 8-11 are four
+// epilogue warps, one per scheduler. (512 threads with seven epilogue warps do not compile:
+// ptxas caps every region at 128 registers, setmaxnreg or not — "insufficient registers (128)".)
 constexpr int P4_BN = 256, P4_THREADS = 384;
+enum : int { kOptFastGelu = 1, kOptTail = 2, kOptNoProducer = 4 };
 template <int BN> struct P4Cfg {
   static constexpr int kStages = 3;
   static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
@@ -274,10 +305,97 @@ static_assert(P4Cfg<P4_BN>::kSmemBytes <= 227 * 1024, "persistent variant: share
 __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// The activation of the epilogue warps: EPI_CT ≥ 0 compiled in (the erf GELU in its short or fast
+// form), −1 the runtime switch.
+template <int EPI_CT, bool FAST>
+__device__ __forceinline__ float p4_act(float v, int epi) {
+  if constexpr (EPI_CT == DML_CUDA_EPI_GELU && FAST) return gelu_erf_fast(v);
+  else if constexpr (EPI_CT >= 0) return act_ct<EPI_CT>(v);
+  else return tile::epilogue(v, epi);
+}
+// Two packed 16-bit values -> floats (bf16: a shift and a mask).
+template <class T> __device__ __forceinline__ void unpack2(uint32_t q, float& lo, float& hi) {
+  if constexpr (IsBf16<T>::value) {
+    lo = __uint_as_float(q << 16);
+    hi = __uint_as_float(q & 0xFFFF0000u);
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&q));
+    lo = f.x;
+    hi = f.y;
+  }
+}
+// The epilogue of one staged 128×BN tile at (m0, n0): thread `et` of `nthr` takes 16-byte chunks
+// et, et + nthr, ...: residual, activation, 16-byte stores (masked at the matrix edges).
+template <class T, int BN, int LDH, int EPI_CT, bool FAST>
+__device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, int M, int N, const T* __restrict__ d,
+                                                 T* __restrict__ y, int epi, int vec_out, int et, int nthr) {
+  if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
+#pragma unroll 4
+    for (int i = et; i < W2_BM * (BN / 8); i += nthr) {
+      const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+      const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * LDH + cc]);
+      float v[8];
+      unpack2<T>(q.x, v[0], v[1]);
+      unpack2<T>(q.y, v[2], v[3]);
+      unpack2<T>(q.z, v[4], v[5]);
+      unpack2<T>(q.w, v[6], v[7]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT, FAST>(v[e], epi);
+      uint4 out;
+      out.x = pack2<T>(v[0], v[1]);
+      out.y = pack2<T>(v[2], v[3]);
+      out.z = pack2<T>(v[4], v[5]);
+      out.w = pack2<T>(v[6], v[7]);
+      *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc) = out;
+    }
+    return;
+  }
+#pragma unroll 2
+  for (int i = et; i < W2_BM * (BN / 8); i += nthr) {
+    const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+    const int gm = m0 + rr, gn = n0 + cc;
+    if (gm >= M || gn >= N) continue;
+    const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * LDH + cc]);
+    float v[8];
+    unpack2<T>(q.x, v[0], v[1]);
+    unpack2<T>(q.y, v[2], v[3]);
+    unpack2<T>(q.z, v[4], v[5]);
+    unpack2<T>(q.w, v[6], v[7]);
+    const int64_t row = static_cast<int64_t>(gm) * N;
+    if (vec_out && gn + 8 <= N) {
+      if (d) {
+        const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
+        float r[8];
+        unpack2<T>(dq.x, r[0], r[1]);
+        unpack2<T>(dq.y, r[2], r[3]);
+        unpack2<T>(dq.z, r[4], r[5]);
+        unpack2<T>(dq.w, r[6], r[7]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += r[e];
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT, FAST>(v[e], epi);
+      uint4 out;
+      out.x = pack2<T>(v[0], v[1]);
+      out.y = pack2<T>(v[2], v[3]);
+      out.z = pack2<T>(v[4], v[5]);
+      out.w = pack2<T>(v[6], v[7]);
+      *reinterpret_cast<uint4*>(y + row + gn) = out;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (gn + e >= N) break;
+        float w = v[e];
+        if (d) w += to_f(d[row + gn + e]);
+        y[row + gn + e] = from_f<T>(p4_act<EPI_CT, FAST>(w, epi));
+      }
+    }
+  }
+}
 #endif
 
-// EPI_CT ≥ 0: that activation compiled in (GELU = the short erf form); −1: runtime `epi`.
-template <class T, int EPI_CT>
+// EPI_CT ≥ 0: that activation compiled in; −1: runtime `epi`. OPT: the kOpt* bits above.
+template <class T, int EPI_CT, int OPT>
 __global__ void __launch_bounds__(P4_THREADS, 1)
     wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                           int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
@@ -285,7 +403,9 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   constexpr int BN = P4_BN;
   using C = P4Cfg<BN>;
   constexpr int ST = C::kStages;
-  constexpr int kEpiThreads = P4_THREADS - 288, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
+  constexpr bool kFast = (OPT & kOptFastGelu) != 0, kTail = (OPT & kOptTail) != 0, kNoProd = (OPT & kOptNoProducer) != 0;
+  constexpr int kEpi0 = kNoProd ? 256 : 288;  // the first epilogue thread
+  constexpr int kEpiThreads = P4_THREADS - kEpi0, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -300,7 +420,7 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
 
   init_stage_ring(full0, empty0, ST, 8);
 
-  if (warp_id == 8) {  // producer warp: one lane issues every tile's loads
+  if (!kNoProd && warp_id == 8) {  // producer warp: one lane issues every tile's loads
     if (threadIdx.x == 256) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
@@ -320,73 +440,19 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
     }
     return;
   }
-  if (warp_id >= 9) {  // epilogue warps
-    const int et = threadIdx.x - 288;  // 0 .. kEpiThreads-1
+  if (threadIdx.x >= kEpi0) {  // epilogue warps
+    const int et = threadIdx.x - kEpi0;  // 0 .. kEpiThreads-1
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int m0, n0;
       tile_origin(tile, m0, n0);
+      const bool last = tile + static_cast<int>(gridDim.x) >= tiles;
       named_sync_w2(kFull, kHand);
-      if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
-#pragma unroll 4
-        for (int i = et; i < W2_BM * (BN / 8); i += kEpiThreads) {
-          const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
-          const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * C::kLdH + cc]);
-          const T* qq = reinterpret_cast<const T*>(&q);
-          float v[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            v[e] = to_f(qq[e]);
-            v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(v[e]) : tile::epilogue(v[e], epi);
-          }
-          uint4 out;
-          out.x = pack2<T>(v[0], v[1]);
-          out.y = pack2<T>(v[2], v[3]);
-          out.z = pack2<T>(v[4], v[5]);
-          out.w = pack2<T>(v[6], v[7]);
-          *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc) = out;
-        }
-        if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);
-        continue;
+      if (kTail && last) {  // the consumers join in: threads 0-255 are theirs
+        p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, kFast>(stg, m0, n0, M, N, d, y, epi, vec_out, 256 + et, kHand);
+        break;
       }
-#pragma unroll 2
-      for (int i = et; i < W2_BM * (BN / 8); i += kEpiThreads) {
-        const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
-        const int gm = m0 + rr, gn = n0 + cc;
-        if (gm >= M || gn >= N) continue;
-        const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * C::kLdH + cc]);
-        const T* qq = reinterpret_cast<const T*>(&q);
-        float v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = to_f(qq[e]);
-        const int64_t row = static_cast<int64_t>(gm) * N;
-        if (vec_out && gn + 8 <= N) {
-          if (d) {
-            const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
-            const T* dd = reinterpret_cast<const T*>(&dq);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
-          }
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(v[e]) : tile::epilogue(v[e], epi);
-          uint4 out;
-          out.x = pack2<T>(v[0], v[1]);
-          out.y = pack2<T>(v[2], v[3]);
-          out.z = pack2<T>(v[4], v[5]);
-          out.w = pack2<T>(v[6], v[7]);
-          *reinterpret_cast<uint4*>(y + row + gn) = out;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (gn + e >= N) break;
-            float w = v[e];
-            if (d) w += to_f(d[row + gn + e]);
-            w = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(w) : tile::epilogue(w, epi);
-            y[row + gn + e] = from_f<T>(w);
-          }
-        }
-      }
-      if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
+      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, kFast>(stg, m0, n0, M, N, d, y, epi, vec_out, et, kEpiThreads);
+      if (!last) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
     }
     return;
   }
@@ -395,6 +461,32 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   const int lane = threadIdx.x % 32, warp = warp_id % 4;
   const int r = cw * 64 + warp * 16 + lane / 4, c = 2 * (lane % 4);
   float acc[BN / 2];
+  // kNoProducer: thread 0's load cursor (load index ld_it = (tile ld_tile, K step ld_k)); issue(upto)
+  // issues the loads below index `upto`, each once its stage's previous use is released.
+  int ld_it = 0, ld_tile = blockIdx.x, ld_k = 0, ld_m0 = 0, ld_n0 = 0;
+  auto issue = [&](int upto) {
+    if constexpr (kNoProd) {
+      if (threadIdx.x != 0) return;
+      for (; ld_it < upto && ld_tile < tiles; ++ld_it) {
+        const int s = ld_it % ST;
+        if (ld_it >= ST) mbar_wait(empty0 + 8 * s, ((ld_it / ST) - 1) & 1);
+        if (ld_k == 0) tile_origin(ld_tile, ld_m0, ld_n0);
+        const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
+        mbar_expect_tx(full, C::kStageBytes);
+        tma_load_2d_w2(dst, &map_a, ld_k * W2_BK, ld_m0, full);
+        tma_load_2d_w2(dst + C::kABytes, &map_b, ld_k * W2_BK, ld_n0, full);
+        if (++ld_k == kt) {
+          ld_k = 0;
+          ld_tile += gridDim.x;
+        }
+      }
+    }
+  };
+  if (kNoProd && threadIdx.x == 0) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+  }
+  issue(ST);
   int it = 0;
   for (int tile = blockIdx.x, n_done = 0; tile < tiles; tile += gridDim.x, ++n_done) {
     int m0, n0;
@@ -415,12 +507,16 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
       wg_wait<1>();
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
-      if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+      if (k > 0) {
+        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
+        issue(it + ST);  // step it - 1's stage takes load it - 1 + ST
+      }
     }
     wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
     if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));  // the tile's last stage
+    issue(it + ST);
     if (n_done > 0) named_sync_w2(kEmpty, kHand);  // the epilogue warps are done with the previous tile
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
@@ -442,7 +538,12 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
       *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
       *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
     }
-    named_arrive_w2(kFull, kHand);
+    if (kTail && tile + static_cast<int>(gridDim.x) >= tiles) {  // the last tile: no MMAs follow, help the epilogue warps
+      named_sync_w2(kFull, kHand);
+      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, kFast>(stg, m0, n0, M, N, d, y, epi, vec_out, threadIdx.x, kHand);
+    } else {
+      named_arrive_w2(kFull, kHand);
+    }
   }
 #else
   (void)map_a; (void)map_b; (void)M; (void)N; (void)K; (void)bias; (void)d; (void)y; (void)epi; (void)vec_out;
@@ -459,14 +560,14 @@ int num_sms() {
   return sms;
 }
 
-template <class T, int EPI_CT>
+template <class T, int EPI_CT, int OPT>
 int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
   using C = P4Cfg<P4_BN>;
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
   if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
-  auto kern = &wgmma2_persist_kernel<T, EPI_CT>;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT, OPT>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
     return rc;
@@ -478,13 +579,14 @@ int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
   return check_launch("own sm_90a GEMM (persistent) kernel");
 }
 
-template <class T>
+template <class T, int OPT>
 int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                   void* y, int epi, int vec, cudaStream_t s) {
-  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_FAST_GELU) return launch_p4<T, DML_CUDA_EPI_FAST_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  return launch_p4<T, -1>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_FAST_GELU)
+    return launch_p4<T, DML_CUDA_EPI_FAST_GELU, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
 template <class T, int BN, int NB, int EPI_CT>
@@ -523,7 +625,8 @@ int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
   if (variant == 0) variant = 1;
-  if (variant < 1 || variant > 2) return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1, 2)");
+  if (variant < 1 || variant > 7)
+    return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1-7)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -536,8 +639,15 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     int rc = 0;
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      if (variant == 1) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      switch (variant) {
+        case 1: return launch_p4_epi<T, 0>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 3: return launch_p4_epi<T, kOptFastGelu>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 4: return launch_p4_epi<T, kOptFastGelu | kOptTail>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 5: return launch_p4_epi<T, kOptFastGelu | kOptTail | kOptNoProducer>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 6: return launch_p4_epi<T, kOptFastGelu | kOptNoProducer>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 7: return launch_p4_epi<T, kOptTail>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        default: return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      }
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
     if (rc) return rc;
