@@ -1,7 +1,10 @@
 """Device harness of the own sm_90a GEMM with the overlapped fused epilogue (kernels/cuda/gemm_wgmma_epi.cu,
 DML_CUDA_GEMM_WGMMA_EPI) on the H200, through the kernel library's C ABI (ctypes); session 8, issue 4
 "fused gemm+bias+GELU >= 1.15x eager". Variants (gelu_bench_gemm): 1 = persistent 128x256 with
-epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM. The session-8 logs
+epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM. Session 9's call-1 log
+(bench/cuda/h200_session9_gelu9_call1.*, commit bfbde60) had seven: 1 = session 8's GELU form,
+3 = p_fast (session 9's form, now variant 1), 4 = + the consumers on the last tile, 5 / 6 = four
+epilogue warps with consumer-issued TMA (with / without 4's tail), 7 = 4's tail alone. The session-8 logs
 (bench/cuda/h200_session8_gelu_run*) were taken with the kernel file's earlier numbering (commit
 afd0b82: 4 = persistent, 1 = two blocks, 2 = 128x256 one block, 3 = two blocks with erff,
 5 = persistent 128x128 with 7 epilogue warps, 6 = persistent with the activation in the consumers).
@@ -17,9 +20,12 @@ status.cu and bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu linked with cuBLASLt
     with and without bias, the residual epilogues, both dtypes, dml_cuda_bmm, the fallbacks (B as
     [K, N], K % 8 != 0, a misaligned operand: cuBLASLt; float32: SIMT); each variant (gelu_bench_gemm) on a few
     shapes and epilogues; GELU near the tails (large |x|) against float64;
-  * timings (CUDA-graph replays, input sets rotated over > 200 MB, median; gemv_bench.time_graph):
-    fused gemm + bias + erf GELU vs torch F.gelu(F.linear(x, w, b)) for each library path and
-    variant; the tanh form; the plain GEMM (no epilogue) vs torch.matmul.
+  * timings (CUDA-graph replays, input sets rotated over > 200 MB): fused gemm + bias + erf GELU vs
+    torch F.gelu(F.linear(x, w, b)) for each library path and variant, every method's graph
+    replayed in alternating rounds (--rounds; cuda_timing.alternating_graph_samples), medians and
+    the median of the per-round ratios torch / method, the two reported shapes --repeats times; the
+    tanh form; the plain GEMM (no epilogue) vs torch.matmul (median of --reps); an epilogue probe at
+    K = 64 (one K step per tile: the time is the epilogue pipeline's).
 Writes DIR/gelu_bench.json and prints a table last.
 """
 from __future__ import annotations
@@ -40,8 +46,7 @@ from gemv_bench import cuda_timing  # noqa: E402  (python/dinoml/tools/cuda_timi
 
 gb.IMPL["wgmma_epi"] = 11
 F = torch.nn.functional
-VARIANTS = {1: "p_128x256", 2: "2b_128x128", 3: "p_fast", 4: "p_fast_tail", 5: "p4w_fast_tail", 6: "p4w_fast",
-            7: "p_tail"}
+VARIANTS = {1: "p_128x256", 2: "2b_128x128"}
 ALL_V = tuple(VARIANTS)
 
 

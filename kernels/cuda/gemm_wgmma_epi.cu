@@ -16,18 +16,23 @@
 //   other's main loop; the epilogue runs on the accumulators in registers (bias, activation, pairs
 //   of fp16/bf16 into the idle stage buffers, coalesced 16-byte stores).
 //
-// Both apply the exact (erf) GELU as x·Φ(x) with Φ(−|x|) = erfc(|x|/√2)/2 = t·P(t)·e^(−x²/2),
-// t = 1/(1 + p·|x|/√2) (Abramowitz & Stegun 7.1.26, |erf error| ≤ 1.5e-7): one reciprocal, one
-// exp2, five FMAs, about half of erff's instructions, far below what a 16-bit output resolves; the
-// other activations use tile::epilogue (one compiled in for none / gelu / fast_gelu, a runtime switch
-// for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills, stores are masked, K % 8 == 0.
-// Measured on the H200 (docs/benchmarks.md, session 8; bench/cuda/gelu_bench.py): erf GELU at
-// 8192×1024×4096 / 4096×1024×4096 1.07× / 1.06× eager F.gelu(F.linear(...)) (variant 2: 1.05× /
-// 0.98×), slower than cuBLASLt + the GELU pass at K = 4096. Tried and dropped (git history, commit
-// afd0b82): 128×256 one block per SM with this epilogue; erff instead of the short erf (+3-11%);
-// the persistent kernel with 128×128 tiles and 7 epilogue warps (512 threads); the activation
-// applied by the consumers before staging. A 512-thread kernel with setmaxnreg moving registers to
-// 128×256 consumers does not compile: ptxas sizes every region by the launch bound (128).
+// Both apply the exact (erf) GELU through the Abramowitz & Stegun 7.1.26 erf (|erf error| ≤
+// 1.5e-7; gelu_erf_short: one rcp.approx, one ex2.approx, 11 FP32 operations, far below what a
+// 16-bit output resolves); the other activations use tile::epilogue (one compiled in for none /
+// gelu / fast_gelu, a runtime switch for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills,
+// stores are masked, K % 8 == 0.
+// Measured on the H200 (docs/benchmarks.md, sessions 8 and 9; bench/cuda/gelu_bench.py): erf GELU at
+// 8192×1024×4096 / 4096×1024×4096 1.19-1.21× / 1.16-1.17× eager F.gelu(F.linear(...)) (session 9,
+// alternating replays; session 8's GELU form: 1.13-1.14× / 1.07-1.09×), slower than cuBLASLt + the
+// GELU pass at K = 4096 (0.98×). Tried and dropped (git history): commit afd0b82: 128×256 one
+// block per SM with this epilogue; erff instead of the short erf (+3-11%); the persistent kernel
+// with 128×128 tiles and 7 epilogue warps (512 threads); the activation applied by the consumers
+// before staging. Commit bfbde60 (session 9): the consumers joining the epilogue warps on the
+// block's last tile (no gain at 4096, −5% at 8192); no producer warp (consumer thread 0 issues the
+// TMA loads) and four epilogue warps (epilogue throughput +25%, but the main loop lost 5-10%:
+// −5 to −12% overall). A 512-thread kernel with setmaxnreg moving registers to 128×256 consumers
+// does not compile: ptxas caps every region at the launch bound's 128 registers ("insufficient
+// registers (128)"), so three epilogue warps beside the producer warp is what 384 threads allow.
 #include <cstdint>
 #include <string>
 
@@ -81,32 +86,17 @@ __device__ __forceinline__ float ex2_approx(float x) {
 
 }  // namespace
 
-// 0.5·x·(1 + erf(x/√2)) through erfc(u) = t·P(t)·e^(−u²), u = |x|/√2, t = 1/(1 + 0.3275911·u)
-// (Abramowitz & Stegun 7.1.26; |erf error| ≤ 1.5e-7). NaN in, NaN out; ±inf as F.gelu.
+// The exact GELU 0.5·x·(1 + erf(x/√2)) with erf from Abramowitz & Stegun 7.1.26 (|erf error| ≤
+// 1.5e-7): Φ(−|x|) = erfc(|x|/√2)/2 = t·P(t)·e^(−x²/2)/2, t = 1/(1 + 0.3275911·|x|/√2), written
+// for few dependent instructions (session 9): GELU(x) = relu(x) − |x|·Φ(−|x|); with
+// w = |x|·√(log2(e)/2), e^(−x²/2) = 2^(−w²) and t = 1/(1 + c·w), and the polynomial's coefficients
+// carry the halving and the 1/√(log2(e)/2), so |x|·Φ(−|x|) = w·t·Q(t)·2^(−w²). Per element: FMUL,
+// FFMA, rcp.approx, FMUL, ex2.approx, four FFMAs, two FMULs, two min/max, FFMA (13; session 8's
+// x·(x ≥ 0 ? 1 − h : h) form with a divide took ~17: with it the persistent kernel was 7% slower
+// at 4096×1024×4096 and 8192×1024×4096, docs/benchmarks.md session 9). NaN in, NaN out (through t·Q·2^(−w²)); +inf → +inf (w is clamped where it multiplies);
+// −inf → 0, the limit (F.gelu gives NaN there). GELU abs. error ≤ 3.4e-7 on [−12, 12] against
+// float64 (CPU emulation in float32 of the same operations).
 __device__ __forceinline__ float gelu_erf_short(float x) {
-#if DML_WGMMA_DEVICE
-  const float u = fabsf(x) * 0.70710678118654752f;
-  const float t = __fdividef(1.0f, fmaf(0.3275911f, u, 1.0f));
-  // P/2: the coefficients halved, so h = erfc(u)/2 = Φ(−|x|)
-  float p = fmaf(0.5307027145f, t, -0.7265760135f);
-  p = fmaf(p, t, 0.7107068705f);
-  p = fmaf(p, t, -0.142248368f);
-  p = fmaf(p, t, 0.127414796f);
-  const float h = p * t * ex2_approx(x * x * -0.72134752044448170f);  // e^(−x²/2) = 2^(−x²·log2(e)/2)
-  return x * (x >= 0.0f ? 1.0f - h : h);  // x·Φ(x)
-#else
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-#endif
-}
-
-// The same A&S 7.1.26 erf with fewer dependent instructions (session 9, the epilogue warps' form):
-// GELU(x) = relu(x) − |x|·Φ(−|x|). With w = |x|·√(log2(e)/2), e^(−x²/2) = 2^(−w²) and
-// t = 1/(1 + c·w); the polynomial's coefficients carry the halving and the 1/√(log2(e)/2), so
-// |x|·Φ(−|x|) = w·t·Q(t)·2^(−w²): one FMUL, one FFMA, rcp.approx, FMUL, ex2.approx, four FFMAs,
-// two FMULs, two min/max and one FFMA per element (the short form above: ~4 more, and a divide).
-// NaN in, NaN out (through t·Q·2^(−w²)); +inf → +inf (w is clamped where it multiplies); −inf → 0
-// (the limit; F.gelu gives NaN there). GELU abs. error ≤ 3.4e-7 on [−12, 12] against float64.
-__device__ __forceinline__ float gelu_erf_fast(float x) {
 #if DML_WGMMA_DEVICE
   const float w = fabsf(x) * 0.84932180028801907f;
   float t;
@@ -274,23 +264,15 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 #endif
 }
 
-// Variant 1 and the session-9 forms (3-6): persistent, 128×256 tiles, epilogue warps. One block per
-// SM walks the tiles (stride gridDim.x, same raster); warps 0-7 are the two consumer warpgroups
-// (64×256 each), warp 8 the producer (runs ahead across tiles: the next tile's loads overlap this
-// tile's end), warps 9.. the epilogue. The consumers add the bias to the fp32 accumulators, round
-// to T (the value eager F.linear would produce) into a 128×256 staging tile (separate from the 3
-// stages) and go on with the next tile; the epilogue warps apply residual + activation to the
-// staged tile and store it with 16-byte writes, under the next tile's MMAs. Named barriers hand
-// the staging tile over: FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse).
-// OPT bits (session 9): kOptFastGelu: the GELU as gelu_erf_fast; kOptTail: on the block's last
-// tile, which no MMAs follow, the consumers join the epilogue warps on the staged tile (all
-// 256 + epilogue threads run the epilogue loop) instead of leaving it to the epilogue warps alone;
-// kOptNoProducer: no producer warp: consumer thread 0 issues the TMA loads (each stage's next load
-// right after both warpgroups released it, ST loads ahead, across tiles), so warps 8-11 are four
-// epilogue warps, one per scheduler. (512 threads with seven epilogue warps do not compile:
-// ptxas caps every region at 128 registers, setmaxnreg or not — "insufficient registers (128)".)
+// Variant 1: persistent, 128×256 tiles, epilogue warps. One block per SM walks the tiles (stride
+// gridDim.x, same raster); 384 threads: warps 0-7 the two consumer warpgroups (64×256 each), warp 8
+// the producer (runs ahead across tiles: the next tile's loads overlap this tile's end), warps 9-11
+// the epilogue. The consumers add the bias to the fp32 accumulators, round to T (the value eager
+// F.linear would produce) into a 128×256 staging tile (separate from the 3 stages) and go on with
+// the next tile; the epilogue warps apply residual + activation to the staged tile and store it
+// with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
+// FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
 constexpr int P4_BN = 256, P4_THREADS = 384;
-enum : int { kOptFastGelu = 1, kOptTail = 2, kOptNoProducer = 4 };
 template <int BN> struct P4Cfg {
   static constexpr int kStages = 3;
   static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
@@ -305,12 +287,10 @@ static_assert(P4Cfg<P4_BN>::kSmemBytes <= 227 * 1024, "persistent variant: share
 __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// The activation of the epilogue warps: EPI_CT ≥ 0 compiled in (the erf GELU in its short or fast
-// form), −1 the runtime switch.
-template <int EPI_CT, bool FAST>
+// The activation of the epilogue warps: EPI_CT ≥ 0 compiled in, −1 the runtime switch.
+template <int EPI_CT>
 __device__ __forceinline__ float p4_act(float v, int epi) {
-  if constexpr (EPI_CT == DML_CUDA_EPI_GELU && FAST) return gelu_erf_fast(v);
-  else if constexpr (EPI_CT >= 0) return act_ct<EPI_CT>(v);
+  if constexpr (EPI_CT >= 0) return act_ct<EPI_CT>(v);
   else return tile::epilogue(v, epi);
 }
 // Two packed 16-bit values -> floats (bf16: a shift and a mask).
@@ -326,7 +306,7 @@ template <class T> __device__ __forceinline__ void unpack2(uint32_t q, float& lo
 }
 // The epilogue of one staged 128×BN tile at (m0, n0): thread `et` of `nthr` takes 16-byte chunks
 // et, et + nthr, ...: residual, activation, 16-byte stores (masked at the matrix edges).
-template <class T, int BN, int LDH, int EPI_CT, bool FAST>
+template <class T, int BN, int LDH, int EPI_CT>
 __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, int M, int N, const T* __restrict__ d,
                                                  T* __restrict__ y, int epi, int vec_out, int et, int nthr) {
   if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
@@ -340,7 +320,7 @@ __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, i
       unpack2<T>(q.z, v[4], v[5]);
       unpack2<T>(q.w, v[6], v[7]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT, FAST>(v[e], epi);
+      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT>(v[e], epi);
       uint4 out;
       out.x = pack2<T>(v[0], v[1]);
       out.y = pack2<T>(v[2], v[3]);
@@ -374,7 +354,7 @@ __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, i
         for (int e = 0; e < 8; ++e) v[e] += r[e];
       }
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT, FAST>(v[e], epi);
+      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT>(v[e], epi);
       uint4 out;
       out.x = pack2<T>(v[0], v[1]);
       out.y = pack2<T>(v[2], v[3]);
@@ -387,15 +367,15 @@ __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, i
         if (gn + e >= N) break;
         float w = v[e];
         if (d) w += to_f(d[row + gn + e]);
-        y[row + gn + e] = from_f<T>(p4_act<EPI_CT, FAST>(w, epi));
+        y[row + gn + e] = from_f<T>(p4_act<EPI_CT>(w, epi));
       }
     }
   }
 }
 #endif
 
-// EPI_CT ≥ 0: that activation compiled in; −1: runtime `epi`. OPT: the kOpt* bits above.
-template <class T, int EPI_CT, int OPT>
+// EPI_CT ≥ 0: that activation compiled in (GELU = gelu_erf_short); −1: runtime `epi`.
+template <class T, int EPI_CT>
 __global__ void __launch_bounds__(P4_THREADS, 1)
     wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                           int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
@@ -403,9 +383,7 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   constexpr int BN = P4_BN;
   using C = P4Cfg<BN>;
   constexpr int ST = C::kStages;
-  constexpr bool kFast = (OPT & kOptFastGelu) != 0, kTail = (OPT & kOptTail) != 0, kNoProd = (OPT & kOptNoProducer) != 0;
-  constexpr int kEpi0 = kNoProd ? 256 : 288;  // the first epilogue thread
-  constexpr int kEpiThreads = P4_THREADS - kEpi0, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
+  constexpr int kEpiThreads = P4_THREADS - 288, kFull = 1, kEmpty = 2, kHand = 256 + kEpiThreads;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -420,7 +398,7 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
 
   init_stage_ring(full0, empty0, ST, 8);
 
-  if (!kNoProd && warp_id == 8) {  // producer warp: one lane issues every tile's loads
+  if (warp_id == 8) {  // producer warp: one lane issues every tile's loads
     if (threadIdx.x == 256) {
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
@@ -440,19 +418,14 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
     }
     return;
   }
-  if (threadIdx.x >= kEpi0) {  // epilogue warps
-    const int et = threadIdx.x - kEpi0;  // 0 .. kEpiThreads-1
+  if (warp_id >= 9) {  // epilogue warps
+    const int et = threadIdx.x - 288;  // 0 .. kEpiThreads-1
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       int m0, n0;
       tile_origin(tile, m0, n0);
-      const bool last = tile + static_cast<int>(gridDim.x) >= tiles;
       named_sync_w2(kFull, kHand);
-      if (kTail && last) {  // the consumers join in: threads 0-255 are theirs
-        p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, kFast>(stg, m0, n0, M, N, d, y, epi, vec_out, 256 + et, kHand);
-        break;
-      }
-      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, kFast>(stg, m0, n0, M, N, d, y, epi, vec_out, et, kEpiThreads);
-      if (!last) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
+      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT>(stg, m0, n0, M, N, d, y, epi, vec_out, et, kEpiThreads);
+      if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
     }
     return;
   }
@@ -461,32 +434,6 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   const int lane = threadIdx.x % 32, warp = warp_id % 4;
   const int r = cw * 64 + warp * 16 + lane / 4, c = 2 * (lane % 4);
   float acc[BN / 2];
-  // kNoProducer: thread 0's load cursor (load index ld_it = (tile ld_tile, K step ld_k)); issue(upto)
-  // issues the loads below index `upto`, each once its stage's previous use is released.
-  int ld_it = 0, ld_tile = blockIdx.x, ld_k = 0, ld_m0 = 0, ld_n0 = 0;
-  auto issue = [&](int upto) {
-    if constexpr (kNoProd) {
-      if (threadIdx.x != 0) return;
-      for (; ld_it < upto && ld_tile < tiles; ++ld_it) {
-        const int s = ld_it % ST;
-        if (ld_it >= ST) mbar_wait(empty0 + 8 * s, ((ld_it / ST) - 1) & 1);
-        if (ld_k == 0) tile_origin(ld_tile, ld_m0, ld_n0);
-        const uint32_t full = full0 + 8 * s, dst = base + s * C::kStageBytes;
-        mbar_expect_tx(full, C::kStageBytes);
-        tma_load_2d_w2(dst, &map_a, ld_k * W2_BK, ld_m0, full);
-        tma_load_2d_w2(dst + C::kABytes, &map_b, ld_k * W2_BK, ld_n0, full);
-        if (++ld_k == kt) {
-          ld_k = 0;
-          ld_tile += gridDim.x;
-        }
-      }
-    }
-  };
-  if (kNoProd && threadIdx.x == 0) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
-  }
-  issue(ST);
   int it = 0;
   for (int tile = blockIdx.x, n_done = 0; tile < tiles; tile += gridDim.x, ++n_done) {
     int m0, n0;
@@ -507,16 +454,12 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
       wg_wait<1>();
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
-      if (k > 0) {
-        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
-        issue(it + ST);  // step it - 1's stage takes load it - 1 + ST
-      }
+      if (k > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));
     }
     wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) fence_reg(acc[i]);
     if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % ST));  // the tile's last stage
-    issue(it + ST);
     if (n_done > 0) named_sync_w2(kEmpty, kHand);  // the epilogue warps are done with the previous tile
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
@@ -538,12 +481,7 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
       *reinterpret_cast<uint32_t*>(&stg[r * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j] + b0, acc[4 * j + 1] + b1);
       *reinterpret_cast<uint32_t*>(&stg[(r + 8) * C::kLdH + 8 * j + c]) = pack2<T>(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1);
     }
-    if (kTail && tile + static_cast<int>(gridDim.x) >= tiles) {  // the last tile: no MMAs follow, help the epilogue warps
-      named_sync_w2(kFull, kHand);
-      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, kFast>(stg, m0, n0, M, N, d, y, epi, vec_out, threadIdx.x, kHand);
-    } else {
-      named_arrive_w2(kFull, kHand);
-    }
+    named_arrive_w2(kFull, kHand);
   }
 #else
   (void)map_a; (void)map_b; (void)M; (void)N; (void)K; (void)bias; (void)d; (void)y; (void)epi; (void)vec_out;
@@ -560,14 +498,14 @@ int num_sms() {
   return sms;
 }
 
-template <class T, int EPI_CT, int OPT>
+template <class T, int EPI_CT>
 int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
   using C = P4Cfg<P4_BN>;
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
   if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
-  auto kern = &wgmma2_persist_kernel<T, EPI_CT, OPT>;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
     return rc;
@@ -579,14 +517,14 @@ int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
   return check_launch("own sm_90a GEMM (persistent) kernel");
 }
 
-template <class T, int OPT>
+template <class T>
 int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                   void* y, int epi, int vec, cudaStream_t s) {
-  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
   if (epi == DML_CUDA_EPI_FAST_GELU)
-    return launch_p4<T, DML_CUDA_EPI_FAST_GELU, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  return launch_p4<T, -1, OPT>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+    return launch_p4<T, DML_CUDA_EPI_FAST_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
 template <class T, int BN, int NB, int EPI_CT>
@@ -625,8 +563,7 @@ int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
   if (variant == 0) variant = 1;
-  if (variant < 1 || variant > 7)
-    return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1-7)");
+  if (variant < 1 || variant > 2) return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1, 2)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -639,15 +576,8 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     int rc = 0;
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      switch (variant) {
-        case 1: return launch_p4_epi<T, 0>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-        case 3: return launch_p4_epi<T, kOptFastGelu>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-        case 4: return launch_p4_epi<T, kOptFastGelu | kOptTail>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-        case 5: return launch_p4_epi<T, kOptFastGelu | kOptTail | kOptNoProducer>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-        case 6: return launch_p4_epi<T, kOptFastGelu | kOptNoProducer>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-        case 7: return launch_p4_epi<T, kOptTail>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-        default: return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      }
+      if (variant == 1) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
     if (rc) return rc;
