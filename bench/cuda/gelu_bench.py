@@ -46,7 +46,7 @@ from gemv_bench import cuda_timing  # noqa: E402  (python/dinoml/tools/cuda_timi
 
 gb.IMPL["wgmma_epi"] = 11
 F = torch.nn.functional
-VARIANTS = {1: "p_128x256", 2: "2b_128x128"}
+VARIANTS = {1: "p_128x256", 2: "2b_128x128", 3: "p_unroll2", 4: "p_unroll8", 5: "p_stcs", 6: "p_group8"}
 ALL_V = tuple(VARIANTS)
 
 

@@ -273,6 +273,10 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 // with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
 // FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
 constexpr int P4_BN = 256, P4_THREADS = 384;
+// TUNE bits of the persistent kernel (bench variants 3-6, session 9): the epilogue's full-tile loop
+// unrolled 2 or 8 times (else 4), streaming (evict-first) 16-byte output stores, tile raster groups
+// of 8 tile rows (else 16).
+enum : int { kTuneUnroll2 = 1, kTuneUnroll8 = 2, kTuneStream = 4, kTuneGroup8 = 8 };
 template <int BN> struct P4Cfg {
   static constexpr int kStages = 3;
   static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
@@ -306,11 +310,13 @@ template <class T> __device__ __forceinline__ void unpack2(uint32_t q, float& lo
 }
 // The epilogue of one staged 128×BN tile at (m0, n0): thread `et` of `nthr` takes 16-byte chunks
 // et, et + nthr, ...: residual, activation, 16-byte stores (masked at the matrix edges).
-template <class T, int BN, int LDH, int EPI_CT>
+// TUNE: see kTune* (variant 1: 0).
+template <class T, int BN, int LDH, int EPI_CT, int TUNE>
 __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, int M, int N, const T* __restrict__ d,
                                                  T* __restrict__ y, int epi, int vec_out, int et, int nthr) {
+  constexpr int kUnroll = (TUNE & kTuneUnroll2) ? 2 : (TUNE & kTuneUnroll8) ? 8 : 4;
   if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
-#pragma unroll 4
+#pragma unroll kUnroll
     for (int i = et; i < W2_BM * (BN / 8); i += nthr) {
       const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
       const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * LDH + cc]);
@@ -326,7 +332,9 @@ __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, i
       out.y = pack2<T>(v[2], v[3]);
       out.z = pack2<T>(v[4], v[5]);
       out.w = pack2<T>(v[6], v[7]);
-      *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc) = out;
+      uint4* dst = reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc);
+      if constexpr ((TUNE & kTuneStream) != 0) __stcs(dst, out);
+      else *dst = out;
     }
     return;
   }
@@ -374,8 +382,9 @@ __device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, i
 }
 #endif
 
-// EPI_CT ≥ 0: that activation compiled in (GELU = gelu_erf_short); −1: runtime `epi`.
-template <class T, int EPI_CT>
+// EPI_CT ≥ 0: that activation compiled in (GELU = gelu_erf_short); −1: runtime `epi`. TUNE: the
+// kTune* bits (0 for variant 1; kTuneGroup8: tile raster groups of 8 tile rows instead of 16).
+template <class T, int EPI_CT, int TUNE>
 __global__ void __launch_bounds__(P4_THREADS, 1)
     wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                           int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
@@ -394,7 +403,8 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   const int tiles_m = (M + W2_BM - 1) / W2_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int kt = (K + W2_BK - 1) / W2_BK;
   const int warp_id = threadIdx.x / 32;
-  auto tile_origin = [&](int pid, int& m0, int& n0) { raster_tile(pid, tiles_m, tiles_n, kGroupM2, W2_BM, BN, m0, n0); };
+  constexpr int kGroup = (TUNE & kTuneGroup8) ? 8 : kGroupM2;
+  auto tile_origin = [&](int pid, int& m0, int& n0) { raster_tile(pid, tiles_m, tiles_n, kGroup, W2_BM, BN, m0, n0); };
 
   init_stage_ring(full0, empty0, ST, 8);
 
@@ -424,7 +434,7 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
       int m0, n0;
       tile_origin(tile, m0, n0);
       named_sync_w2(kFull, kHand);
-      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT>(stg, m0, n0, M, N, d, y, epi, vec_out, et, kEpiThreads);
+      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, TUNE>(stg, m0, n0, M, N, d, y, epi, vec_out, et, kEpiThreads);
       if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
     }
     return;
@@ -498,14 +508,14 @@ int num_sms() {
   return sms;
 }
 
-template <class T, int EPI_CT>
+template <class T, int EPI_CT, int TUNE>
 int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
   using C = P4Cfg<P4_BN>;
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
   if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
-  auto kern = &wgmma2_persist_kernel<T, EPI_CT>;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT, TUNE>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
     return rc;
@@ -517,14 +527,14 @@ int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
   return check_launch("own sm_90a GEMM (persistent) kernel");
 }
 
-template <class T>
+template <class T, int TUNE>
 int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                   void* y, int epi, int vec, cudaStream_t s) {
-  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
   if (epi == DML_CUDA_EPI_FAST_GELU)
-    return launch_p4<T, DML_CUDA_EPI_FAST_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  return launch_p4<T, -1>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+    return launch_p4<T, DML_CUDA_EPI_FAST_GELU, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
 template <class T, int BN, int NB, int EPI_CT>
@@ -563,7 +573,8 @@ int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
   if (variant == 0) variant = 1;
-  if (variant < 1 || variant > 2) return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1, 2)");
+  if (variant < 1 || variant > 6)
+    return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1-6)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -576,8 +587,14 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     int rc = 0;
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      if (variant == 1) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      switch (variant) {
+        case 1: return launch_p4_epi<T, 0>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 3: return launch_p4_epi<T, kTuneUnroll2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 4: return launch_p4_epi<T, kTuneUnroll8>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 5: return launch_p4_epi<T, kTuneStream>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 6: return launch_p4_epi<T, kTuneGroup8>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        default: return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      }
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
     if (rc) return rc;
