@@ -22,9 +22,12 @@
 // gelu / fast_gelu, a runtime switch for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills,
 // stores are masked, K % 8 == 0.
 // Measured on the H200 (docs/benchmarks.md, sessions 8 and 9; bench/cuda/gelu_bench.py): erf GELU at
-// 8192×1024×4096 / 4096×1024×4096 1.19-1.21× / 1.16-1.17× eager F.gelu(F.linear(...)) (session 9,
-// alternating replays; session 8's GELU form: 1.13-1.14× / 1.07-1.09×), slower than cuBLASLt + the
-// GELU pass at K = 4096 (0.98×). Tried and dropped (git history): commit afd0b82: 128×256 one
+// 8192×1024×4096 / 4096×1024×4096 1.15-1.21× / 1.12-1.17× eager F.gelu(F.linear(...)) over three
+// device calls (session 9, alternating replays; eager itself moved 147-160 / 76-80 µs between the
+// calls; session 8's GELU form in call 1: 1.13-1.14× / 1.07-1.09×), slower than cuBLASLt + the GELU
+// pass at K = 4096 (0.98-0.99×). Bench variants 3-6 (TUNE, one call): streaming stores and raster
+// groups of 8 were 2-3% faster at 4096×1024×4096 but 1-3% slower at 8192×1024×4096; unroll 2 / 8
+// no better. Tried and dropped (git history): commit afd0b82: 128×256 one
 // block per SM with this epilogue; erff instead of the short erf (+3-11%); the persistent kernel
 // with 128×128 tiles and 7 epilogue warps (512 threads); the activation applied by the consumers
 // before staging. Commit bfbde60 (session 9): the consumers joining the epilogue warps on the
