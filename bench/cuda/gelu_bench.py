@@ -1,7 +1,8 @@
 """Device harness of the own sm_90a GEMM with the overlapped fused epilogue (kernels/cuda/gemm_wgmma_epi.cu,
 DML_CUDA_GEMM_WGMMA_EPI) on the H200, through the kernel library's C ABI (ctypes); session 8, issue 4
 "fused gemm+bias+GELU >= 1.15x eager". Variants (gelu_bench_gemm): 1 = persistent 128x256 with
-epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM. Session 9's call-1 log
+epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM, 3-6 = variant 1 with the epilogue loop
+unrolled 2 / 8 times, streaming output stores, tile raster groups of 8. Session 9's call-1 log
 (bench/cuda/h200_session9_gelu9_call1.*, commit bfbde60) had seven: 1 = session 8's GELU form,
 3 = p_fast (session 9's form, now variant 1), 4 = + the consumers on the last tile, 5 / 6 = four
 epilogue warps with consumer-issued TMA (with / without 4's tail), 7 = 4's tail alone. The session-8 logs
