@@ -1,7 +1,11 @@
 """Device harness of the own sm_90a GEMM with the overlapped fused epilogue (kernels/cuda/gemm_wgmma_epi.cu,
 DML_CUDA_GEMM_WGMMA_EPI) on the H200, through the kernel library's C ABI (ctypes); session 8, issue 4
 "fused gemm+bias+GELU >= 1.15x eager". Variants (gelu_bench_gemm): 1 = persistent 128x256 with
-epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM. The session-8 logs
+epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM, 3-6 = variant 1 with the epilogue loop
+unrolled 2 / 8 times, streaming output stores, tile raster groups of 8. Session 9's call-1 log
+(bench/cuda/h200_session9_gelu9_call1.*, commit bfbde60) had seven: 1 = session 8's GELU form,
+3 = p_fast (session 9's form, now variant 1), 4 = + the consumers on the last tile, 5 / 6 = four
+epilogue warps with consumer-issued TMA (with / without 4's tail), 7 = 4's tail alone. The session-8 logs
 (bench/cuda/h200_session8_gelu_run*) were taken with the kernel file's earlier numbering (commit
 afd0b82: 4 = persistent, 1 = two blocks, 2 = 128x256 one block, 3 = two blocks with erff,
 5 = persistent 128x128 with 7 epilogue warps, 6 = persistent with the activation in the consumers).
@@ -17,9 +21,12 @@ status.cu and bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu linked with cuBLASLt
     with and without bias, the residual epilogues, both dtypes, dml_cuda_bmm, the fallbacks (B as
     [K, N], K % 8 != 0, a misaligned operand: cuBLASLt; float32: SIMT); each variant (gelu_bench_gemm) on a few
     shapes and epilogues; GELU near the tails (large |x|) against float64;
-  * timings (CUDA-graph replays, input sets rotated over > 200 MB, median; gemv_bench.time_graph):
-    fused gemm + bias + erf GELU vs torch F.gelu(F.linear(x, w, b)) for each library path and
-    variant; the tanh form; the plain GEMM (no epilogue) vs torch.matmul.
+  * timings (CUDA-graph replays, input sets rotated over > 200 MB): fused gemm + bias + erf GELU vs
+    torch F.gelu(F.linear(x, w, b)) for each library path and variant, every method's graph
+    replayed in alternating rounds (--rounds; cuda_timing.alternating_graph_samples), medians and
+    the median of the per-round ratios torch / method, the two reported shapes --repeats times; the
+    tanh form; the plain GEMM (no epilogue) vs torch.matmul (median of --reps); an epilogue probe at
+    K = 64 (one K step per tile: the time is the epilogue pipeline's).
 Writes DIR/gelu_bench.json and prints a table last.
 """
 from __future__ import annotations
@@ -29,16 +36,19 @@ import ctypes
 import json
 import math
 import os
+import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402  (Lib, ref, time_graph, tolerances)
+from gemv_bench import cuda_timing  # noqa: E402  (python/dinoml/tools/cuda_timing.py)
 
 gb.IMPL["wgmma_epi"] = 11
 F = torch.nn.functional
-VARIANTS = {1: "p_128x256", 2: "2b_128x128"}
+VARIANTS = {1: "p_128x256", 2: "2b_128x128", 3: "p_unroll2", 4: "p_unroll8", 5: "p_stcs", 6: "p_group8"}
+ALL_V = tuple(VARIANTS)
 
 
 class Lib(gb.Lib):
@@ -87,7 +97,7 @@ def checks(lib, smoke=False):
               f"{'PASS' if ok else 'FAIL'}", flush=True)
 
     if smoke:
-        for v in (1, 2):
+        for v in ALL_V:
             for (M, N, K) in [(129, 257, 136), (2048, 2048, 64), (4096, 4096, 1024), (8192, 4096, 1024), (3, 5, 8)]:
                 one("smoke", torch.bfloat16, M, N, K, epi="gelu", bias=True, variant=v)
         return out
@@ -95,21 +105,22 @@ def checks(lib, smoke=False):
         for (M, N, K) in [(3, 5, 8), (1, 8, 8), (127, 255, 72), (129, 257, 136), (1000, 1000, 1000), (300, 130, 4104),
                           (4095, 4097, 4096), (4097, 4096, 1024), (4096, 4100, 1024), (4096, 4104, 1024), (8192, 4096, 1024),
                           (2048, 2048, 64), (257, 384, 8)]:
-            for v in (None, 1, 2):  # None: the C ABI (DML_CUDA_GEMM_WGMMA_EPI = variant 1)
+            for v in (None,) + ALL_V:  # None: the C ABI (DML_CUDA_GEMM_WGMMA_EPI)
                 one("shape", dt, M, N, K, epi="gelu", bias=True, variant=v)
                 one("shape", dt, M, N, K, variant=v)
-        for v in (None, 1, 2):
+        for v in (None,) + ALL_V:
             for epi in gb.EPI:
                 for bias in (True, False):
                     one("epilogue", dt, 200, 300, 264, epi=epi, bias=bias, variant=v)
                     one("epilogue", dt, 1024, 2048, 1024, epi=epi, bias=bias, variant=v)
                 one("epi_tail", dt, 131, 261, 200, epi=epi, bias=True, variant=v)  # N % 8 != 0: scalar stores
-        for v in (1, 2):
+        for v in ALL_V:
             for epi in ("gelu", "none", "fast_gelu", "add", "relu"):
                 one("variant", dt, 1000, 1030, 1032, epi=epi, bias=True, variant=v)
                 one("variant", dt, 4096, 4096, 1024, epi=epi, bias=True, variant=v)
-        one("gelu_tail", dt, 512, 512, 512, epi="gelu", bias=True, scale=8.0)   # pre-activations up to ~±40
-        one("gelu_tail", dt, 512, 512, 512, epi="gelu", bias=True, scale=0.05)  # near 0
+        for v in (None,) + ALL_V:
+            one("gelu_tail", dt, 512, 512, 512, epi="gelu", bias=True, scale=8.0, variant=v)   # pre-activations up to ~±40
+            one("gelu_tail", dt, 512, 512, 512, epi="gelu", bias=True, scale=0.05, variant=v)  # near 0
         one("fallback", dt, 8, 200, 100, rcr=False, epi="gelu", bias=True)  # B as [K, N]: cuBLASLt (runs 1-3: mma.sync)
         one("fallback", dt, 8, 200, 102, epi="gelu", bias=True)             # K % 8 != 0
         one("fallback", dt, 64, 200, 128, offset=1, epi="gelu", bias=True)  # a only 2-byte aligned
@@ -144,7 +155,7 @@ def make_sets(M, K, N, dt=torch.bfloat16, budget=200e6):
     return sets, calls
 
 
-def bench_fused(lib, M, K, N, epi, reps):
+def bench_fused(lib, M, K, N, epi, rounds):
     sets, calls = make_sets(M, K, N)
     approx = "tanh" if epi == "fast_gelu" else "none"
     row = {"M": M, "K": K, "N": N, "epi": epi, "sets": len(sets), "calls": calls}
@@ -162,7 +173,12 @@ def bench_fused(lib, M, K, N, epi, reps):
         torch.cuda.synchronize()
         row[f"{name}_rel_l2"] = ((out.double() - r).norm() / r.norm()).item()
         row[f"{name}_pass"] = bool(row[f"{name}_rel_l2"] <= gb.TOL[torch.bfloat16])
-        row[f"{name}_us"] = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls, reps) * 1e3
+    # every method's graph replayed in alternating rounds (drift shared); per-round ratios to torch
+    samples = cuda_timing.alternating_graph_samples(
+        torch, {name: [lambda s=s, f=f: f(s) for s in sets] for name, f in variants.items()}, calls, rounds)
+    for name in variants:
+        row[f"{name}_us"] = statistics.median(samples[name]) * 1e3
+        row[f"{name}_x_torch"] = statistics.median(t / o for t, o in zip(samples["torch"], samples[name]))
     lib_best = min((k for k in variants if k != "torch"), key=lambda k: row[f"{k}_us"])
     row["best"] = lib_best
     row["speedup_vs_torch"] = row["torch_us"] / row[f"{lib_best}_us"]
@@ -175,7 +191,7 @@ def bench_plain(lib, M, K, N, reps):
     row = {"M": M, "K": K, "N": N, "calls": calls}
     variants = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[3]),
                 "wgmma": lambda s: lib.gemm("wgmma", s[0], s[1], None, None, s[3], "none")}
-    for v in (1, 2):
+    for v in ALL_V:
         variants[VARIANTS[v]] = lambda s, v=v: lib.variant(v, s[0], s[1], None, None, s[3], "none")
     for name, f in variants.items():
         ms = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls, reps)
@@ -192,6 +208,8 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--no-time", action="store_true")
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=21, help="alternating replay rounds per fused shape")
+    ap.add_argument("--repeats", type=int, default=3, help="times the two reported erf-GELU shapes are timed")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     lib = Lib(args.lib)
@@ -205,35 +223,52 @@ def main():
     if args.smoke or args.no_time:
         return 1 if nfail else 0
     shapes = [(8192, 1024, 4096), (4096, 1024, 4096), (8192, 4096, 1024), (4096, 4096, 16384)]
-    res["fused"], res["plain"] = [], []
-    for (M, K, N) in shapes:
-        for epi in ("gelu", "fast_gelu") if K == 1024 else ("gelu",):
-            row = bench_fused(lib, M, K, N, epi, args.reps)
-            res["fused"].append(row)
-            print("[fused]", json.dumps(row), flush=True)
-            json.dump(res, open(path, "w"), indent=1)
+    res["fused"], res["plain"], res["probe"] = [], [], []
+    # the reported shapes (erf GELU, K = 1024) --repeats times, then the rest once
+    todo = [(M, K, N, "gelu") for _ in range(args.repeats) for (M, K, N) in shapes[:2]]
+    todo += [(M, K, N, "fast_gelu") for (M, K, N) in shapes[:2]] + [(M, K, N, "gelu") for (M, K, N) in shapes[2:]]
+    for (M, K, N, epi) in todo:
+        row = bench_fused(lib, M, K, N, epi, args.rounds)
+        res["fused"].append(row)
+        print("[fused]", json.dumps(row), flush=True)
+        json.dump(res, open(path, "w"), indent=1)
     for (M, K, N) in shapes:
         row = bench_plain(lib, M, K, N, args.reps)
         res["plain"].append(row)
         print("[plain]", json.dumps(row), flush=True)
         json.dump(res, open(path, "w"), indent=1)
+    # epilogue probe: K = 64 (one K step per tile), so the time is the epilogue pipeline's
+    for (M, N) in [(4096, 4096), (8192, 4096)]:
+        for epi in ("gelu", "none"):
+            sets, calls = make_sets(M, 64, N)
+            row = {"M": M, "K": 64, "N": N, "epi": epi}
+            for v, name in VARIANTS.items():
+                if v == 2:
+                    continue
+                f = lambda s, v=v: lib.variant(v, s[0], s[1], s[2], None, s[3], epi)
+                row[f"{name}_us"] = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls, args.reps) * 1e3
+            del sets
+            res["probe"].append(row)
+            print("[probe]", json.dumps(row), flush=True)
     json.dump(res, open(path, "w"), indent=1)
 
     names = ["torch", "cublaslt", "wgmma"] + list(VARIANTS.values())
     print(f"\n== checks: {len(res['checks']) - nfail}/{len(res['checks'])} pass")
-    print("fused gemm+bias+GELU, us per call (bf16; torch = F.gelu(F.linear(x, w, b)))")
-    print(f"{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} " + " ".join(f"{n:>11s}" for n in names) + f" {'best':>11s} {'x torch':>7s}"
-          f" {'best own':>12s} {'x torch':>7s}")
+    print("fused gemm+bias+GELU, us per call (bf16; torch = F.gelu(F.linear(x, w, b)); medians of alternating graph "
+          "replays; x = median of the per-round ratios torch / own)")
+    print(f"{'M':>5s} {'K':>5s} {'N':>6s} {'epi':9s} " + " ".join(f"{n:>13s}" for n in names) + f" {'best':>13s} {'x torch':>7s}")
     gfail = 0
-    own = lambda r: min((n for n in VARIANTS.values() if n + "_us" in r and True), key=lambda n: r[n + "_us"])
     for r in res["fused"]:
         gfail += sum(1 for k, v in r.items() if k.endswith("_pass") and not v)
-        print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} {r['epi']:9s} " + " ".join(f"{r.get(n + '_us', float('nan')):11.1f}" for n in names)
-              + f" {r['best']:>11s} {r['speedup_vs_torch']:7.3f} {own(r):>12s} {r['torch_us'] / r[own(r) + '_us']:7.3f}")
-    print("plain GEMM TFLOP/s (torch.matmul / wgmma / p_128x256 / 2b_128x128)")
+        print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} {r['epi']:9s} "
+              + " ".join(f"{r[n + '_us']:7.1f} {r[n + '_x_torch']:5.3f}" for n in names)
+              + f" {r['best']:>13s} {r[r['best'] + '_x_torch']:7.3f}")
+    print("plain GEMM TFLOP/s (" + " / ".join(n for n in res["plain"][0] if n.endswith("_tflops")) + ")")
     for r in res["plain"]:
-        print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} " + " ".join(f"{r[n + '_tflops']:7.1f}" for n in
-                                                              ("torch", "wgmma", "p_128x256", "2b_128x128")))
+        print(f"{r['M']:5d} {r['K']:5d} {r['N']:6d} " + " ".join(f"{r[n]:7.1f}" for n in r if n.endswith("_tflops")))
+    print("epilogue probe (K = 64), us: " + " ".join(n for v, n in VARIANTS.items() if v != 2))
+    for r in res["probe"]:
+        print(f"{r['M']:5d} {r['N']:6d} {r['epi']:9s} " + " ".join(f"{r[n + '_us']:7.1f}" for v, n in VARIANTS.items() if v != 2))
     print(f"fused-output checks failed: {gfail}")
     return 1 if nfail or gfail else 0
 

@@ -7,6 +7,8 @@
 # bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu, linked with cuBLASLt); nothing is built here.
 # Steps, logs under $OUT: a smoke check in its own process (a hang must not cost the rest), then
 # bench/cuda/gelu_bench.py (all checks, fused GELU and plain GEMM timings; table printed last).
+# Session 9: GELU_ARGS="--repeats R --rounds N" (alternating timing), GELU_TIMEOUT=400 for the full
+# check set with variants 1-6 (~1150 checks, ~40 s).
 set -o pipefail
 OUT=${OUT:-/tmp/gelu_out}
 mkdir -p "$OUT"

@@ -41,7 +41,8 @@ int wgmma_pp_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int
                   const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, bool pingpong);
 // Own sm_90a GEMM with the epilogue off the tensor cores' path (gemm_wgmma_epi.cu): same operands
 // and checks as wgmma_gemm. variant: 0/1 = persistent 128×256 with epilogue warps
-// (DML_CUDA_GEMM_WGMMA_EPI), 2 = two 128×128 blocks per SM with a register epilogue (bench only).
+// (DML_CUDA_GEMM_WGMMA_EPI), 2 = two 128×128 blocks per SM with a register epilogue, 3-6 = variant 1
+// with another epilogue unroll (2, 8), streaming output stores, raster groups of 8 (bench only).
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant = 0);
 #endif

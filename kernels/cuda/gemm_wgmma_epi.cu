@@ -16,18 +16,26 @@
 //   other's main loop; the epilogue runs on the accumulators in registers (bias, activation, pairs
 //   of fp16/bf16 into the idle stage buffers, coalesced 16-byte stores).
 //
-// Both apply the exact (erf) GELU as x·Φ(x) with Φ(−|x|) = erfc(|x|/√2)/2 = t·P(t)·e^(−x²/2),
-// t = 1/(1 + p·|x|/√2) (Abramowitz & Stegun 7.1.26, |erf error| ≤ 1.5e-7): one reciprocal, one
-// exp2, five FMAs, about half of erff's instructions, far below what a 16-bit output resolves; the
-// other activations use tile::epilogue (one compiled in for none / gelu / fast_gelu, a runtime switch
-// for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills, stores are masked, K % 8 == 0.
-// Measured on the H200 (docs/benchmarks.md, session 8; bench/cuda/gelu_bench.py): erf GELU at
-// 8192×1024×4096 / 4096×1024×4096 1.07× / 1.06× eager F.gelu(F.linear(...)) (variant 2: 1.05× /
-// 0.98×), slower than cuBLASLt + the GELU pass at K = 4096. Tried and dropped (git history, commit
-// afd0b82): 128×256 one block per SM with this epilogue; erff instead of the short erf (+3-11%);
-// the persistent kernel with 128×128 tiles and 7 epilogue warps (512 threads); the activation
-// applied by the consumers before staging. A 512-thread kernel with setmaxnreg moving registers to
-// 128×256 consumers does not compile: ptxas sizes every region by the launch bound (128).
+// Both apply the exact (erf) GELU through the Abramowitz & Stegun 7.1.26 erf (|erf error| ≤
+// 1.5e-7; gelu_erf_short: one rcp.approx, one ex2.approx, 11 FP32 operations, far below what a
+// 16-bit output resolves); the other activations use tile::epilogue (one compiled in for none /
+// gelu / fast_gelu, a runtime switch for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills,
+// stores are masked, K % 8 == 0.
+// Measured on the H200 (docs/benchmarks.md, sessions 8 and 9; bench/cuda/gelu_bench.py): erf GELU at
+// 8192×1024×4096 / 4096×1024×4096 1.15-1.21× / 1.12-1.17× eager F.gelu(F.linear(...)) over three
+// device calls (session 9, alternating replays; eager itself moved 147-160 / 76-80 µs between the
+// calls; session 8's GELU form in call 1: 1.13-1.14× / 1.07-1.09×), slower than cuBLASLt + the GELU
+// pass at K = 4096 (0.98-0.99×). Bench variants 3-6 (TUNE, one call): streaming stores and raster
+// groups of 8 were 2-3% faster at 4096×1024×4096 but 1-3% slower at 8192×1024×4096; unroll 2 / 8
+// no better. Tried and dropped (git history): commit afd0b82: 128×256 one
+// block per SM with this epilogue; erff instead of the short erf (+3-11%); the persistent kernel
+// with 128×128 tiles and 7 epilogue warps (512 threads); the activation applied by the consumers
+// before staging. Commit bfbde60 (session 9): the consumers joining the epilogue warps on the
+// block's last tile (no gain at 4096, −5% at 8192); no producer warp (consumer thread 0 issues the
+// TMA loads) and four epilogue warps (epilogue throughput +25%, but the main loop lost 5-10%:
+// −5 to −12% overall). A 512-thread kernel with setmaxnreg moving registers to 128×256 consumers
+// does not compile: ptxas caps every region at the launch bound's 128 registers ("insufficient
+// registers (128)"), so three epilogue warps beside the producer warp is what 384 threads allow.
 #include <cstdint>
 #include <string>
 
@@ -81,19 +89,27 @@ __device__ __forceinline__ float ex2_approx(float x) {
 
 }  // namespace
 
-// 0.5·x·(1 + erf(x/√2)) through erfc(u) = t·P(t)·e^(−u²), u = |x|/√2, t = 1/(1 + 0.3275911·u)
-// (Abramowitz & Stegun 7.1.26; |erf error| ≤ 1.5e-7). NaN in, NaN out; ±inf as F.gelu.
+// The exact GELU 0.5·x·(1 + erf(x/√2)) with erf from Abramowitz & Stegun 7.1.26 (|erf error| ≤
+// 1.5e-7): Φ(−|x|) = erfc(|x|/√2)/2 = t·P(t)·e^(−x²/2)/2, t = 1/(1 + 0.3275911·|x|/√2), written
+// for few dependent instructions (session 9): GELU(x) = relu(x) − |x|·Φ(−|x|); with
+// w = |x|·√(log2(e)/2), e^(−x²/2) = 2^(−w²) and t = 1/(1 + c·w), and the polynomial's coefficients
+// carry the halving and the 1/√(log2(e)/2), so |x|·Φ(−|x|) = w·t·Q(t)·2^(−w²). Per element: FMUL,
+// FFMA, rcp.approx, FMUL, ex2.approx, four FFMAs, two FMULs, two min/max, FFMA (13; session 8's
+// x·(x ≥ 0 ? 1 − h : h) form with a divide took ~17: with it the persistent kernel was 7% slower
+// at 4096×1024×4096 and 8192×1024×4096, docs/benchmarks.md session 9). NaN in, NaN out (through t·Q·2^(−w²)); +inf → +inf (w is clamped where it multiplies);
+// −inf → 0, the limit (F.gelu gives NaN there). GELU abs. error ≤ 3.4e-7 on [−12, 12] against
+// float64 (CPU emulation in float32 of the same operations).
 __device__ __forceinline__ float gelu_erf_short(float x) {
 #if DML_WGMMA_DEVICE
-  const float u = fabsf(x) * 0.70710678118654752f;
-  const float t = __fdividef(1.0f, fmaf(0.3275911f, u, 1.0f));
-  // P/2: the coefficients halved, so h = erfc(u)/2 = Φ(−|x|)
-  float p = fmaf(0.5307027145f, t, -0.7265760135f);
-  p = fmaf(p, t, 0.7107068705f);
-  p = fmaf(p, t, -0.142248368f);
-  p = fmaf(p, t, 0.127414796f);
-  const float h = p * t * ex2_approx(x * x * -0.72134752044448170f);  // e^(−x²/2) = 2^(−x²·log2(e)/2)
-  return x * (x >= 0.0f ? 1.0f - h : h);  // x·Φ(x)
+  const float w = fabsf(x) * 0.84932180028801907f;
+  float t;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(t) : "f"(fmaf(0.27273748087922245f, w, 1.0f)));
+  const float e = ex2_approx(-w * w);
+  float q = fmaf(0.62485469502846850f, t, -0.85547788041423880f);
+  q = fmaf(q, t, 0.83679339239730750f);
+  q = fmaf(q, t, -0.16748465416966950f);
+  q = fmaf(q, t, 0.15001945782716460f);
+  return fmaf(-fminf(w, 3.0e38f), q * (t * e), fmaxf(x, 0.0f));
 #else
   return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
 #endif
@@ -260,6 +276,10 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 // with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
 // FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
 constexpr int P4_BN = 256, P4_THREADS = 384;
+// TUNE bits of the persistent kernel (bench variants 3-6, session 9): the epilogue's full-tile loop
+// unrolled 2 or 8 times (else 4), streaming (evict-first) 16-byte output stores, tile raster groups
+// of 8 tile rows (else 16).
+enum : int { kTuneUnroll2 = 1, kTuneUnroll8 = 2, kTuneStream = 4, kTuneGroup8 = 8 };
 template <int BN> struct P4Cfg {
   static constexpr int kStages = 3;
   static constexpr uint32_t kABytes = W2_BM * W2_BK * 2, kBBytes = BN * W2_BK * 2, kStageBytes = kABytes + kBBytes;
@@ -274,10 +294,100 @@ static_assert(P4Cfg<P4_BN>::kSmemBytes <= 227 * 1024, "persistent variant: share
 __device__ __forceinline__ void named_arrive_w2(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// The activation of the epilogue warps: EPI_CT ≥ 0 compiled in, −1 the runtime switch.
+template <int EPI_CT>
+__device__ __forceinline__ float p4_act(float v, int epi) {
+  if constexpr (EPI_CT >= 0) return act_ct<EPI_CT>(v);
+  else return tile::epilogue(v, epi);
+}
+// Two packed 16-bit values -> floats (bf16: a shift and a mask).
+template <class T> __device__ __forceinline__ void unpack2(uint32_t q, float& lo, float& hi) {
+  if constexpr (IsBf16<T>::value) {
+    lo = __uint_as_float(q << 16);
+    hi = __uint_as_float(q & 0xFFFF0000u);
+  } else {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&q));
+    lo = f.x;
+    hi = f.y;
+  }
+}
+// The epilogue of one staged 128×BN tile at (m0, n0): thread `et` of `nthr` takes 16-byte chunks
+// et, et + nthr, ...: residual, activation, 16-byte stores (masked at the matrix edges).
+// TUNE: see kTune* (variant 1: 0).
+template <class T, int BN, int LDH, int EPI_CT, int TUNE>
+__device__ __forceinline__ void p4_epilogue_tile(const T* stg, int m0, int n0, int M, int N, const T* __restrict__ d,
+                                                 T* __restrict__ y, int epi, int vec_out, int et, int nthr) {
+  constexpr int kUnroll = (TUNE & kTuneUnroll2) ? 2 : (TUNE & kTuneUnroll8) ? 8 : 4;
+  if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
+#pragma unroll kUnroll
+    for (int i = et; i < W2_BM * (BN / 8); i += nthr) {
+      const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+      const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * LDH + cc]);
+      float v[8];
+      unpack2<T>(q.x, v[0], v[1]);
+      unpack2<T>(q.y, v[2], v[3]);
+      unpack2<T>(q.z, v[4], v[5]);
+      unpack2<T>(q.w, v[6], v[7]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT>(v[e], epi);
+      uint4 out;
+      out.x = pack2<T>(v[0], v[1]);
+      out.y = pack2<T>(v[2], v[3]);
+      out.z = pack2<T>(v[4], v[5]);
+      out.w = pack2<T>(v[6], v[7]);
+      uint4* dst = reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc);
+      if constexpr ((TUNE & kTuneStream) != 0) __stcs(dst, out);
+      else *dst = out;
+    }
+    return;
+  }
+#pragma unroll 2
+  for (int i = et; i < W2_BM * (BN / 8); i += nthr) {
+    const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
+    const int gm = m0 + rr, gn = n0 + cc;
+    if (gm >= M || gn >= N) continue;
+    const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * LDH + cc]);
+    float v[8];
+    unpack2<T>(q.x, v[0], v[1]);
+    unpack2<T>(q.y, v[2], v[3]);
+    unpack2<T>(q.z, v[4], v[5]);
+    unpack2<T>(q.w, v[6], v[7]);
+    const int64_t row = static_cast<int64_t>(gm) * N;
+    if (vec_out && gn + 8 <= N) {
+      if (d) {
+        const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
+        float r[8];
+        unpack2<T>(dq.x, r[0], r[1]);
+        unpack2<T>(dq.y, r[2], r[3]);
+        unpack2<T>(dq.z, r[4], r[5]);
+        unpack2<T>(dq.w, r[6], r[7]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] += r[e];
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = p4_act<EPI_CT>(v[e], epi);
+      uint4 out;
+      out.x = pack2<T>(v[0], v[1]);
+      out.y = pack2<T>(v[2], v[3]);
+      out.z = pack2<T>(v[4], v[5]);
+      out.w = pack2<T>(v[6], v[7]);
+      *reinterpret_cast<uint4*>(y + row + gn) = out;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (gn + e >= N) break;
+        float w = v[e];
+        if (d) w += to_f(d[row + gn + e]);
+        y[row + gn + e] = from_f<T>(p4_act<EPI_CT>(w, epi));
+      }
+    }
+  }
+}
 #endif
 
-// EPI_CT ≥ 0: that activation compiled in (GELU = the short erf form); −1: runtime `epi`.
-template <class T, int EPI_CT>
+// EPI_CT ≥ 0: that activation compiled in (GELU = gelu_erf_short); −1: runtime `epi`. TUNE: the
+// kTune* bits (0 for variant 1; kTuneGroup8: tile raster groups of 8 tile rows instead of 16).
+template <class T, int EPI_CT, int TUNE>
 __global__ void __launch_bounds__(P4_THREADS, 1)
     wgmma2_persist_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int M, int N,
                           int K, const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi, int vec_out) {
@@ -296,7 +406,8 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
   const int tiles_m = (M + W2_BM - 1) / W2_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;
   const int kt = (K + W2_BK - 1) / W2_BK;
   const int warp_id = threadIdx.x / 32;
-  auto tile_origin = [&](int pid, int& m0, int& n0) { raster_tile(pid, tiles_m, tiles_n, kGroupM2, W2_BM, BN, m0, n0); };
+  constexpr int kGroup = (TUNE & kTuneGroup8) ? 8 : kGroupM2;
+  auto tile_origin = [&](int pid, int& m0, int& n0) { raster_tile(pid, tiles_m, tiles_n, kGroup, W2_BM, BN, m0, n0); };
 
   init_stage_ring(full0, empty0, ST, 8);
 
@@ -326,66 +437,7 @@ __global__ void __launch_bounds__(P4_THREADS, 1)
       int m0, n0;
       tile_origin(tile, m0, n0);
       named_sync_w2(kFull, kHand);
-      if (vec_out && !d && m0 + W2_BM <= M && n0 + BN <= N) {  // whole tile inside: no masks, more in flight
-#pragma unroll 4
-        for (int i = et; i < W2_BM * (BN / 8); i += kEpiThreads) {
-          const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
-          const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * C::kLdH + cc]);
-          const T* qq = reinterpret_cast<const T*>(&q);
-          float v[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            v[e] = to_f(qq[e]);
-            v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(v[e]) : tile::epilogue(v[e], epi);
-          }
-          uint4 out;
-          out.x = pack2<T>(v[0], v[1]);
-          out.y = pack2<T>(v[2], v[3]);
-          out.z = pack2<T>(v[4], v[5]);
-          out.w = pack2<T>(v[6], v[7]);
-          *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + rr) * N + n0 + cc) = out;
-        }
-        if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);
-        continue;
-      }
-#pragma unroll 2
-      for (int i = et; i < W2_BM * (BN / 8); i += kEpiThreads) {
-        const int rr = i / (BN / 8), cc = (i % (BN / 8)) * 8;
-        const int gm = m0 + rr, gn = n0 + cc;
-        if (gm >= M || gn >= N) continue;
-        const uint4 q = *reinterpret_cast<const uint4*>(&stg[rr * C::kLdH + cc]);
-        const T* qq = reinterpret_cast<const T*>(&q);
-        float v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] = to_f(qq[e]);
-        const int64_t row = static_cast<int64_t>(gm) * N;
-        if (vec_out && gn + 8 <= N) {
-          if (d) {
-            const uint4 dq = *reinterpret_cast<const uint4*>(d + row + gn);
-            const T* dd = reinterpret_cast<const T*>(&dq);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] += to_f(dd[e]);
-          }
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            v[e] = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(v[e]) : tile::epilogue(v[e], epi);
-          uint4 out;
-          out.x = pack2<T>(v[0], v[1]);
-          out.y = pack2<T>(v[2], v[3]);
-          out.z = pack2<T>(v[4], v[5]);
-          out.w = pack2<T>(v[6], v[7]);
-          *reinterpret_cast<uint4*>(y + row + gn) = out;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (gn + e >= N) break;
-            float w = v[e];
-            if (d) w += to_f(d[row + gn + e]);
-            w = EPI_CT >= 0 ? act_ct<(EPI_CT >= 0 ? EPI_CT : 0)>(w) : tile::epilogue(w, epi);
-            y[row + gn + e] = from_f<T>(w);
-          }
-        }
-      }
+      p4_epilogue_tile<T, BN, C::kLdH, EPI_CT, TUNE>(stg, m0, n0, M, N, d, y, epi, vec_out, et, kEpiThreads);
       if (tile + static_cast<int>(gridDim.x) < tiles) named_arrive_w2(kEmpty, kHand);  // the staging tile is free again
     }
     return;
@@ -459,14 +511,14 @@ int num_sms() {
   return sms;
 }
 
-template <class T, int EPI_CT>
+template <class T, int EPI_CT, int TUNE>
 int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
               void* y, int epi, int vec, cudaStream_t s) {
   using C = P4Cfg<P4_BN>;
   CUtensorMap ma, mb;
   if (int rc = tma_encode_kmajor(&ma, dtype, a, M, K, W2_BK, W2_BM, "own sm_90a GEMM (persistent)")) return rc;
   if (int rc = tma_encode_kmajor(&mb, dtype, b, N, K, W2_BK, P4_BN, "own sm_90a GEMM (persistent)")) return rc;
-  auto kern = &wgmma2_persist_kernel<T, EPI_CT>;
+  auto kern = &wgmma2_persist_kernel<T, EPI_CT, TUNE>;
   if (int rc = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmemBytes)),
                      "own sm_90a GEMM (persistent): cudaFuncSetAttribute"))
     return rc;
@@ -478,13 +530,14 @@ int launch_p4(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const v
   return check_launch("own sm_90a GEMM (persistent) kernel");
 }
 
-template <class T>
+template <class T, int TUNE>
 int launch_p4_epi(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                   void* y, int epi, int vec, cudaStream_t s) {
-  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  if (epi == DML_CUDA_EPI_FAST_GELU) return launch_p4<T, DML_CUDA_EPI_FAST_GELU>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
-  return launch_p4<T, -1>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_GELU) return launch_p4<T, DML_CUDA_EPI_GELU, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_NONE) return launch_p4<T, DML_CUDA_EPI_NONE, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  if (epi == DML_CUDA_EPI_FAST_GELU)
+    return launch_p4<T, DML_CUDA_EPI_FAST_GELU, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
+  return launch_p4<T, -1, TUNE>(dtype, M, N, K, a, b, bias, d, y, epi, vec, s);
 }
 
 template <class T, int BN, int NB, int EPI_CT>
@@ -523,7 +576,8 @@ int launch_cfg(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const 
 int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
   if (variant == 0) variant = 1;
-  if (variant < 1 || variant > 2) return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1, 2)");
+  if (variant < 1 || variant > 6)
+    return fail("own sm_90a GEMM (epilogue-overlapped): variant " + std::to_string(variant) + " (1-6)");
   if (dtype != 1 && dtype != 2) return fail("own sm_90a GEMM (2-block): dtype " + std::to_string(dtype) + " (float16/bfloat16 only)");
   const size_t es = 2;
   const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -536,8 +590,14 @@ int wgmma2_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64
     int rc = 0;
     auto go = [&](auto tag) {
       using T = decltype(tag);
-      if (variant == 1) return launch_p4_epi<T>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
-      return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      switch (variant) {
+        case 1: return launch_p4_epi<T, 0>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 3: return launch_p4_epi<T, kTuneUnroll2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 4: return launch_p4_epi<T, kTuneUnroll8>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 5: return launch_p4_epi<T, kTuneStream>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        case 6: return launch_p4_epi<T, kTuneGroup8>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+        default: return launch_cfg<T, 128, 2>(dtype, M, N, K, az, bz, bias, dz, yz, epi, vec, s);
+      }
     };
     rc = dtype == 2 ? go(__nv_bfloat16{}) : go(__half{});
     if (rc) return rc;

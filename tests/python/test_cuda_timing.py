@@ -134,6 +134,25 @@ def test_graph_samples_time_one_replay_per_sample_cycling_the_inputs():
     assert order == ["a", "b"] + ["a", "b", "a", "b"]  # warm-up of the first two, then the capture
 
 
+def test_alternating_graph_samples_interleave_replays():
+    torch, clock = fake_torch_with_graphs()
+    order = []
+
+    def make(name, ms):
+        def fn():
+            if clock["capture"] is not None:
+                clock["capture"].ops.append(ms)
+                order.append(name + "@capture")
+            else:
+                clock["ms"] += ms
+        return fn
+
+    out = cuda_timing.alternating_graph_samples(torch, {"a": [make("a", 1.0), make("a", 2.0)], "b": [make("b", 4.0)]},
+                                                calls=2, rounds=3)
+    assert out == {"a": [pytest.approx(1.5)] * 3, "b": [pytest.approx(4.0)] * 3}
+    assert order == ["a@capture"] * 2 + ["b@capture"] * 2
+
+
 def test_cycling_calls_in_turn():
     seen = []
     call = cuda_timing.cycling([lambda: seen.append(0), lambda: seen.append(1), lambda: seen.append(2)])

@@ -43,10 +43,10 @@ def cycling(fns: Sequence[Callable[[], object]]) -> Callable[[], object]:
     return call
 
 
-def graph_samples(torch, fns: Sequence[Callable[[], object]], calls: int, reps: int) -> List[float]:
-    """`reps` samples of ms per call from replays of one CUDA graph that makes `calls` calls cycling
-    through `fns`. Warm-up and capture run on a side stream (libraries such as cuBLASLt set up
-    their per-stream state before the capture); each sample is one replay between two events."""
+def capture_graph(torch, fns: Sequence[Callable[[], object]], calls: int):
+    """One CUDA graph that makes `calls` calls cycling through `fns`, replayed once (warm). Warm-up
+    and capture run on a side stream (libraries such as cuBLASLt set up their per-stream state
+    before the capture)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -61,15 +61,39 @@ def graph_samples(torch, fns: Sequence[Callable[[], object]], calls: int, reps: 
             call()
     graph.replay()
     torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        e1.synchronize()
-        out.append(e0.elapsed_time(e1) / calls)
+    return graph
+
+
+def replay_ms(torch, graph, calls: int) -> float:
+    """ms per call of one replay of `graph` (which makes `calls` calls), between two events."""
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    graph.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1) / calls
+
+
+def graph_samples(torch, fns: Sequence[Callable[[], object]], calls: int, reps: int) -> List[float]:
+    """`reps` samples of ms per call from replays of one CUDA graph that makes `calls` calls cycling
+    through `fns` (capture_graph); each sample is one replay between two events."""
+    graph = capture_graph(torch, fns, calls)
+    out = [replay_ms(torch, graph, calls) for _ in range(reps)]
     del graph
+    return out
+
+
+def alternating_graph_samples(torch, fns: Dict[str, Sequence[Callable[[], object]]], calls: int,
+                              rounds: int) -> Dict[str, List[float]]:
+    """graph_samples for several methods (one graph each, `calls` calls cycling through its list)
+    taken in alternating rounds, one replay of each per round, so a drift of the GPU's clocks or of
+    the machine is shared by all of them."""
+    graphs = {k: capture_graph(torch, f, calls) for k, f in fns.items()}
+    out = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, g in graphs.items():
+            out[k].append(replay_ms(torch, g, calls))
+    del graphs
     return out
 
 

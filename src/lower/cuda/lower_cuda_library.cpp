@@ -52,8 +52,8 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
 // The own persistent sm_90a GEMM whose fused epilogue runs on dedicated epilogue warps under the
 // next tile's MMAs (kernels/cuda/gemm_wgmma_epi.cu) is offered wherever the wgmma kernel is. It is
 // the unprofiled default for the exact (erf) GELU epilogue on shapes like those it won on the H200
-// (session 8, docs/benchmarks.md: M, N ≥ 4096 and K ≤ 1024, all constant: 1.06-1.08× eager
-// F.gelu(F.linear(...)) and 1.07-1.08× cuBLASLt + the GELU pass; slower at K = 4096).
+// (docs/benchmarks.md: M, N ≥ 4096 and K ≤ 1024, all constant: session 9 1.12-1.21× eager
+// F.gelu(F.linear(...)) and 1.13-1.24× cuBLASLt + the GELU pass; slower at K = 4096).
 constexpr const char* kWgmmaEpiName = "wgmma_sm90a_persistent_128x256_epilogue_warps";
 bool wgmma_epi_default(const std::string& epi, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   return epi == "DML_CUDA_EPI_GELU" && M.is_const() && M.const_value() >= 4096 && N.is_const() && N.const_value() >= 4096 &&
