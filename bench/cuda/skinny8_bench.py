@@ -31,11 +31,11 @@ import gemv_bench as gb  # noqa: E402
 NEW = list(range(12, 25))
 TIMED = [1, 3, 7, 11, 18, 14, 17, 19, 20, 21, 22, 23, 24]
 PDL_FIRST = [16, 18, 23, 24]  # PDL variants also chained after a memcpy node
-NVAR = 34  # gemm_skinny.cu's kNumVariants
+NVAR = 37  # gemm_skinny.cu's kNumVariants
 # --session9: session 9's variants (ring 25..27, register kernel with PF / a shared-memory prologue 28..34)
-NEW9 = list(range(25, 35))
+NEW9 = list(range(25, 35))  # run 2: 35..37 (--new)
 TIMED9 = [1, 18, 22] + NEW9
-PDL_FIRST9 = [25, 27] + list(range(28, 35))
+PDL_FIRST9 = [25, 27] + list(range(28, 38))
 
 
 def abi_one(out, lib, impl, dt, M, N, K, epi):
@@ -114,6 +114,7 @@ def main():
     ap.add_argument("--no-base-checks", action="store_true")
     ap.add_argument("--variants", default=None, help="variants to time (default: TIMED, or TIMED9 with --session9)")
     ap.add_argument("--session9", action="store_true", help="check and time session 9's variants (NEW9) instead of NEW")
+    ap.add_argument("--new", default=None, help="with --session9: the variants to check (default: NEW9)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gb.NVAR = NVAR
@@ -121,7 +122,11 @@ def main():
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     print("[env]", res, flush=True)
     path = os.path.join(args.out, "skinny8_bench.json")
-    res["checks"] = new_checks(lib, NEW9, PDL_FIRST9) if args.session9 else new_checks(lib)
+    if args.session9:
+        new9 = [int(v) for v in args.new.split(",")] if args.new else NEW9
+        res["checks"] = new_checks(lib, new9, [v for v in new9 if v in PDL_FIRST9])
+    else:
+        res["checks"] = new_checks(lib)
     if not args.no_base_checks:
         res["checks"] += gb.checks(lib, pp=False)
     nfail = sum(1 for c in res["checks"] if not c["pass"])
@@ -141,7 +146,8 @@ def main():
         rows = ([(torch.bfloat16, M, 4096, K) for M in (1, 16) for K in (4096, 11008, 14336)]
                 + [(torch.bfloat16, M, 4096, K) for M in (4, 8) for K in (4096, 11008)]
                 + [(torch.float16, M, 4096, K) for M in (1, 16) for K in (4096, 11008)]
-                + [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in [(11008, 4096), (2048, 4096), (4096, 1024)]])
+                + [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in [(11008, 4096), (2048, 4096), (4096, 1024),
+                                                                               (2048, 1024), (2048, 8192), (1024, 4096)]])
     for (dt, M, N, K) in rows:
         row = gb.bench_skinny(lib, dt, M, N, K, copy_bw, variants)
         res["skinny"].append(row)

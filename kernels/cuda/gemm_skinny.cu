@@ -307,8 +307,11 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
 // PDL (bench variant): the producer issues its first S stages before griddepcontrol.wait, i.e. the
 // weight is read while the preceding kernel finishes. That is only valid when the weight is not
 // written by the preceding kernel (a constant), so the library's rule never picks it.
-template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP>
-__global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
+// MINB: blocks per multiprocessor the registers must allow (0: no bound). PL2 > 0 (with PDL): also
+// a cp.async.bulk.prefetch.L2 of the next PL2 elements of each weight row after the first S stages,
+// before griddepcontrol.wait.
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 0, int PL2 = 0>
+__global__ void __launch_bounds__((W + 1) * 32, MINB) skinny_tma_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                   const T* __restrict__ a, const T* __restrict__ b,
                                                                   const T* __restrict__ bias, const T* __restrict__ d,
                                                                   T* __restrict__ y, int epi) {
@@ -352,8 +355,17 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
   };
   const int64_t pre = min((int64_t)S, steps);
   if (PDL) {
-    if (warp == W)
+    if (warp == W) {
       for (int64_t it = 0; it < pre; ++it) produce(it);  // the weight only: no dependence on the preceding kernel
+      if constexpr (PL2 > 0) {
+        const int64_t k0 = pre * KS, kl = min((int64_t)PL2, K - k0);
+        if (kl > 0)
+          for (int r = lane; r < rows; r += 32)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b + (n0 + r) * K + k0),
+                         "r"(static_cast<uint32_t>(kl * 2))
+                         : "memory");
+      }
+    }
     grid_dep_wait();
     grid_dep_launch();
   }
@@ -520,8 +532,8 @@ template <auto Kern, int Threads, int Smem> const TmaOcc& sm90_occ() {
   }
   return occ[dev];
 }
-template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP> const TmaOcc& tma_occ() {
-  return sm90_occ<&skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>, (W + 1) * 32, sk_ring_bytes<NGM, KS, S>()>();
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 0, int PL2 = 0> const TmaOcc& tma_occ() {
+  return sm90_occ<&skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP, MINB, PL2>, (W + 1) * 32, sk_ring_bytes<NGM, KS, S>()>();
 }
 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
@@ -556,12 +568,12 @@ bool tma_ready() {
   return tma_occ<T, NGM, KS, S, W, PDL, XP>().ok;
 }
 
-template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL, bool XP = false>
+template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL, bool XP = false, int MINB = 0, int PL2 = 0>
 int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
                const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
+  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP, MINB, PL2>;
   constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>();
-  const TmaOcc& occ = tma_occ<T, NGM, KS, S, W, PDL, XP>();  // per instantiation (its own shared-memory size)
+  const TmaOcc& occ = tma_occ<T, NGM, KS, S, W, PDL, XP, MINB, PL2>();  // per instantiation (its own shared-memory size)
   if (!occ.ok)  // not sm_90 (or this library's binary for the device is not): the register kernel
     return launch<T, 1, 4, 8>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   const int64_t gy = (M + SK_MT - 1) / SK_MT;
@@ -585,7 +597,9 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // that the next kernel's blocks fit next to this one's at N = 4096), some with a shared-memory
 // prologue of PK elements per weight row: {1,4,4} MINB 8 with PK 0 / 1024 / 1536; {2,4,8} PK 0 MINB 4,
 // PK 1024 MINB 3; {1,4,8} MINB 5 (variant 18 in 48 registers); {1,4,8} PK 1024 MINB 4.
-constexpr int kNumVariants = 34;  // 1..11 above, the bulk-copy ring (12..17, 19..27), 18 = 1 with PF, 28..34
+// 35, 36: the ring with KS 512, 3 stages (104 KB: two blocks per SM), XP, PDL, 8 / 16 consumer warps
+// (16: registers capped for two blocks); 37: variant 25 + an L2 prefetch of 2048 more elements per row.
+constexpr int kNumVariants = 37;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -619,6 +633,11 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(30, 1, 4, 4, true, true, 1536, 8) DML_SK_CASE(31, 2, 4, 8, true, true, 0, 4)
     DML_SK_CASE(32, 2, 4, 8, true, true, 1024, 3) DML_SK_CASE(33, 1, 4, 8, true, true, 0, 5)
     DML_SK_CASE(34, 1, 4, 8, true, true, 1024, 4)
+    // ring small enough for two blocks per SM (one block per SM per kernel: the next kernel's blocks are resident
+    // and fill their stages while this one runs), PDL; and variant 25 with an L2 prefetch of 2 more stages
+    case 35: return launch_tma<T, 4, 512, 3, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 36: return launch_tma<T, 4, 512, 3, 16, 1, true, true, 2>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 37: return launch_tma<T, 4, 1024, 2, 16, 1, true, true, 0, 2048>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -636,6 +655,11 @@ bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t s
 // pieces one step ahead) and the K from which it always does (H200, bench/cuda/h200_session8_skinny_run3.log).
 constexpr int kRingVariant = 22;
 constexpr int64_t kRingMinK = 8192;
+// DML_CUDA_GEMM_SKINNY_PF's variants (skinny_variant_prefetch): the ring with PDL, and the register
+// kernel with a shared-memory prologue of kPrologueK elements per row (the whole row up to there).
+constexpr int kRingPdlVariant = 25;
+constexpr int kPrologueVariant = 32;
+constexpr int64_t kPrologueK = 1024;
 
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // Blocks one multiprocessor holds of variants 1 {1, 4, 8}, 2 {2, 4, 8}, 3 {4, 4, 8} and
@@ -689,14 +713,18 @@ int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
 }
 
 int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
-  // Variant 18 (variant 1 launched with programmatic dependent launch, its first loop step's weight
-  // loads issued before griddepcontrol.wait) where the rule picks variant 1, and where it picks the
-  // ring for M <= 8. H200, % of the D2D copy, M = 1 / 16: N = K = 4096 72.6 / 62.0 (variant 1:
-  // 64.7 / 59.9); N = 4096, K = 11008 82.7 / 74.7; K = 14336 85.7 / 77.0 (the ring at M = 16: 76.6 /
-  // 81.4); N = 4096, K = 1024 47.5 at M = 1 (42.3). The wide weights keep their variants (3 and 7:
-  // 80.8 / 82.8 at M = 1 where variant 18 has 79.8 / 80.5).
+  // Where the rule picks the ring: the same ring launched with PDL, its first stages copied before
+  // griddepcontrol.wait (variant 25). Where it picks variant 1: variant 18 (variant 1 with PDL, its
+  // first loop step's weight loads issued before the wait), or for K <= 1024 variant 32 ({2,4,8},
+  // the whole weight row range copied to shared memory before the wait). H200, % of the D2D copy,
+  // bf16 M = 1 / 16 (bench/cuda/h200_session9_skinny9_run1.log): N = 4096, K = 11008 85.9 / 79.8
+  // (the ring without PDL 78.9 / 75.7, cuBLASLt 75.4 / 74.1); K = 14336 88.8 / 85.2 (82.4 / 81.3;
+  // 85.6 / 83.8); N = 2048, K = 4096 55.8 / 47.5 (46.8 / 41.7); N = K = 4096 variant 18 70.6 / 61.4
+  // (variant 25: 68.5 / 62.5); N = 4096, K = 1024 variant 32 54.0 / 46.8 (variant 18: 47.1 / 37.5).
+  // The wide weights keep their variants (3 and 7).
   const int v = skinny_variant(M, N, K, batch);
-  if (v == 1 || (v == kRingVariant && M <= 8)) return 18;
+  if (v == 1) return K <= kPrologueK ? kPrologueVariant : 18;
+  if (v == kRingVariant) return kRingPdlVariant;
   return v;
 }
 
