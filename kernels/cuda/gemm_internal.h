@@ -13,7 +13,7 @@ int mma_gemm(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
 #if DML_GPU_HAS_MMA_SYNC
 // Own skinny GEMM (gemm_skinny.cu, sm_80+ mma.sync): fp16/bf16, small M, B as [N, K] (RCR) only,
 // K % 8 == 0 and 16-byte aligned operands (skinny_gemm_supported); streams the weight once.
-// variant: 1..37 (gemm_skinny.cu's launch_variant: register kernels 1..11, 18 and 28..34, the sm_90
+// variant: 1..41 (gemm_skinny.cu's launch_variant: register kernels 1..11, 18, 28..34 and 38..41, the sm_90
 // bulk-copy ring 12..17, 19..27 and 35..37), 0 = chosen by skinny_variant (which also looks at K).
 bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t sb, const void* a, const void* b);
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch);

@@ -599,7 +599,8 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // PK 1024 MINB 3; {1,4,8} MINB 5 (variant 18 in 48 registers); {1,4,8} PK 1024 MINB 4.
 // 35, 36: the ring with KS 512, 3 stages (104 KB: two blocks per SM), XP, PDL, 8 / 16 consumer warps
 // (16: registers capped for two blocks); 37: variant 25 + an L2 prefetch of 2048 more elements per row.
-constexpr int kNumVariants = 37;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34
+// 38..41: PF (as variant 18) on the register kernels {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}.
+constexpr int kNumVariants = 41;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..41
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -638,6 +639,9 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     case 35: return launch_tma<T, 4, 512, 3, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     case 36: return launch_tma<T, 4, 512, 3, 16, 1, true, true, 2>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     case 37: return launch_tma<T, 4, 1024, 2, 16, 1, true, true, 0, 2048>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    // variant 18's weight prefetch (PF) on other register-kernel shapes: {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}
+    DML_SK_CASE(38, 1, 8, 8, true, true) DML_SK_CASE(39, 1, 4, 16, true, true) DML_SK_CASE(40, 1, 8, 4, true, true)
+    DML_SK_CASE(41, 2, 4, 8, true, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
