@@ -271,7 +271,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
     __syncthreads();  // every warp is past the prologue
     red = reinterpret_cast<float(*)[NG][4][32]>(sk_pre);
 #else
-    return;
+    __shared__ float red_x[SK_WARPS][NG][4][32];  // not launched below sm_90 (sm90_occ: the register kernel instead)
+    red = red_x;
 #endif
   } else {
     __shared__ float red_s[SK_WARPS][NG][4][32];
@@ -304,9 +305,9 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
 // memory (L1/L2: it is small and re-read by every block), and run the same mma.sync steps.
 // A persistent-style grid: at most BPS blocks per multiprocessor, each taking an equal share of
 // the 8-row groups (N/8 over the grid, at most NGM groups per block), so one wave covers the weight.
-// PDL (bench variant): the producer issues its first S stages before griddepcontrol.wait, i.e. the
-// weight is read while the preceding kernel finishes. That is only valid when the weight is not
-// written by the preceding kernel (a constant), so the library's rule never picks it.
+// PDL: the producer issues its first S stages before griddepcontrol.wait, i.e. the weight is read
+// while the preceding kernel finishes. That is only valid when the weight is not written by the
+// preceding kernel (a constant): only DML_CUDA_GEMM_SKINNY_PF (skinny_variant_prefetch) picks it.
 // MINB: blocks per multiprocessor the registers must allow (0: no bound). PL2 > 0 (with PDL): also
 // a cp.async.bulk.prefetch.L2 of the next PL2 elements of each weight row after the first S stages,
 // before griddepcontrol.wait.
