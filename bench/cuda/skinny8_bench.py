@@ -1,12 +1,13 @@
 """Session-8 device harness of the own skinny GEMM (kernels/cuda/gemm_skinny.cu), issue 4's
 "M <= 16 at >= 80% of the D2D copy" criterion for the N = 4096 weights of a 7B-class model.
 
-    python3 bench/cuda/skinny8_bench.py LIB.so --out DIR [--no-base-checks]
+    python3 bench/cuda/skinny8_bench.py LIB.so --out DIR [--no-base-checks] [--session9] [--variants 1,18,...]
 
 LIB.so: the harness library of bench/cuda/gemv_bench.py (kernel library GEMM files + gemv_bench_entry.cu).
 Steps (gemv_bench.py's helpers: fresh random inputs, NaN-poisoned outputs, float64 reference,
 CUDA-graph replays with weights rotated over > 400 MB, median):
-  1. checks of the bulk-copy ring variants (12..17, 19..24) and the weight-prefetching PDL variant (18):
+  1. checks of the bulk-copy ring variants (12..17, 19..24) and the weight-prefetching PDL variant (18)
+     (--session9: of session 9's variants 25..34 instead):
      M = 1..40, N / K tails (K not a multiple of the stage, N not a multiple of 8), the 7B shapes,
      every epilogue, both dtypes, and chains of dependent calls captured in a CUDA graph;
   2. gemv_bench.py's own checks (C ABI with the automatic variant rule, bmm, fallbacks);
@@ -29,6 +30,12 @@ import gemv_bench as gb  # noqa: E402
 
 NEW = list(range(12, 25))
 TIMED = [1, 3, 7, 11, 18, 14, 17, 19, 20, 21, 22, 23, 24]
+PDL_FIRST = [16, 18, 23, 24]  # PDL variants also chained after a memcpy node
+NVAR = 41  # gemm_skinny.cu's kNumVariants
+# --session9: session 9's variants (ring 25..27, register kernel with PF / a shared-memory prologue 28..34)
+NEW9 = list(range(25, 35))  # run 2: 35..37, run 3: 38..41 (--new)
+TIMED9 = [1, 18, 22] + NEW9
+PDL_FIRST9 = [25, 27] + list(range(28, 42))
 
 
 def abi_one(out, lib, impl, dt, M, N, K, epi):
@@ -49,7 +56,7 @@ def abi_one(out, lib, impl, dt, M, N, K, epi):
           f"unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
 
 
-def new_checks(lib):
+def new_checks(lib, new=NEW, pdl_first=PDL_FIRST):
     out = []
 
     def one(dt, M, N, K, v, epi="none", bias=False):
@@ -83,7 +90,7 @@ def new_checks(lib):
                 for epi in ("none", "gelu", "add"):
                     abi_one(out, lib, impl, dt, M, N, K, epi)
     for dt in (torch.bfloat16, torch.float16):
-        for v in NEW:
+        for v in new:
             for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 40):
                 one(dt, M, 300, 520, v, bias=True)
             for (N, K) in [(4096, 4096), (4096, 11008), (4096, 14336), (11008, 4096), (7, 8), (8, 16), (100, 4104), (33, 40),
@@ -93,9 +100,9 @@ def new_checks(lib):
             for epi in gb.EPI:
                 one(dt, 7, 264, 1024, v, epi=epi, bias=True)
                 one(dt, 16, 4096, 4096, v, epi=epi, bias=epi != "none")
-        for v in NEW:
+        for v in new:
             out.append(gb.pdl_chain(lib, dt, v))
-        for v in (16, 18, 23, 24):
+        for v in pdl_first:
             out.append(gb.pdl_chain(lib, dt, v, memcpy_first=True))
     return out
 
@@ -105,15 +112,21 @@ def main():
     ap.add_argument("lib")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/skinny8_out"))
     ap.add_argument("--no-base-checks", action="store_true")
-    ap.add_argument("--variants", default=",".join(map(str, TIMED)))
+    ap.add_argument("--variants", default=None, help="variants to time (default: TIMED, or TIMED9 with --session9)")
+    ap.add_argument("--session9", action="store_true", help="check and time session 9's variants (NEW9) instead of NEW")
+    ap.add_argument("--new", default=None, help="with --session9: the variants to check (default: NEW9)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    gb.NVAR = 24
+    gb.NVAR = NVAR
     lib = gb.Lib(args.lib)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     print("[env]", res, flush=True)
     path = os.path.join(args.out, "skinny8_bench.json")
-    res["checks"] = new_checks(lib)
+    if args.session9:
+        new9 = [int(v) for v in args.new.split(",")] if args.new else NEW9
+        res["checks"] = new_checks(lib, new9, [v for v in new9 if v in PDL_FIRST9])
+    else:
+        res["checks"] = new_checks(lib)
     if not args.no_base_checks:
         res["checks"] += gb.checks(lib, pp=False)
     nfail = sum(1 for c in res["checks"] if not c["pass"])
@@ -123,12 +136,18 @@ def main():
     res["d2d_copy_GBps"] = copy_bw / 1e9
     res["d2d_copy_graph_GBps"] = copy_graph / 1e9
     print(f"[bandwidth] D2D copy 1 GiB: {copy_bw / 1e9:.0f} GB/s (graph {copy_graph / 1e9:.0f})", flush=True)
-    variants = [int(v) for v in args.variants.split(",")]
+    variants = [int(v) for v in args.variants.split(",")] if args.variants else (TIMED9 if args.session9 else TIMED)
     res["skinny"] = []
     shapes = [(4096, 4096), (4096, 11008), (4096, 14336), (11008, 4096), (14336, 4096)]
     rows = [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in shapes]
     rows += [(torch.float16, M, N, K) for M in (1, 16) for (N, K) in shapes[:3]]
     rows += [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in [(2048, 4096), (1024, 4096), (4096, 1024), (2048, 8192)]]
+    if args.session9:  # the N = 4096 weights first (the acceptance shapes), then M = 4 / 8, the rest
+        rows = ([(torch.bfloat16, M, 4096, K) for M in (1, 16) for K in (4096, 11008, 14336)]
+                + [(torch.bfloat16, M, 4096, K) for M in (4, 8) for K in (4096, 11008)]
+                + [(torch.float16, M, 4096, K) for M in (1, 16) for K in (4096, 11008)]
+                + [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in [(11008, 4096), (2048, 4096), (4096, 1024),
+                                                                               (2048, 1024), (2048, 8192), (1024, 4096)]])
     for (dt, M, N, K) in rows:
         row = gb.bench_skinny(lib, dt, M, N, K, copy_bw, variants)
         res["skinny"].append(row)

@@ -5,8 +5,8 @@
 # PREBUILT.so: the harness library (sm_90a: gemm.cu, gemm_mma.cu, gemm_wgmma.cu, gemm_wgmma_pp.cu,
 # gemm_skinny.cu, status.cu, bench/cuda/gemv_bench_entry.cu, linked with cuBLASLt), built with the
 # nvcc line below here when missing or not loadable. Then a smoke check of the bulk-copy ring variants
-# in their own process (a hang must not cost the rest), then bench/cuda/skinny8_bench.py (checks,
-# D2D copy, timings). Logs under $OUT; the table is printed last.
+# in their own process (a hang must not cost the rest; SMOKE_VARIANTS="25 26 ..." picks them), then
+# bench/cuda/skinny8_bench.py (checks, D2D copy, timings). Logs under $OUT; the table is printed last.
 set -o pipefail
 OUT=${OUT:-/tmp/skinny8_out}
 mkdir -p "$OUT" /tmp/skinny8_lib
@@ -35,7 +35,7 @@ import sys, os, torch
 sys.path.insert(0, "bench/cuda")
 import gemv_bench as gb
 lib = gb.Lib(sys.argv[1])
-for v in range(12, 25):
+for v in [int(x) for x in os.environ.get("SMOKE_VARIANTS", " ".join(map(str, range(12, 25)))).split()]:
     for (M, N, K) in [(1, 4096, 4096), (16, 300, 520)]:
         a = torch.randn(M, K, device="cuda").bfloat16(); b = (torch.randn(N, K, device="cuda") / K ** 0.5).bfloat16()
         y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)

@@ -13,13 +13,14 @@ int mma_gemm(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
 #if DML_GPU_HAS_MMA_SYNC
 // Own skinny GEMM (gemm_skinny.cu, sm_80+ mma.sync): fp16/bf16, small M, B as [N, K] (RCR) only,
 // K % 8 == 0 and 16-byte aligned operands (skinny_gemm_supported); streams the weight once.
-// variant: 1..24 (gemm_skinny.cu's launch_variant: register kernels 1..11 and 18, the sm_90 bulk-copy
-// ring 12..17 and 19..24), 0 = chosen by skinny_variant (which also looks at K).
+// variant: 1..41 (gemm_skinny.cu's launch_variant: register kernels 1..11, 18, 28..34 and 38..41, the sm_90
+// bulk-copy ring 12..17, 19..27 and 35..37), 0 = chosen by skinny_variant (which also looks at K).
 bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t sb, const void* a, const void* b);
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch);
-// The variant for DML_CUDA_GEMM_SKINNY_PF: skinny_variant's choice, or where that is variant 1 (or the
-// ring at M <= 8) variant 18, which reads its first weight chunks before waiting for the preceding
-// kernel (programmatic dependent launch): only for a weight no preceding kernel writes.
+// The variant for DML_CUDA_GEMM_SKINNY_PF: where skinny_variant picks variant 1 or the ring, a
+// programmatic-dependent-launch variant that reads its first weight pieces before waiting for the
+// preceding kernel (variant 18 / 32 for variant 1, 25 for the ring): only for a weight no preceding
+// kernel writes. Elsewhere skinny_variant's choice.
 int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch);
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant = 0);

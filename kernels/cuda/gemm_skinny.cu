@@ -129,87 +129,8 @@ __device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK
   }
 }
 
-// PF: programmatic dependent launch with the first loop step's weight loads issued before
-// griddepcontrol.wait (valid only for a weight the preceding kernel does not write; bench variant).
-template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false>
-__global__ void __launch_bounds__(SK_WARPS * 32) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
-                                                                    const T* __restrict__ a, const T* __restrict__ b,
-                                                                    const T* __restrict__ bias, const T* __restrict__ d,
-                                                                    T* __restrict__ y, int epi) {
-  __shared__ float red[SK_WARPS][NG][4][32];
-  const int64_t z = blockIdx.z;
-  a += z * sa;
-  b += z * sb;
-  y += z * M * N;
-  if (d) d += z * M * N;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t m0 = (int64_t)blockIdx.y * SK_MT, n0 = (int64_t)blockIdx.x * (8 * NG);
-  const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;
-  const T* a_lo = a + (m0 + g) * K + 8 * t;
-  const T* a_hi = a_lo + 8 * K;
-  const T* brow[NG];
-  bool bok[NG];
-#pragma unroll
-  for (int j = 0; j < NG; ++j) {
-    const int64_t n = n0 + 8 * j + g;
-    bok[j] = n < N;
-    brow[j] = b + (bok[j] ? n : 0) * K + 8 * t;
-  }
-  float acc[NG][4];
-#pragma unroll
-  for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-
-  const int64_t chunks = (K + 31) / 32;
-  constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
-  int64_t c0 = warp;
-  if (PF) {
-    SkChunk<NG, SK_U> ch;
-    sk_load_w<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok);
-    grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
-    grid_dep_launch();
-    sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
-    sk_mma<T, NG, SK_U>(acc, ch);
-    c0 += S;
-  } else {
-    grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
-    grid_dep_launch();  // the next kernel may start as this one's blocks retire
-  }
-  for (; c0 < chunks; c0 += S) {
-    SkChunk<NG, SK_U> ch;
-    sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-    sk_mma<T, NG, SK_U>(acc, ch);
-  }
-  // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
-#pragma unroll
-  for (int j = 0; j < NG; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
-  __syncthreads();
-  for (int o = threadIdx.x; o < SK_MT * 8 * NG; o += SK_WARPS * 32) {
-    const int m = o / (8 * NG), n = o % (8 * NG);
-    const int j = n / 8, col = n % 8;
-    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
-    float v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < SK_WARPS; ++w) v += red[w][j][r][ln];
-    tile::store<T>(y, bias, d, M, N, m0 + m, n0 + n, v, epi);
-  }
-}
-
-// ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
-// Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
-// on them (load, then multiply), so on the H200 its steady state streamed ~3.5 TB/s where cuBLAS
-// streams ~4.4 (bench/cuda/h200_session5_gemv.log, slope over K at N = 4096). Here one producer
-// warp keeps S stages of the block's weight rows in flight with cp.async.bulk (global -> shared,
-// completion counted on an mbarrier per stage), independent of the consumers' registers; W
-// consumer warps split each stage's K range (in-block split-K, as above), read the weight from
-// shared memory (rows padded to 64 mod 128 bytes: conflict-free 16-byte reads) and a from global
-// memory (L1/L2: it is small and re-read by every block), and run the same mma.sync steps.
-// A persistent-style grid: at most BPS blocks per multiprocessor, each taking an equal share of
-// the 8-row groups (N/8 over the grid, at most NGM groups per block), so one wave covers the weight.
-// PDL (bench variant): the producer issues its first S stages before griddepcontrol.wait, i.e. the
-// weight is read while the preceding kernel finishes. That is only valid when the weight is not
-// written by the preceding kernel (a constant), so the library's rule never picks it.
+// Bulk-copy (cp.async.bulk) helpers of the sm_90 paths: the ring (variants 12..17, 19..27) and the
+// register kernel's shared-memory prologue (PK > 0).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DML_SK_TMA_DEVICE 1
 #else
@@ -243,8 +164,155 @@ __device__ __forceinline__ uint4 sk_lds128(uint32_t addr) {
 template <int KS> __host__ __device__ constexpr int sk_row_bytes() { return KS * 2 + 64; }
 template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_bytes() { return S * 8 * NGM * sk_row_bytes<KS>(); }
 
-template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP>
-__global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
+// PF: programmatic dependent launch with the first loop step's weight loads issued before
+// griddepcontrol.wait (valid only for a weight the preceding kernel does not write).
+// PK > 0 (with PF; sm_90, dynamic shared memory of 8·NG rows × sk_row_bytes<PK>): instead, the first
+// min(K, PK) elements of each of the block's weight rows are copied to shared memory by the
+// bulk-copy engine (one cp.async.bulk per row, one mbarrier) before griddepcontrol.wait, so a block
+// that becomes resident while the preceding kernel still runs (PDL: as soon as that kernel's blocks
+// have all passed launch_dependents and an SM has room) reads that much of its weight during the
+// preceding kernel's tail, which a prefetch of one loop step into registers cannot.
+// MINB: blocks per multiprocessor the registers must allow (__launch_bounds__; 0: no bound), so that the next
+// kernel's blocks fit next to this one's (PDL).
+template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0>
+__global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
+                                                                    const T* __restrict__ a, const T* __restrict__ b,
+                                                                    const T* __restrict__ bias, const T* __restrict__ d,
+                                                                    T* __restrict__ y, int epi) {
+#if DML_SK_TMA_DEVICE
+  extern __shared__ __align__(128) unsigned char sk_pre[];  // PK > 0: the prologue, then the partial sums
+#endif
+  const int64_t z = blockIdx.z;
+  a += z * sa;
+  b += z * sb;
+  y += z * M * N;
+  if (d) d += z * M * N;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t m0 = (int64_t)blockIdx.y * SK_MT, n0 = (int64_t)blockIdx.x * (8 * NG);
+  const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;
+  const T* a_lo = a + (m0 + g) * K + 8 * t;
+  const T* a_hi = a_lo + 8 * K;
+  const T* brow[NG];
+  bool bok[NG];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) {
+    const int64_t n = n0 + 8 * j + g;
+    bok[j] = n < N;
+    brow[j] = b + (bok[j] ? n : 0) * K + 8 * t;
+  }
+  float acc[NG][4];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  const int64_t chunks = (K + 31) / 32;
+  constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
+  int64_t c0 = warp;
+  if constexpr (PK > 0) {
+    static_assert(PF && PK % (S * 32) == 0, "the prologue covers whole loop steps");
+#if DML_SK_TMA_DEVICE
+    __shared__ __align__(8) uint64_t pre_full;
+    constexpr int RB = sk_row_bytes<PK>();
+    const int64_t kp = min((int64_t)PK, K);  // K % 8 == 0: whole 16-byte pieces
+    const uint32_t pre = smem_u32(sk_pre), bar = smem_u32(&pre_full);
+    if (threadIdx.x == 0) {
+      mbar_init(bar, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (warp == 0) {  // the weight only: no dependence on the preceding kernel
+      const int rows = static_cast<int>(min((int64_t)8 * NG, N - n0));
+      const uint32_t bytes = static_cast<uint32_t>(kp * 2);
+      if (lane == 0) mbar_expect_tx(bar, bytes * rows);
+      __syncwarp();
+      const uint64_t pol = sk_evict_first();
+      for (int r = lane; r < rows; r += 32) sk_bulk_g2s(pre + r * RB, b + (n0 + r) * K, bytes, bar, pol);
+    }
+    grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
+    grid_dep_launch();
+    mbar_wait(bar, 0);
+    const int64_t pchunks = (kp + 31) / 32;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (; c0 < pchunks; c0 += S) {
+      SkChunk<NG, SK_U> ch;
+#pragma unroll
+      for (int u = 0; u < SK_U; ++u) {
+        const int64_t c = c0 + (int64_t)u * SK_WARPS;
+        const bool kin = c < pchunks && c * 32 + 8 * t < kp;
+#pragma unroll
+        for (int j = 0; j < NG; ++j)
+          ch.wv[u][j] = (kin && bok[j]) ? sk_lds128(pre + (8 * j + g) * RB + static_cast<uint32_t>(c) * 64 + 16 * t) : zero;
+      }
+      sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+      sk_mma<T, NG, SK_U>(acc, ch);
+    }
+#endif
+  } else if (PF) {
+    SkChunk<NG, SK_U> ch;
+    sk_load_w<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok);
+    grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
+    grid_dep_launch();
+    sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U>(acc, ch);
+    c0 += S;
+  } else {
+    grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
+    grid_dep_launch();  // the next kernel may start as this one's blocks retire
+  }
+  for (; c0 < chunks; c0 += S) {
+    SkChunk<NG, SK_U> ch;
+    sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U>(acc, ch);
+  }
+  // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
+  float(*red)[NG][4][32];
+  if constexpr (PK > 0) {
+#if DML_SK_TMA_DEVICE
+    static_assert(sizeof(float) * SK_WARPS * NG * 4 * 32 <= 8 * NG * sk_row_bytes<PK>(), "the partial sums reuse the prologue");
+    __syncthreads();  // every warp is past the prologue
+    red = reinterpret_cast<float(*)[NG][4][32]>(sk_pre);
+#else
+    __shared__ float red_x[SK_WARPS][NG][4][32];  // not launched below sm_90 (sm90_occ: the register kernel instead)
+    red = red_x;
+#endif
+  } else {
+    __shared__ float red_s[SK_WARPS][NG][4][32];
+    red = red_s;
+  }
+#pragma unroll
+  for (int j = 0; j < NG; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
+  __syncthreads();
+  for (int o = threadIdx.x; o < SK_MT * 8 * NG; o += SK_WARPS * 32) {
+    const int m = o / (8 * NG), n = o % (8 * NG);
+    const int j = n / 8, col = n % 8;
+    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < SK_WARPS; ++w) v += red[w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m0 + m, n0 + n, v, epi);
+  }
+}
+
+// ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
+// Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
+// on them (load, then multiply), so on the H200 its steady state streamed ~3.5 TB/s where cuBLAS
+// streams ~4.4 (bench/cuda/h200_session5_gemv.log, slope over K at N = 4096). Here one producer
+// warp keeps S stages of the block's weight rows in flight with cp.async.bulk (global -> shared,
+// completion counted on an mbarrier per stage), independent of the consumers' registers; W
+// consumer warps split each stage's K range (in-block split-K, as above), read the weight from
+// shared memory (rows padded to 64 mod 128 bytes: conflict-free 16-byte reads) and a from global
+// memory (L1/L2: it is small and re-read by every block), and run the same mma.sync steps.
+// A persistent-style grid: at most BPS blocks per multiprocessor, each taking an equal share of
+// the 8-row groups (N/8 over the grid, at most NGM groups per block), so one wave covers the weight.
+// PDL: the producer issues its first S stages before griddepcontrol.wait, i.e. the weight is read
+// while the preceding kernel finishes. That is only valid when the weight is not written by the
+// preceding kernel (a constant): only DML_CUDA_GEMM_SKINNY_PF (skinny_variant_prefetch) picks it.
+// MINB: blocks per multiprocessor the registers must allow (0: no bound). PL2 > 0 (with PDL): also
+// a cp.async.bulk.prefetch.L2 of the next PL2 elements of each weight row after the first S stages,
+// before griddepcontrol.wait.
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 0, int PL2 = 0>
+__global__ void __launch_bounds__((W + 1) * 32, MINB) skinny_tma_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                   const T* __restrict__ a, const T* __restrict__ b,
                                                                   const T* __restrict__ bias, const T* __restrict__ d,
                                                                   T* __restrict__ y, int epi) {
@@ -253,7 +321,7 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
   static_assert(KS % (32 * W) == 0, "a stage splits evenly over the consumer warps");
   extern __shared__ __align__(128) unsigned char sk_ring[];
   __shared__ __align__(8) uint64_t full[S], empty[S];
-  __shared__ float red[W][NGM][4][32];
+  static_assert(sizeof(float) * W * NGM * 4 * 32 <= sk_ring_bytes<NGM, KS, S>(), "the partial sums reuse the ring");
   const int64_t z = blockIdx.z;
   a += z * sa;
   b += z * sb;
@@ -288,11 +356,23 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
   };
   const int64_t pre = min((int64_t)S, steps);
   if (PDL) {
-    if (warp == W)
+    if (warp == W) {
       for (int64_t it = 0; it < pre; ++it) produce(it);  // the weight only: no dependence on the preceding kernel
+      if constexpr (PL2 > 0) {
+        const int64_t k0 = pre * KS, kl = min((int64_t)PL2, K - k0);
+        if (kl > 0)
+          for (int r = lane; r < rows; r += 32)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b + (n0 + r) * K + k0),
+                         "r"(static_cast<uint32_t>(kl * 2))
+                         : "memory");
+      }
+    }
     grid_dep_wait();
     grid_dep_launch();
   }
+  float acc[NGM][4];
+#pragma unroll
+  for (int j = 0; j < NGM; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   if (warp == W) {
     for (int64_t it = PDL ? pre : 0; it < steps; ++it) {
       if (it >= S) mbar_wait(smem_u32(&empty[it % S]), static_cast<uint32_t>((it / S - 1) & 1));
@@ -305,9 +385,6 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
     bool bok[NGM];
 #pragma unroll
     for (int j = 0; j < NGM; ++j) bok[j] = j < ng && 8 * j + g < rows;
-    float acc[NGM][4];
-#pragma unroll
-    for (int j = 0; j < NGM; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     // a's 16-byte pieces of loop step it (chunks warp + u·W of the stage): they do not wait for the stage.
     auto load_a = [&](int64_t it, uint4 (&xl)[U], uint4 (&xh)[U], bool (&kin)[U]) {
@@ -360,6 +437,12 @@ __global__ void __launch_bounds__((W + 1) * 32) skinny_tma_kernel(int64_t M, int
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[s]));
     }
+  }
+  // Every copy has landed and every stage has been read (each consumer waited on every stage's
+  // full barrier): the ring's memory holds the W warps' partial sums.
+  __syncthreads();
+  float(*red)[NGM][4][32] = reinterpret_cast<float(*)[NGM][4][32]>(sk_ring);
+  if (warp < W) {
 #pragma unroll
     for (int j = 0; j < NGM; ++j)
 #pragma unroll
@@ -392,49 +475,39 @@ bool device_has_pdl() {
   return ok;
 }
 
-// PDL: launched with programmatic stream serialization (sm_90+; cudaLaunchKernelEx), so the kernel
-// may start while the preceding one in the stream finishes (it waits in griddepcontrol.wait).
-template <class T, int NG, int U, int W, bool PDL = false, bool PF = false>
-int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
-           const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-  const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
-  if (gx > INT32_MAX || gy > 65535 || batch > 65535)
-    return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
-                ", batch = " + std::to_string(batch) + ")");
-  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  auto kern = &skinny_gemm_kernel<T, NG, U, W, PF>;
-  const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
-          *td = static_cast<const T*>(d);
-  T* ty = static_cast<T*>(y);
-  if ((PDL || PF) && device_has_pdl()) {
+// Launches kern<<<grid, threads, smem, s>>>(args...); PDL: with programmatic stream serialization
+// (sm_90+; cudaLaunchKernelEx), so the kernel may start while the preceding one in the stream
+// finishes (it waits in griddepcontrol.wait).
+template <class... P, class... A>
+int launch_kernel(void (*kern)(P...), dim3 grid, int threads, int smem, bool pdl, cudaStream_t s, const char* what,
+                  const char* what_pdl, A... args) {
+  if (pdl) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
-    cfg.blockDim = dim3(W * 32);
-    cfg.dynamicSmemBytes = 0;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, sa, sb, ta, tb, tbias, td, ty, epi),
-                 "own skinny GEMM kernel (programmatic dependent launch)");
-  } else {
-    kern<<<grid, W * 32, 0, s>>>(M, N, K, sa, sb, ta, tb, tbias, td, ty, epi);
-    return check_launch("own skinny GEMM kernel");
+    return check(cudaLaunchKernelEx(&cfg, kern, static_cast<P>(args)...), what_pdl);
   }
+  kern<<<grid, threads, smem, s>>>(static_cast<P>(args)...);
+  return check_launch(what);
 }
 
-
-// Per device: whether the TMA kernel instantiation runs here (its loaded binary is sm_90+: a library
-// built for sm_80 only has an empty body), its blocks per multiprocessor and the multiprocessors.
+// Per device, for an sm_90 kernel instantiation with `smem` bytes of dynamic shared memory (the bulk-
+// copy ring, the register kernel with a shared-memory prologue): whether it runs here (compute 9.0+
+// and its loaded binary is sm_90+: a library built for sm_80 only has an empty body; the shared-memory
+// size set), its blocks per multiprocessor and the multiprocessors. One cache per instantiation.
 struct TmaOcc {
   bool ok = false;
   int sms = 0, per_sm = 0;
 };
-template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP> const TmaOcc& tma_occ() {
-  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
-  constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>(), kMaxDev = 64;
+template <auto Kern, int Threads, int Smem> const TmaOcc& sm90_occ() {
+  constexpr int kMaxDev = 64;
   static TmaOcc occ[kMaxDev];
   static std::atomic<bool> ready[kMaxDev];
   int dev = 0;
@@ -448,10 +521,10 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP> const TmaOc
     cudaFuncAttributes fa{};
     int major = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 &&
-        cudaFuncGetAttributes(&fa, kern) == cudaSuccess && fa.binaryVersion >= 90 &&
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess &&
+        cudaFuncGetAttributes(&fa, Kern) == cudaSuccess && fa.binaryVersion >= 90 &&
+        cudaFuncSetAttribute(Kern, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem) == cudaSuccess &&
         cudaDeviceGetAttribute(&o.sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o.per_sm, kern, threads, smem) == cudaSuccess && o.per_sm > 0 &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o.per_sm, Kern, Threads, Smem) == cudaSuccess && o.per_sm > 0 &&
         o.sms > 0)
       o.ok = true;
     (void)cudaGetLastError();
@@ -459,6 +532,29 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP> const TmaOc
     ready[dev].store(true, std::memory_order_release);
   }
   return occ[dev];
+}
+template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 0, int PL2 = 0> const TmaOcc& tma_occ() {
+  return sm90_occ<&skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP, MINB, PL2>, (W + 1) * 32, sk_ring_bytes<NGM, KS, S>()>();
+}
+
+// The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
+// prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
+template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0>
+int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
+           const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
+  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB>;
+  constexpr int smem = PK > 0 ? 8 * NG * sk_row_bytes<PK>() : 0;
+  if constexpr (PK > 0) {
+    if (!sm90_occ<kern, W * 32, smem>().ok) return launch<T, 1, 4, 8, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  }
+  const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
+  if (gx > INT32_MAX || gy > 65535 || batch > 65535)
+    return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
+                ", batch = " + std::to_string(batch) + ")");
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
+  return launch_kernel(kern, grid, W * 32, smem, (PDL || PF) && device_has_pdl(), s, "own skinny GEMM kernel",
+                       "own skinny GEMM kernel (programmatic dependent launch)", M, N, K, sa, sb, static_cast<const T*>(a),
+                       static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi);
 }
 
 // Grid of the TMA kernel: the fewest blocks that keep at most NGM row groups per block, at least
@@ -473,12 +569,12 @@ bool tma_ready() {
   return tma_occ<T, NGM, KS, S, W, PDL, XP>().ok;
 }
 
-template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL, bool XP = false>
+template <class T, int NGM, int KS, int S, int W, int BPS, bool PDL, bool XP = false, int MINB = 0, int PL2 = 0>
 int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
                const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP>;
+  auto kern = &skinny_tma_kernel<T, NGM, KS, S, W, PDL, XP, MINB, PL2>;
   constexpr int threads = (W + 1) * 32, smem = sk_ring_bytes<NGM, KS, S>();
-  const TmaOcc& occ = tma_occ<T, NGM, KS, S, W, PDL, XP>();  // per instantiation (its own shared-memory size)
+  const TmaOcc& occ = tma_occ<T, NGM, KS, S, W, PDL, XP, MINB, PL2>();  // per instantiation (its own shared-memory size)
   if (!occ.ok)  // not sm_90 (or this library's binary for the device is not): the register kernel
     return launch<T, 1, 4, 8>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   const int64_t gy = (M + SK_MT - 1) / SK_MT;
@@ -487,32 +583,25 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
     return fail("own skinny GEMM (bulk-copy ring): grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch));
-  const T *ta = static_cast<const T*>(a), *tb = static_cast<const T*>(b), *tbias = static_cast<const T*>(bias),
-          *td = static_cast<const T*>(d);
-  T* ty = static_cast<T*>(y);
-  if (PDL) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, sa, sb, ta, tb, tbias, td, ty, epi),
-                 "own skinny GEMM kernel (bulk-copy ring, programmatic dependent launch)");
-  }
-  kern<<<grid, threads, smem, s>>>(M, N, K, sa, sb, ta, tb, tbias, td, ty, epi);
-  return check_launch("own skinny GEMM kernel (bulk-copy ring)");
+  return launch_kernel(kern, grid, threads, smem, PDL, s, "own skinny GEMM kernel (bulk-copy ring)",
+                       "own skinny GEMM kernel (bulk-copy ring, programmatic dependent launch)", M, N, K, sa, sb,
+                       static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d),
+                       static_cast<T*>(y), epi);
 }
 
 // The kernel's variants: {8-row weight groups per block, K chunks per loop step of a warp, warps
 // per block, programmatic dependent launch}. Variant numbers are the bench's
 // (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
 // 1..10: {1,4,8} {2,4,8} {4,4,8} {1,8,8} {2,8,8} {1,8,4} {2,8,4} {4,8,4} {1,4,16} {2,4,16}; 11: 1 with PDL.
-constexpr int kNumVariants = 24;  // 1..11 above, the bulk-copy ring (12..17, 19..24), 18 = 1 with PF
+// 25..27: the ring with 16 consumer warps, KS 1024, XP: 2 stages + PDL, 3 stages, 3 stages + PDL.
+// 28..34: the register kernel with PF and registers capped for MINB blocks per multiprocessor (so
+// that the next kernel's blocks fit next to this one's at N = 4096), some with a shared-memory
+// prologue of PK elements per weight row: {1,4,4} MINB 8 with PK 0 / 1024 / 1536; {2,4,8} PK 0 MINB 4,
+// PK 1024 MINB 3; {1,4,8} MINB 5 (variant 18 in 48 registers); {1,4,8} PK 1024 MINB 4.
+// 35, 36: the ring with KS 512, 3 stages (104 KB: two blocks per SM), XP, PDL, 8 / 16 consumer warps
+// (16: registers capped for two blocks); 37: variant 25 + an L2 prefetch of 2048 more elements per row.
+// 38..41: PF (as variant 18) on the register kernels {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}.
+constexpr int kNumVariants = 41;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..41
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -538,6 +627,22 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     case 22: return launch_tma<T, 4, 1024, 2, 16, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     case 23: return launch_tma<T, 4, 1024, 3, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
     case 24: return launch_tma<T, 4, 256, 5, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 25: return launch_tma<T, 4, 1024, 2, 16, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 26: return launch_tma<T, 4, 1024, 3, 16, 1, false, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 27: return launch_tma<T, 4, 1024, 3, 16, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    // register kernel with PF, registers for MINB blocks per SM, a shared-memory prologue of PK elements per row
+    DML_SK_CASE(28, 1, 4, 4, true, true, 0, 8) DML_SK_CASE(29, 1, 4, 4, true, true, 1024, 8)
+    DML_SK_CASE(30, 1, 4, 4, true, true, 1536, 8) DML_SK_CASE(31, 2, 4, 8, true, true, 0, 4)
+    DML_SK_CASE(32, 2, 4, 8, true, true, 1024, 3) DML_SK_CASE(33, 1, 4, 8, true, true, 0, 5)
+    DML_SK_CASE(34, 1, 4, 8, true, true, 1024, 4)
+    // ring small enough for two blocks per SM (one block per SM per kernel: the next kernel's blocks are resident
+    // and fill their stages while this one runs), PDL; and variant 25 with an L2 prefetch of 2 more stages
+    case 35: return launch_tma<T, 4, 512, 3, 8, 1, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 36: return launch_tma<T, 4, 512, 3, 16, 1, true, true, 2>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    case 37: return launch_tma<T, 4, 1024, 2, 16, 1, true, true, 0, 2048>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    // variant 18's weight prefetch (PF) on other register-kernel shapes: {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}
+    DML_SK_CASE(38, 1, 8, 8, true, true) DML_SK_CASE(39, 1, 4, 16, true, true) DML_SK_CASE(40, 1, 8, 4, true, true)
+    DML_SK_CASE(41, 2, 4, 8, true, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -555,6 +660,11 @@ bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t s
 // pieces one step ahead) and the K from which it always does (H200, bench/cuda/h200_session8_skinny_run3.log).
 constexpr int kRingVariant = 22;
 constexpr int64_t kRingMinK = 8192;
+// DML_CUDA_GEMM_SKINNY_PF's variants (skinny_variant_prefetch): the ring with PDL, and the register
+// kernel with a shared-memory prologue of kPrologueK elements per row (the whole row up to there).
+constexpr int kRingPdlVariant = 25;
+constexpr int kPrologueVariant = 32;
+constexpr int64_t kPrologueK = 1024;
 
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // Blocks one multiprocessor holds of variants 1 {1, 4, 8}, 2 {2, 4, 8}, 3 {4, 4, 8} and
@@ -608,14 +718,18 @@ int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
 }
 
 int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
-  // Variant 18 (variant 1 launched with programmatic dependent launch, its first loop step's weight
-  // loads issued before griddepcontrol.wait) where the rule picks variant 1, and where it picks the
-  // ring for M <= 8. H200, % of the D2D copy, M = 1 / 16: N = K = 4096 72.6 / 62.0 (variant 1:
-  // 64.7 / 59.9); N = 4096, K = 11008 82.7 / 74.7; K = 14336 85.7 / 77.0 (the ring at M = 16: 76.6 /
-  // 81.4); N = 4096, K = 1024 47.5 at M = 1 (42.3). The wide weights keep their variants (3 and 7:
-  // 80.8 / 82.8 at M = 1 where variant 18 has 79.8 / 80.5).
+  // Where the rule picks the ring: the same ring launched with PDL, its first stages copied before
+  // griddepcontrol.wait (variant 25). Where it picks variant 1: variant 18 (variant 1 with PDL, its
+  // first loop step's weight loads issued before the wait), or for K <= 1024 variant 32 ({2,4,8},
+  // the whole weight row range copied to shared memory before the wait). H200, % of the D2D copy,
+  // bf16 M = 1 / 16 (bench/cuda/h200_session9_skinny9_run1.log): N = 4096, K = 11008 85.9 / 79.8
+  // (the ring without PDL 78.9 / 75.7, cuBLASLt 75.4 / 74.1); K = 14336 88.8 / 85.2 (82.4 / 81.3;
+  // 85.6 / 83.8); N = 2048, K = 4096 55.8 / 47.5 (46.8 / 41.7); N = K = 4096 variant 18 70.6 / 61.4
+  // (variant 25: 68.5 / 62.5); N = 4096, K = 1024 variant 32 54.0 / 46.8 (variant 18: 47.1 / 37.5).
+  // The wide weights keep their variants (3 and 7).
   const int v = skinny_variant(M, N, K, batch);
-  if (v == 1 || (v == kRingVariant && M <= 8)) return 18;
+  if (v == 1) return K <= kPrologueK ? kPrologueVariant : 18;
+  if (v == kRingVariant) return kRingPdlVariant;
   return v;
 }
 

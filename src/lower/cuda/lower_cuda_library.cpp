@@ -103,14 +103,15 @@ struct GemmCands {
 
 // The own skinny kernel as the unprofiled default of a GEMM with a constant weight (sm_90a, constant
 // M <= 16, N and K; the weight-prefetching launch, as it is a constant): where it
-// measured faster than cuBLASLt on the H200 at M = 1 and 16 (bench/cuda/h200_session8_skinny_run3.log):
-// 1024 <= N <= 4096 and 1024 <= K <= max(4096, 2.75 N), e.g. N = 4096 with K = 4096 (variant 1 / 18:
-// 64.7-72.6% of the D2D copy vs cuBLASLt's 58%) or K = 11008 (ring: 79.6 / 76.6% vs 75.6 / 73.9%);
-// cuBLASLt stays ahead at N = 4096, K = 14336 and for the wide weights (N = 11008 / 14336).
+// measured faster than cuBLASLt on the H200 at M = 1 and 16 (bench/cuda/h200_session9_skinny9_run1.log):
+// 1024 <= N <= 4096 and 1024 <= K <= max(4096, 3.5 N), e.g. N = 4096 with K = 4096 (variant 18:
+// 70.6 / 61.4% of the D2D copy vs cuBLASLt's 58.7 / 57.8%), K = 11008 (ring + PDL: 85.9 / 79.8% vs
+// 75.4 / 74.1%), K = 14336 (88.8 / 85.2% vs 85.6 / 83.8%) or K = 1024 (54.0 / 46.8% vs 37.6 / 38.2%);
+// cuBLASLt stays ahead for the wide weights (N = 11008 / 14336).
 bool skinny_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   if (o.arch.name != "sm_90a" || !M.is_const() || !N.is_const() || !K.is_const()) return false;
   const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
-  return m >= 1 && m <= 16 && n >= 1024 && n <= 4096 && k >= 1024 && 4 * k <= std::max<int64_t>(4 * 4096, 11 * n);
+  return m >= 1 && m <= 16 && n >= 1024 && n <= 4096 && k >= 1024 && 2 * k <= std::max<int64_t>(2 * 4096, 7 * n);
 }
 
 // The skinny kernel with its weight prefetched under programmatic dependent launch

@@ -90,7 +90,7 @@ TEST(CudaSkinnyLowering, WeightPrefetchOnlyForConstantWeightsOnSm90a) {
 }
 
 // The unprofiled default on sm_90a for a constant weight with constant M <= 16 where the skinny
-// kernel measured faster than cuBLASLt on the H200 (1024 <= N <= 4096, 1024 <= K <= max(4096, 2.75 N));
+// kernel measured faster than cuBLASLt on the H200 (1024 <= N <= 4096, 1024 <= K <= max(4096, 3.5 N));
 // cuBLASLt elsewhere, on other archs and for symbolic M.
 TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
   struct Case {
@@ -102,6 +102,8 @@ TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
   const std::vector<Case> cases = {
       {"sm_90a", 1024, 1, 1024, true},  {"sm_90a", 1024, 16, 1024, true}, {"sm_90a", 1024, 1, 512, false},
       {"sm_90a", 512, 1, 1024, false},  {"sm_90a", 4104, 1, 1024, false}, {"sm_80", 1024, 1, 1024, false},
+      // K above 4096 within 3.5 N (N = 1176: K <= 4116), and just past it
+      {"sm_90a", 4112, 1, 1176, true},  {"sm_90a", 4120, 1, 1176, false},
   };
   for (const auto& c : cases) {
     auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", c.K, c.rows, c.N), "cublaslt", c.arch);
