@@ -644,6 +644,14 @@ def cases():
             out.append(Case("gemm_gelu_epi", dt, {"x": [4096, 1024]}, {"w": ([4096, 1024], "w"), "b": ([4096], "small")},
                             {}, [{}], lambda ops, W, X: {"gelu": ops.gemm_rcr_bias_gelu(X["x"], W["w"], W["b"])},
                             lambda torch, W, X: {"gelu": torch.nn.functional.gelu(torch.nn.functional.linear(X["x"], W["w"], W["b"]))}))
+        if dt != "float32":  # constant M <= 16 with a constant weight, 1024 <= N, K: sm_90a artifacts default to the
+            # skinny kernels launched with PDL weight prefetch (DML_CUDA_GEMM_SKINNY_PF: kernels/cuda/gemm_skinny.cu)
+            out.append(Case("gemm_skinny_pf", dt, {"x": [5, 2048], "x16": [16, 2048]},
+                            {"w": ([1024, 2048], "w"), "b": ([1024], "small")}, {}, [{}],
+                            lambda ops, W, X: {"m5": ops.gemm_rcr_bias(X["x"], W["w"], W["b"]),
+                                               "m16": ops.gemm_rcr(X["x16"], W["w"])},
+                            lambda torch, W, X: {"m5": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
+                                                 "m16": torch.nn.functional.linear(X["x16"], W["w"])}))
         out.append(Case("bmm_softmax", dt, {"q": ["b", 4, "s", 32], "k": ["b", 4, "s", 32], "v": ["b", 4, "s", 32]},
                         {"wh": ([1, 4, 32, 16], "w"), "wa": ([1, 1, 32, 8], "w")},
                         {"b": (1, 4, [1, 4]), "s": (1, 64, [8, 64])}, [{"b": 1, "s": 1}, {"b": 4, "s": 8}, {"b": 3, "s": 50}],

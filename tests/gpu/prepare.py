@@ -56,6 +56,9 @@ def main():
     # kernels on the GEMM-heavy cases (SIMT for float32, mma.sync for fp16/bf16); and one sm_80
     # artifact that an sm_90 GPU must refuse before running anything.
     todo = []
+    # cases that exist to run one unprofiled sm_90a default through an artifact: prepare fails if it is not chosen
+    EXPECT_DEFAULT = {"gemm_gelu_epi": "wgmma_sm90a_persistent_128x256_epilogue_warps",
+                      "gemm_skinny_pf": "skinny_pdl_weight_prefetch"}
     for c in C.cases() + C.bench_cases():
         todo.append((c, "cublaslt", a.arch))
         if c.name in ("conv_pool", "sdpa", "sdpa_strided") and c.dtype != "float32":
@@ -83,12 +86,20 @@ def main():
         spec = build_spec(dml, case, W)
         d = os.path.join(a.out, key)
         os.makedirs(d, exist_ok=True)
-        os.environ["DINOML_CUDA_GEMM"] = "cublaslt" if impl == "nchwconv" else impl
+        # "cublaslt" (and "nchwconv") = the lowering's own unprofiled defaults: DINOML_CUDA_GEMM unset, so
+        # its shape rules apply (e.g. the epilogue-warp GELU kernel, the PDL skinny kernel); others force a kernel
+        os.environ.pop("DINOML_CUDA_GEMM", None)
+        if impl not in ("cublaslt", "nchwconv"):
+            os.environ["DINOML_CUDA_GEMM"] = impl
         if impl == "nchwconv":
             os.environ["DINOML_CUDA_CONV_LAYOUT"] = "nchw"
         art = dml.compile(spec, target="cuda", arch=arch, tf32=case.tf32, out=os.path.join(d, "artifact"))
-        os.environ.pop("DINOML_CUDA_GEMM")
+        os.environ.pop("DINOML_CUDA_GEMM", None)
         os.environ.pop("DINOML_CUDA_CONV_LAYOUT", None)
+        want = EXPECT_DEFAULT.get(case.name) if impl == "cublaslt" and arch == "sm_90a" else None
+        if want and not any(k["selected"] == want for k in art.kernel_manifest):
+            sys.exit(f"[prepare] {key}: the default should select {want}, got "
+                     f"{sorted({k['selected'] for k in art.kernel_manifest})}")
         meta = {"key": key, "name": case.name, "dtype": case.dtype, "inputs": case.inputs, "dims": case.dims,
                 "grid": case.grid, "tol": case.tol, "tf32": case.tf32, "gemm_impl": impl, "arch": arch,
                 "expect_refusal": arch != a.arch, "outputs": [o["name"] for o in art.metadata["outputs"]],
