@@ -3,6 +3,7 @@
 #include "errors.h"
 
 #include <array>
+#include <cstdlib>
 #include <string>
 #if defined(__clang__)
 #include <cpuid.h>
@@ -72,17 +73,32 @@ const IsaEntry* find(const std::string& name) noexcept {
 
 bool isa_known(const std::string& name) noexcept { return find(name) != nullptr; }
 
+bool isa_disabled(const std::string& name) noexcept {
+  const char* env = std::getenv("DINOML_CPU_DISABLE_ISA");
+  if (!env) return false;
+  std::string list = env;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (list.compare(start, end - start, name) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 bool isa_supported(const std::string& name) noexcept {
   __builtin_cpu_init();  // idempotent; required when called before libgcc's constructor ran
   const IsaEntry* e = find(name);
-  return e && e->supported();
+  return e && e->supported() && !isa_disabled(name);
 }
 
 void check_required_isa(const std::vector<std::string>& required, const std::string& artifact) {
   std::string unknown, missing;
+  bool by_env = false;
   for (const std::string& name : required) {
     std::string& list = isa_known(name) ? missing : unknown;
     if (isa_known(name) && isa_supported(name)) continue;
+    by_env = by_env || isa_disabled(name);
     list += list.empty() ? "" : ", ";
     list += name;
   }
@@ -94,7 +110,9 @@ void check_required_isa(const std::vector<std::string>& required, const std::str
   if (!missing.empty()) {
     fail(DINOML_ERR_ISA_MISMATCH, "artifact '", artifact, "' was compiled for instruction set(s) ", missing,
          " that this CPU does not support; recompile the model for this CPU (e.g. with a lower --isa, "
-         "or --isa native on this machine)");
+         "or --isa native on this machine)",
+         by_env ? " [DINOML_CPU_DISABLE_ISA is set and names at least one of them: unset it if this CPU has them]"
+                : "");
   }
 }
 

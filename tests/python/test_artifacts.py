@@ -98,14 +98,46 @@ def test_other_abi_version_is_refused_with_advice(linear_dir, tmp_path):
     assert "999" in msg and "recompile" in msg.lower()
 
 
-def test_missing_isa_is_refused_before_loading_code(linear_dir, tmp_path):
+def _with_required_isa(linear_dir, tmp_path, isa):
     bad = tmp_path / "bad"
     shutil.copytree(linear_dir, bad)
     m = json.loads((bad / "manifest.json").read_text())
-    m["required_isa"] = m["required_isa"] + ["amx-tile"]  # no machine here has AMX
+    m["required_isa"] = m["required_isa"] + [isa]
     (bad / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(dml.ArtifactError, match="amx"):
+    return bad
+
+
+def _cpu_flags():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_missing_isa_is_refused_before_loading_code(linear_dir, tmp_path):
+    # An ISA this CPU really lacks, when there is one (the CI machines differ: some have AMX).
+    flags = _cpu_flags()
+    lacking = [isa for isa, flag in (("avx512fp16", "avx512_fp16"), ("amx-tile", "amx_tile"),
+                                     ("avx512f", "avx512f")) if flag not in flags]
+    if not lacking:
+        pytest.skip("this CPU has every ISA the test could require (test_disabled_isa covers the path)")
+    bad = _with_required_isa(linear_dir, tmp_path, lacking[0])
+    with pytest.raises(dml.ArtifactError, match=lacking[0]) as e:
         dml.runtime.load(str(bad))
+    assert "does not support" in str(e.value)
+
+
+def test_isa_disabled_by_environment_is_refused(linear_dir, tmp_path, monkeypatch):
+    # DINOML_CPU_DISABLE_ISA makes the runtime act as a CPU without the named ISAs: avx2 is on
+    # every machine DinoML runs on, so the refusal here comes from the variable alone.
+    bad = _with_required_isa(linear_dir, tmp_path, "avx2")
+    dml.runtime.load(str(bad))  # loads: this CPU has AVX2
+    monkeypatch.setenv("DINOML_CPU_DISABLE_ISA", "avx512f,avx2")
+    with pytest.raises(dml.ArtifactError, match="avx2") as e:
+        dml.runtime.load(str(bad))
+    assert "DINOML_CPU_DISABLE_ISA" in str(e.value)
+    monkeypatch.setenv("DINOML_CPU_DISABLE_ISA", "avx")  # a prefix of avx2 must not match it
+    dml.runtime.load(str(bad))
 
 
 def test_malformed_ir_file_is_a_clear_error(tmp_path):

@@ -352,11 +352,22 @@ TEST(Hardening, IsaThisCpuLacksIsRefused) {
   if (!__builtin_cpu_supports("avx512f")) missing = "avx512f";
   else if (!__builtin_cpu_supports("avx512fp16")) missing = "avx512fp16";
   else if (!__builtin_cpu_supports("amx-tile")) missing = "amx-tile";
-  if (missing.empty()) GTEST_SKIP() << "this CPU has every ISA the test could require";
+  if (missing.empty()) GTEST_SKIP() << "this CPU has every ISA the test could require (IsaDisabledByEnvironmentIsRefused covers the path)";
   Artifact a = copy_artifact("isa");
   a.manifest["required_isa"].push_back(missing);
   a.write_manifest();
   expect_refused_before_code(a, DINOML_ERR_ISA_MISMATCH, {missing, "does not support"});
+}
+
+// DINOML_CPU_DISABLE_ISA makes the runtime act as a CPU without the named ISAs, so the refusal is
+// tested on every machine (AVX2 is on all of them), whatever the CPU has.
+TEST(Hardening, IsaDisabledByEnvironmentIsRefused) {
+  Artifact a = copy_artifact("isa_env");
+  a.manifest["required_isa"].push_back("avx2");
+  a.write_manifest();
+  ::setenv("DINOML_CPU_DISABLE_ISA", "sse4.2,avx2", 1);
+  expect_refused_before_code(a, DINOML_ERR_ISA_MISMATCH, {"avx2", "does not support", "DINOML_CPU_DISABLE_ISA"});
+  ::unsetenv("DINOML_CPU_DISABLE_ISA");
 }
 
 TEST(Hardening, UnknownIsaIsRefused) {
