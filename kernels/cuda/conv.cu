@@ -284,17 +284,17 @@ __global__ void conv_direct_kernel(ConvGeo g, const T* __restrict__ x, const T* 
 }
 
 // y[n, o, p] = act(y[n, o, p] + bias[o] + res[n, o, p]) after the 1x1 GEMM; V elements per thread,
-// all of one channel (V divides H·W) and 16-byte aligned when V > 1.
+// all of one channel (V divides H·W) and 16-byte aligned when V > 1. hw_packs = H·W / V: pack i
+// belongs to channel (i / hw_packs) % O.
 template <class T, int V>
-__global__ void nchw_channel_epilogue_kernel(int64_t groups, int64_t hw, int64_t O, const T* __restrict__ bias,
+__global__ void nchw_channel_epilogue_kernel(int64_t groups, int64_t hw_packs, int64_t O, const T* __restrict__ bias,
                                              const T* __restrict__ res, T* __restrict__ y, int relu) {
   struct alignas(V * sizeof(T)) Pack {
     T v[V];
   };
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < groups;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t e = i * V;
-    const float b = bias ? to_f(bias[(e / hw) % O]) : 0.0f;
+    const float b = bias ? to_f(bias[(i / hw_packs) % O]) : 0.0f;
     Pack py = reinterpret_cast<const Pack*>(y)[i];
     Pack pr{};
     if (res) pr = reinterpret_cast<const Pack*>(res)[i];
