@@ -49,8 +49,7 @@ void kern(int64_t G, const uint32_t* a, const uint32_t* b, void* cv, int64_t ldc
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v)
-      r[i][v] = (acc && i < rows) ? _mm512_maskz_loadu_ps(mk[v], c + i * ldc + 16 * v) : _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) r[i][v] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; ++g) {
     __m512bh bv[NV];
 #pragma GCC unroll 8
@@ -62,11 +61,16 @@ void kern(int64_t G, const uint32_t* a, const uint32_t* b, void* cv, int64_t ldc
       for (int v = 0; v < NV; ++v) r[i][v] = _mm512_dpbf16_ps(r[i][v], av, bv[v]);
     }
   }
+  // The previous K blocks' partial sums are added here, not loaded into the accumulators up front:
+  // keeps the 28 accumulators' live ranges simple enough for GCC not to spill them in the loop.
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
     if (i < rows)
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(c + i * ldc + 16 * v, mk[v], r[i][v]);
+      for (int v = 0; v < NV; ++v) {
+        float* cp = c + i * ldc + 16 * v;
+        _mm512_mask_storeu_ps(cp, mk[v], acc ? _mm512_add_ps(r[i][v], _mm512_maskz_loadu_ps(mk[v], cp)) : r[i][v]);
+      }
 }
 
 inline uint16_t to_bf16(float f) { return dml_float_to_bf16(f); }

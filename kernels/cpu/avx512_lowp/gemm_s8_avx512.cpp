@@ -13,7 +13,7 @@
 namespace dml_cpu::lowp {
 namespace {
 
-constexpr int kMR = 14;
+constexpr int kMR = 14;  // 14 x 32: 28 zmm accumulators + 2 B vectors + the broadcast
 constexpr int kNV = 2;
 constexpr int64_t kNR = 16 * kNV;
 constexpr char kMagic[8] = {'D', 'M', 'L', 'S', '8', 'Q', '1', '\0'};
@@ -37,36 +37,46 @@ inline __mmask16 col_mask(int cols, int v) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-template <int MR, int NV>
-void kern(int64_t G, const uint32_t* a, const uint32_t* b, void* cv, int64_t ldc, int rows, int cols, bool acc) {
-  int32_t* c = static_cast<int32_t*>(cv);
-  constexpr int NR = 16 * NV;
-  __m512i r[MR][NV];
-  __mmask16 mk[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) mk[v] = col_mask(cols, v);
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v)
-      r[i][v] = (acc && i < rows) ? _mm512_maskz_loadu_epi32(mk[v], c + i * ldc + 16 * v) : _mm512_setzero_si512();
-  for (int64_t g = 0; g < G; ++g) {
-    __m512i bv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + g * NR + 16 * v);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m512i av = _mm512_set1_epi32(static_cast<int>(a[g * MR + i]));
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) r[i][v] = _mm512_dpbusd_epi32(r[i][v], av, bv[v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-    if (i < rows)
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_epi32(c + i * ldc + 16 * v, mk[v], r[i][v]);
+// acc += a (u8) · b (s8) by K-quads. Inline asm: through the intrinsic, GCC 12 stores every
+// accumulator to the stack after each K-quad (the v8di/v16si casts around the builtin).
+inline void dpbusd(__m512i& acc, __m512i a, __m512i b) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
 }
+
+// The 14 × 32 register tile, accumulators named through a row macro.
+#define DML_S8_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+__attribute__((noinline)) void kern14x32(int64_t G, const uint32_t* a, const uint32_t* b, void* cv, int64_t ldc,
+                                          int rows, int cols, bool acc) {
+  static_assert(kMR == 14 && kNV == 2, "kern14x32 is the 14 x 32 tile");
+  int32_t* c = static_cast<int32_t*>(cv);
+  const __mmask16 m0 = col_mask(cols, 0), m1 = col_mask(cols, 1);
+#define DML_S8_DECL(i) __m512i r##i##a = _mm512_setzero_si512(), r##i##b = _mm512_setzero_si512();
+  DML_S8_ROWS(DML_S8_DECL)
+  for (int64_t g = 0; g < G; ++g) {
+    const __m512i b0 = _mm512_load_si512(b + g * kNR), b1 = _mm512_load_si512(b + g * kNR + 16);
+    const uint32_t* ag = a + g * kMR;
+#define DML_S8_STEP(i)                                                  \
+  {                                                                     \
+    const __m512i av = _mm512_set1_epi32(static_cast<int>(ag[i]));     \
+    dpbusd(r##i##a, av, b0);                                            \
+    dpbusd(r##i##b, av, b1);                                            \
+  }
+    DML_S8_ROWS(DML_S8_STEP)
+  }
+  // Earlier K blocks' partial sums are added at the store.
+#define DML_S8_STORE(i)                                                                                          \
+  if (i < rows) {                                                                                                \
+    int32_t* cp = c + i * ldc;                                                                                   \
+    _mm512_mask_storeu_epi32(cp, m0, acc ? _mm512_add_epi32(r##i##a, _mm512_maskz_loadu_epi32(m0, cp)) : r##i##a); \
+    _mm512_mask_storeu_epi32(cp + 16, m1,                                                                        \
+                             acc ? _mm512_add_epi32(r##i##b, _mm512_maskz_loadu_epi32(m1, cp + 16)) : r##i##b);  \
+  }
+  DML_S8_ROWS(DML_S8_STORE)
+#undef DML_S8_DECL
+#undef DML_S8_STEP
+#undef DML_S8_STORE
+}
+#undef DML_S8_ROWS
 
 // A (M × K bytes, row stride K) into kMR-row tiles of K-quads; s8 input gets its sign bit flipped
 // (x + 128 as u8); K past the end is zero.
@@ -174,7 +184,7 @@ int run(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, const uint3
   pack_a(static_cast<const uint8_t*>(a), flip, M, K, G, ap, threads);
   const bool direct = !scale;  // int32 output: accumulate in c
   Job job{M, N, G, ap, panels, c, direct};
-  run_tiles<kMR, kNR>(job, kBlk, threads, kern<kMR, kNV>,
+  run_tiles<kMR, kNR>(job, kBlk, threads, kern14x32,
                       [&](void* tv, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
                         const int32_t* t = static_cast<const int32_t*>(tv);
                         for (int i = 0; i < rows; ++i) {
