@@ -126,8 +126,19 @@ void pack_b(const void* b, int dtype, int layout, int64_t N, int64_t K, int64_t 
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t j = 0; j < panels; ++j) {
     uint32_t* o = out + j * G * kNR;
+    const bool full_panel = (j + 1) * kNR <= N;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t k0 = 2 * g, k1 = 2 * g + 1;
+      if (dtype == DML_CPU_BF16 && layout == DML_CPU_B_RRR && full_panel && k1 < K) {
+        // Two rows of 16 columns: zero-extend to 32 bits and put row k1 in the high halves.
+        const uint16_t* r0 = static_cast<const uint16_t*>(b) + k0 * N + j * kNR;
+        for (int64_t jj = 0; jj < kNR; jj += 16) {
+          const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + jj)));
+          const __m512i hi = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + N + jj)));
+          _mm512_storeu_si512(o + g * kNR + jj, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+        continue;
+      }
       for (int64_t jj = 0; jj < kNR; ++jj) {
         const int64_t n = j * kNR + jj;
         uint32_t w = 0;

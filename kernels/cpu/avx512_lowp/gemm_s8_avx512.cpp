@@ -119,6 +119,26 @@ void pack_b(const int8_t* b, int layout, int64_t N, int64_t K, int64_t G, uint32
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t j = 0; j < panels; ++j) {
     uint32_t* o = out + j * G * kNR;
+    if (layout == DML_CPU_B_RRR && (j + 1) * kNR <= N) {
+      // Four rows of 16 columns per K-quad: widen each byte to 32 bits and shift it into place;
+      // the column sums accumulate the sign-extended rows. A K tail reads zero rows.
+      for (int64_t jj = 0; jj < kNR; jj += 16) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t g = 0; g < G; ++g) {
+          __m512i w = _mm512_setzero_si512();
+          for (int s = 0; s < 4; ++s) {
+            const int64_t k = 4 * g + s;
+            if (k >= K) break;
+            const __m128i row = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k * N + j * kNR + jj));
+            w = _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu8_epi32(row), 8 * s));
+            sum = _mm512_add_epi32(sum, _mm512_cvtepi8_epi32(row));
+          }
+          _mm512_storeu_si512(o + g * kNR + jj, w);
+        }
+        _mm512_storeu_si512(comp + j * kNR + jj, _mm512_slli_epi32(sum, 7));
+      }
+      continue;
+    }
     for (int64_t jj = 0; jj < kNR; ++jj) {
       const int64_t n = j * kNR + jj;
       int32_t sum = 0;
