@@ -116,7 +116,7 @@ TEST_F(S8Gemm, ExtremeValues) {
 
 TEST_F(S8Gemm, LargeBlockedAndDefaultThreads) {
   run_s8_case(DML_CPU_I8, DML_CPU_B_RRR, 300, 200, 1500, true, 0, false, 300);  // K crosses the K blocks
-  run_s8_case(DML_CPU_I8, DML_CPU_B_RCR, 257, 129, 2049, false, 2, false, 301);
+  run_s8_case(DML_CPU_I8, DML_CPU_B_RCR, 257, 129, 4501, false, 2, false, 301);  // > one 4096-deep K block
 }
 
 TEST_F(S8Gemm, DequantizeEpilogue) {
@@ -287,8 +287,8 @@ TEST_F(Bf16Gemm, Fp32ActivationsLayoutsThreadsLargeK) {
       for (bool packed : {false, true})
         for (int threads : {1, 2})
           run_bf16_case(a_dtype, layout, 71, 97, 77, DML_CPU_F32, DML_CPU_EPI_ADD_RELU, true, packed, threads, seed++);
-  // K crosses several K blocks, M several M blocks, default thread count.
-  run_bf16_case(DML_CPU_F32, DML_CPU_B_RRR, 300, 130, 1100, DML_CPU_BF16, DML_CPU_EPI_RELU, true, true, 0, seed++);
+  // K crosses the 2048-deep K blocks, M several M blocks, default thread count.
+  run_bf16_case(DML_CPU_F32, DML_CPU_B_RRR, 300, 130, 2100, DML_CPU_BF16, DML_CPU_EPI_RELU, true, true, 0, seed++);
 }
 
 TEST_F(Bf16Gemm, KZeroAndShapeChecks) {
