@@ -83,40 +83,36 @@ inline uint32_t bf16_at(const void* x, int dtype, int64_t idx) {
   return to_bf16(static_cast<const float*>(x)[idx]);
 }
 
-// Packs A (M × K, bf16 or fp32, row stride K) into kMR-row tiles of K-pairs.
-void pack_a(const void* a, int a_dtype, int64_t M, int64_t K, int64_t G, uint32_t* out, int threads) {
-  const int64_t tiles = cdiv(M, kMR);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t t = 0; t < tiles; ++t) {
-    uint32_t* o = out + t * G * kMR;
-    for (int i = 0; i < kMR; ++i) {
-      const int64_t m = t * kMR + i;
-      if (m >= M) {
-        for (int64_t g = 0; g < G; ++g) o[g * kMR + i] = 0;
-        continue;
+// Packs tile t of A (rows [t·kMR, t·kMR + kMR) of M × K, bf16 or fp32, row stride K) as K-pairs.
+void pack_a_tile(const void* a, int a_dtype, int64_t M, int64_t K, int64_t G, uint32_t* out, int64_t t) {
+  uint32_t* o = out + t * G * kMR;
+  for (int i = 0; i < kMR; ++i) {
+    const int64_t m = t * kMR + i;
+    if (m >= M) {
+      for (int64_t g = 0; g < G; ++g) o[g * kMR + i] = 0;
+      continue;
+    }
+    if (a_dtype == DML_CPU_BF16) {
+      const uint16_t* row = static_cast<const uint16_t*>(a) + m * K;
+      const int64_t full = K / 2;
+      for (int64_t g = 0; g < full; ++g) {
+        uint32_t w;
+        std::memcpy(&w, row + 2 * g, 4);
+        o[g * kMR + i] = w;
       }
-      if (a_dtype == DML_CPU_BF16) {
-        const uint16_t* row = static_cast<const uint16_t*>(a) + m * K;
-        const int64_t full = K / 2;
-        for (int64_t g = 0; g < full; ++g) {
-          uint32_t w;
-          std::memcpy(&w, row + 2 * g, 4);
-          o[g * kMR + i] = w;
-        }
-        if (K & 1) o[full * kMR + i] = row[K - 1];
-      } else {
-        const float* row = static_cast<const float*>(a) + m * K;
-        int64_t g = 0;
-        for (; 2 * g + 32 <= K; g += 16) {  // 16 pairs at a time: vcvtne2ps2bf16 rounds to nearest even
-          const __m512 lo = _mm512_loadu_ps(row + 2 * g), hi = _mm512_loadu_ps(row + 2 * g + 16);
-          alignas(64) uint32_t w[16];
-          _mm512_store_si512(w, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-          for (int q = 0; q < 16; ++q) o[(g + q) * kMR + i] = w[q];
-        }
-        for (; g < G; ++g) {
-          const uint32_t lo = to_bf16(row[2 * g]), hi = 2 * g + 1 < K ? to_bf16(row[2 * g + 1]) : 0;
-          o[g * kMR + i] = lo | (hi << 16);
-        }
+      if (K & 1) o[full * kMR + i] = row[K - 1];
+    } else {
+      const float* row = static_cast<const float*>(a) + m * K;
+      int64_t g = 0;
+      for (; 2 * g + 32 <= K; g += 16) {  // 16 pairs at a time: vcvtne2ps2bf16 rounds to nearest even
+        const __m512 lo = _mm512_loadu_ps(row + 2 * g), hi = _mm512_loadu_ps(row + 2 * g + 16);
+        alignas(64) uint32_t w[16];
+        _mm512_store_si512(w, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        for (int q = 0; q < 16; ++q) o[(g + q) * kMR + i] = w[q];
+      }
+      for (; g < G; ++g) {
+        const uint32_t lo = to_bf16(row[2 * g]), hi = 2 * g + 1 < K ? to_bf16(row[2 * g + 1]) : 0;
+        o[g * kMR + i] = lo | (hi << 16);
       }
     }
   }
@@ -196,14 +192,14 @@ int run(int64_t M, int64_t N, int64_t K, const void* a, int a_dtype, const uint3
   const int64_t G = cdiv(K, 2);
   uint32_t* ap = static_cast<uint32_t*>(scratch(kSlotA, size_t(cdiv(M, kMR) * kMR * G) * 4));
   if (!ap) return fail(DML_CPU_ERR_MEMORY, "gemm_bf16: cannot allocate the packed A operand");
-  pack_a(a, a_dtype, M, K, G, ap, threads);
   const bool direct = c_dtype == DML_CPU_F32;
   const bool plain = direct && epilogue == DML_CPU_EPI_NONE && !bias;
   Job job{M, N, G, ap, panels, c, direct};
   run_tiles<kMR, kNR>(job, kBlk, threads, kern<kMR, kNV>,
                       [&](void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
                         if (!plain) isa.finish(static_cast<const float*>(tile), ldt, rows, cols, m0, n0, e, c, N);
-                      });
+                      },
+                      [&](int64_t t) { pack_a_tile(a, a_dtype, M, K, G, ap, t); });
   return DML_CPU_OK;
 }
 

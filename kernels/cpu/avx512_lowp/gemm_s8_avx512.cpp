@@ -79,34 +79,30 @@ __attribute__((noinline)) void kern14x32(int64_t G, const uint32_t* a, const uin
 }
 #undef DML_S8_ROWS
 
-// A (M × K bytes, row stride K) into kMR-row tiles of K-quads; s8 input gets its sign bit flipped
+// Tile t of A (rows [t·kMR, t·kMR + kMR) of M × K bytes, row stride K) as K-quads; s8 input gets its sign bit flipped
 // (x + 128 as u8); K past the end is zero.
-void pack_a(const uint8_t* a, bool flip, int64_t M, int64_t K, int64_t G, uint32_t* out, int threads) {
-  const int64_t tiles = cdiv(M, kMR);
+void pack_a_tile(const uint8_t* a, bool flip, int64_t M, int64_t K, int64_t G, uint32_t* out, int64_t t) {
   const uint32_t x = flip ? 0x80808080u : 0u;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int64_t t = 0; t < tiles; ++t) {
-    uint32_t* o = out + t * G * kMR;
-    for (int i = 0; i < kMR; ++i) {
-      const int64_t m = t * kMR + i;
-      if (m >= M) {
-        for (int64_t g = 0; g < G; ++g) o[g * kMR + i] = 0;
-        continue;
-      }
-      const uint8_t* row = a + m * K;
-      const int64_t full = K / 4;
-      for (int64_t g = 0; g < full; ++g) {
-        uint32_t w;
-        std::memcpy(&w, row + 4 * g, 4);
-        o[g * kMR + i] = w ^ x;
-      }
-      if (K & 3) {
-        uint8_t q[4] = {0, 0, 0, 0};
-        for (int64_t k = full * 4; k < K; ++k) q[k - full * 4] = row[k] ^ uint8_t(x);
-        uint32_t w;
-        std::memcpy(&w, q, 4);
-        o[full * kMR + i] = w;
-      }
+  uint32_t* o = out + t * G * kMR;
+  for (int i = 0; i < kMR; ++i) {
+    const int64_t m = t * kMR + i;
+    if (m >= M) {
+      for (int64_t g = 0; g < G; ++g) o[g * kMR + i] = 0;
+      continue;
+    }
+    const uint8_t* row = a + m * K;
+    const int64_t full = K / 4;
+    for (int64_t g = 0; g < full; ++g) {
+      uint32_t w;
+      std::memcpy(&w, row + 4 * g, 4);
+      o[g * kMR + i] = w ^ x;
+    }
+    if (K & 3) {
+      uint8_t q[4] = {0, 0, 0, 0};
+      for (int64_t k = full * 4; k < K; ++k) q[k - full * 4] = row[k] ^ uint8_t(x);
+      uint32_t w;
+      std::memcpy(&w, q, 4);
+      o[full * kMR + i] = w;
     }
   }
 }
@@ -202,7 +198,6 @@ int run(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, const uint3
   const int64_t G = cdiv(K, 4);
   uint32_t* ap = static_cast<uint32_t*>(scratch(kSlotA, size_t(cdiv(M, kMR) * kMR * G) * 4));
   if (!ap) return fail(DML_CPU_ERR_MEMORY, "gemm_s8: cannot allocate the packed A operand");
-  pack_a(static_cast<const uint8_t*>(a), flip, M, K, G, ap, threads);
   const bool direct = !scale;  // int32 output: accumulate in c
   Job job{M, N, G, ap, panels, c, direct};
   run_tiles<kMR, kNR>(job, kBlk, threads, kern14x32,
@@ -223,7 +218,8 @@ int run(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, const uint3
                             _mm512_mask_storeu_ps(static_cast<float*>(c) + (m0 + i) * N + n0 + j, mk, f);
                           }
                         }
-                      });
+                      },
+                      [&](int64_t t) { pack_a_tile(static_cast<const uint8_t*>(a), flip, M, K, G, ap, t); });
   return DML_CPU_OK;
 }
 

@@ -103,8 +103,11 @@ struct Job {
 // Kern: void(int64_t groups, const uint32_t* a, const uint32_t* b, void* c, int64_t ldc, int rows,
 //            int cols, bool accumulate) on 32-bit c;
 // Fin:  void(void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) per finished tile.
-template <int MR, int NR, class Kern, class Fin>
-void run_tiles(const Job& p, const Blocking& bl, int threads, Kern kern, Fin fin) {
+// PackA: void(int64_t tile) packs A tile `tile` (MR rows) into p.a; it runs inside the same parallel
+// region as the tiles (threads split the A tiles, the loop's barrier orders packing before use), so
+// a call wakes the team once: on a loaded machine each extra fork/join can wait a scheduler tick.
+template <int MR, int NR, class Kern, class Fin, class PackA>
+void run_tiles(const Job& p, const Blocking& bl, int threads, Kern kern, Fin fin, PackA pack_a_tile) {
   const int64_t M = p.M, N = p.N, G = p.G;
   int64_t mblocks = cdiv(M, bl.mc);
   // Several M blocks per thread (while they keep >= 8 tiles), handed out dynamically, so a thread
@@ -124,6 +127,9 @@ void run_tiles(const Job& p, const Blocking& bl, int threads, Kern kern, Fin fin
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     uint32_t* ct = p.direct ? nullptr : static_cast<uint32_t*>(scratch(kSlotC, size_t(mc * npb * NR) * 4));
+    const int64_t atiles = cdiv(M, MR);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < atiles; ++t) pack_a_tile(t);
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t item = 0; item < items; ++item) {
       const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
