@@ -280,6 +280,53 @@ DML_CPU_API int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t
 /* dst[0, n) = dequantize(src) (bit-identical to ggml's dequantize_row_*); f32/f16/bf16 too. */
 DML_CPU_API int dml_cpu_dequantize(int qtype, int64_t n, const void* src, float* dst);
 
+/* ---- native low-precision GEMMs (kernels/cpu/avx512_lowp/; AVX-512) -------------------------
+ * These run only on CPUs with the named ISA, checked at call time (CPUID + OS state): without it
+ * they return DML_CPU_ERR_UNSUPPORTED with a message, never SIGILL. DINOML_CPU_DISABLE_ISA (a
+ * comma-separated list such as "avx512bf16,avx512vnni", read per call) makes them act as on a CPU
+ * without those ISAs. *_supported() returns 1 when the GEMM can run here, else 0. threads: 0 =
+ * OpenMP's count (1 for tiny problems or inside a parallel region), n > 0 = exactly n.
+ *
+ * bf16 (AVX512_BF16, vdpbf16ps): c[M, N] = epilogue(a[M, K] · b + bias[N] + d[M, N]) with the
+ * products of bf16 operands summed in fp32 (K-pairs per instruction, so the summation order differs
+ * from dml_cpu_gemm's). a_dtype: DML_CPU_BF16, or DML_CPU_F32 (rounded to bf16, nearest even, while
+ * packed); b is bf16 (layout RRR b[K, N] or RCR b[N, K]); c_dtype: DML_CPU_F32 or DML_CPU_BF16
+ * (rounded once), bias and d have c_dtype (either may be NULL; d is required by the ADD
+ * epilogues); every dml_cpu_epilogue kind. Constant weights: pack once with
+ * dml_cpu_gemm_bf16_pack_b (b_dtype bf16, or fp32 rounded to bf16; any CPU) into a buffer of
+ * dml_cpu_gemm_bf16_packed_b_size(N, K) bytes (64-byte aligned), which records N and K. */
+DML_CPU_API int dml_cpu_gemm_bf16_supported(void);
+DML_CPU_API int dml_cpu_gemm_bf16_native(int a_dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
+                                         const void* b, const void* bias, const void* d, void* c, int c_dtype,
+                                         int epilogue, int threads);
+DML_CPU_API int64_t dml_cpu_gemm_bf16_packed_b_size(int64_t N, int64_t K);
+DML_CPU_API int dml_cpu_gemm_bf16_pack_b(int b_dtype, int b_layout, int64_t N, int64_t K, const void* b,
+                                         void* packed_b);
+DML_CPU_API int dml_cpu_gemm_bf16_prepacked(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a,
+                                            const void* packed_b, const void* bias, const void* d, void* c,
+                                            int c_dtype, int epilogue, int threads);
+
+/* int8 (AVX512_VNNI, vpdpbusd): acc[M, N] = a[M, K] · b exactly in int32 (K < 65794), b int8
+ * (layout RRR b[K, N] or RCR b[N, K]). a_dtype DML_CPU_I8 (s8 × s8) or DML_CPU_U8 (u8 × s8, the
+ * instruction's native contract). vpdpbusd multiplies *unsigned* A bytes: s8 activations are fed
+ * as a + 128 (sign bit flipped), and the extra 128·Σ_k b[k, n] is subtracted per column (the
+ * column sums are computed when b is packed), so the s8 result is exact too.
+ * Output: scale == NULL: c is int32 [M, N] = acc (bias must be NULL, epilogue NONE).
+ *         scale != NULL: c is fp32 [M, N] = epilogue(acc · scale[n] + bias[n]) (dequantize with a
+ *         per-output-channel scale, e.g. a_scale·w_scale[n]; bias fp32 or NULL), epilogue
+ *         DML_CPU_EPI_NONE or DML_CPU_EPI_RELU.
+ * Constant weights: dml_cpu_gemm_s8_pack_b into dml_cpu_gemm_s8_packed_b_size(N, K) bytes (64-byte
+ * aligned; K-quad interleaved panels plus the column sums; any CPU). */
+DML_CPU_API int dml_cpu_gemm_s8_supported(void);
+DML_CPU_API int dml_cpu_gemm_s8(int a_dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
+                                const int8_t* b, const float* scale, const float* bias, void* c, int epilogue,
+                                int threads);
+DML_CPU_API int64_t dml_cpu_gemm_s8_packed_b_size(int64_t N, int64_t K);
+DML_CPU_API int dml_cpu_gemm_s8_pack_b(int b_layout, int64_t N, int64_t K, const int8_t* b, void* packed_b);
+DML_CPU_API int dml_cpu_gemm_s8_prepacked(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a,
+                                          const void* packed_b, const float* scale, const float* bias, void* c,
+                                          int epilogue, int threads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,23 @@
+# Native low-precision CPU GEMMs (issue 3): bf16 with AVX512_BF16 vdpbf16ps and int8 with
+# AVX512_VNNI vpdpbusd (kernels/cpu/avx512_lowp/). Their own folder and flags: the library checks
+# the CPU at call time (__builtin_cpu_supports) and refuses with DML_CPU_ERR_UNSUPPORTED, so these
+# instructions never run on a CPU without them. Benchmark: bench/ops/gemm_lowp_bench.cpp.
+file(GLOB DINOML_CPU_LOWP_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/avx512_lowp/*.cpp)
+target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_LOWP_SRC})
+set_source_files_properties(${DINOML_CPU_LOWP_SRC} PROPERTIES COMPILE_OPTIONS
+  "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mavx512vnni;-mfma;-Wno-maybe-uninitialized")
+# (-Wno-maybe-uninitialized: GCC 12 reports its own avx512 intrinsic headers' `__Y = __Y` idiom.)
+
+if(EXISTS ${CMAKE_SOURCE_DIR}/bench/ops/gemm_lowp_bench.cpp)
+  add_executable(gemm_lowp_bench ${CMAKE_SOURCE_DIR}/bench/ops/gemm_lowp_bench.cpp)
+  target_include_directories(gemm_lowp_bench PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cpu ${CMAKE_SOURCE_DIR}/kernels/common)
+  target_link_libraries(gemm_lowp_bench PRIVATE dinoml_cpu_kernels OpenMP::OpenMP_CXX)
+  target_compile_options(gemm_lowp_bench PRIVATE -O2)
+  find_path(DINOML_LOWP_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp)
+  find_library(DINOML_LOWP_DNNL_LIB dnnl)
+  if(DINOML_LOWP_DNNL_INCLUDE AND DINOML_LOWP_DNNL_LIB)
+    target_compile_definitions(gemm_lowp_bench PRIVATE DINOML_BENCH_ONEDNN=1)
+    target_include_directories(gemm_lowp_bench PRIVATE ${DINOML_LOWP_DNNL_INCLUDE})
+    target_link_libraries(gemm_lowp_bench PRIVATE ${DINOML_LOWP_DNNL_LIB})
+  endif()
+endif()
