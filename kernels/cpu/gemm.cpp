@@ -11,6 +11,9 @@
 //     Packing all of B per call would cost as much as the product at these M.
 //   * dot (M ≤ 64, fp32, B given as b[N, K]): row-by-row dot products, nothing packed at all —
 //     for a GEMV the weights are read exactly once, which is all the time there is.
+//   * transposed (tables with skinny_t_min_m, i.e. AVX-512: skinny_t_min_m ≤ M ≤ 256, fp32 b[N, K]):
+//     Cᵀ = B·Aᵀ with Aᵀ packed into 16-column panels and B's rows read in place by the tiles; the
+//     weights are still read once, without the dot path's vector load per FMA and horizontal sums.
 // The epilogue is applied to each finished tile while it is in L1 (see gemm_isa.h); fp16/bf16
 // operands are widened while packing and C is accumulated in fp32 and rounded once.
 #include <cpuid.h>
@@ -40,6 +43,10 @@ int64_t env_int(const char* name, int64_t fallback) {
 const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
 const int64_t kSliceMaxM = env_int("DINOML_GEMM_SLICE_MAX_M", 64);
 constexpr int64_t kDotKC = 512;
+// Largest M for the transposed skinny path (run_dot_t, tables with skinny_t_min_m): up to here packing
+// Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2 (AVX-512, 1 thread, b[N, K]: 1.3-1.6×
+// the blocked path at M = 128-256, 0.85× at M = 512). DINOML_GEMM_DOT_T_MAX_M overrides.
+const int64_t kDotTMaxM = env_int("DINOML_GEMM_DOT_T_MAX_M", 256);
 // With packed weights, M up to this reads A in place (slice path: no A packing, each C tile
 // finished once) when there are enough 16-column panels to split over the threads; A is re-read
 // from L2 per panel, which measured cheaper than packing it up to M = 256 (256³: 0.90× → 0.98×
@@ -387,6 +394,48 @@ void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int t
   }
 }
 
+// fp32 b[N, K] with a skinny A as Cᵀ = B·Aᵀ on the register tiles (tables with `skinny_t_min_m`):
+// Aᵀ (K × M) is packed once into ceil(M/16) panels; B's rows are the tiles' A rows, read in place, so
+// every weight is read once as in the dot path, but with one broadcast per FMA instead of a vector
+// load per FMA and no horizontal sums (16-lane dot products are load- and reduction-bound). A work
+// item is kTRows weight rows (C columns): its Cᵀ block is transposed through L1 into C by the
+// epilogue.
+constexpr int64_t kTRows = 48;
+void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads, const float* at) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const float* b = static_cast<const float*>(p.b);
+  const int64_t mp = cdiv(M, kNR), W = mp * kNR, P = isa.panels_per_tile;
+  const int64_t items = cdiv(N, kTRows);
+  const int64_t chunk = grab_size(items, M * kTRows * K, threads);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* ct = scratch(kSlotC, static_cast<size_t>(kTRows * W));
+    float* cb = scratch(kSlotA, static_cast<size_t>(M * kTRows));
+#pragma omp for schedule(dynamic, chunk) nowait
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t n0 = item * kTRows, nb = std::min(kTRows, N - n0);
+      for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
+        const int64_t kc = std::min(bl.kc, K - k0);
+        for (int64_t n = 0; n < nb; n += kMR) {
+          const int rows = static_cast<int>(std::min(kMR, nb - n));
+          const float* brows = b + (n0 + n) * K + k0;
+          for (int64_t q = 0; q < mp; q += P) {
+            const int np = static_cast<int>(std::min(P, mp - q));
+            const float* ap = at + (q * K + k0) * kNR;
+            if (np == 1)  // one panel: the table's one-panel tile (on AVX-512 it splits k: 12 chains)
+              isa.tile_rows_a(kc, brows, K, ap, ct + n * W + q * kNR, W, rows, k0 > 0);
+            else
+              tile_group_rows(isa, kc, brows, K, ap, K * kNR, np, ct + n * W + q * kNR, W, rows, k0 > 0);
+          }
+        }
+      }
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < nb; ++j) cb[m * nb + j] = ct[j * W + m];
+      isa.finish(cb, nb, M, nb, 0, n0, p.epi, p.c, N);
+    }
+  }
+}
+
 void run_dot(const IsaKernels& isa, const Call& p, int threads) {
   const int64_t M = p.M, N = p.N, K = p.K;
   const float* a = static_cast<const float*>(p.a);
@@ -457,11 +506,32 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
   }
   const int threads = force_threads > 0 ? force_threads : threads_for(p, allow_parallel);
   const bool dot_ok = !p.packed && p.dtype == DML_CPU_F32 && p.layout == DML_CPU_B_RCR;
+  const bool use_dot_t = dot_ok && path == kAuto && isa.skinny_t_min_m > 0 && p.M >= isa.skinny_t_min_m &&
+                         p.M <= kDotTMaxM;
   const bool use_dot = dot_ok && (path == kDot || (path == kAuto && p.M <= kDotMaxM));
   const bool use_slice = !use_dot && path != kBlocked &&
                          (path == kSlice || path == kDot || p.M <= (p.packed ? packed_slice_max_m(p, threads) : kSliceMaxM));
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);
+    if (use_dot_t) {
+      // Aᵀ in 16-column panels, zero past M: at[q][k][j] = a[q*16 + j][k].
+      const int64_t mp = cdiv(p.M, kNR);
+      float* at = scratch(kSlotAf, static_cast<size_t>(mp * p.K * kNR));
+      if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
+      const float* a = static_cast<const float*>(p.a);
+      for (int64_t q = 0; q < mp; ++q) {
+        float* dst = at + q * p.K * kNR;
+        const int64_t m0 = q * kNR, mm = std::min(kNR, p.M - m0);
+        if (mm < kNR)
+          for (int64_t k = 0; k < p.K; ++k) std::fill(dst + k * kNR + mm, dst + (k + 1) * kNR, 0.0f);
+        for (int64_t j = 0; j < mm; ++j) {
+          const float* row = a + (m0 + j) * p.K;
+          for (int64_t k = 0; k < p.K; ++k) dst[k * kNR + j] = row[k];
+        }
+      }
+      run_dot_t(isa, p, bl, threads, at);
+      return DML_CPU_OK;
+    }
     if (use_dot) {
       run_dot(isa, p, threads);
       return DML_CPU_OK;

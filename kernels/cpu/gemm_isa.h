@@ -65,6 +65,9 @@ struct IsaKernels {
                            int64_t ldc, int rows, bool accumulate) = nullptr;
   // Cache blocking of the blocked path for this table (0: the driver's default from the cache sizes).
   int64_t kc = 0, mc = 0;
+  // fp32 b[N, K] (a linear layer's weight, not prepacked) with skinny_t_min_m ≤ M ≤ the dot path's
+  // limit is computed as Cᵀ = B·Aᵀ on the tile_rows_a tiles instead of with dot_rows (0: never).
+  int64_t skinny_t_min_m = 0;
 };
 
 const IsaKernels* avx512_kernels();   // avx512/gemm_avx512.cpp (AVX-512 F/BW/VL/DQ + FMA + F16C)

@@ -32,6 +32,9 @@ using gemm::kNR;
 #define DML_AVX512_PANELS 2
 #endif
 constexpr int kPanels = DML_AVX512_PANELS;
+#ifndef DML_AVX512_SKINNY_T_MIN_M
+#define DML_AVX512_SKINNY_T_MIN_M 5
+#endif
 static_assert(kPanels >= 1 && kPanels <= gemm::kMaxPanelsPerTile, "panels per tile");
 
 // Independent accumulator sets (even/odd k, …) for a tile of R rows: R·np·S chains. Depends on R
@@ -338,6 +341,9 @@ const gemm::IsaKernels kTable = {
     .panels_per_tile = kPanels,
     .tile_packed_a_wide = tile_packed_a_wide,
     .tile_rows_a_wide = tile_rows_a_wide,
+    .kc = 0,
+    .mc = 0,
+    .skinny_t_min_m = DML_AVX512_SKINNY_T_MIN_M,
 };
 
 }  // namespace
