@@ -401,10 +401,18 @@ void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int t
 // item is kTRows weight rows (C columns): its Cᵀ block is transposed through L1 into C by the
 // epilogue.
 constexpr int64_t kTRows = 48;
-void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads, const float* at) {
+// `group` > 1 (M ≤ 16/group, tables with tile_rows_a_grouped): Aᵀ is one panel whose lane j·group + t
+// holds row j at k ≡ t (mod group), so a tile's lanes are all used although M < 16; the group's lanes
+// are summed while transposing.
+void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads, const float* at, int group) {
   const int64_t M = p.M, N = p.N, K = p.K;
   const float* b = static_cast<const float*>(p.b);
   const int64_t mp = cdiv(M, kNR), W = mp * kNR, P = isa.panels_per_tile;
+  // K in chunks only when Aᵀ is larger than a quarter of L2 (M > 16 at K = 4096): otherwise each tile
+  // walks its weight rows end to end, long sequential streams the prefetchers follow (M = 4-8 at
+  // 4096×4096, weights from DRAM: 1.2-1.35× the chunked walk). Chunks are whole groups.
+  const int64_t at_bytes = (group > 1 ? cdiv(K, group) * kNR : K * W) * static_cast<int64_t>(sizeof(float));
+  const int64_t kcb = at_bytes <= (int64_t{256} << 10) ? K : group > 1 ? std::max<int64_t>(8, bl.kc / 8 * 8) : bl.kc;
   const int64_t items = cdiv(N, kTRows);
   const int64_t chunk = grab_size(items, M * kTRows * K, threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -414,11 +422,15 @@ void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int thr
 #pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t item = 0; item < items; ++item) {
       const int64_t n0 = item * kTRows, nb = std::min(kTRows, N - n0);
-      for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
-        const int64_t kc = std::min(bl.kc, K - k0);
+      for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+        const int64_t kc = std::min(kcb, K - k0);
         for (int64_t n = 0; n < nb; n += kMR) {
           const int rows = static_cast<int>(std::min(kMR, nb - n));
           const float* brows = b + (n0 + n) * K + k0;
+          if (group > 1) {
+            isa.tile_rows_a_grouped(kc, brows, K, at + k0 / group * kNR, ct + n * W, W, rows, k0 > 0, group);
+            continue;
+          }
           for (int64_t q = 0; q < mp; q += P) {
             const int np = static_cast<int>(std::min(P, mp - q));
             const float* ap = at + (q * K + k0) * kNR;
@@ -429,8 +441,17 @@ void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int thr
           }
         }
       }
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t j = 0; j < nb; ++j) cb[m * nb + j] = ct[j * W + m];
+      if (group > 1) {
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < nb; ++j) {
+            float s = 0.0f;
+            for (int t = 0; t < group; ++t) s += ct[j * W + m * group + t];
+            cb[m * nb + j] = s;
+          }
+      } else {
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < nb; ++j) cb[m * nb + j] = ct[j * W + m];
+      }
       isa.finish(cb, nb, M, nb, 0, n0, p.epi, p.c, N);
     }
   }
@@ -514,11 +535,23 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);
     if (use_dot_t) {
+      const float* a = static_cast<const float*>(p.a);
+      // M ≤ 8 with a grouped tile: 16/group rows of Aᵀ interleaved with `group` consecutive k each.
+      const int group = !isa.tile_rows_a_grouped || p.M > 8 ? 1 : p.M > 4 ? 2 : p.M > 2 ? 4 : 8;
+      if (group > 1) {
+        const int64_t steps = cdiv(p.K, group);
+        float* at = scratch(kSlotAf, static_cast<size_t>(steps * kNR));
+        if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
+        std::fill(at, at + steps * kNR, 0.0f);
+        for (int64_t m = 0; m < p.M; ++m)
+          for (int64_t k = 0; k < p.K; ++k) at[(k / group) * kNR + m * group + k % group] = a[m * p.K + k];
+        run_dot_t(isa, p, bl, threads, at, group);
+        return DML_CPU_OK;
+      }
       // Aᵀ in 16-column panels, zero past M: at[q][k][j] = a[q*16 + j][k].
       const int64_t mp = cdiv(p.M, kNR);
       float* at = scratch(kSlotAf, static_cast<size_t>(mp * p.K * kNR));
       if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
-      const float* a = static_cast<const float*>(p.a);
       for (int64_t q = 0; q < mp; ++q) {
         float* dst = at + q * p.K * kNR;
         const int64_t m0 = q * kNR, mm = std::min(kNR, p.M - m0);
@@ -529,7 +562,7 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
           for (int64_t k = 0; k < p.K; ++k) dst[k * kNR + j] = row[k];
         }
       }
-      run_dot_t(isa, p, bl, threads, at);
+      run_dot_t(isa, p, bl, threads, at, 1);
       return DML_CPU_OK;
     }
     if (use_dot) {

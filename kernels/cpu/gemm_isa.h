@@ -65,9 +65,16 @@ struct IsaKernels {
                            int64_t ldc, int rows, bool accumulate) = nullptr;
   // Cache blocking of the blocked path for this table (0: the driver's default from the cache sizes).
   int64_t kc = 0, mc = 0;
-  // fp32 b[N, K] (a linear layer's weight, not prepacked) with skinny_t_min_m ≤ M ≤ the dot path's
-  // limit is computed as Cᵀ = B·Aᵀ on the tile_rows_a tiles instead of with dot_rows (0: never).
+  // fp32 b[N, K] (a linear layer's weight, not prepacked) with skinny_t_min_m ≤ M ≤ 256 is computed
+  // as Cᵀ = B·Aᵀ on the tiles (B's rows as the tiles' A rows, Aᵀ packed in panels) instead of with
+  // dot_rows or the blocked path (0: never).
   int64_t skinny_t_min_m = 0;
+  // Optional, for that transposed path when M ≤ 8: a tile whose broadcasts are `group` (2, 4 or 8)
+  // consecutive floats of each A row, so 16/group rows of Aᵀ fill all 16 lanes:
+  // c[i*ldc + l] (+)= Σ_{k < kc, k ≡ l mod group} a[i*lda + k] · b[(k/group)*16 + l], for i < rows (≤ kMR),
+  // l < 16. Reads a[i*lda + k] only for k < kc (a kc % group tail is loaded masked).
+  void (*tile_rows_a_grouped)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
+                              bool accumulate, int group) = nullptr;
 };
 
 const IsaKernels* avx512_kernels();   // avx512/gemm_avx512.cpp (AVX-512 F/BW/VL/DQ + FMA + F16C)

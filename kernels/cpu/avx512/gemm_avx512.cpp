@@ -33,7 +33,7 @@ using gemm::kNR;
 #endif
 constexpr int kPanels = DML_AVX512_PANELS;
 #ifndef DML_AVX512_SKINNY_T_MIN_M
-#define DML_AVX512_SKINNY_T_MIN_M 5
+#define DML_AVX512_SKINNY_T_MIN_M 2
 #endif
 static_assert(kPanels >= 1 && kPanels <= gemm::kMaxPanelsPerTile, "panels per tile");
 
@@ -164,6 +164,86 @@ void tile_packed_a(int64_t kc, const float* a, const float* b, float* c, int64_t
 void tile_rows_a(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
                  bool accumulate) {
   tile_one<false>(kc, a, lda, b, c, ldc, rows, accumulate);
+}
+
+// ---- grouped broadcasts (transposed skinny path, M ≤ 8: gemm_isa.h) -------------------------------
+
+// G consecutive floats at p repeated over the 16 lanes; with `rem` < G only the first rem are read
+// (the others are 0).
+template <int G>
+inline __m512 bcast_group(const float* p) {
+  if constexpr (G == 2) {
+    double d;
+    std::memcpy(&d, p, sizeof d);
+    return _mm512_castpd_ps(_mm512_set1_pd(d));
+  } else if constexpr (G == 4) {
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+  } else {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
+  }
+}
+template <int G>
+inline __m512 bcast_group_tail(const float* p, int rem) {
+  const __mmask8 m = static_cast<__mmask8>((1u << rem) - 1u);
+  if constexpr (G == 2) return _mm512_castpd_ps(_mm512_broadcastsd_pd(_mm_castps_pd(_mm_maskz_loadu_ps(m, p))));
+  else if constexpr (G == 4) return _mm512_broadcast_f32x4(_mm_maskz_loadu_ps(m, p));
+  else return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_maskz_loadu_ps(m, p))));
+}
+
+template <int R, int G>
+void tile_grouped(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool accumulate) {
+  constexpr int S = R <= 3 ? 4 : 2;  // ≥ 8 independent chains
+  __m512 acc[S][R];
+  for (int s = 0; s < S; ++s)
+    for (int i = 0; i < R; ++i) acc[s][i] = _mm512_setzero_ps();
+  const int64_t steps = kc / G;
+  int64_t t = 0;
+  for (; t + S <= steps; t += S) {
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) {
+      const __m512 bv = _mm512_loadu_ps(b + (t + s) * kNR);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i) acc[s][i] = _mm512_fmadd_ps(bcast_group<G>(a + i * lda + (t + s) * G), bv, acc[s][i]);
+    }
+  }
+  for (; t < steps; ++t) {
+    const __m512 bv = _mm512_loadu_ps(b + t * kNR);
+    for (int i = 0; i < R; ++i) acc[0][i] = _mm512_fmadd_ps(bcast_group<G>(a + i * lda + t * G), bv, acc[0][i]);
+  }
+  if (const int rem = static_cast<int>(kc - steps * G)) {
+    const __m512 bv = _mm512_loadu_ps(b + steps * kNR);
+    for (int i = 0; i < R; ++i)
+      acc[0][i] = _mm512_fmadd_ps(bcast_group_tail<G>(a + i * lda + steps * G, rem), bv, acc[0][i]);
+  }
+  for (int i = 0; i < R; ++i) {
+    __m512 v = acc[0][i];
+    for (int s = 1; s < S; ++s) v = _mm512_add_ps(v, acc[s][i]);
+    float* ci = c + i * ldc;
+    if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(ci));
+    _mm512_storeu_ps(ci, v);
+  }
+}
+
+template <int G>
+void tile_grouped_rows(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
+                       bool accumulate) {
+  switch (rows) {
+    case 1: return tile_grouped<1, G>(kc, a, lda, b, c, ldc, accumulate);
+    case 2: return tile_grouped<2, G>(kc, a, lda, b, c, ldc, accumulate);
+    case 3: return tile_grouped<3, G>(kc, a, lda, b, c, ldc, accumulate);
+    case 4: return tile_grouped<4, G>(kc, a, lda, b, c, ldc, accumulate);
+    case 5: return tile_grouped<5, G>(kc, a, lda, b, c, ldc, accumulate);
+    default: return tile_grouped<6, G>(kc, a, lda, b, c, ldc, accumulate);
+  }
+}
+
+void tile_rows_a_grouped(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
+                         bool accumulate, int group) {
+  switch (group) {
+    case 2: return tile_grouped_rows<2>(kc, a, lda, b, c, ldc, rows, accumulate);
+    case 4: return tile_grouped_rows<4>(kc, a, lda, b, c, ldc, rows, accumulate);
+    default: return tile_grouped_rows<8>(kc, a, lda, b, c, ldc, rows, accumulate);
+  }
 }
 
 // One row of A against NP whole panels read as NP concurrent streams (a DRAM-bound GEMV needs several
@@ -344,6 +424,7 @@ const gemm::IsaKernels kTable = {
     .kc = 0,
     .mc = 0,
     .skinny_t_min_m = DML_AVX512_SKINNY_T_MIN_M,
+    .tile_rows_a_grouped = tile_rows_a_grouped,
 };
 
 }  // namespace

@@ -486,12 +486,16 @@ TEST(GemmKernels, IsaParityOddSizeGrid) {
 }
 
 // Every epilogue and dtype on the shapes that reach each path of every table: GEMV (M = 1, packed:
-// the multi-stream kernel; fp32 b[N, K]: dot products), M ≤ 16 slice tiles, blocked with M, N and K
+// the multi-stream kernel; fp32 b[N, K]: dot products or, on AVX-512, the transposed path), M ≤ 16
+// slice tiles, blocked with M, N and K
 // tails, N with an odd number of 16-column panels (a one-panel tile at the end of a 32-column group),
 // 1 and 2 threads.
 TEST(GemmKernels, IsaEveryEpilogueDtypeAndPath) {
   const int saved = omp_get_max_threads();
-  const int64_t shapes[][3] = {{1, 48, 255}, {1, 33, 65}, {5, 80, 127}, {16, 17, 300}, {65, 112, 33}, {127, 31, 600}};
+  // (M = 2, 3-4, 5-8 with fp32 b[N, K] reach the AVX-512 transposed path's 8-, 4- and 2-float
+  // grouped broadcasts; odd K leaves a masked group tail.)
+  const int64_t shapes[][3] = {{1, 48, 255}, {1, 33, 65},   {2, 40, 37},    {3, 50, 21},   {4, 33, 130},
+                               {5, 80, 127}, {8, 17, 301},  {16, 17, 300},  {65, 112, 33}, {127, 31, 600}};
   for_each_isa([&](const std::string&) {
     for (int threads : {1, 2})
       for (int dtype : {DML_CPU_F32, DML_CPU_F16, DML_CPU_BF16})
