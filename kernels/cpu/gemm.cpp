@@ -6,9 +6,10 @@
 //     (6×32 on AVX-512: a table with wide tiles takes panels_per_tile adjacent panels per tile).
 //     Threads own disjoint C blocks (M blocks × N blocks) across all of K, so there is no barrier
 //     and no shared write; the block counts are rounded so 2 threads get equal work.
-//   * slice (M ≤ 64, or M ≤ 16 with packed weights): A is read in place (no packing), B is packed
-//     16 columns × KC rows at a time into an L1 slice that every row group reuses; threads split N.
-//     Packing all of B per call would cost as much as the product at these M.
+//   * slice (M ≤ 64 — the table's slice_max_m, 256 on AVX-512 — or M ≤ 16/256 with packed weights):
+//     A is read in place (no packing), B is packed 16·P columns × KC rows at a time into an L1 slice
+//     that every row group reuses; threads split N. Packing all of B per call would cost as much as
+//     the product at these M.
 //   * dot (M ≤ 64, fp32, B given as b[N, K]): row-by-row dot products, nothing packed at all —
 //     for a GEMV the weights are read exactly once, which is all the time there is.
 //   * transposed (tables with skinny_t_min_m, i.e. AVX-512: skinny_t_min_m ≤ M ≤ 256, fp32 b[N, K]):
@@ -41,7 +42,7 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v && *v ? std::atoll(v) : fallback;
 }
 const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
-const int64_t kSliceMaxM = env_int("DINOML_GEMM_SLICE_MAX_M", 64);
+const int64_t kSliceMaxMEnv = env_int("DINOML_GEMM_SLICE_MAX_M", 0);  // else the table's slice_max_m, else 64
 constexpr int64_t kDotKC = 512;
 // Largest M for the transposed skinny path (run_dot_t, tables with skinny_t_min_m): up to here packing
 // Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2 (AVX-512, 1 thread, b[N, K]: 1.3-1.6×
@@ -531,7 +532,10 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
                          p.M <= kDotTMaxM;
   const bool use_dot = dot_ok && (path == kDot || (path == kAuto && p.M <= kDotMaxM));
   const bool use_slice = !use_dot && path != kBlocked &&
-                         (path == kSlice || path == kDot || p.M <= (p.packed ? packed_slice_max_m(p, threads) : kSliceMaxM));
+                         (path == kSlice || path == kDot ||
+                          p.M <= (p.packed ? packed_slice_max_m(p, threads)
+                                           : (kSliceMaxMEnv > 0 ? kSliceMaxMEnv
+                                                                : isa.slice_max_m > 0 ? isa.slice_max_m : 64)));
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);
     if (use_dot_t) {

@@ -69,6 +69,9 @@ struct IsaKernels {
   // as Cᵀ = B·Aᵀ on the tiles (B's rows as the tiles' A rows, Aᵀ packed in panels) instead of with
   // dot_rows or the blocked path (0: never).
   int64_t skinny_t_min_m = 0;
+  // Largest M for which B given unpacked goes through the slice path (A in place, B packed a
+  // 16·P-column slice at a time) instead of the blocked path (0: the driver's default, 64).
+  int64_t slice_max_m = 0;
   // Optional, for that transposed path when M ≤ 8: a tile whose broadcasts are `group` (2, 4 or 8)
   // consecutive floats of each A row, so 16/group rows of Aᵀ fill all 16 lanes:
   // c[i*ldc + l] (+)= Σ_{k < kc, k ≡ l mod group} a[i*lda + k] · b[(k/group)*16 + l], for i < rows (≤ kMR),
