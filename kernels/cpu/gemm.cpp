@@ -404,8 +404,9 @@ void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int t
 constexpr int64_t kTRows = 48;
 // `group` > 1 (M ≤ 16/group, tables with tile_rows_a_grouped): Aᵀ is one panel whose lane j·group + t
 // holds row j at k ≡ t (mod group), so a tile's lanes are all used although M < 16; the group's lanes
-// are summed while transposing.
-void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads, const float* at, int group) {
+// are summed while transposing. `group` == 1: `at` is filled here, the threads splitting its panels
+// (A [M, K] packed like a b[N, K] weight: the same panels, 8×8 register transposes).
+void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads, float* at, int group) {
   const int64_t M = p.M, N = p.N, K = p.K;
   const float* b = static_cast<const float*>(p.b);
   const int64_t mp = cdiv(M, kNR), W = mp * kNR, P = isa.panels_per_tile;
@@ -420,6 +421,10 @@ void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int thr
   {
     float* ct = scratch(kSlotC, static_cast<size_t>(kTRows * W));
     float* cb = scratch(kSlotA, static_cast<size_t>(M * kTRows));
+    if (group == 1) {
+#pragma omp for schedule(static)
+      for (int64_t q = 0; q < mp; ++q) pack_b_panels(static_cast<const float*>(p.a), DML_CPU_B_RCR, M, K, at, q, q + 1);
+    }
 #pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t item = 0; item < items; ++item) {
       const int64_t n0 = item * kTRows, nb = std::min(kTRows, N - n0);
@@ -552,20 +557,9 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
         run_dot_t(isa, p, bl, threads, at, group);
         return DML_CPU_OK;
       }
-      // Aᵀ in 16-column panels, zero past M: at[q][k][j] = a[q*16 + j][k].
-      const int64_t mp = cdiv(p.M, kNR);
-      float* at = scratch(kSlotAf, static_cast<size_t>(mp * p.K * kNR));
+      // Aᵀ in 16-column panels, zero past M (at[q][k][j] = a[q*16 + j][k]), packed by run_dot_t's threads.
+      float* at = scratch(kSlotAf, static_cast<size_t>(cdiv(p.M, kNR) * p.K * kNR));
       if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
-      for (int64_t q = 0; q < mp; ++q) {
-        float* dst = at + q * p.K * kNR;
-        const int64_t m0 = q * kNR, mm = std::min(kNR, p.M - m0);
-        if (mm < kNR)
-          for (int64_t k = 0; k < p.K; ++k) std::fill(dst + k * kNR + mm, dst + (k + 1) * kNR, 0.0f);
-        for (int64_t j = 0; j < mm; ++j) {
-          const float* row = a + (m0 + j) * p.K;
-          for (int64_t k = 0; k < p.K; ++k) dst[k * kNR + j] = row[k];
-        }
-      }
       run_dot_t(isa, p, bl, threads, at, 1);
       return DML_CPU_OK;
     }
