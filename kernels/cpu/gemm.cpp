@@ -6,7 +6,7 @@
 //     (6×32 on AVX-512: a table with wide tiles takes panels_per_tile adjacent panels per tile).
 //     Threads own disjoint C blocks (M blocks × N blocks) across all of K, so there is no barrier
 //     and no shared write; the block counts are rounded so 2 threads get equal work.
-//   * slice (M ≤ 64 — the table's slice_max_m, 256 on AVX-512 — or M ≤ 16/256 with packed weights):
+//   * slice (M ≤ 64 — the table's slice_max_m, 512 on AVX-512 — or M ≤ 16/256 with packed weights):
 //     A is read in place (no packing), B is packed 16·P columns × KC rows at a time into an L1 slice
 //     that every row group reuses; threads split N. Packing all of B per call would cost as much as
 //     the product at these M.
