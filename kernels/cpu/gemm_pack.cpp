@@ -93,6 +93,16 @@ void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int6
       for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
       for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
     }
+  } else if (std::is_same_v<T, float> && nn == kNR) {
+    // fp32 b[N, K], 16 whole rows: 8×8 register transposes, the kc tail element by element.
+    const float* src = reinterpret_cast<const float*>(b) + n0 * K + k0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      transpose8x8_into_panel(src + k, K, out + k * kNR);
+      transpose8x8_into_panel(src + 8 * K + k, K, out + k * kNR + 8);
+    }
+    for (; k < kc; ++k)
+      for (int64_t r = 0; r < kNR; ++r) out[k * kNR + r] = src[r * K + k];
   } else {
     for (int64_t r = 0; r < kNR; ++r) {
       if (r < nn) {
