@@ -2,11 +2,13 @@
 // tails on each path (dot / skinny / blocked), unaligned pointers, K = 0 and 1, packed weights,
 // fp16/bf16, thread-count independence, and each ISA path this CPU can run (avx512, avx2, generic).
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -554,6 +556,65 @@ TEST(GemmKernels, Avx512EpilogueMatchesAvx2) {
     ASSERT_EQ(dml_cpu_gemm_select_isa("avx512"), 0);
     ASSERT_EQ(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, 1, N, 1, &one, xs.data(), nullptr, nullptr, o5.data(), epi), 0);
     EXPECT_EQ(std::memcmp(o2.data(), o5.data(), N * sizeof(float)), 0) << "epilogue " << epi;
+  }
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// DINOML_CPU_GEMM_ISA is read when the library loads, so it is checked in a child process (this
+// test binary re-run with a filter): a runnable name selects that table; an unknown name, or one
+// this CPU cannot run, warns on stderr and keeps the CPUID choice — never an illegal instruction.
+TEST(GemmKernels, IsaOverrideChild) {
+  if (!std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP() << "runs only as IsaOverrideVariable's child";
+  std::printf("child isa=%s\n", dml_cpu_gemm_isa());
+  // The chosen table computes correctly.
+  Case c;
+  c.M = 7, c.N = 40, c.K = 33, c.epi = DML_CPU_EPI_GELU, c.layout = DML_CPU_B_RCR;
+  run_and_check(c);
+}
+
+std::string run_child(const std::string& isa_value) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    ADD_FAILURE() << "cannot find this test binary";
+    return "";
+  }
+  self[len] = '\0';
+  const std::string cmd = "DML_GEMM_ISA_CHILD=1 DINOML_CPU_GEMM_ISA=" + isa_value + " '" + self +
+                          "' --gtest_filter=GemmKernels.IsaOverrideChild 2>&1";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    const int st = pclose(f);
+    EXPECT_EQ(st, 0) << out;
+  } else {
+    ADD_FAILURE() << "cannot run " << cmd;
+  }
+  return out;
+}
+
+TEST(GemmKernels, IsaOverrideVariable) {
+  if (std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP();
+  const std::string initial = dml_cpu_gemm_isa();  // this process: the CPUID choice (unless overridden)
+  for (const std::string& isa : runnable_isas()) {
+    const std::string out = run_child(isa);
+    EXPECT_NE(out.find("child isa=" + isa + "\n"), std::string::npos) << out;
+    EXPECT_EQ(out.find("dinoml: DINOML_CPU_GEMM_ISA"), std::string::npos) << out;
+  }
+  if (std::getenv("DINOML_CPU_GEMM_ISA")) return;  // the parent's own choice is not the CPUID one
+  const std::string bogus = run_child("avx1024");
+  EXPECT_NE(bogus.find("dinoml: DINOML_CPU_GEMM_ISA=avx1024 is not a GEMM ISA path"), std::string::npos) << bogus;
+  EXPECT_NE(bogus.find("child isa=" + initial + "\n"), std::string::npos) << bogus;
+  for (const char* isa : {"avx512", "avx2"}) {
+    if (dml_cpu_gemm_select_isa(isa) == 0) continue;  // runnable here: covered above
+    const std::string out = run_child(isa);
+    EXPECT_NE(out.find(std::string("DINOML_CPU_GEMM_ISA=") + isa + " cannot run on this CPU"), std::string::npos) << out;
+    EXPECT_NE(out.find("child isa=" + initial + "\n"), std::string::npos) << out;
   }
   EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
 }
