@@ -5,8 +5,12 @@
 // need. The wide tiles therefore take kPanels adjacent panels at once (6 × 16·kPanels; kPanels = 2:
 // 12 zmm accumulators + 2 B vectors + 1 broadcast; kPanels is a measured choice, docs/benchmarks.md
 // session 10), and tiles of 1–3 rows split k into several accumulator sets. The packed-weights
-// format (16-column panels) is the same as on every ISA path. The epilogue is the AVX2 one in zmm,
-// with AVX-512 mask registers for the column tail instead of staging buffers.
+// format (16-column panels) is the same as on every ISA path. The one-panel tiles (convolutions,
+// quantized GEMM) split k in two. For the driver's transposed path (Cᵀ = B·Aᵀ, fp32 b[N, K] with
+// M ≤ 256) the grouped tiles broadcast 2/4/8 consecutive weights so that M ≤ 8 rows of Aᵀ still fill
+// 16 lanes. dot_rows and gemv_panels are 16-lane versions of the AVX2 ones. The epilogue is the AVX2
+// one in zmm (same formulas, same order: bit-identical), with AVX-512 mask registers for the column
+// tail instead of staging buffers.
 #include <immintrin.h>
 
 #include <cstring>
@@ -28,6 +32,7 @@ using gemm::Epilogue;
 using gemm::kMR;
 using gemm::kNR;
 
+// Build-time tuning knobs (the session-10 measurements built variant libraries with -D...).
 #ifndef DML_AVX512_PANELS
 #define DML_AVX512_PANELS 2
 #endif
