@@ -16,8 +16,9 @@
 #include <cstring>
 
 // GCC 12's AVX-512 intrinsic headers initialise their "undefined" vectors from themselves (__Y = __Y),
-// which -Wmaybe-uninitialized reports at every inlined use: not a bug of this file.
+// which -W(maybe-)uninitialized reports at every inlined use: not a bug of this file.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <dinoml/half.h>
 
