@@ -5,6 +5,14 @@
 file(GLOB DINOML_CPU_AVX2_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/avx2/*.cpp)
 target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_AVX2_SRC})
 set_source_files_properties(${DINOML_CPU_AVX2_SRC} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+# AVX-512 tables: only ever called after CPUID says AVX-512 F/BW/VL/DQ are there (gemm.cpp's
+# choose_isa), so the library still loads and runs on AVX2-only CPUs. These sources must not emit
+# inline or template functions that other objects share (the linker could keep the AVX-512 copy for
+# everyone): keep them self-contained; `nm -C` of the object lists only avx512_kernels() as global.
+file(GLOB DINOML_CPU_AVX512_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/avx512/*.cpp)
+target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_AVX512_SRC})
+set_source_files_properties(${DINOML_CPU_AVX512_SRC} PROPERTIES COMPILE_OPTIONS
+                            "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
 
 # The kernel tests link the library directly (they test its C ABI, including internal paths
 # selected through dml_cpu_gemm_select_isa).

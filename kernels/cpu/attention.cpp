@@ -57,8 +57,11 @@ void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t ldv,
 
 const IsaTiles kGeneric = {"generic", scores_generic, softmax_block_generic, accumulate_generic};
 
+// The AVX2 tiles on the avx2 and avx512 GEMM paths (every AVX-512 CPU the avx512 table accepts has
+// AVX2 + FMA), the portable ones when the GEMM runs generic.
 const IsaTiles* active_tiles() {
-  return std::strcmp(gemm::active_isa()->name, "avx2") == 0 ? avx2_tiles() : generic_tiles();
+  const char* name = gemm::active_isa()->name;
+  return std::strcmp(name, "avx2") == 0 || std::strcmp(name, "avx512") == 0 ? avx2_tiles() : generic_tiles();
 }
 
 // Element strides of one operand: st[0 .. nbd) per batch axis, st[nbd] per row (the head dim is

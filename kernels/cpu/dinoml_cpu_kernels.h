@@ -91,9 +91,10 @@ DML_CPU_API int dml_cpu_gemm_prepacked(int dtype, int64_t M, int64_t N, int64_t 
 DML_CPU_API int dml_cpu_gemm_variant(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
                                      const void* b, const void* bias, const void* d, void* c, int epilogue, int path,
                                      int threads);
-/* The GEMM's ISA path, chosen by CPUID when the library loads ("avx2", "generic"; the environment
- * variable DINOML_CPU_GEMM_ISA overrides). select_isa switches it (tests, benchmarks); it fails
- * with DML_CPU_ERR_UNSUPPORTED for a path this CPU cannot run. */
+/* The GEMM's ISA path, chosen by CPUID when the library loads ("avx512", "avx2", "generic"; the
+ * environment variable DINOML_CPU_GEMM_ISA overrides, and one naming a path this CPU cannot run
+ * prints a warning and keeps the CPUID choice). select_isa switches it (tests, benchmarks); it fails
+ * with DML_CPU_ERR_UNSUPPORTED for a path this CPU cannot run. The attention kernels follow it. */
 DML_CPU_API const char* dml_cpu_gemm_isa(void);
 DML_CPU_API int dml_cpu_gemm_select_isa(const char* name);
 

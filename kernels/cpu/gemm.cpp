@@ -2,14 +2,19 @@
 //
 // Three paths, chosen by shape:
 //   * blocked (larger M): B packed into 16-column panels (once per call, or once per model with
-//     dml_cpu_gemm_pack_b), A packed per (MC × KC) block into 6-row panels, 6×16 register tiles.
+//     dml_cpu_gemm_pack_b), A packed per (MC × KC) block into 6-row panels, 6×16 register tiles
+//     (6×32 on AVX-512: a table with wide tiles takes panels_per_tile adjacent panels per tile).
 //     Threads own disjoint C blocks (M blocks × N blocks) across all of K, so there is no barrier
 //     and no shared write; the block counts are rounded so 2 threads get equal work.
-//   * slice (M ≤ 64, or M ≤ 16 with packed weights): A is read in place (no packing), B is packed
-//     16 columns × KC rows at a time into an L1 slice that every row group reuses; threads split N.
-//     Packing all of B per call would cost as much as the product at these M.
+//   * slice (M ≤ 64 — the table's slice_max_m, 512 on AVX-512 — or M ≤ 16/256 with packed weights):
+//     A is read in place (no packing), B is packed 16·P columns × KC rows at a time into an L1 slice
+//     that every row group reuses; threads split N. Packing all of B per call would cost as much as
+//     the product at these M.
 //   * dot (M ≤ 64, fp32, B given as b[N, K]): row-by-row dot products, nothing packed at all —
 //     for a GEMV the weights are read exactly once, which is all the time there is.
+//   * transposed (tables with skinny_t_min_m, i.e. AVX-512: skinny_t_min_m ≤ M ≤ 256, fp32 b[N, K]):
+//     Cᵀ = B·Aᵀ with Aᵀ packed into 16-column panels and B's rows read in place by the tiles; the
+//     weights are still read once, without the dot path's vector load per FMA and horizontal sums.
 // The epilogue is applied to each finished tile while it is in L1 (see gemm_isa.h); fp16/bf16
 // operands are widened while packing and C is accumulated in fp32 and rounded once.
 #include <cpuid.h>
@@ -19,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -36,8 +42,12 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v && *v ? std::atoll(v) : fallback;
 }
 const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
-const int64_t kSliceMaxM = env_int("DINOML_GEMM_SLICE_MAX_M", 64);
+const int64_t kSliceMaxMEnv = env_int("DINOML_GEMM_SLICE_MAX_M", 0);  // else the table's slice_max_m, else 64
 constexpr int64_t kDotKC = 512;
+// Largest M for the transposed skinny path (run_dot_t, tables with skinny_t_min_m): up to here packing
+// Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2 (AVX-512, 1 thread, b[N, K]: 1.3-1.6×
+// the blocked path at M = 128-256, 0.85× at M = 512). DINOML_GEMM_DOT_T_MAX_M overrides.
+const int64_t kDotTMaxM = env_int("DINOML_GEMM_DOT_T_MAX_M", 256);
 // With packed weights, M up to this reads A in place (slice path: no A packing, each C tile
 // finished once) when there are enough 16-column panels to split over the threads; A is re-read
 // from L2 per panel, which measured cheaper than packing it up to M = 256 (256³: 0.90× → 0.98×
@@ -77,22 +87,48 @@ struct Blocking {
   int64_t mc, kc, nc;
 };
 
-// MC/KC/NC from this machine's caches: a KC×16 B slice fills half of L1 (A and C share the rest),
-// an MC×KC A block about 40% of L2, and NC is large because B panels come from the shared L3.
-Blocking cache_blocking() {
+const int64_t kEnvKC = env_int("DINOML_GEMM_KC", 0), kEnvMC = env_int("DINOML_GEMM_MC", 0),
+              kEnvNC = env_int("DINOML_GEMM_NC", 0);
+
+// MC/KC/NC from this machine's caches for tiles `panels` panels wide: the KC×16·panels B slices a
+// tile reads fill half of L1 (A and C share the rest), an MC×KC A block about 40% of L2, and NC is
+// large because B panels come from the shared L3. An ISA table may fix kc/mc (measured values);
+// DINOML_GEMM_KC / _MC / _NC override both (tuning experiments).
+Blocking cache_blocking(int64_t panels, int64_t isa_kc, int64_t isa_mc) {
   long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (l1 <= 0) l1 = 32 * 1024;
   if (l2 <= 0) l2 = 512 * 1024;
   Blocking b;
-  b.kc = std::clamp<int64_t>(l1 / 2 / (kNR * 4), 128, 512);
-  b.mc = std::clamp<int64_t>(l2 * 2 / 5 / (b.kc * 4) / kMR * kMR, 4 * kMR, 64 * kMR);
-  b.nc = 4096;
-  b.kc = env_int("DINOML_GEMM_KC", b.kc);
-  b.mc = env_int("DINOML_GEMM_MC", b.mc) / kMR * kMR;
-  b.nc = env_int("DINOML_GEMM_NC", b.nc) / kNR * kNR;
+  b.kc = isa_kc > 0 ? isa_kc : std::clamp<int64_t>(l1 / 2 / (kNR * 4 * panels), 128, 512);
+  if (kEnvKC > 0) b.kc = kEnvKC;
+  b.mc = isa_mc > 0 ? isa_mc : std::clamp<int64_t>(l2 * 2 / 5 / (b.kc * 4) / kMR * kMR, 4 * kMR, 64 * kMR);
+  if (kEnvMC > 0) b.mc = std::max(kMR, kEnvMC / kMR * kMR);
+  b.nc = kEnvNC > 0 ? std::max(kNR, kEnvNC / kNR * kNR) : 4096;
   return b;
 }
-const Blocking kBlocking = cache_blocking();
+
+// Blocking for one ISA table, computed on its first GEMM (there are three tables).
+const Blocking& blocking_for(const IsaKernels& isa) {
+  struct Entry {
+    std::atomic<const IsaKernels*> isa{nullptr};
+    Blocking b{};
+  };
+  static Entry cache[4];
+  static std::atomic<int> used{0};
+  for (int i = 0, n = std::min(4, used.load(std::memory_order_acquire)); i < n; ++i)
+    if (cache[i].isa.load(std::memory_order_acquire) == &isa) return cache[i].b;
+  // First call for this table: computed and published (two threads racing here may each take a
+  // slot for the same table, which is harmless; with every slot taken the value is recomputed).
+  const int slot = used.fetch_add(1);
+  if (slot >= 4) {
+    thread_local Blocking fresh;
+    fresh = cache_blocking(isa.panels_per_tile, isa.kc, isa.mc);
+    return fresh;
+  }
+  cache[slot].b = cache_blocking(isa.panels_per_tile, isa.kc, isa.mc);
+  cache[slot].isa.store(&isa, std::memory_order_release);
+  return cache[slot].b;
+}
 
 // Grow-only per-thread scratch (64-byte aligned): GEMMs run every inference, and fresh large
 // allocations would page-fault their memory in on every call. Slots keep simultaneous uses apart.
@@ -126,20 +162,65 @@ bool cpu_has_avx2_fma_f16c() {
   return b & (1u << 5);
 }
 
+// AVX-512 F, DQ, BW and VL (what avx512/ is compiled for) plus the AVX2 table's needs, and the OS
+// saving opmask and all 32 zmm registers (XCR0 bits 5-7): CPUID alone does not say the OS does.
+bool cpu_has_avx512() {
+  if (!cpu_has_avx2_fma_f16c()) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);  // F, DQ, BW, VL
+  if ((b & need) != need) return false;
+  return (_xgetbv(0) & 0xe6) == 0xe6;
+}
+
+bool known_isa(const char* name) {
+  return std::strcmp(name, "avx512") == 0 || std::strcmp(name, "avx2") == 0 || std::strcmp(name, "generic") == 0;
+}
+
+// The table called `name` if this CPU can run it, else nullptr.
 const IsaKernels* isa_by_name(const char* name) {
   if (!name) return nullptr;
   if (std::strcmp(name, "generic") == 0) return generic_kernels();
   if (std::strcmp(name, "avx2") == 0 && cpu_has_avx2_fma_f16c()) return avx2_kernels();
+  if (std::strcmp(name, "avx512") == 0 && cpu_has_avx512()) return avx512_kernels();
   return nullptr;
 }
 
-const IsaKernels* choose_isa() {
-  if (const IsaKernels* forced = isa_by_name(std::getenv("DINOML_CPU_GEMM_ISA"))) return forced;
+const IsaKernels* cpuid_isa() {
+  if (cpu_has_avx512()) return avx512_kernels();
   return cpu_has_avx2_fma_f16c() ? avx2_kernels() : generic_kernels();
+}
+
+// DINOML_CPU_GEMM_ISA names a table. A name this CPU cannot run (or an unknown one) is not an error:
+// the library is being loaded, there is no caller to return one to, and refusing would leave the
+// artifact unusable. It must never mean executing instructions the CPU lacks either: a warning on
+// stderr, and the CPUID choice.
+const IsaKernels* choose_isa() {
+  const char* env = std::getenv("DINOML_CPU_GEMM_ISA");
+  if (!env || !*env) return cpuid_isa();
+  if (const IsaKernels* forced = isa_by_name(env)) return forced;
+  const IsaKernels* fallback = cpuid_isa();
+  std::fprintf(stderr, "dinoml: DINOML_CPU_GEMM_ISA=%s %s; using '%s'\n", env,
+               known_isa(env) ? "cannot run on this CPU" : "is not a GEMM ISA path (avx512, avx2, generic)",
+               fallback->name);
+  return fallback;
 }
 std::atomic<const IsaKernels*> g_isa{choose_isa()};
 
 // ---- one GEMM -------------------------------------------------------------------------------------
+
+// One register tile over np adjacent panels (panel q's slice at b + q*bstride, its 16 columns of C
+// at c + q*kNR): the table's wide tile, or its one-panel tile panel by panel.
+inline void tile_group_packed(const IsaKernels& isa, int64_t kc, const float* a, const float* b, int64_t bstride, int np,
+                              float* c, int64_t ldc, int rows, bool acc) {
+  if (isa.tile_packed_a_wide) return isa.tile_packed_a_wide(kc, a, b, bstride, np, c, ldc, rows, acc);
+  for (int q = 0; q < np; ++q) isa.tile_packed_a(kc, a, b + q * bstride, c + q * kNR, ldc, rows, acc);
+}
+inline void tile_group_rows(const IsaKernels& isa, int64_t kc, const float* a, int64_t lda, const float* b,
+                            int64_t bstride, int np, float* c, int64_t ldc, int rows, bool acc) {
+  if (isa.tile_rows_a_wide) return isa.tile_rows_a_wide(kc, a, lda, b, bstride, np, c, ldc, rows, acc);
+  for (int q = 0; q < np; ++q) isa.tile_rows_a(kc, a, lda, b + q * bstride, c + q * kNR, ldc, rows, acc);
+}
 
 struct Call {
   int dtype, layout;
@@ -169,10 +250,13 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
   const int64_t mc = cdiv(cdiv(M, mblocks), kMR) * kMR;
   mblocks = cdiv(M, mc);
   const int64_t panels = cdiv(N, kNR);
+  // Panels go to tiles in groups of P from panel 0, whatever the blocks (gemm_isa.h: the grouping,
+  // and so every sum, must not depend on the thread count): N blocks are whole groups.
+  const int64_t P = isa.panels_per_tile;
   int64_t nblocks = std::max(cdiv(N, bl.nc), cdiv(threads, mblocks));
   while ((mblocks * nblocks) % threads != 0 && nblocks < panels) ++nblocks;
   nblocks = std::min(nblocks, panels);
-  const int64_t npb = cdiv(panels, nblocks);
+  const int64_t npb = cdiv(cdiv(panels, nblocks), P) * P;
   nblocks = cdiv(panels, npb);
   const bool f32 = p.dtype == DML_CPU_F32;
   const T* a = static_cast<const T*>(p.a);
@@ -182,7 +266,7 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
   {
     float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
     float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
-    alignas(64) float edge[kMR * kNR];
+    alignas(64) float edge[kMR * kNR * kMaxPanelsPerTile];
     if (pack_into) {
 #pragma omp for schedule(static)
       for (int64_t j = 0; j < panels; ++j) pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, j, j + 1);
@@ -198,30 +282,34 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
         const int64_t kc = std::min(bl.kc, K - k0);
         const bool acc = k0 > 0, last = k0 + kc >= K;
         pack_a_block(a, K, m0, mcur, k0, kc, pa);
-        for (int64_t j = j0; j < j1; ++j) {
-          // This B slice (kc×16) stays in L1 while the whole A block streams past it from L2.
+        for (int64_t j = j0; j < j1; j += P) {
+          // These np B slices (kc×16 each) stay in L1 while the whole A block streams past them from L2.
+          const int np = static_cast<int>(std::min(P, j1 - j));
           const float* bp = pb + (j * K + k0) * kNR;
-          const int64_t jc = (j - j0) * kNR, cols = std::min(kNR, ncur - jc);
+          const int64_t jc = (j - j0) * kNR, width = np * kNR, cols = std::min(width, ncur - jc);
+          const int64_t nnext = std::min(P, j1 - j - np);  // panels of the next group (0: none)
           for (int64_t ir = 0; ir < mcur; ir += kMR) {
             const int rows = static_cast<int>(std::min(kMR, mcur - ir));
             float* tile = cd + ir * ldc + jc;
-            if (last && res) prefetch_rows(res, m0 + ir, rows, n0 + jc, N, p.epi.dtype);
-            // The next panel's B slice (kc 64-byte rows, usually in L3) is fetched into L2 a share per tile,
-            // so the first tiles of the next panel do not wait for it.
-            if (kPrefetchNextB && j + 1 < j1) {
+            if (last && res)
+              for (int q = 0; q < np; ++q) prefetch_rows(res, m0 + ir, rows, n0 + jc + q * kNR, N, p.epi.dtype);
+            // The next group's B slices (kc 64-byte rows each, usually in L3) are fetched into L2 a share per
+            // tile, so the first tiles of the next group do not wait for them.
+            if (kPrefetchNextB && nnext > 0) {
               const int64_t ntiles = cdiv(mcur, kMR), t = ir / kMR;
-              const char* nb = reinterpret_cast<const char*>(bp + K * kNR);
-              for (int64_t l = t * kc / ntiles, le = (t + 1) * kc / ntiles; l < le; ++l)
-                _mm_prefetch(nb + l * kNR * sizeof(float), _MM_HINT_T1);
+              const char* nb = reinterpret_cast<const char*>(bp + np * K * kNR);
+              for (int64_t q = 0; q < nnext; ++q)
+                for (int64_t l = t * kc / ntiles, le = (t + 1) * kc / ntiles; l < le; ++l)
+                  _mm_prefetch(nb + (q * K * kNR + l * kNR) * sizeof(float), _MM_HINT_T1);
             }
-            if (cols == kNR) {
-              isa.tile_packed_a(kc, pa + ir * kc, bp, tile, ldc, rows, acc);
+            if (cols == width) {
+              tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, tile, ldc, rows, acc);
             } else {
-              // N tail: the tile writes 16 columns, so it goes through a private buffer.
+              // N tail: the tile writes whole panels, so it goes through a private buffer.
               if (acc)
-                for (int r = 0; r < rows; ++r) std::memcpy(edge + r * kNR, tile + r * ldc, cols * sizeof(float));
-              isa.tile_packed_a(kc, pa + ir * kc, bp, edge, kNR, rows, acc);
-              for (int r = 0; r < rows; ++r) std::memcpy(tile + r * ldc, edge + r * kNR, cols * sizeof(float));
+                for (int r = 0; r < rows; ++r) std::memcpy(edge + r * width, tile + r * ldc, cols * sizeof(float));
+              tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, edge, width, rows, acc);
+              for (int r = 0; r < rows; ++r) std::memcpy(tile + r * ldc, edge + r * width, cols * sizeof(float));
             }
             if (last) isa.finish(tile, ldc, rows, cols, m0 + ir, n0 + jc, p.epi, p.c, N);
           }
@@ -243,30 +331,39 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
     af = conv;
   }
   const int64_t panels = cdiv(N, kNR);
-  // Panels handed out dynamically, a few per grab so small problems do not pay an atomic per panel.
-  const int64_t chunk = grab_size(panels, M * kNR * K, threads);
+  // Groups of P panels (one wide tile each, from panel 0: gemm_isa.h) handed out dynamically, a few per
+  // grab so small problems do not pay an atomic per group.
+  const int64_t P = isa.panels_per_tile, groups = cdiv(panels, P), width = P * kNR;
+  const int64_t chunk = grab_size(groups, M * width * K, threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * kNR));
-    float* ct = scratch(kSlotC, static_cast<size_t>(M * kNR));
+    float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * width));
+    float* ct = scratch(kSlotC, static_cast<size_t>(M * width));
 #pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t j = 0; j < panels; ++j) {
-      const int64_t n0 = j * kNR, cols = std::min(kNR, N - n0);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t j = g * P, n0 = j * kNR;
+      const int np = static_cast<int>(std::min(P, panels - j));
+      const int64_t cols = std::min(np * kNR, N - n0);
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
         const int64_t kc = std::min(bl.kc, K - k0);
         const float* bp;
+        int64_t bstride;
         if (p.packed) {
           bp = p.packed + (j * K + k0) * kNR;
+          bstride = K * kNR;
         } else {
-          pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0, k0, kc, slice);
+          for (int q = 0; q < np; ++q)
+            pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0 + q * kNR, k0, kc, slice + q * bl.kc * kNR);
           bp = slice;
+          bstride = bl.kc * kNR;
         }
-        if (p.epi.d && k0 + kc >= K) prefetch_rows(p.epi.d, 0, M, n0, N, p.epi.dtype);
+        if (p.epi.d && k0 + kc >= K)
+          for (int q = 0; q < np; ++q) prefetch_rows(p.epi.d, 0, M, n0 + q * kNR, N, p.epi.dtype);
         for (int64_t m = 0; m < M; m += kMR)
-          isa.tile_rows_a(kc, af + m * K + k0, K, bp, ct + m * kNR, kNR, static_cast<int>(std::min(kMR, M - m)),
-                          k0 > 0);
+          tile_group_rows(isa, kc, af + m * K + k0, K, bp, bstride, np, ct + m * width, width,
+                          static_cast<int>(std::min(kMR, M - m)), k0 > 0);
       }
-      isa.finish(ct, kNR, M, cols, 0, n0, p.epi, p.c, N);
+      isa.finish(ct, width, M, cols, 0, n0, p.epi, p.c, N);
     }
   }
 }
@@ -294,6 +391,74 @@ void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int t
       }
       isa.gemv_panels(K, a, ps, np, ct);
       for (int s = 0; s < np; ++s) isa.finish(ct + s * kNR, kNR, 1, std::min(kNR, N - first[s]), 0, first[s], p.epi, p.c, N);
+    }
+  }
+}
+
+// fp32 b[N, K] with a skinny A as Cᵀ = B·Aᵀ on the register tiles (tables with `skinny_t_min_m`):
+// Aᵀ (K × M) is packed once into ceil(M/16) panels; B's rows are the tiles' A rows, read in place, so
+// every weight is read once as in the dot path, but with one broadcast per FMA instead of a vector
+// load per FMA and no horizontal sums (16-lane dot products are load- and reduction-bound). A work
+// item is kTRows weight rows (C columns): its Cᵀ block is transposed through L1 into C by the
+// epilogue.
+constexpr int64_t kTRows = 48;
+// `group` > 1 (M ≤ 16/group, tables with tile_rows_a_grouped): Aᵀ is one panel whose lane j·group + t
+// holds row j at k ≡ t (mod group), so a tile's lanes are all used although M < 16; the group's lanes
+// are summed while transposing. `group` == 1: `at` is filled here, the threads splitting its panels
+// (A [M, K] packed like a b[N, K] weight: the same panels, 8×8 register transposes).
+void run_dot_t(const IsaKernels& isa, const Call& p, const Blocking& bl, int threads, float* at, int group) {
+  const int64_t M = p.M, N = p.N, K = p.K;
+  const float* b = static_cast<const float*>(p.b);
+  const int64_t mp = cdiv(M, kNR), W = mp * kNR, P = isa.panels_per_tile;
+  // K in chunks only when Aᵀ is larger than a quarter of L2 (M > 16 at K = 4096): otherwise each tile
+  // walks its weight rows end to end, long sequential streams the prefetchers follow (M = 4-8 at
+  // 4096×4096, weights from DRAM: 1.2-1.35× the chunked walk). Chunks are whole groups.
+  const int64_t at_bytes = (group > 1 ? cdiv(K, group) * kNR : K * W) * static_cast<int64_t>(sizeof(float));
+  const int64_t kcb = at_bytes <= (int64_t{256} << 10) ? K : group > 1 ? std::max<int64_t>(8, bl.kc / 8 * 8) : bl.kc;
+  const int64_t items = cdiv(N, kTRows);
+  const int64_t chunk = grab_size(items, M * kTRows * K, threads);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* ct = scratch(kSlotC, static_cast<size_t>(kTRows * W));
+    float* cb = scratch(kSlotA, static_cast<size_t>(M * kTRows));
+    if (group == 1) {
+#pragma omp for schedule(static)
+      for (int64_t q = 0; q < mp; ++q) pack_b_panels(static_cast<const float*>(p.a), DML_CPU_B_RCR, M, K, at, q, q + 1);
+    }
+#pragma omp for schedule(dynamic, chunk) nowait
+    for (int64_t item = 0; item < items; ++item) {
+      const int64_t n0 = item * kTRows, nb = std::min(kTRows, N - n0);
+      for (int64_t k0 = 0; k0 < K; k0 += kcb) {
+        const int64_t kc = std::min(kcb, K - k0);
+        for (int64_t n = 0; n < nb; n += kMR) {
+          const int rows = static_cast<int>(std::min(kMR, nb - n));
+          const float* brows = b + (n0 + n) * K + k0;
+          if (group > 1) {
+            isa.tile_rows_a_grouped(kc, brows, K, at + k0 / group * kNR, ct + n * W, W, rows, k0 > 0, group);
+            continue;
+          }
+          for (int64_t q = 0; q < mp; q += P) {
+            const int np = static_cast<int>(std::min(P, mp - q));
+            const float* ap = at + (q * K + k0) * kNR;
+            if (np == 1)  // one panel: the table's one-panel tile (on AVX-512 it splits k: 12 chains)
+              isa.tile_rows_a(kc, brows, K, ap, ct + n * W + q * kNR, W, rows, k0 > 0);
+            else
+              tile_group_rows(isa, kc, brows, K, ap, K * kNR, np, ct + n * W + q * kNR, W, rows, k0 > 0);
+          }
+        }
+      }
+      if (group > 1) {
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < nb; ++j) {
+            float s = 0.0f;
+            for (int t = 0; t < group; ++t) s += ct[j * W + m * group + t];
+            cb[m * nb + j] = s;
+          }
+      } else {
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t j = 0; j < nb; ++j) cb[m * nb + j] = ct[j * W + m];
+      }
+      isa.finish(cb, nb, M, nb, 0, n0, p.epi, p.c, N);
     }
   }
 }
@@ -347,6 +512,7 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
                                              " is not supported (float32, float16, bfloat16)");
   if (p.M == 0 || p.N == 0) return DML_CPU_OK;
   const IsaKernels& isa = *g_isa.load(std::memory_order_relaxed);
+  const Blocking& bl = blocking_for(isa);
   // The bias is widened once per call so the tiles' epilogue only ever reads fp32.
   if (p.epi.bias && p.dtype != DML_CPU_F32) {
     float* bf = scratch(kSlotBias, static_cast<size_t>(p.N));
@@ -367,11 +533,36 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
   }
   const int threads = force_threads > 0 ? force_threads : threads_for(p, allow_parallel);
   const bool dot_ok = !p.packed && p.dtype == DML_CPU_F32 && p.layout == DML_CPU_B_RCR;
+  const bool use_dot_t = dot_ok && path == kAuto && isa.skinny_t_min_m > 0 && p.M >= isa.skinny_t_min_m &&
+                         p.M <= kDotTMaxM;
   const bool use_dot = dot_ok && (path == kDot || (path == kAuto && p.M <= kDotMaxM));
   const bool use_slice = !use_dot && path != kBlocked &&
-                         (path == kSlice || path == kDot || p.M <= (p.packed ? packed_slice_max_m(p, threads) : kSliceMaxM));
+                         (path == kSlice || path == kDot ||
+                          p.M <= (p.packed ? packed_slice_max_m(p, threads)
+                                           : (kSliceMaxMEnv > 0 ? kSliceMaxMEnv
+                                                                : isa.slice_max_m > 0 ? isa.slice_max_m : 64)));
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);
+    if (use_dot_t) {
+      const float* a = static_cast<const float*>(p.a);
+      // M ≤ 8 with a grouped tile: 16/group rows of Aᵀ interleaved with `group` consecutive k each.
+      const int group = !isa.tile_rows_a_grouped || p.M > 8 ? 1 : p.M > 4 ? 2 : p.M > 2 ? 4 : 8;
+      if (group > 1) {
+        const int64_t steps = cdiv(p.K, group);
+        float* at = scratch(kSlotAf, static_cast<size_t>(steps * kNR));
+        if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
+        std::fill(at, at + steps * kNR, 0.0f);
+        for (int64_t m = 0; m < p.M; ++m)
+          for (int64_t k = 0; k < p.K; ++k) at[(k / group) * kNR + m * group + k % group] = a[m * p.K + k];
+        run_dot_t(isa, p, bl, threads, at, group);
+        return DML_CPU_OK;
+      }
+      // Aᵀ in 16-column panels, zero past M (at[q][k][j] = a[q*16 + j][k]), packed by run_dot_t's threads.
+      float* at = scratch(kSlotAf, static_cast<size_t>(cdiv(p.M, kNR) * p.K * kNR));
+      if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
+      run_dot_t(isa, p, bl, threads, at, 1);
+      return DML_CPU_OK;
+    }
     if (use_dot) {
       run_dot(isa, p, threads);
       return DML_CPU_OK;
@@ -392,16 +583,16 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
     if (use_slice) {
       if (!std::is_same_v<T, float> && !scratch(kSlotAf, static_cast<size_t>(p.M * p.K)))
         return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the widened A operand");
-      run_skinny<T>(isa, p, kBlocking, threads);
+      run_skinny<T>(isa, p, bl, threads);
       return DML_CPU_OK;
     }
     if (!p.packed) {
       float* buf = scratch(kSlotB, static_cast<size_t>(cdiv(p.N, kNR) * p.K * kNR));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the packed B operand");
-      run_blocked<T>(isa, p, buf, kBlocking, threads, buf);
+      run_blocked<T>(isa, p, buf, bl, threads, buf);
       return DML_CPU_OK;
     }
-    run_blocked<T>(isa, p, p.packed, kBlocking, threads);
+    run_blocked<T>(isa, p, p.packed, bl, threads);
     return DML_CPU_OK;
   });
 }
@@ -449,7 +640,7 @@ extern "C" int dml_cpu_gemm_select_isa(const char* name) {
   const IsaKernels* isa = isa_by_name(name);
   if (!isa)
     return fail(DML_CPU_ERR_UNSUPPORTED, std::string("dml_cpu_gemm_select_isa: '") + (name ? name : "(null)") +
-                                             "' is not an ISA path this CPU can run (known: avx2, generic)");
+                                             "' is not an ISA path this CPU can run (known: avx512, avx2, generic)");
   g_isa.store(isa);
   return DML_CPU_OK;
 }

@@ -1,7 +1,8 @@
 // Internal contract between the ISA-neutral GEMM driver (gemm.cpp, gemm_pack.cpp) and the per-ISA
-// compute code (avx2/gemm_avx2.cpp, gemm_generic.cpp). The driver owns blocking, packing, threads
-// and dtype conversion; an ISA table owns only the register tiles and the vectorised epilogue, so a
-// new ISA (avx512/) is one more table, not a new GEMM. Not installed; modules never include it.
+// compute code (avx512/gemm_avx512.cpp, avx2/gemm_avx2.cpp, gemm_generic.cpp). The driver owns
+// blocking, packing, threads and dtype conversion; an ISA table owns only the register tiles and the
+// vectorised epilogue, so a new ISA is one more table, not a new GEMM. Not installed; modules never
+// include it.
 #pragma once
 #include <stdint.h>
 
@@ -10,8 +11,11 @@ namespace dml_cpu::gemm {
 // Width of a packed B panel. It is part of the packed-weights format (dml_cpu_gemm_pack_b) and so is
 // shared by every ISA path: an ISA with wider vectors consumes several panels per tile.
 constexpr int64_t kNR = 16;
-// Rows of the register tile every current ISA path uses (6×16 = 12 ymm accumulators on AVX2).
+// Rows of the register tile every ISA path uses, and so of the packed A panels (6×16 = 12 ymm
+// accumulators on AVX2; AVX-512 covers several 16-column panels per tile instead: 6×32 = 12 zmm).
 constexpr int64_t kMR = 6;
+// Most panels a wide tile (IsaKernels::tile_*_wide) may take at once.
+constexpr int kMaxPanelsPerTile = 4;
 
 // What happens to an fp32 tile before it is stored. `bias` is already fp32 (converted once per
 // call); `d` (residual, ADD epilogues) and the output keep the call's dtype.
@@ -45,12 +49,44 @@ struct IsaKernels {
   // bias are indexed at (m0 + i, n0 + j). `out` has the epilogue's dtype; src may alias out (fp32).
   void (*finish)(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m0, int64_t n0, const Epilogue& e,
                  void* out, int64_t ldo);
+
+  // Optional wide tiles (nullptr / 1: the table has none and the driver calls the one-panel tiles
+  // panel by panel). A wide tile covers np ≤ panels_per_tile adjacent panels at once: c[rows × 16·np]
+  // (row stride ldc) = (accumulate ? c : 0) + A · [B_0 … B_np-1], panel p's kc×16 slice at
+  // b + p*bstride (b[p*bstride + k*kNR + j]). With one zmm per panel row this is how a 16-lane ISA
+  // keeps enough independent accumulators in flight without changing the packed-weights format.
+  // Contract for reproducibility: a column's sum order over k depends only on `rows`, never on np
+  // or on which panels share the tile (the driver groups panels from panel 0 in steps of
+  // panels_per_tile, so results do not depend on the thread count either).
+  int panels_per_tile = 1;
+  void (*tile_packed_a_wide)(int64_t kc, const float* a, const float* b, int64_t bstride, int np, float* c,
+                             int64_t ldc, int rows, bool accumulate) = nullptr;
+  void (*tile_rows_a_wide)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t bstride, int np, float* c,
+                           int64_t ldc, int rows, bool accumulate) = nullptr;
+  // Cache blocking of the blocked path for this table (0: the driver's default from the cache sizes).
+  int64_t kc = 0, mc = 0;
+  // fp32 b[N, K] (a linear layer's weight, not prepacked) with skinny_t_min_m ≤ M ≤ 256 is computed
+  // as Cᵀ = B·Aᵀ on the tiles (B's rows as the tiles' A rows, Aᵀ packed in panels) instead of with
+  // dot_rows or the blocked path (0: never).
+  int64_t skinny_t_min_m = 0;
+  // Largest M for which B given unpacked goes through the slice path (A in place, B packed a
+  // 16·P-column slice at a time) instead of the blocked path (0: the driver's default, 64).
+  int64_t slice_max_m = 0;
+  // Optional, for that transposed path when M ≤ 8: a tile whose broadcasts are `group` (2, 4 or 8)
+  // consecutive floats of each A row, so 16/group rows of Aᵀ fill all 16 lanes:
+  // c[i*ldc + l] (+)= Σ_{k < kc, k ≡ l mod group} a[i*lda + k] · b[(k/group)*16 + l], for i < rows (≤ kMR),
+  // l < 16. Reads a[i*lda + k] only for k < kc (a kc % group tail is loaded masked).
+  void (*tile_rows_a_grouped)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
+                              bool accumulate, int group) = nullptr;
 };
 
+const IsaKernels* avx512_kernels();   // avx512/gemm_avx512.cpp (AVX-512 F/BW/VL/DQ + FMA + F16C)
 const IsaKernels* avx2_kernels();     // avx2/gemm_avx2.cpp (AVX2 + FMA + F16C)
 const IsaKernels* generic_kernels();  // gemm_generic.cpp (portable C++, the reference path)
 
-// The table chosen at library load time from CPUID (DINOML_CPU_GEMM_ISA=generic|avx2 overrides).
+// The table chosen at library load time from CPUID: avx512 where the CPU and OS support AVX-512
+// F/BW/VL/DQ, else avx2, else generic. DINOML_CPU_GEMM_ISA=avx512|avx2|generic overrides; a name this
+// CPU cannot run (or an unknown one) prints a warning to stderr and the CPUID choice is used.
 const IsaKernels* active_isa();
 
 }  // namespace dml_cpu::gemm

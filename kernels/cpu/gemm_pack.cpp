@@ -4,6 +4,7 @@
 // b[K, N] lives in panel n/16 at [k*16 + n%16]; columns past N are zero, so tiles never branch on
 // the N tail. fp16/bf16 weights are widened to fp32 here, once, because this machine has no
 // bf16/fp16 arithmetic: the tiles always multiply fp32.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -13,6 +14,32 @@
 #include "gemm_driver.h"
 
 namespace dml_cpu::gemm {
+namespace {
+
+// The 8×8 block rows[0..8)[k0..k0+8) of fp32 b[N, K] (row stride K) written transposed into a packed
+// panel: dst[i*kNR + r] = rows[r][k0 + i]. AVX2 (the library's baseline): 8 loads, 24 shuffles, 8 stores.
+inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
+  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ld), r2 = _mm256_loadu_ps(src + 2 * ld),
+         r3 = _mm256_loadu_ps(src + 3 * ld), r4 = _mm256_loadu_ps(src + 4 * ld), r5 = _mm256_loadu_ps(src + 5 * ld),
+         r6 = _mm256_loadu_ps(src + 6 * ld), r7 = _mm256_loadu_ps(src + 7 * ld);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+               t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+               t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+               u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+               u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+               u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  _mm256_storeu_ps(dst + 0 * kNR, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + 1 * kNR, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * kNR, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * kNR, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * kNR, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * kNR, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * kNR, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * kNR, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+}  // namespace
 
 template <typename T>
 void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1) {
@@ -26,6 +53,16 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
         for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
         for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
       }
+    } else if (std::is_same_v<T, float> && nn == kNR) {
+      // fp32 b[N, K], a whole panel: 8×8 register transposes, the K tail element by element.
+      const float* src = reinterpret_cast<const float*>(b) + n0 * K;
+      int64_t k = 0;
+      for (; k + 8 <= K; k += 8) {
+        transpose8x8_into_panel(src + k, K, dst + k * kNR);
+        transpose8x8_into_panel(src + 8 * K + k, K, dst + k * kNR + 8);
+      }
+      for (; k < K; ++k)
+        for (int64_t r = 0; r < kNR; ++r) dst[k * kNR + r] = src[r * K + k];
     } else {
       // b[N, K]: a transpose. K is walked in chunks so the 16 destination lines of a chunk stay in
       // L1 while the 16 source rows stream.
@@ -56,6 +93,16 @@ void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int6
       for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
       for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
     }
+  } else if (std::is_same_v<T, float> && nn == kNR) {
+    // fp32 b[N, K], 16 whole rows: 8×8 register transposes, the kc tail element by element.
+    const float* src = reinterpret_cast<const float*>(b) + n0 * K + k0;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+      transpose8x8_into_panel(src + k, K, out + k * kNR);
+      transpose8x8_into_panel(src + 8 * K + k, K, out + k * kNR + 8);
+    }
+    for (; k < kc; ++k)
+      for (int64_t r = 0; r < kNR; ++r) out[k * kNR + r] = src[r * K + k];
   } else {
     for (int64_t r = 0; r < kNR; ++r) {
       if (r < nn) {

@@ -89,7 +89,7 @@ const Problem kProblems[] = {
 
 TEST(AttentionKernel, MatchesReferenceOnEveryIsaPath) {
   const std::string original = dml_cpu_gemm_isa();
-  for (const char* isa : {"generic", "avx2"}) {
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
     if (dml_cpu_gemm_select_isa(isa) != DML_CPU_OK) {
       std::printf("[ skipped ISA %s: not available on this CPU ]\n", isa);
       continue;
@@ -190,7 +190,7 @@ void check_strided(int64_t B, int64_t S, int64_t H, int64_t D, bool causal, int 
 
 TEST(AttentionKernel, StridedOperandsMatchContiguousBitwise) {
   const std::string original = dml_cpu_gemm_isa();
-  for (const char* isa : {"generic", "avx2"}) {
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
     if (dml_cpu_gemm_select_isa(isa) != DML_CPU_OK) continue;
     SCOPED_TRACE(isa);
     check_strided<float>(2, 37, 3, 16, false, DML_CPU_F32);

@@ -1,10 +1,14 @@
 // The GEMM kernels against a naive double-precision reference: every epilogue, odd sizes and
 // tails on each path (dot / skinny / blocked), unaligned pointers, K = 0 and 1, packed weights,
-// fp16/bf16, thread-count independence, and each ISA path this CPU can run (avx2, generic).
+// fp16/bf16, thread-count independence, and each ISA path this CPU can run (avx512, avx2, generic).
 #include <omp.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -121,8 +125,10 @@ std::vector<double> run_and_check(const Case& c) {
   }
   EXPECT_EQ(st, 0) << dml_cpu_last_error();
   // Output dtype rounding dominates for fp16/bf16; for fp32 the bound is the epilogue's 1e-5
-  // relative accuracy plus fp32 accumulation error (a few ulps of Σ|a·b|).
+  // relative accuracy plus fp32 accumulation error: ulps of Σ|a·b| growing like √K (the error of a
+  // sum of K rounded terms in any order, with margin), at least 2e-6.
   const double rel = c.dtype == DML_CPU_F32 ? 1e-5 : c.dtype == DML_CPU_F16 ? 1.5e-3 : 1.2e-2;
+  const double acc_rel = std::max(2e-6, 1.2e-7 * (4 + std::sqrt(static_cast<double>(c.K))));
   std::vector<double> got(c.M * c.N);
   int bad = 0;
   for (int64_t m = 0; m < c.M; ++m)
@@ -138,7 +144,7 @@ std::vector<double> run_and_check(const Case& c) {
       const double ref = act(c.epi, s);
       const double g = read(c.dtype, cptr, m * c.N + n);
       got[m * c.N + n] = g;
-      const double tol = rel * std::fabs(ref) + (c.dtype == DML_CPU_F32 ? 2e-6 : rel) * mag + 1e-30;
+      const double tol = rel * std::fabs(ref) + (c.dtype == DML_CPU_F32 ? acc_rel : rel) * mag + 1e-30;
       if (!(std::fabs(g - ref) <= tol) && bad++ < 5)
         ADD_FAILURE() << "c[" << m << "," << n << "] = " << g << ", reference " << ref << " (tol " << tol << ")";
     }
@@ -156,7 +162,35 @@ std::vector<double> run_and_check(const Case& c) {
 const int64_t kShapes[][3] = {{1, 1, 1},    {1, 17, 33},  {3, 7, 3},    {7, 33, 17},  {16, 48, 64},
                               {17, 3, 7},   {33, 100, 1}, {33, 33, 300}, {70, 129, 260}, {1, 70, 1030}};
 
+// Every GEMM ISA table this CPU can run (the others are reported and skipped).
+std::vector<std::string> runnable_isas() {
+  std::vector<std::string> out;
+  const std::string initial = dml_cpu_gemm_isa();
+  for (const char* isa : {"avx512", "avx2", "generic"}) {
+    if (dml_cpu_gemm_select_isa(isa) == 0)
+      out.push_back(isa);
+    else
+      std::printf("[ ISA path %s cannot run on this CPU: skipped ]\n", isa);
+  }
+  dml_cpu_gemm_select_isa(initial.c_str());
+  return out;
+}
+
+// Runs `body` once per runnable ISA table with that table selected, then restores the initial one.
+template <typename F>
+void for_each_isa(F&& body) {
+  const std::string initial = dml_cpu_gemm_isa();
+  for (const std::string& isa : runnable_isas()) {
+    ASSERT_EQ(dml_cpu_gemm_select_isa(isa.c_str()), 0) << dml_cpu_last_error();
+    SCOPED_TRACE("isa " + isa);
+    ASSERT_EQ(std::string(dml_cpu_gemm_isa()), isa);
+    body(isa);
+  }
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+}
+
 TEST(GemmKernels, EveryEpilogueEveryPathFloat32) {
+ for_each_isa([&](const std::string&) {
   for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
     for (int epi : kEpilogues)
       for (const auto& s : kShapes) {
@@ -167,9 +201,11 @@ TEST(GemmKernels, EveryEpilogueEveryPathFloat32) {
         c.bias = (s[0] + s[1]) % 2 == 0 || epi == DML_CPU_EPI_NONE;
         run_and_check(c);
       }
+ });
 }
 
 TEST(GemmKernels, HalfAndBfloat16) {
+ for_each_isa([&](const std::string&) {
   for (int dtype : {DML_CPU_F16, DML_CPU_BF16})
     for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
       for (int epi : {DML_CPU_EPI_NONE, DML_CPU_EPI_GELU, DML_CPU_EPI_ADD_RELU})
@@ -180,6 +216,7 @@ TEST(GemmKernels, HalfAndBfloat16) {
             c.M = s[0], c.N = s[1], c.K = s[2];
             run_and_check(c);
           }
+ });
 }
 
 // M = 1 against prepacked weights: the multi-stream GEMV (run_gemv_packed), on each ISA path this
@@ -188,8 +225,8 @@ TEST(GemmKernels, HalfAndBfloat16) {
 // on every thread), every epilogue and dtype.
 TEST(GemmKernels, PrepackedGemvStreams) {
   const std::string initial = dml_cpu_gemm_isa();
-  for (const char* isa : {"avx2", "generic"}) {
-    if (dml_cpu_gemm_select_isa(isa) != 0) continue;
+  for (const std::string& isa : runnable_isas()) {
+    ASSERT_EQ(dml_cpu_gemm_select_isa(isa.c_str()), 0);
     SCOPED_TRACE(isa);
     for (int dtype : {DML_CPU_F32, DML_CPU_F16, DML_CPU_BF16})
       for (int epi : kEpilogues)
@@ -205,6 +242,7 @@ TEST(GemmKernels, PrepackedGemvStreams) {
 }
 
 TEST(GemmKernels, UnalignedPointers) {
+ for_each_isa([&](const std::string&) {
   for (int dtype : {DML_CPU_F32, DML_CPU_F16})
     for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
       for (const auto& s : {std::array<int64_t, 3>{3, 17, 33}, {40, 37, 21}}) {
@@ -216,9 +254,11 @@ TEST(GemmKernels, UnalignedPointers) {
         c.packed = true;
         run_and_check(c);
       }
+ });
 }
 
 TEST(GemmKernels, ZeroAndUnitDepth) {
+ for_each_isa([&](const std::string&) {
   for (int epi : {DML_CPU_EPI_NONE, DML_CPU_EPI_SIGMOID, DML_CPU_EPI_ADD_RELU})
     for (int64_t M : {1, 5, 20}) {
       Case c;
@@ -231,12 +271,14 @@ TEST(GemmKernels, ZeroAndUnitDepth) {
     }
   // Empty outputs are a no-op.
   EXPECT_EQ(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, 0, 5, 5, nullptr, nullptr, nullptr, nullptr, nullptr, 0), 0);
+ });
 }
 
 // For b[K, N] the packed weights feed the same tiles with the same values in the same order as
 // per-call packing, so the results are bitwise identical. (fp32 b[N, K] with small M is read in
 // place by dot products, a different summation order: compared within tolerance everywhere else.)
 TEST(GemmKernels, PrepackedMatchesUnpackedBitwise) {
+ for_each_isa([&](const std::string&) {
   for (int layout : {DML_CPU_B_RRR})
     for (const auto& s : {std::array<int64_t, 3>{5, 40, 300}, {17, 33, 65}, {100, 64, 513}}) {
       Case c;
@@ -246,10 +288,12 @@ TEST(GemmKernels, PrepackedMatchesUnpackedBitwise) {
       const auto packed = run_and_check(c);
       EXPECT_EQ(plain, packed) << describe(c);
     }
+ });
 }
 
 // The thread split changes which thread computes a block, never the order of the K sums.
 TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
+ for_each_isa([&](const std::string&) {
   const int saved = omp_get_max_threads();
   for (const auto& s : {std::array<int64_t, 3>{8, 300, 200}, {200, 150, 300}, {130, 520, 64}}) {
     Case c;
@@ -264,6 +308,7 @@ TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
     EXPECT_EQ(one, three) << describe(c);
   }
   omp_set_num_threads(saved);
+ });
 }
 
 // Each ISA path this CPU can run passes the same checks.
@@ -271,6 +316,7 @@ TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
 // dynamically (kernels/cpu/gemm.cpp), the residual prefetched before the last K chunk and the next
 // B panel prefetched per tile; checked against the reference and bitwise across thread counts.
 TEST(GemmKernels, PrepackedManyBlocksWithResidual) {
+ for_each_isa([&](const std::string&) {
   const int saved = omp_get_max_threads();
   for (const auto& s : {std::array<int64_t, 3>{777, 70, 530}, {1024, 48, 300}}) {
     Case c;
@@ -285,11 +331,12 @@ TEST(GemmKernels, PrepackedManyBlocksWithResidual) {
     EXPECT_EQ(one, three) << describe(c);
   }
   omp_set_num_threads(saved);
+ });
 }
 
 TEST(GemmKernels, EveryIsaPath) {
   const std::string initial = dml_cpu_gemm_isa();
-  for (const char* isa : {"avx2", "generic"}) {
+  for (const char* isa : {"avx512", "avx2", "generic"}) {
     if (dml_cpu_gemm_select_isa(isa) != 0) {
       std::printf("ISA path %s cannot run on this CPU: skipped (%s)\n", isa, dml_cpu_last_error());
       continue;
@@ -312,6 +359,10 @@ TEST(GemmKernels, EveryIsaPath) {
 // (a = 1, b = x) so the only error is the vectorised math: relative error ≤ 1e-5. Results below
 // 1e-35 (about 100·FLT_MIN, where float has lost its precision anyway) may flush to zero.
 TEST(GemmKernels, EpilogueMathAccuracy) {
+ for_each_isa([](const std::string& isa) {
+  // The generic table is the plain formulas of kernel_common.h (0.5x(1 + tanh u) cancels to 0 for
+  // x < -9): the relative-accuracy contract is the vectorised tables'.
+  if (isa == "generic") return;
   std::vector<float> xs;
   for (float x = -30.0f; x <= 30.0f; x += 0.0137f) xs.push_back(x);
   for (float x : {0.0f, -0.0f, 1e-7f, -1e-7f, 1e-3f, -1e-3f, 0.625f, -0.625f, 0.6249f, 88.0f, -88.0f})
@@ -329,6 +380,7 @@ TEST(GemmKernels, EpilogueMathAccuracy) {
         ADD_FAILURE() << "epilogue " << epi << " at x=" << xs[i] << ": " << out[i] << " vs " << ref;
     }
   }
+ });
 }
 
 TEST(GemmKernels, ClearErrors) {
@@ -353,6 +405,7 @@ TEST(GemmKernels, ClearErrors) {
 }
 
 TEST(GemmKernels, BatchedWithBroadcast) {
+ for_each_isa([](const std::string&) {
   const int64_t B = 3, M = 19, N = 21, K = 35;
   Operand a = make(DML_CPU_F32, B * M * K, 1, 0), b = make(DML_CPU_F32, K * N, 2, 0);
   std::vector<float> c(B * M * N);
@@ -365,6 +418,7 @@ TEST(GemmKernels, BatchedWithBroadcast) {
         for (int64_t k = 0; k < K; ++k) s += a.v[(i * M + m) * K + k] * b.v[k * N + n];
         ASSERT_NEAR(c[(i * M + m) * N + n], s, 1e-5);
       }
+ });
 }
 
 }  // namespace
@@ -373,6 +427,7 @@ namespace {
 
 // The profiler's forced variants: every path and thread count gives the reference's answer.
 TEST(GemmKernels, ForcedPathsAndThreads) {
+ for_each_isa([](const std::string&) {
   for (int path = 0; path <= 3; ++path)
     for (int threads : {0, 1, 2})
       for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
@@ -396,6 +451,172 @@ TEST(GemmKernels, ForcedPathsAndThreads) {
         }
   float x = 0;
   EXPECT_EQ(dml_cpu_gemm_variant(DML_CPU_F32, 0, 1, 1, 1, &x, &x, nullptr, nullptr, &x, 0, 9, 0), DML_CPU_ERR_ARGUMENT);
+ });
+}
+
+// Every ISA table on the odd-size grid M, N, K ∈ {1, 5, 17, 31, 33, 65, 127, 255} (all 512 shapes:
+// tails of the 6-row tiles, of 16-column panels and of 32-column AVX-512 tiles, K across the KC
+// block), each shape with one configuration from a rotation over every epilogue, dtype, layout,
+// per-call / prepacked B, 1 or 2 threads and element-aligned (never vector-aligned) pointers.
+TEST(GemmKernels, IsaParityOddSizeGrid) {
+  const int saved = omp_get_max_threads();
+  const int64_t sizes[] = {1, 5, 17, 31, 33, 65, 127, 255};
+  for_each_isa([&](const std::string&) {
+    int idx = 0;
+    for (int64_t M : sizes)
+      for (int64_t N : sizes)
+        for (int64_t K : sizes) {
+          const int r = idx++;
+          Case c;
+          c.M = M, c.N = N, c.K = K;
+          c.epi = kEpilogues[r % 9];
+          c.dtype = (r / 9) % 3 == 0 ? DML_CPU_F32 : (r / 9) % 3 == 1 ? DML_CPU_F16 : DML_CPU_BF16;
+          if (r % 4 == 0) c.dtype = DML_CPU_F32;  // fp32 gets half the cases (the dot path is fp32-only)
+          c.layout = (r / 2) % 2;
+          c.packed = (r / 5) % 2 == 1;
+          c.bias = r % 7 != 3;
+          c.offset = (r / 3) % 2 ? esize(c.dtype) : 0;
+          omp_set_num_threads(1 + r % 2);
+          run_and_check(c);
+          if (::testing::Test::HasFailure()) {
+            omp_set_num_threads(saved);
+            return;  // one broken configuration is enough to report
+          }
+        }
+  });
+  omp_set_num_threads(saved);
+}
+
+// Every epilogue and dtype on the shapes that reach each path of every table: GEMV (M = 1, packed:
+// the multi-stream kernel; fp32 b[N, K]: dot products or, on AVX-512, the transposed path), M ≤ 16
+// slice tiles, blocked with M, N and K
+// tails, N with an odd number of 16-column panels (a one-panel tile at the end of a 32-column group),
+// 1 and 2 threads.
+TEST(GemmKernels, IsaEveryEpilogueDtypeAndPath) {
+  const int saved = omp_get_max_threads();
+  // (M = 2, 3-4, 5-8 with fp32 b[N, K] reach the AVX-512 transposed path's 8-, 4- and 2-float
+  // grouped broadcasts; odd K leaves a masked group tail.)
+  const int64_t shapes[][3] = {{1, 48, 255}, {1, 33, 65},   {2, 40, 37},    {3, 50, 21},   {4, 33, 130},
+                               {5, 80, 127}, {8, 17, 301},  {16, 17, 300},  {65, 112, 33}, {127, 31, 600}};
+  for_each_isa([&](const std::string&) {
+    for (int threads : {1, 2})
+      for (int dtype : {DML_CPU_F32, DML_CPU_F16, DML_CPU_BF16})
+        for (int epi : kEpilogues)
+          for (const auto& s : shapes)
+            for (bool packed : {false, true}) {
+              Case c;
+              c.dtype = dtype, c.epi = epi, c.packed = packed;
+              c.M = s[0], c.N = s[1], c.K = s[2];
+              c.layout = (s[0] + epi) % 2;
+              omp_set_num_threads(threads);
+              run_and_check(c);
+            }
+  });
+  omp_set_num_threads(saved);
+}
+
+// The blocked path's results do not depend on the thread count on any table (panels are grouped
+// into wide tiles from panel 0 whatever the blocks), and prepacked equals per-call packing bitwise.
+TEST(GemmKernels, IsaThreadCountAndPackingBitwise) {
+  const int saved = omp_get_max_threads();
+  for_each_isa([&](const std::string&) {
+    for (const auto& s : {std::array<int64_t, 3>{200, 150, 300}, {130, 80, 64}, {97, 48, 513}, {300, 16, 40}}) {
+      Case c;
+      c.epi = DML_CPU_EPI_GELU, c.M = s[0], c.N = s[1], c.K = s[2];
+      omp_set_num_threads(1);
+      const auto one = run_and_check(c);
+      omp_set_num_threads(2);
+      const auto two = run_and_check(c);
+      omp_set_num_threads(3);
+      const auto three = run_and_check(c);
+      c.packed = true;
+      const auto packed = run_and_check(c);
+      EXPECT_EQ(one, two) << describe(c);
+      EXPECT_EQ(one, three) << describe(c);
+      EXPECT_EQ(three, packed) << describe(c);
+    }
+  });
+  omp_set_num_threads(saved);
+}
+
+// The AVX-512 and AVX2 epilogues are the same formulas in the same order: identical activations.
+TEST(GemmKernels, Avx512EpilogueMatchesAvx2) {
+  const std::string initial = dml_cpu_gemm_isa();
+  if (dml_cpu_gemm_select_isa("avx512") != 0 || dml_cpu_gemm_select_isa("avx2") != 0)
+    GTEST_SKIP() << "needs both the avx512 and the avx2 table";
+  std::vector<float> xs;
+  for (float x = -40.0f; x <= 40.0f; x += 0.0371f) xs.push_back(x);
+  const int64_t N = static_cast<int64_t>(xs.size());
+  const float one = 1.0f;
+  for (int epi : kEpilogues) {
+    if (has_add(epi)) continue;
+    std::vector<float> o2(N), o5(N);
+    ASSERT_EQ(dml_cpu_gemm_select_isa("avx2"), 0);
+    ASSERT_EQ(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, 1, N, 1, &one, xs.data(), nullptr, nullptr, o2.data(), epi), 0);
+    ASSERT_EQ(dml_cpu_gemm_select_isa("avx512"), 0);
+    ASSERT_EQ(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, 1, N, 1, &one, xs.data(), nullptr, nullptr, o5.data(), epi), 0);
+    EXPECT_EQ(std::memcmp(o2.data(), o5.data(), N * sizeof(float)), 0) << "epilogue " << epi;
+  }
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// DINOML_CPU_GEMM_ISA is read when the library loads, so it is checked in a child process (this
+// test binary re-run with a filter): a runnable name selects that table; an unknown name, or one
+// this CPU cannot run, warns on stderr and keeps the CPUID choice — never an illegal instruction.
+TEST(GemmKernels, IsaOverrideChild) {
+  if (!std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP() << "runs only as IsaOverrideVariable's child";
+  std::printf("child isa=%s\n", dml_cpu_gemm_isa());
+  // The chosen table computes correctly.
+  Case c;
+  c.M = 7, c.N = 40, c.K = 33, c.epi = DML_CPU_EPI_GELU, c.layout = DML_CPU_B_RCR;
+  run_and_check(c);
+}
+
+std::string run_child(const std::string& isa_value) {
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) {
+    ADD_FAILURE() << "cannot find this test binary";
+    return "";
+  }
+  self[len] = '\0';
+  const std::string cmd = "DML_GEMM_ISA_CHILD=1 DINOML_CPU_GEMM_ISA=" + isa_value + " '" + self +
+                          "' --gtest_filter=GemmKernels.IsaOverrideChild 2>&1";
+  std::string out;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, f)) out += buf;
+    const int st = pclose(f);
+    EXPECT_EQ(st, 0) << out;
+  } else {
+    ADD_FAILURE() << "cannot run " << cmd;
+  }
+  return out;
+}
+
+TEST(GemmKernels, IsaOverrideVariable) {
+  if (std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP();
+  const std::string initial = dml_cpu_gemm_isa();  // this process: the CPUID choice (unless overridden)
+  for (const std::string& isa : runnable_isas()) {
+    const std::string out = run_child(isa);
+    EXPECT_NE(out.find("child isa=" + isa + "\n"), std::string::npos) << out;
+    EXPECT_EQ(out.find("dinoml: DINOML_CPU_GEMM_ISA"), std::string::npos) << out;
+  }
+  if (std::getenv("DINOML_CPU_GEMM_ISA")) return;  // the parent's own choice is not the CPUID one
+  const std::string bogus = run_child("avx1024");
+  EXPECT_NE(bogus.find("dinoml: DINOML_CPU_GEMM_ISA=avx1024 is not a GEMM ISA path"), std::string::npos) << bogus;
+  EXPECT_NE(bogus.find("child isa=" + initial + "\n"), std::string::npos) << bogus;
+  for (const char* isa : {"avx512", "avx2"}) {
+    if (dml_cpu_gemm_select_isa(isa) == 0) continue;  // runnable here: covered above
+    const std::string out = run_child(isa);
+    EXPECT_NE(out.find(std::string("DINOML_CPU_GEMM_ISA=") + isa + " cannot run on this CPU"), std::string::npos) << out;
+    EXPECT_NE(out.find("child isa=" + initial + "\n"), std::string::npos) << out;
+  }
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
 }
 
 }  // namespace

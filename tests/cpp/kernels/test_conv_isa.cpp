@@ -1,0 +1,121 @@
+// dml_cpu_conv2d on every GEMM ISA table this CPU can run (the convolutions multiply with the
+// table's one-panel register tiles and finish with its epilogue), against a double-precision direct
+// convolution: implicit GEMM (per-call and prepacked), Winograd F(2x2) / F(4x4), strided, padded,
+// dilated and grouped shapes, every conv epilogue.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dinoml_cpu_kernels.h"
+
+namespace {
+
+struct ConvCase {
+  dml_cpu_conv2d_shape s;
+  int variant;  // -1 rule, 0 GEMM panels, 2 / 4 Winograd
+  int epi;
+};
+
+int64_t out_extent(int64_t in, int64_t k, int64_t st, int64_t p0, int64_t p1, int64_t d) {
+  return (in + p0 + p1 - d * (k - 1) - 1) / st + 1;
+}
+
+void check_conv(const ConvCase& cc, bool packed) {
+  const dml_cpu_conv2d_shape& s = cc.s;
+  const int64_t Ho = out_extent(s.H, s.kh, s.sh, s.pt, s.pb, s.dh), Wo = out_extent(s.W, s.kw, s.sw, s.pl, s.pr, s.dw);
+  const int64_t Cg = s.C / s.groups, Og = s.O / s.groups;
+  std::mt19937 g(static_cast<uint32_t>(s.C * 31 + s.O * 7 + s.H + cc.variant));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(s.N * s.C * s.H * s.W), w(s.O * Cg * s.kh * s.kw), bias(s.O), r(s.N * s.O * Ho * Wo);
+  for (auto* v : {&x, &w, &bias, &r})
+    for (float& e : *v) e = u(g);
+  std::vector<float> y(r.size() + 16, 7.0f);
+  const bool add = cc.epi == DML_CPU_EPI_ADD || cc.epi == DML_CPU_EPI_ADD_RELU;
+  std::vector<unsigned char> pk;
+  if (packed) {
+    const int64_t bytes = dml_cpu_conv2d_packed_w_size_variant(&s, cc.variant);
+    ASSERT_GT(bytes, 0) << dml_cpu_last_error();
+    pk.resize(bytes + 64);
+    void* p = pk.data() + (64 - reinterpret_cast<uintptr_t>(pk.data()) % 64) % 64;
+    ASSERT_EQ(dml_cpu_conv2d_pack_w_variant(DML_CPU_F32, &s, w.data(), p, cc.variant), 0) << dml_cpu_last_error();
+    ASSERT_EQ(dml_cpu_conv2d(DML_CPU_F32, &s, x.data(), nullptr, p, bias.data(), add ? r.data() : nullptr, y.data(),
+                             cc.epi),
+              0)
+        << dml_cpu_last_error();
+  } else {
+    ASSERT_EQ(dml_cpu_conv2d(DML_CPU_F32, &s, x.data(), w.data(), nullptr, bias.data(), add ? r.data() : nullptr,
+                             y.data(), cc.epi),
+              0)
+        << dml_cpu_last_error();
+  }
+  int bad = 0;
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t o = 0; o < s.O; ++o)
+      for (int64_t ho = 0; ho < Ho; ++ho)
+        for (int64_t wo = 0; wo < Wo; ++wo) {
+          const int64_t grp = o / Og;
+          double acc = bias[o], mag = std::fabs(bias[o]);
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t i = 0; i < s.kh; ++i)
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t hi = ho * s.sh - s.pt + i * s.dh, wi = wo * s.sw - s.pl + j * s.dw;
+                if (hi < 0 || hi >= s.H || wi < 0 || wi >= s.W) continue;
+                const double p = static_cast<double>(x[((n * s.C + grp * Cg + c) * s.H + hi) * s.W + wi]) *
+                                 w[((o * Cg + c) * s.kh + i) * s.kw + j];
+                acc += p;
+                mag += std::fabs(p);
+              }
+          const int64_t yi = ((n * s.O + o) * Ho + ho) * Wo + wo;
+          if (add) acc += r[yi], mag += std::fabs(r[yi]);
+          if (cc.epi == DML_CPU_EPI_RELU || cc.epi == DML_CPU_EPI_ADD_RELU) acc = acc < 0 ? 0 : acc;
+          // Winograd F(4x4) trades accuracy for multiplies (~1e-4 of the magnitude, architecture.md).
+          const double tol = (cc.variant == 4 ? 2e-4 : 2e-6 * (4 + std::sqrt(static_cast<double>(Cg * s.kh * s.kw)))) *
+                             (mag + 1);
+          if (!(std::fabs(y[yi] - acc) <= tol) && bad++ < 3)
+            ADD_FAILURE() << "y[" << n << "," << o << "," << ho << "," << wo << "] = " << y[yi] << ", reference "
+                          << acc << " (variant " << cc.variant << ", packed " << packed << ", C " << s.C << ", O "
+                          << s.O << ", k " << s.kh << ", stride " << s.sh << ", groups " << s.groups << ")";
+        }
+  for (size_t i = r.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 7.0f) << "write past the end of y";
+}
+
+TEST(ConvKernels, EveryIsaTable) {
+  const std::string initial = dml_cpu_gemm_isa();
+  const int saved = omp_get_max_threads();
+  //                 N  C   H   W   O  kh kw sh sw pt pl pb pr dh dw groups
+  const ConvCase cases[] = {
+      {{1, 3, 13, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_NONE},
+      {{2, 16, 10, 9, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_RELU},
+      {{2, 16, 10, 9, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD_RELU},
+      {{1, 20, 12, 12, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4, DML_CPU_EPI_ADD},
+      {{1, 24, 15, 17, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, 0, DML_CPU_EPI_ADD},
+      {{2, 12, 17, 16, 20, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1}, 0, DML_CPU_EPI_RELU},
+      {{1, 8, 11, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2}, 0, DML_CPU_EPI_NONE},
+      {{1, 18, 9, 9, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 18}, -1, DML_CPU_EPI_RELU},  // depthwise
+      {{1, 64, 14, 14, 70, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
+  };
+  for (const char* isa : {"avx512", "avx2", "generic"}) {
+    if (dml_cpu_gemm_select_isa(isa) != 0) {
+      std::printf("[ ISA path %s cannot run on this CPU: skipped ]\n", isa);
+      continue;
+    }
+    SCOPED_TRACE(std::string("isa ") + isa);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      for (const ConvCase& cc : cases) {
+        check_conv(cc, true);
+        if (cc.variant <= 0) check_conv(cc, false);
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+}
+
+}  // namespace
