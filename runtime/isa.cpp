@@ -2,6 +2,8 @@
 
 #include "errors.h"
 
+#include <dinoml/isa_env.h>
+
 #include <array>
 #include <cstdlib>
 #include <string>
@@ -73,18 +75,7 @@ const IsaEntry* find(const std::string& name) noexcept {
 
 bool isa_known(const std::string& name) noexcept { return find(name) != nullptr; }
 
-bool isa_disabled(const std::string& name) noexcept {
-  const char* env = std::getenv("DINOML_CPU_DISABLE_ISA");
-  if (!env) return false;
-  std::string list = env;
-  for (size_t start = 0; start <= list.size();) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    if (list.compare(start, end - start, name) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
+bool isa_disabled(const std::string& name) noexcept { return dinoml::isa_disabled_by_env(name.c_str()); }
 
 bool isa_supported(const std::string& name) noexcept {
   __builtin_cpu_init();  // idempotent; required when called before libgcc's constructor ran

@@ -330,21 +330,8 @@ const float* check_packed(const void* packed, const Geo& g, int* st, int* varian
 
 }  // namespace
 
-// Grow-only per-thread scratch (64-byte aligned), like the GEMM's: convs run every inference.
 float* scratch(int slot, size_t n) {
-  struct Buf {
-    float* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[3];
-  Buf& b = bufs[slot];
-  if (n > b.cap) {
-    std::free(b.p);
-    b.p = static_cast<float*>(std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64));
-    b.cap = b.p ? n : 0;
-  }
-  return b.p;
+  return static_cast<float*>(scratch_bytes<ScratchPool::kConv, 3>(slot, n * sizeof(float)));
 }
 
 }  // namespace dml_cpu::conv

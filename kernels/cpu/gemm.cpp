@@ -130,23 +130,8 @@ const Blocking& blocking_for(const IsaKernels& isa) {
   return cache[slot].b;
 }
 
-// Grow-only per-thread scratch (64-byte aligned): GEMMs run every inference, and fresh large
-// allocations would page-fault their memory in on every call. Slots keep simultaneous uses apart.
 float* scratch(int slot, size_t n) {
-  struct Buf {
-    float* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[5];
-  Buf& b = bufs[slot];
-  if (n > b.cap) {
-    std::free(b.p);
-    const size_t bytes = ((n * sizeof(float) + 63) / 64) * 64;
-    b.p = static_cast<float*>(std::aligned_alloc(64, bytes));
-    b.cap = b.p ? n : 0;
-  }
-  return b.p;
+  return static_cast<float*>(scratch_bytes<ScratchPool::kGemm, 5>(slot, n * sizeof(float)));
 }
 enum Slot { kSlotA = 0, kSlotC = 1, kSlotAf = 2, kSlotB = 3, kSlotBias = 4 };
 

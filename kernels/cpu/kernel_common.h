@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include <dinoml/half.h>
+#include <dinoml/isa_env.h>
 
 #include "dinoml_cpu_kernels.h"
 
@@ -17,6 +19,29 @@ namespace dml_cpu {
 // Records the failure message for dml_cpu_last_error() and returns `status`, so kernels can write
 // `return fail(DML_CPU_ERR_ARGUMENT, "...")`.
 int fail(int status, const std::string& message);
+
+// Grow-only, 64-byte aligned scratch per thread: kernels run every inference, and a fresh large
+// allocation per call would fault its pages in each time. A pool per kernel family keeps one
+// family's buffers from being handed to another that runs inside it (a conv running GEMM tiles);
+// slots keep simultaneous uses within a family apart. nullptr when the allocation fails.
+enum class ScratchPool { kGemm, kConv, kQgemm, kQgemmPacked, kLowp };
+template <ScratchPool Pool, int Slots>
+void* scratch_bytes(int slot, size_t bytes) {
+  struct Buf {
+    void* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf bufs[Slots];
+  Buf& b = bufs[slot];
+  if (bytes > b.cap) {
+    std::free(b.p);
+    const size_t sz = (bytes + 63) / 64 * 64;
+    b.p = std::aligned_alloc(64, sz);
+    b.cap = b.p ? sz : 0;
+  }
+  return b.p;
+}
 
 // Below this many scalar operations a kernel stays single-threaded: waking the OpenMP team costs
 // a few microseconds, more than the work itself.

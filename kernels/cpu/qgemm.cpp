@@ -41,22 +41,7 @@ constexpr int64_t kRowsPerChunk = 16;  // int8 path: weight rows per scheduling 
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Grow-only, 64-byte aligned scratch per thread and slot.
-void* scratch(int slot, size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[4];
-  Buf& b = bufs[slot];
-  if (bytes > b.cap) {
-    std::free(b.p);
-    b.p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    b.cap = b.p ? bytes : 0;
-  }
-  return b.p;
-}
+void* scratch(int slot, size_t bytes) { return scratch_bytes<ScratchPool::kQgemm, 4>(slot, bytes); }
 enum Slot { kSlotAct = 0, kSlotA = 1, kSlotPanel = 2, kSlotRows = 3 };
 
 struct Problem {

@@ -120,7 +120,7 @@ def test_missing_isa_is_refused_before_loading_code(linear_dir, tmp_path):
     lacking = [isa for isa, flag in (("avx512fp16", "avx512_fp16"), ("amx-tile", "amx_tile"),
                                      ("avx512f", "avx512f")) if flag not in flags]
     if not lacking:
-        pytest.skip("this CPU has every ISA the test could require (test_disabled_isa covers the path)")
+        pytest.skip("this CPU has every ISA the test could require (test_isa_disabled_by_environment_is_refused covers the path)")
     bad = _with_required_isa(linear_dir, tmp_path, lacking[0])
     with pytest.raises(dml.ArtifactError, match=lacking[0]) as e:
         dml.runtime.load(str(bad))

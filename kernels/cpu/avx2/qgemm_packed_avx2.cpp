@@ -411,20 +411,7 @@ RowsFn group_fn(int qtype) {
   }
 }
 
-void* scratch(size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf b;
-  if (bytes > b.cap) {
-    std::free(b.p);
-    b.p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    b.cap = b.p ? bytes : 0;
-  }
-  return b.p;
-}
+void* scratch(size_t bytes) { return scratch_bytes<ScratchPool::kQgemmPacked, 1>(0, bytes); }
 
 std::string type_name(int qtype) {
   const dml_qtype_traits* tr = dml_qtype_get(qtype);

@@ -33,40 +33,12 @@ inline int64_t env_int(const char* name, int64_t fallback) {
 }
 
 // true when this CPU runs `isa` (CPUID + OS state via __builtin_cpu_supports, done by the caller)
-// and DINOML_CPU_DISABLE_ISA (read at call time; a comma-separated list, as in runtime/isa.cpp)
-// does not name it: the variable lets a test exercise the "CPU lacks the ISA" refusal anywhere.
-inline bool isa_enabled(const char* isa, bool cpu_has) {
-  if (!cpu_has) return false;
-  const char* env = std::getenv("DINOML_CPU_DISABLE_ISA");
-  if (!env) return true;
-  const std::string list = env, name = isa;
-  for (size_t start = 0; start <= list.size();) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    if (list.compare(start, end - start, name) == 0) return false;
-    start = end + 1;
-  }
-  return true;
-}
+// and DINOML_CPU_DISABLE_ISA does not name it (dinoml/isa_env.h): the variable lets a test exercise
+// the "CPU lacks the ISA" refusal anywhere.
+inline bool isa_enabled(const char* isa, bool cpu_has) { return cpu_has && !dinoml::isa_disabled_by_env(isa); }
 
-// Grow-only, 64-byte aligned per-thread scratch (a fresh large allocation per call would fault
-// its pages in every inference). Slots keep simultaneous uses apart.
-inline void* scratch(int slot, size_t bytes) {
-  struct Buf {
-    void* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf bufs[4];
-  Buf& b = bufs[slot];
-  if (bytes > b.cap) {
-    std::free(b.p);
-    const size_t sz = ((bytes + 63) / 64) * 64;
-    b.p = std::aligned_alloc(64, sz);
-    b.cap = b.p ? sz : 0;
-  }
-  return b.p;
-}
+// Per-thread scratch of the lowp GEMMs (kernel_common.h's scratch_bytes, a pool of their own).
+inline void* scratch(int slot, size_t bytes) { return scratch_bytes<ScratchPool::kLowp, 4>(slot, bytes); }
 enum Slot { kSlotA = 0, kSlotB = 1, kSlotC = 2, kSlotAux = 3 };
 
 // Header of a packed-B buffer (64 bytes, so the panels stay cache-line aligned): lets the

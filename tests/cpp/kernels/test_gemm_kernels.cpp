@@ -543,7 +543,7 @@ TEST(GemmKernels, IsaThreadCountAndPackingBitwise) {
 TEST(GemmKernels, Avx512EpilogueMatchesAvx2) {
   const std::string initial = dml_cpu_gemm_isa();
   if (dml_cpu_gemm_select_isa("avx512") != 0 || dml_cpu_gemm_select_isa("avx2") != 0)
-    GTEST_SKIP() << "needs both the avx512 and the avx2 table";
+    GTEST_SKIP() << "this CPU cannot run both the avx512 and the avx2 GEMM table (no AVX-512 F/BW/DQ/VL with zmm state)";
   std::vector<float> xs;
   for (float x = -40.0f; x <= 40.0f; x += 0.0371f) xs.push_back(x);
   const int64_t N = static_cast<int64_t>(xs.size());
@@ -599,7 +599,7 @@ std::string run_child(const std::string& isa_value) {
 }
 
 TEST(GemmKernels, IsaOverrideVariable) {
-  if (std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP();
+  if (std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP() << "this process is IsaOverrideVariable's child";
   const std::string initial = dml_cpu_gemm_isa();  // this process: the CPUID choice (unless overridden)
   for (const std::string& isa : runnable_isas()) {
     const std::string out = run_child(isa);
