@@ -3,6 +3,7 @@
 #pragma once
 #include <stdint.h>
 
+#include <algorithm>
 #include <cstddef>
 
 #include "gemm_isa.h"
@@ -15,6 +16,11 @@ constexpr int64_t kNR = 16;
 constexpr int64_t kKC = 256;  // a KC×16 fp32 B slice = 16 KiB: half of L1
 constexpr int64_t kNCB = 128; // output columns per work item (8 panels)
 constexpr int64_t kMCP = 16;  // weight-row panels per L2 block: 96 rows × KC floats ≤ 96 KiB
+// B panels that pass over the A block together (tile_panels groups them into wide tiles): two, so
+// the pair (2 × KC × 16 floats = 32 KiB) stays in L1 while each weight panel of the block meets it.
+constexpr int64_t kJP = 2;
+// The rule's largest output image (Ho·Wo) for the channel-vectorised direct variant (conv.cpp).
+constexpr int64_t kCvMaxPixels = 100;
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -25,7 +31,7 @@ struct Geo {
 };
 
 // Grow-only per-thread scratch (64-byte aligned), like the GEMM's: convs run every inference.
-enum Slot { kSlotB = 0, kSlotC = 1, kSlotW = 2 };
+enum Slot { kSlotB = 0, kSlotC = 1, kSlotW = 2, kSlotX = 3 };  // X: the direct path's prepared input
 float* scratch(int slot, size_t n);
 
 // Splits `panels` 16-column panels into column blocks of at most `max_panels` each, with the block
@@ -44,6 +50,23 @@ inline int64_t balanced_blocks(int64_t panels, int64_t max_panels, int64_t units
 inline void block_panels(int64_t b, int64_t nb, int64_t panels, int64_t& first, int64_t& last) {
   first = b * panels / nb;
   last = (b + 1) * panels / nb;
+}
+
+// c[rows × 16·panels] (row stride ldc) (+)= A-panel (kc × kMR, packed) · the `panels` B panels at
+// b + p·bstride (each kc × 16). Uses the ISA table's wide tile where it has one (AVX-512: two
+// panels per 6×32 tile, 12 zmm accumulators and 8 loads per 12 FMAs instead of 7 per 6), panel by
+// panel otherwise. A column's sum order depends only on `rows` (gemm_isa.h), never on how the
+// panels are grouped, so results do not depend on column blocking or thread count.
+inline void tile_panels(const gemm::IsaKernels& isa, int64_t kc, const float* a, const float* b, int64_t bstride,
+                        int64_t panels, float* c, int64_t ldc, int rows, bool accumulate) {
+  if (isa.tile_packed_a_wide) {
+    const int64_t step = isa.panels_per_tile;
+    for (int64_t p = 0; p < panels; p += step)
+      isa.tile_packed_a_wide(kc, a, b + p * bstride, bstride, static_cast<int>(std::min(step, panels - p)),
+                             c + p * kNR, ldc, rows, accumulate);
+    return;
+  }
+  for (int64_t p = 0; p < panels; ++p) isa.tile_packed_a(kc, a, b + p * bstride, c + p * kNR, ldc, rows, accumulate);
 }
 
 // ---- Winograd (conv_winograd.cpp) ----

@@ -260,11 +260,12 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
         for (int64_t k0 = 0; k0 < C; k0 += kKC) {
           const int64_t kc = std::min(kKC, C - k0);
           for (int64_t mb = mp0; mb < mp1; mb += kMCP)  // A block stays in L2 (see conv.cpp)
-            for (int64_t p = 0; p < panels; ++p) {
+            for (int64_t p = 0; p < panels; p += kJP) {
               const float* bp = vbuf + ((xi * panels + p) * C + k0) * kNR;
               for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp)
-                isa.tile_packed_a(kc, Ux + (mp * C + k0) * kMR, bp, Mx + (mp - mp0) * kMR * ldv + p * kNR, ldv,
-                                  static_cast<int>(std::min(kMR, g.O - mp * kMR)), k0 > 0);
+                tile_panels(isa, kc, Ux + (mp * C + k0) * kMR, bp, C * kNR, std::min(kJP, panels - p),
+                            Mx + (mp - mp0) * kMR * ldv + p * kNR, ldv, static_cast<int>(std::min(kMR, g.O - mp * kMR)),
+                            k0 > 0);
             }
         }
       }

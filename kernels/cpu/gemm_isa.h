@@ -78,6 +78,22 @@ struct IsaKernels {
   // l < 16. Reads a[i*lda + k] only for k < kc (a kc % group tail is loaded masked).
   void (*tile_rows_a_grouped)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int rows,
                               bool accumulate, int group) = nullptr;
+  // Optional direct-convolution tile (conv.cpp's direct path; nullptr: the convolutions gather im2col
+  // panels instead). With x a prepared input (padded, split into stride phases, so that every tap
+  // reads a contiguous run of a channel): c[i*ldc + p*16 + l] = (accumulate ? c : 0) +
+  //   Σ_{cc < nc} Σ_{t < taps} a[(cc*taps + t)*kMR + i] · x[cc*cstride + toff[t] + p*16 + l]
+  // for i < rows (≤ kMR), p < np (≤ 2), l < 16. A column's sum runs over (cc, t) in order, in one
+  // chain, whatever np is (results do not depend on how columns are grouped).
+  void (*tile_conv)(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x,
+                    int np, float* c, int64_t ldc, int rows, bool accumulate) = nullptr;
+  // Optional channel-vectorised direct-convolution tile (conv.cpp's variant 1): rows are output
+  // pixels, columns output channels. With px[i] pixel i's position in the prepared input and b a
+  // slice of packed weight panels (b[p*bstride + k*16 + l], k = cc*taps + t):
+  //   c[i*ldc + p*16 + l] = (accumulate ? c : 0) + Σ_{cc < nc} Σ_{t < taps} px[i][cc*cstride + toff[t]] · b[p*bstride + (cc*taps + t)*16 + l]
+  // for i < rows (≤ kMR), p < np (≤ 2), l < 16; one chain per column over (cc, t) in order.
+  void (*tile_conv_cv)(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px,
+                       const float* b, int64_t bstride, int np, float* c, int64_t ldc, int rows,
+                       bool accumulate) = nullptr;
 };
 
 const IsaKernels* avx512_kernels();   // avx512/gemm_avx512.cpp (AVX-512 F/BW/VL/DQ + FMA + F16C)

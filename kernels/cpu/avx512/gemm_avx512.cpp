@@ -172,6 +172,122 @@ void tile_rows_a(int64_t kc, const float* a, int64_t lda, const float* b, float*
   tile_one<false>(kc, a, lda, b, c, ldc, rows, accumulate);
 }
 
+// ---- direct convolution tile (gemm_isa.h tile_conv) ----------------------------------------------
+
+// c[R × 16·NP] (+)= Σ_{cc, t} a[(cc*taps + t)*kMR + i] · x[cc*cstride + toff[t] + p*16 + l]: R·NP
+// zmm accumulators, NP (unaligned) B loads and R broadcasts per (cc, t).
+template <int R, int NP>
+void conv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x, float* c,
+               int64_t ldc, bool accumulate) {
+  __m512 acc[R][NP];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
+  for (int64_t cc = 0; cc < nc; ++cc) {
+    const float* xc = x + cc * cstride;
+#pragma GCC unroll 3
+    for (int t = 0; t < taps; ++t) {
+      const float* xp = xc + toff[t];
+      __m512 bv[NP];
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(xp + p * kNR);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i) {
+        const __m512 av = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_fmadd_ps(av, bv[p], acc[i][p]);
+      }
+      a += kMR;
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      float* ci = c + i * ldc + p * kNR;
+      _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
+    }
+}
+
+template <int NP>
+void conv_tile_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x,
+                    float* c, int64_t ldc, int rows, bool accumulate) {
+  switch (rows) {
+    case 1: return conv_tile<1, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+    case 2: return conv_tile<2, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+    case 3: return conv_tile<3, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+    case 4: return conv_tile<4, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+    case 5: return conv_tile<5, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+    default: return conv_tile<6, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+  }
+}
+
+void tile_conv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x, int np,
+               float* c, int64_t ldc, int rows, bool accumulate) {
+  if (np >= 2) return conv_tile_rows<2>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+  conv_tile_rows<1>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+}
+
+// Channel-vectorised direct tile (gemm_isa.h tile_conv_cv): R pixels × 16·NP output channels; NP
+// aligned weight loads and R broadcasts (one per pixel) per (cc, t).
+template <int R, int NP>
+void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
+                  int64_t bstride, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc[R][NP];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
+  const float* pp[R];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) pp[i] = px[i];
+  for (int64_t cc = 0; cc < nc; ++cc) {
+#pragma GCC unroll 3
+    for (int t = 0; t < taps; ++t) {
+      const int64_t off = toff[t];
+      __m512 bv[NP];
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(b + p * bstride);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i) {
+        const __m512 av = _mm512_set1_ps(pp[i][off]);
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_fmadd_ps(av, bv[p], acc[i][p]);
+      }
+      b += kNR;
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) pp[i] += cstride;
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      float* ci = c + i * ldc + p * kNR;
+      _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
+    }
+}
+
+template <int NP>
+void conv_cv_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
+                  int64_t bstride, float* c, int64_t ldc, int rows, bool accumulate) {
+  switch (rows) {
+    case 1: return conv_cv_tile<1, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
+    case 2: return conv_cv_tile<2, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
+    case 3: return conv_cv_tile<3, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
+    case 4: return conv_cv_tile<4, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
+    case 5: return conv_cv_tile<5, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
+    default: return conv_cv_tile<6, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
+  }
+}
+
+void tile_conv_cv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
+                  int64_t bstride, int np, float* c, int64_t ldc, int rows, bool accumulate) {
+  if (np >= 2) return conv_cv_rows<2>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+  conv_cv_rows<1>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+}
+
 // ---- grouped broadcasts (transposed skinny path, M ≤ 8: gemm_isa.h) -------------------------------
 
 // G consecutive floats at p repeated over the 16 lanes; with `rem` < G only the first rem are read
@@ -432,6 +548,8 @@ const gemm::IsaKernels kTable = {
     .skinny_t_min_m = DML_AVX512_SKINNY_T_MIN_M,
     .slice_max_m = 512,  // 6×32 tiles over A in place, 1 thread: 256³ 1.28×, M = 384-512 1.06-1.15× the blocked path
     .tile_rows_a_grouped = tile_rows_a_grouped,
+    .tile_conv = tile_conv,
+    .tile_conv_cv = tile_conv_cv,
 };
 
 }  // namespace

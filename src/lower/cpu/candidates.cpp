@@ -8,8 +8,9 @@
 //  * softmax: serial vs split rows — same trade-off as the serial GEMM.
 //  * gemm providers: oneDNN's matmul and OpenBLAS's sgemm (float32), linked only when chosen;
 //    dml.gemm.prepacked packs a constant b once at module init.
-//  * conv (constant weights): implicit GEMM vs Winograd F(2x2) vs F(4x4): which wins depends on
-//    channels and image size (transform cost vs multiply savings).
+//  * conv (constant weights): direct / implicit GEMM vs channel-vectorised direct vs Winograd F(2x2)
+//    vs F(4x4): which wins depends on channels and image size (transform cost vs multiply savings,
+//    lanes wasted on small images, weights read from memory at small batch).
 //  * qgemm (quantized weights): integer dot products read the compressed weights once (bandwidth-
 //    bound decode), dequantized fp32 tiles reuse the FMA tiles (compute-bound prefill);
 //    dml.qgemm.repacked rearranges a constant weight once at init into 8-row interleaved tiles.
@@ -59,8 +60,9 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::qgemm,   "dml.qgemm.int8dot.st",                "dml_cpu_qgemm_variant", "1, 1",              "avx2,fma", "int8 dot, single-threaded: no OpenMP wake-up"},
     {F::qgemm,   "dml.qgemm.repacked",                  "dml_cpu_qgemm_prepacked", "0",               "avx2,fma", "constant q4_0/q8_0/q4_K/q6_K weights repacked at init into 8-row interleaved tiles, int8 dot (default)", "", "", false, true},
     {F::qgemm,   "dml.qgemm.repacked.st",               "dml_cpu_qgemm_prepacked", "1",               "avx2,fma", "repacked tiles, single-threaded", "", "", false, true},
-    {F::conv,    "dml.conv2d.prepacked",                "dml_cpu_conv2d",       "",                   "", "library rule: F(4x4) where accurate, else F(2x2) where it fits, else GEMM panels (DINOML_CONV_WINOGRAD at load)", "", "", false, false, -1},
-    {F::conv,    "dml.conv2d.implicit_gemm.prepacked",  "dml_cpu_conv2d",       "",                   "", "implicit GEMM over packed weight panels (6x16 tiles)", "", "", false, false, 0},
+    {F::conv,    "dml.conv2d.prepacked",                "dml_cpu_conv2d",       "",                   "", "library rule: channel-vectorised direct for small static images, else F(4x4) where accurate, F(2x2) where it fits, else GEMM panels (DINOML_CONV_WINOGRAD at load)", "", "", false, false, -1},
+    {F::conv,    "dml.conv2d.implicit_gemm.prepacked",  "dml_cpu_conv2d",       "",                   "", "direct (spatial lanes, AVX-512) or implicit GEMM over packed 6-row weight panels", "", "", false, false, 0},
+    {F::conv,    "dml.conv2d.direct_cv.prepacked",      "dml_cpu_conv2d",       "",                   "", "direct, output channels in the vector lanes over packed 16-channel weight panels (small images)", "", "", false, false, 1},
     {F::conv,    "dml.conv2d.winograd_f2.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(2x2,3x3): 2.25x fewer multiplies (3x3 stride 1, C, O >= 16)", "", "", false, false, 2},
     {F::conv,    "dml.conv2d.winograd_f4.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(4x4,3x3): 4x fewer multiplies, more transform work (C <= 128)", "", "", false, false, 4},
   };

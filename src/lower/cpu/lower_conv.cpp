@@ -66,8 +66,11 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
     const bool wino = win.kh == 3 && win.kw == 3 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1 &&
                       win.groups == 1 && Cg >= 16 && O >= 16;
     const bool f4 = wino && Cg <= 128 && O * Cg <= 128 * 256;
-    // Packing needs the weight geometry, strides and dilations only (they pick the variant).
-    const std::vector<std::string> wfields = {"0",         i64(Cg * win.groups), "0",         "0",
+    // Packing needs the weight geometry, strides and dilations (they pick the variant); a static
+    // H, W also lets the library's rule pick the channel-vectorised direct form for small images.
+    auto static_or_0 = [&](const ir::IntExpr& e) { return e.is_const() ? i64(e.const_value()) : std::string("0"); };
+    const std::vector<std::string> wfields = {"0",         i64(Cg * win.groups), static_or_0(x.shape[2]),
+                                              static_or_0(x.shape[3]),
                                               i64(O),      i64(win.kh),          i64(win.kw), i64(win.sh),
                                               i64(win.sw), i64(win.pt),          i64(win.pl), i64(win.pb),
                                               i64(win.pr), i64(win.dh),          i64(win.dw), i64(win.groups)};
@@ -76,7 +79,7 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
     TunableHooks hooks;
     // Default (index 0): the library's rule (variant -1; DINOML_CONV_WINOGRAD at load can force it).
     hooks.applies = [&](const KernelCandidate& c) {
-      return c.variant <= 0 || (c.variant == 2 && wino) || (c.variant == 4 && f4);
+      return c.variant <= 1 || (c.variant == 2 && wino) || (c.variant == 4 && f4);
     };
     hooks.prepare = [&](const KernelCandidate& c) {
       if (packed.count(c.variant)) return;

@@ -18,7 +18,7 @@ namespace {
 
 struct ConvCase {
   dml_cpu_conv2d_shape s;
-  int variant;  // -1 rule, 0 GEMM panels, 2 / 4 Winograd
+  int variant;  // -1 rule, 0 GEMM panels, 1 channel-vectorised direct, 2 / 4 Winograd
   int epi;
 };
 
@@ -99,6 +99,19 @@ TEST(ConvKernels, EveryIsaTable) {
       {{1, 8, 11, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2}, 0, DML_CPU_EPI_NONE},
       {{1, 18, 9, 9, 18, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 18}, -1, DML_CPU_EPI_RELU},  // depthwise
       {{1, 64, 14, 14, 70, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
+      // The direct paths: 7x7/2 with pad 3 (stride phases), channel blocks past KC (C·taps > 256),
+      // more weight rows than one L2 block (O > 96), odd panel counts, stride (2, 1) with dilation,
+      // asymmetric pads, batches; variant 1 (channel-vectorised) on the same shapes and grouped.
+      {{2, 3, 23, 21, 20, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1}, 0, DML_CPU_EPI_RELU},
+      {{1, 40, 9, 11, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
+      {{3, 20, 13, 10, 19, 3, 3, 2, 1, 0, 2, 1, 0, 2, 1, 1}, 0, DML_CPU_EPI_ADD},
+      {{2, 3, 23, 21, 20, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1}, 1, DML_CPU_EPI_RELU},
+      {{1, 40, 9, 11, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_ADD_RELU},
+      {{3, 20, 13, 10, 19, 3, 3, 2, 1, 0, 2, 1, 0, 2, 1, 1}, 1, DML_CPU_EPI_ADD},
+      {{2, 16, 10, 9, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_NONE},
+      {{1, 8, 11, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2}, 1, DML_CPU_EPI_RELU},
+      {{1, 24, 15, 17, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, 1, DML_CPU_EPI_ADD},
+      {{5, 70, 7, 7, 50, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_ADD_RELU},
   };
   for (const char* isa : {"avx512", "avx2", "generic"}) {
     if (dml_cpu_gemm_select_isa(isa) != 0) {
@@ -106,7 +119,7 @@ TEST(ConvKernels, EveryIsaTable) {
       continue;
     }
     SCOPED_TRACE(std::string("isa ") + isa);
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       for (const ConvCase& cc : cases) {
         check_conv(cc, true);
