@@ -286,6 +286,7 @@ inline void prefetch_run(const void* p, size_t bytes) {
 struct DirectGeo {
   int64_t Hq, Wq, plane, cstride, Q, panels, slack;
   std::vector<int64_t> toff;
+  std::vector<int64_t> phase_slot;  // [a·sw + b]: the phase's plane index in a channel, -1 if no tap reads it
 };
 
 DirectGeo direct_geo(const Geo& g) {
@@ -294,14 +295,23 @@ DirectGeo direct_geo(const Geo& g) {
   d.Hq = cdiv(Hp, g.sh);
   d.Wq = cdiv(Wp, g.sw);
   d.plane = d.Hq * d.Wq;
-  d.cstride = g.sh * g.sw * d.plane;
+  // Only the phases some tap reads are prepared (a 1×1 stride-2 conv reads one of its four).
+  d.phase_slot.assign(static_cast<size_t>(g.sh * g.sw), -1);
+  int64_t used = 0;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) {
+      int64_t& slot = d.phase_slot[static_cast<size_t>(((i * g.dh) % g.sh) * g.sw + (j * g.dw) % g.sw)];
+      if (slot < 0) slot = used++;
+    }
+  d.cstride = used * d.plane;
   d.Q = (g.Ho - 1) * d.Wq + g.Wo;
   d.panels = cdiv(d.Q, kNR);
   int64_t maxoff = 0;
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) {
       const int64_t ri = i * g.dh, cj = j * g.dw;
-      const int64_t off = ((ri % g.sh) * g.sw + cj % g.sw) * d.plane + (ri / g.sh) * d.Wq + cj / g.sw;
+      const int64_t off = d.phase_slot[static_cast<size_t>((ri % g.sh) * g.sw + cj % g.sw)] * d.plane +
+                          (ri / g.sh) * d.Wq + cj / g.sw;
       d.toff.push_back(off);
       maxoff = std::max(maxoff, off);
     }
@@ -310,7 +320,8 @@ DirectGeo direct_geo(const Geo& g) {
   return d;
 }
 
-// xp[(n·C + c)·cstride + phase·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside).
+// xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
+// for the phases (a, b) that some tap reads.
 template <typename T>
 void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, int threads) {
   const int64_t chans = g.N * g.C;
@@ -320,7 +331,9 @@ void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, int
     float* dst = xp + nc * d.cstride;
     for (int64_t a = 0; a < g.sh; ++a)
       for (int64_t b = 0; b < g.sw; ++b) {
-        float* ph = dst + (a * g.sw + b) * d.plane;
+        const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
+        if (slot < 0) continue;
+        float* ph = dst + slot * d.plane;
         // Columns s of this phase that read inside the row: s·sw + b − pl in [0, W).
         const int64_t s_lo = std::min(d.Wq, cdiv(std::max<int64_t>(0, g.pl - b), g.sw));
         const int64_t s_hi = std::max(s_lo, std::min(d.Wq, cdiv(g.W + g.pl - b, g.sw)));
@@ -398,8 +411,8 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
       for (int64_t c0 = 0; c0 < g.Cg; c0 += cblock) {
         const int64_t nc = std::min(cblock, g.Cg - c0);
         for (int64_t mb = mp0; mb < mp1; mb += kMCP)
-          for (int64_t jp = 0; jp < panels; jp += 2) {
-            const int np = static_cast<int>(std::min<int64_t>(2, panels - jp));
+          for (int64_t jp = 0; jp < panels; jp += kDirectNP) {
+            const int np = static_cast<int>(std::min<int64_t>(kDirectNP, panels - jp));
             for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
               // First pass over this block: bring the next weight panel's K slice (one short run per
               // panel, which the hardware prefetchers would only start on after its first misses).
@@ -462,7 +475,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   prepare_direct(g, d, x, xp, threads);
   if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
   const int taps = static_cast<int>(g.kh * g.kw);
-  const int64_t cblock = std::max<int64_t>(1, kKC / taps);
+  const int64_t cblock = std::max<int64_t>(1, kCvKC / taps);
   const int64_t M = g.N * g.P, op = cv_panels(g);
   // Pixel blocks of up to kCvMB pixels; channel blocks of up to kCvOB panels, split further until
   // every thread has work (each block's weights are then read by one thread only).
@@ -498,8 +511,8 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
         const int64_t nc = std::min(cblock, g.Cg - c0);
         const float* pxc[kCvMB];
         for (int64_t i = 0; i < mlen; ++i) pxc[i] = px[i] + c0 * d.cstride;
-        for (int64_t p = p0; p < p1; p += 2) {
-          const int np = static_cast<int>(std::min<int64_t>(2, p1 - p));
+        for (int64_t p = p0; p < p1; p += kDirectNP) {
+          const int np = static_cast<int>(std::min<int64_t>(kDirectNP, p1 - p));
           const float* b = Wg + (p * g.K + c0 * taps) * kNR;
           for (int64_t i = 0; i < mlen; i += kMR)
             tile(nc, taps, d.toff.data(), d.cstride, pxc + i, b, g.K * kNR, np, cbuf + i * ldc + (p - p0) * kNR, ldc,

@@ -21,6 +21,17 @@ constexpr int64_t kMCP = 16;  // weight-row panels per L2 block: 96 rows × KC f
 constexpr int64_t kJP = 2;
 // The rule's largest output image (Ho·Wo) for the channel-vectorised direct variant (conv.cpp).
 constexpr int64_t kCvMaxPixels = 100;
+// Panels per direct tile call (gemm_isa.h tile_conv / tile_conv_cv: 6 × 16·np zmm accumulators).
+#ifndef DML_DIRECT_NP
+#define DML_DIRECT_NP 4
+#endif
+constexpr int64_t kDirectNP = DML_DIRECT_NP;
+// K rows per block of the channel-vectorised path: its weight slice (kCvKC × 16·np floats) stays in
+// L1 while the block's pixel tiles pass over it.
+#ifndef DML_CV_KC
+#define DML_CV_KC 128
+#endif
+constexpr int64_t kCvKC = DML_CV_KC;
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

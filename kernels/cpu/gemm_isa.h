@@ -82,7 +82,7 @@ struct IsaKernels {
   // panels instead). With x a prepared input (padded, split into stride phases, so that every tap
   // reads a contiguous run of a channel): c[i*ldc + p*16 + l] = (accumulate ? c : 0) +
   //   Σ_{cc < nc} Σ_{t < taps} a[(cc*taps + t)*kMR + i] · x[cc*cstride + toff[t] + p*16 + l]
-  // for i < rows (≤ kMR), p < np (≤ 2), l < 16. A column's sum runs over (cc, t) in order, in one
+  // for i < rows (≤ kMR), p < np (≤ 4), l < 16. A column's sum runs over (cc, t) in order, in one
   // chain, whatever np is (results do not depend on how columns are grouped).
   void (*tile_conv)(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x,
                     int np, float* c, int64_t ldc, int rows, bool accumulate) = nullptr;
@@ -90,7 +90,7 @@ struct IsaKernels {
   // pixels, columns output channels. With px[i] pixel i's position in the prepared input and b a
   // slice of packed weight panels (b[p*bstride + k*16 + l], k = cc*taps + t):
   //   c[i*ldc + p*16 + l] = (accumulate ? c : 0) + Σ_{cc < nc} Σ_{t < taps} px[i][cc*cstride + toff[t]] · b[p*bstride + (cc*taps + t)*16 + l]
-  // for i < rows (≤ kMR), p < np (≤ 2), l < 16; one chain per column over (cc, t) in order.
+  // for i < rows (≤ kMR), p < np (≤ 4), l < 16; one chain per column over (cc, t) in order.
   void (*tile_conv_cv)(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px,
                        const float* b, int64_t bstride, int np, float* c, int64_t ldc, int rows,
                        bool accumulate) = nullptr;

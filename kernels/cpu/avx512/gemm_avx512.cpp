@@ -182,7 +182,7 @@ void conv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const
   __m512 acc[R][NP];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
   for (int64_t cc = 0; cc < nc; ++cc) {
     const float* xc = x + cc * cstride;
@@ -190,12 +190,12 @@ void conv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const
     for (int t = 0; t < taps; ++t) {
       const float* xp = xc + toff[t];
       __m512 bv[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(xp + p * kNR);
 #pragma GCC unroll 6
       for (int i = 0; i < R; ++i) {
         const __m512 av = _mm512_set1_ps(a[i]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_fmadd_ps(av, bv[p], acc[i][p]);
       }
       a += kMR;
@@ -203,7 +203,7 @@ void conv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const
   }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
       float* ci = c + i * ldc + p * kNR;
       _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
@@ -225,8 +225,12 @@ void conv_tile_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, 
 
 void tile_conv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x, int np,
                float* c, int64_t ldc, int rows, bool accumulate) {
-  if (np >= 2) return conv_tile_rows<2>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
-  conv_tile_rows<1>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+  switch (np) {
+    case 4: return conv_tile_rows<4>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+    case 3: return conv_tile_rows<3>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+    case 2: return conv_tile_rows<2>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+    default: return conv_tile_rows<1>(nc, taps, toff, cstride, a, x, c, ldc, rows, accumulate);
+  }
 }
 
 // Channel-vectorised direct tile (gemm_isa.h tile_conv_cv): R pixels × 16·NP output channels; NP
@@ -237,7 +241,7 @@ void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
   __m512 acc[R][NP];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
   const float* pp[R];
 #pragma GCC unroll 6
@@ -247,12 +251,12 @@ void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
     for (int t = 0; t < taps; ++t) {
       const int64_t off = toff[t];
       __m512 bv[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(b + p * bstride);
 #pragma GCC unroll 6
       for (int i = 0; i < R; ++i) {
         const __m512 av = _mm512_set1_ps(pp[i][off]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_fmadd_ps(av, bv[p], acc[i][p]);
       }
       b += kNR;
@@ -262,7 +266,7 @@ void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
   }
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
       float* ci = c + i * ldc + p * kNR;
       _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
@@ -284,8 +288,12 @@ void conv_cv_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
 
 void tile_conv_cv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
                   int64_t bstride, int np, float* c, int64_t ldc, int rows, bool accumulate) {
-  if (np >= 2) return conv_cv_rows<2>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
-  conv_cv_rows<1>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+  switch (np) {
+    case 4: return conv_cv_rows<4>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+    case 3: return conv_cv_rows<3>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+    case 2: return conv_cv_rows<2>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+    default: return conv_cv_rows<1>(nc, taps, toff, cstride, px, b, bstride, c, ldc, rows, accumulate);
+  }
 }
 
 // ---- grouped broadcasts (transposed skinny path, M ≤ 8: gemm_isa.h) -------------------------------
