@@ -16,9 +16,13 @@ constexpr int64_t kNR = 16;
 constexpr int64_t kKC = 256;  // a KC×16 fp32 B slice = 16 KiB: half of L1
 constexpr int64_t kNCB = 128; // output columns per work item (8 panels)
 constexpr int64_t kMCP = 16;  // weight-row panels per L2 block: 96 rows × KC floats ≤ 96 KiB
-// B panels that pass over the A block together (tile_panels groups them into wide tiles): two, so
-// the pair (2 × KC × 16 floats = 32 KiB) stays in L1 while each weight panel of the block meets it.
-constexpr int64_t kJP = 2;
+// B panels that pass over the A block together (tile_panels groups them into one wide tile: 6 × 16·kJP
+// accumulators). Every wide-tile table takes up to gemm::kMaxPanelsPerTile panels per call.
+#ifndef DML_CONV_JP
+#define DML_CONV_JP 2
+#endif
+constexpr int64_t kJP = DML_CONV_JP;
+static_assert(kJP <= gemm::kMaxPanelsPerTile, "wide tiles take at most kMaxPanelsPerTile panels");
 // The rule's largest output image (Ho·Wo) for the channel-vectorised direct variant (conv.cpp).
 constexpr int64_t kCvMaxPixels = 100;
 // Panels per direct tile call (gemm_isa.h tile_conv / tile_conv_cv: 6 × 16·np zmm accumulators).
@@ -71,7 +75,7 @@ inline void block_panels(int64_t b, int64_t nb, int64_t panels, int64_t& first, 
 inline void tile_panels(const gemm::IsaKernels& isa, int64_t kc, const float* a, const float* b, int64_t bstride,
                         int64_t panels, float* c, int64_t ldc, int rows, bool accumulate) {
   if (isa.tile_packed_a_wide) {
-    const int64_t step = isa.panels_per_tile;
+    const int64_t step = kJP;
     for (int64_t p = 0; p < panels; p += step)
       isa.tile_packed_a_wide(kc, a, b + p * bstride, bstride, static_cast<int>(std::min(step, panels - p)),
                              c + p * kNR, ldc, rows, accumulate);

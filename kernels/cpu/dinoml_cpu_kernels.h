@@ -211,13 +211,17 @@ DML_CPU_API int dml_cpu_softmax_rows(int dtype, int64_t outer, int64_t axis_len,
 typedef struct dml_cpu_conv2d_shape {
   int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups;
 } dml_cpu_conv2d_shape;
-/* Packing reads O, C, kh, kw, strides, dilations and groups of `s` (N, H, W, pads are ignored):
- * 3x3 stride-1 undilated ungrouped convs with C, O >= 16 are packed as Winograd F(2x2, 3x3)
- * transformed weights (DINOML_CONV_WINOGRAD=0 at load disables that), the rest as GEMM panels. */
+/* Packing reads O, C, kh, kw, strides, dilations and groups of `s` (N is ignored; H, W and the
+ * pads are optional, 0 = unknown). The rule: where H, W are given, the output image is at most
+ * 100 pixels and the CPU's kernel table has the tile (AVX-512), the channel-vectorised direct form
+ * (16-channel weight panels); else 3x3 stride-1 undilated ungrouped convs with C, O >= 16 as
+ * Winograd F(4x4) / F(2x2, 3x3) transformed weights (DINOML_CONV_WINOGRAD=0 at load disables
+ * that); the rest as 6-row GEMM panels (the direct spatial path on AVX-512, implicit GEMM else). */
 DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s);
 DML_CPU_API int dml_cpu_conv2d_pack_w(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w);
 /* The same with the packed form forced (the profiler's conv candidates): variant -1 = the rule
- * above, 0 = GEMM panels, 2 = Winograd F(2x2, 3x3), 4 = Winograd F(4x4, 3x3). A Winograd variant
+ * above, 0 = GEMM panels, 1 = channel-vectorised direct (any conv), 2 = Winograd F(2x2, 3x3),
+ * 4 = Winograd F(4x4, 3x3). A Winograd variant
  * for a conv that is not 3x3 stride-1 undilated ungrouped fails (size -1, DML_CPU_ERR_UNSUPPORTED). */
 DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size_variant(const dml_cpu_conv2d_shape* s, int variant);
 DML_CPU_API int dml_cpu_conv2d_pack_w_variant(int dtype, const dml_cpu_conv2d_shape* s, const void* w, void* packed_w,

@@ -51,7 +51,8 @@ struct IsaKernels {
                  void* out, int64_t ldo);
 
   // Optional wide tiles (nullptr / 1: the table has none and the driver calls the one-panel tiles
-  // panel by panel). A wide tile covers np ≤ panels_per_tile adjacent panels at once: c[rows × 16·np]
+  // panel by panel). A wide tile covers np ≤ kMaxPanelsPerTile adjacent panels at once (the GEMM
+  // driver groups panels_per_tile, its measured best; the convolutions group more): c[rows × 16·np]
   // (row stride ldc) = (accumulate ? c : 0) + A · [B_0 … B_np-1], panel p's kc×16 slice at
   // b + p*bstride (b[p*bstride + k*kNR + j]). With one zmm per panel row this is how a 16-lane ISA
   // keeps enough independent accumulators in flight without changing the packed-weights format.

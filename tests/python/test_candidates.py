@@ -126,14 +126,14 @@ def test_conv_variants_are_candidates_and_each_runs(tmp_path):
     for e in convs.values():
         assert e["selected"] == "dml.conv2d.prepacked" and e["reason"] == "default (not profiled)"
     by_count = sorted(len(e["candidates"]) for e in convs.values())
-    assert by_count == [2, 4, 4], by_count  # the strided conv offers no Winograd variant
+    assert by_count == [3, 5, 5], by_count  # the strided conv offers no Winograd variant
     prof = dml.compile(spec, target="cpu", out=str(tmp_path / "prof"), profile=True,
                        profile_cache=str(tmp_path / "p.sqlite"), progress=False)
     plan = prof.execution_plan
     conv_nodes = [n for n in plan["nodes"] if n["family"] == "conv"]
     assert len(conv_nodes) == 3
-    for variant in ("dml.conv2d.implicit_gemm.prepacked", "dml.conv2d.winograd_f2.prepacked",
-                    "dml.conv2d.winograd_f4.prepacked"):
+    for variant in ("dml.conv2d.implicit_gemm.prepacked", "dml.conv2d.direct_cv.prepacked",
+                    "dml.conv2d.winograd_f2.prepacked", "dml.conv2d.winograd_f4.prepacked"):
         forced = json.loads(json.dumps(plan))
         for n in forced["nodes"]:
             if n["family"] != "conv" or variant not in n["candidates"]:
@@ -144,6 +144,6 @@ def test_conv_variants_are_candidates_and_each_runs(tmp_path):
         (tmp_path / "plan.json").write_text(json.dumps(forced))
         art = dml.compile(spec, target="cpu", out=str(tmp_path / variant), execution_plan=str(tmp_path / "plan.json"))
         src = (Path(art.path) / "debug" / "module.cpp").read_text()
-        v = {"implicit_gemm": "0", "winograd_f2": "2", "winograd_f4": "4"}[variant.split(".")[2]]
+        v = {"implicit_gemm": "0", "direct_cv": "1", "winograd_f2": "2", "winograd_f4": "4"}[variant.split(".")[2]]
         assert f"dml_cpu_conv2d_pack_w_variant(0, &ws, constants + " in src and f", p, {v})" in src
         assert ext.cli_main(["validate", art.path]) == 0  # against the reference interpreter

@@ -127,16 +127,12 @@ void tile_rows(int64_t kc, const float* a, int64_t lda, const float* b, int64_t 
 template <bool PACKED>
 void tile_wide(int64_t kc, const float* a, int64_t lda, const float* b, int64_t bstride, int np, float* c, int64_t ldc,
                int rows, bool accumulate) {
+  // The GEMM driver groups panels_per_tile (kPanels) panels; the convolutions' Winograd GEMMs
+  // group up to kMaxPanelsPerTile (conv_internal.h tile_panels).
   switch (np) {
-#if DML_AVX512_PANELS >= 4
     case 4: return tile_rows<PACKED, 4>(kc, a, lda, b, bstride, c, ldc, rows, accumulate);
-#endif
-#if DML_AVX512_PANELS >= 3
     case 3: return tile_rows<PACKED, 3>(kc, a, lda, b, bstride, c, ldc, rows, accumulate);
-#endif
-#if DML_AVX512_PANELS >= 2
     case 2: return tile_rows<PACKED, 2>(kc, a, lda, b, bstride, c, ldc, rows, accumulate);
-#endif
     default: return tile_rows<PACKED, 1>(kc, a, lda, b, bstride, c, ldc, rows, accumulate);
   }
 }
