@@ -277,12 +277,6 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
 // is a contiguous run at a fixed offset toff[t] from q: the register tile loads its B vectors
 // straight from the prepared input, with no im2col gather. The packed weights are variant 0's
 // panels (k = (c, i, j)). Waste: the dropped columns, (Wq − Wo)/Wq of the grid.
-// Prefetches `bytes` from p, a cache line at a time.
-inline void prefetch_run(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
 struct DirectGeo {
   int64_t Hq, Wq, plane, cstride, Q, panels, slack;
   std::vector<int64_t> toff;

@@ -126,12 +126,16 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
   constexpr int A = W::A, XI = A * A;
   const gemm::IsaKernels& isa = *gemm::active_isa();
   const int64_t th = cdiv(g.Ho, M), tw = cdiv(g.Wo, M), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
-  // Column block: V block (XI × C × TB floats) about 512 KiB.
-  const int64_t TB = std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kNR, 128);
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t tpanels = cdiv(tiles, kNR);
-  const int64_t ncb = balanced_blocks(tpanels, TB / kNR, 1, threads);
-  int64_t msplit = 1;
+  // Weight-bound (transformed weights more than 4× the transformed input: late layers at small
+  // batch): one column block holds every tile and threads split the weight rows, so each U panel
+  // is read from memory by one thread (the input transform is repeated per thread instead; it is
+  // the small side here). Otherwise column blocks of a V block (XI × C × TB floats) about 512 KiB.
+  const bool weight_bound = g.O > 4 * tiles && g.mpanels >= 2 * threads && threads > 1 && tpanels <= 16;
+  const int64_t TB = weight_bound ? tpanels * kNR : std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kNR, 128);
+  const int64_t ncb = weight_bound ? 1 : balanced_blocks(tpanels, TB / kNR, 1, threads);
+  int64_t msplit = weight_bound ? threads : 1;
   while (threads > 1 && msplit < g.mpanels && ncb * msplit % threads != 0 && ncb * msplit < 4 * threads) ++msplit;
   const int64_t mper = cdiv(g.mpanels, msplit);
   msplit = cdiv(g.mpanels, mper);
@@ -262,10 +266,13 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
           for (int64_t mb = mp0; mb < mp1; mb += kMCP)  // A block stays in L2 (see conv.cpp)
             for (int64_t p = 0; p < panels; p += kJP) {
               const float* bp = vbuf + ((xi * panels + p) * C + k0) * kNR;
-              for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp)
+              for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
+                // First pass over the block: bring the next U panel's K slice (see conv.cpp).
+                if (p == 0 && mp + 1 < mp1) prefetch_run(Ux + ((mp + 1) * C + k0) * kMR, kc * kMR * sizeof(float));
                 tile_panels(isa, kc, Ux + (mp * C + k0) * kMR, bp, C * kNR, std::min(kJP, panels - p),
                             Mx + (mp - mp0) * kMR * ldv + p * kNR, ldv, static_cast<int>(std::min(kMR, g.O - mp * kMR)),
                             k0 > 0);
+              }
             }
         }
       }
