@@ -435,6 +435,12 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
+// Per-thread pixel pointer list of the channel-vectorised path (grow-only, like the scratch).
+std::vector<const float*>& cv_pixels() {
+  thread_local std::vector<const float*> v;
+  return v;
+}
+
 // Portable form of IsaKernels::tile_conv_cv for tables without one.
 void tile_conv_cv_portable(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px,
                            const float* b, int64_t bstride, int np, float* c, int64_t ldc, int rows, bool accumulate) {
@@ -471,9 +477,11 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   const int taps = static_cast<int>(g.kh * g.kw);
   const int64_t cblock = std::max<int64_t>(1, kCvKC / taps);
   const int64_t M = g.N * g.P, op = cv_panels(g);
-  // Pixel blocks of up to kCvMB pixels; channel blocks of up to kCvOB panels, split further until
-  // every thread has work (each block's weights are then read by one thread only).
-  constexpr int64_t kCvMB = 96, kCvOB = 4;
+  // Pixel blocks of up to kCvMB pixels (every pixel of a small batch: each weight slice then stays
+  // in L1 while all the pixel tiles pass over it, and the weights stream from memory once per call);
+  // channel blocks of up to kCvOB panels, split further until every thread has work (each block's
+  // weights are then read by one thread only).
+  constexpr int64_t kCvMB = 512, kCvOB = 4, kCvSub = 96;
   const int64_t nmb = cdiv(M, kCvMB);
   int64_t ob = std::min(op, kCvOB);
   while (ob > 1 && g.G * nmb * cdiv(op, ob) < 2 * threads) ob = cdiv(ob, 2);
@@ -495,7 +503,9 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
       const int64_t m0 = mbi * kCvMB, mlen = std::min(kCvMB, M - m0);
       const int64_t p0 = obi * ob, p1 = std::min(op, p0 + ob);
       // Pixel m -> its (image, oh, ow) position in the prepared input (channel 0 of the group).
-      const float* px[kCvMB];
+      std::vector<const float*>& px = cv_pixels();
+      px.resize(static_cast<size_t>(2 * kCvMB));
+      const float** pxc = px.data() + kCvMB;
       for (int64_t i = 0; i < mlen; ++i) {
         const int64_t m = m0 + i, n = m / g.P, pp = m % g.P, oh = pp / g.Wo, ow = pp % g.Wo;
         px[i] = xp + (n * g.C + grp * g.Cg) * d.cstride + oh * d.Wq + ow;
@@ -503,15 +513,17 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
       const float* Wg = W + grp * op * g.K * kNR;
       for (int64_t c0 = 0; c0 < g.Cg; c0 += cblock) {
         const int64_t nc = std::min(cblock, g.Cg - c0);
-        const float* pxc[kCvMB];
         for (int64_t i = 0; i < mlen; ++i) pxc[i] = px[i] + c0 * d.cstride;
-        for (int64_t p = p0; p < p1; p += kDirectNP) {
-          const int np = static_cast<int>(std::min<int64_t>(kDirectNP, p1 - p));
-          const float* b = Wg + (p * g.K + c0 * taps) * kNR;
-          for (int64_t i = 0; i < mlen; i += kMR)
-            tile(nc, taps, d.toff.data(), d.cstride, pxc + i, b, g.K * kNR, np, cbuf + i * ldc + (p - p0) * kNR, ldc,
-                 static_cast<int>(std::min(kMR, mlen - i)), c0 > 0);
-        }
+        // Pixel sub-blocks keep the input they broadcast from in L1 (a weight slice, ≤ 32 KiB, is
+        // re-read from L2 per sub-block).
+        for (int64_t s0 = 0; s0 < mlen; s0 += kCvSub)
+          for (int64_t p = p0; p < p1; p += kDirectNP) {
+            const int np = static_cast<int>(std::min<int64_t>(kDirectNP, p1 - p));
+            const float* b = Wg + (p * g.K + c0 * taps) * kNR;
+            for (int64_t i = s0; i < std::min(mlen, s0 + kCvSub); i += kMR)
+              tile(nc, taps, d.toff.data(), d.cstride, pxc + i, b, g.K * kNR, np, cbuf + i * ldc + (p - p0) * kNR,
+                   ldc, static_cast<int>(std::min(kMR, mlen - i)), c0 > 0);
+          }
       }
       // cbuf[pixel][channel] -> y[n, o, pixel]: one output channel at a time, split at image edges.
       float* col = cbuf + kCvMB * ldc;
