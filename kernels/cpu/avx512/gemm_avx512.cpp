@@ -172,19 +172,25 @@ void tile_rows_a(int64_t kc, const float* a, int64_t lda, const float* b, float*
 
 // c[R × 16·NP] (+)= Σ_{cc, t} a[(cc*taps + t)*kMR + i] · x[cc*cstride + toff[t] + p*16 + l]: R·NP
 // zmm accumulators, NP (unaligned) B loads and R broadcasts per (cc, t).
-template <int R, int NP>
-void conv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x, float* c,
+// TAPS > 0: the tap count is known (3×3 convs), the tap loop is unrolled with the offsets in
+// registers; 0: `taps` at run time.
+template <int R, int NP, int TAPS = 0>
+void conv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride, const float* a, const float* x, float* c,
                int64_t ldc, bool accumulate) {
+  const int taps = TAPS > 0 ? TAPS : taps_rt;
   __m512 acc[R][NP];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
+  int64_t off[TAPS > 0 ? TAPS : 1];
+  if constexpr (TAPS > 0)
+    for (int t = 0; t < TAPS; ++t) off[t] = toff[t];
   for (int64_t cc = 0; cc < nc; ++cc) {
     const float* xc = x + cc * cstride;
-#pragma GCC unroll 3
+#pragma GCC unroll 9
     for (int t = 0; t < taps; ++t) {
-      const float* xp = xc + toff[t];
+      const float* xp = xc + (TAPS > 0 ? off[t] : toff[t]);
       __m512 bv[NP];
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(xp + p * kNR);
@@ -209,6 +215,7 @@ void conv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const
 template <int NP>
 void conv_tile_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x,
                     float* c, int64_t ldc, int rows, bool accumulate) {
+  if (taps == 9 && rows == 6) return conv_tile<6, NP, 9>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
   switch (rows) {
     case 1: return conv_tile<1, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
     case 2: return conv_tile<2, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
@@ -231,9 +238,10 @@ void tile_conv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const
 
 // Channel-vectorised direct tile (gemm_isa.h tile_conv_cv): R pixels × 16·NP output channels; NP
 // aligned weight loads and R broadcasts (one per pixel) per (cc, t).
-template <int R, int NP>
-void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
-                  int64_t bstride, float* c, int64_t ldc, bool accumulate) {
+template <int R, int NP, int TAPS = 0>
+void conv_cv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride, const float* const* px,
+                  const float* b, int64_t bstride, float* c, int64_t ldc, bool accumulate) {
+  const int taps = TAPS > 0 ? TAPS : taps_rt;
   __m512 acc[R][NP];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i)
@@ -242,10 +250,13 @@ void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
   const float* pp[R];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) pp[i] = px[i];
+  int64_t offs[TAPS > 0 ? TAPS : 1];
+  if constexpr (TAPS > 0)
+    for (int t = 0; t < TAPS; ++t) offs[t] = toff[t];
   for (int64_t cc = 0; cc < nc; ++cc) {
-#pragma GCC unroll 3
+#pragma GCC unroll 9
     for (int t = 0; t < taps; ++t) {
-      const int64_t off = toff[t];
+      const int64_t off = TAPS > 0 ? offs[t] : toff[t];
       __m512 bv[NP];
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(b + p * bstride);
@@ -272,6 +283,7 @@ void conv_cv_tile(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
 template <int NP>
 void conv_cv_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
                   int64_t bstride, float* c, int64_t ldc, int rows, bool accumulate) {
+  if (taps == 9 && rows == 6) return conv_cv_tile<6, NP, 9>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
   switch (rows) {
     case 1: return conv_cv_tile<1, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
     case 2: return conv_cv_tile<2, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
