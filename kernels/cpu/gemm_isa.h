@@ -12,7 +12,7 @@ namespace dml_cpu::gemm {
 // shared by every ISA path: an ISA with wider vectors consumes several panels per tile.
 constexpr int64_t kNR = 16;
 // Rows of the register tile every ISA path uses, and so of the packed A panels (6×16 = 12 ymm
-// accumulators on AVX2; AVX-512 covers several 16-column panels per tile instead: 6×32 = 12 zmm).
+// accumulators on AVX2; AVX-512 covers several 16-column panels per tile instead: 6×64 = 24 zmm).
 constexpr int64_t kMR = 6;
 // Most panels a wide tile (IsaKernels::tile_*_wide) may take at once.
 constexpr int kMaxPanelsPerTile = 4;

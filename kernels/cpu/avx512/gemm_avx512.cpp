@@ -35,7 +35,7 @@ using gemm::kNR;
 
 // Build-time tuning knobs (the session-10 measurements built variant libraries with -D...).
 #ifndef DML_AVX512_PANELS
-#define DML_AVX512_PANELS 2
+#define DML_AVX512_PANELS 4
 #endif
 constexpr int kPanels = DML_AVX512_PANELS;
 #ifndef DML_AVX512_SKINNY_T_MIN_M
@@ -559,10 +559,10 @@ const gemm::IsaKernels kTable = {
     .panels_per_tile = kPanels,
     .tile_packed_a_wide = tile_packed_a_wide,
     .tile_rows_a_wide = tile_rows_a_wide,
-    .kc = 256,  // B slices 2 × 16 KiB of a 48 KiB L1 (Zen 5); measured ≥ 192 (the cache formula's) by 0-4%
+    .kc = 256,  // 4 panels: measured ahead of kc 128 / 192 at 2 threads (M = 1024 transformer shapes, 2048³)
     .mc = 0,
     .skinny_t_min_m = DML_AVX512_SKINNY_T_MIN_M,
-    .slice_max_m = 512,  // 6×32 tiles over A in place, 1 thread: 256³ 1.28×, M = 384-512 1.06-1.15× the blocked path
+    .slice_max_m = 512,  // wide tiles over A in place (measured with 6×32), 1 thread: 256³ 1.28×, M = 384-512 1.06-1.15× the blocked path
     .tile_rows_a_grouped = tile_rows_a_grouped,
     .tile_conv = tile_conv,
     .tile_conv_cv = tile_conv_cv,
