@@ -3,7 +3,7 @@
 same machine, same threads, same inputs; outputs are checked against PyTorch.
 
     /usr/bin/python3 bench/models/run.py [--models tb,bert6,resnet18] [--batch 1,8] [--threads 2]
-                                         [--profile] [--seconds 3] [--plot out.png] [--json out.json]
+                                         [--profile] [--seconds 3] [--rounds 3] [--plot out.png] [--json out.json]
 
 Models (random weights, eval mode):
   tb        transformer encoder block: d_model 768, 12 heads, FFN 3072, GELU, post-norm, seq 128
@@ -11,7 +11,9 @@ Models (random weights, eval mode):
   resnet18  torchvision resnet18(weights=None), 224x224 (needs DinoML's conv ops)
 For each model and batch: per-inference latency of DinoML session.run, PyTorch (torch.no_grad,
 torch.set_num_threads) and ONNX Runtime (npm onnxruntime-node, graph optimisation "all",
-intra-op threads = --threads), each the median of repeated runs after warm-up. Ratios > 1 mean
+intra-op threads = --threads), each the median of repeated runs after warm-up. With --rounds R the
+three are measured in turn R times and each keeps its fastest round's median (on a shared VM a
+round can be slowed by other tenants; the per-round ORT/DinoML ratios are printed). Ratios > 1 mean
 DinoML is faster. ONNX Runtime comes from scripts/fetch-ort (installed into .cache/ort).
 """
 from __future__ import annotations
@@ -127,6 +129,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=3.0, help="time budget per measurement (min 5 runs)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the frameworks' measurements this many times and keep each one's fastest "
+                         "round (a shared or noisy machine disturbs rounds, not frameworks); the per-round "
+                         "ratios are printed too")
     ap.add_argument("--profile", action="store_true", help="compile DinoML with --profile (kernel selection by measurement)")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--plot", help="write a PNG bar chart of the latencies")
@@ -169,21 +175,35 @@ def main() -> int:
             tfeeds = [torch.from_numpy(v) for v in feeds.values()]
             with torch.no_grad():
                 ref = tmodel(*tfeeds).numpy()
-                torch_ms, torch_n = timed(lambda: tmodel(*tfeeds), args.runs, args.seconds)
             out = sess.run(feeds)
             got = next(iter(out.values()))
             err = float(np.max(np.abs(got - ref)))
-            dml_ms, dml_n = timed(lambda: sess.run(feeds), args.runs, args.seconds)
+            rounds = []  # per round: (torch, dinoml, ort) medians
+            ort_err = None
+            for _ in range(max(1, args.rounds)):
+                with torch.no_grad():
+                    torch_ms, torch_n = timed(lambda: tmodel(*tfeeds), args.runs, args.seconds)
+                dml_ms, dml_n = timed(lambda: sess.run(feeds), args.runs, args.seconds)
+                ort_ms = None
+                if use_ort:
+                    ort_ms, ort_n, ort_outs = run_ort(onnx_path, feeds, args.threads, args.runs, args.seconds, work)
+                    ort_err = float(np.max(np.abs(ort_outs[0] - ref)))
+                rounds.append((torch_ms, dml_ms, ort_ms))
+            torch_ms = min(r[0] for r in rounds)
+            dml_ms = min(r[1] for r in rounds)
             row = {"model": key, "batch": b, "dinoml_ms": dml_ms, "torch_ms": torch_ms, "max_abs_err_vs_torch": err,
-                   "dinoml_runs": dml_n, "torch_runs": torch_n, "compile_s": compile_s}
+                   "dinoml_runs": dml_n, "torch_runs": torch_n, "compile_s": compile_s,
+                   "rounds_ms": [{"torch": r[0], "dinoml": r[1], "ort": r[2]} for r in rounds]}
             if use_ort:
-                ort_ms, ort_n, ort_outs = run_ort(onnx_path, feeds, args.threads, args.runs, args.seconds, work)
-                row.update(ort_ms=ort_ms, ort_runs=ort_n, ort_max_abs_err_vs_torch=float(np.max(np.abs(ort_outs[0] - ref))))
+                ort_ms = min(r[2] for r in rounds)
+                row.update(ort_ms=ort_ms, ort_runs=ort_n, ort_max_abs_err_vs_torch=ort_err)
             results.append(row)
             line = (f"{key:9s} batch {b}: DinoML {dml_ms:8.2f} ms | PyTorch {torch_ms:8.2f} ms ({torch_ms / dml_ms:.2f}x)")
             if use_ort:
                 line += f" | ORT {row['ort_ms']:8.2f} ms ({row['ort_ms'] / dml_ms:.2f}x)"
             line += f" | max|err| vs torch {err:.1e}"
+            if len(rounds) > 1 and use_ort:
+                line += " | ORT/DinoML per round " + " ".join(f"{r[2] / r[1]:.2f}" for r in rounds)
             print(line, flush=True)
     meta = {"machine": platform.processor() or platform.machine(), "cpu": _cpu_model(), "threads": args.threads,
             "profile": args.profile, "commit": _commit(), "torch": torch.__version__}
