@@ -147,3 +147,60 @@ def test_conv_variants_are_candidates_and_each_runs(tmp_path):
         v = {"implicit_gemm": "0", "direct_cv": "1", "winograd_f2": "2", "winograd_f4": "4"}[variant.split(".")[2]]
         assert f"dml_cpu_conv2d_pack_w_variant(0, &ws, constants + " in src and f", p, {v})" in src
         assert ext.cli_main(["validate", art.path]) == 0  # against the reference interpreter
+
+
+# ---- native bf16 GEMM (AVX512_BF16) as a candidate of bf16 graphs ----------------------------
+
+class Bf16Mlp(dml.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = dml.nn.Linear(64, 96, dtype="bfloat16")
+        self.fc2 = dml.nn.Linear(96, 40, dtype="bfloat16")
+
+    def forward(self, x):
+        return self.fc2(dml.ops.relu(self.fc1(x)))
+
+
+def _bf16_spec():
+    batch = dml.Dim("batch", min=1, max=16, buckets=(4, 16))
+    rng = np.random.default_rng(11)
+    w = {"fc1.weight": rng.standard_normal((96, 64)) * 0.2, "fc1.bias": rng.standard_normal(96),
+         "fc2.weight": rng.standard_normal((40, 96)) * 0.2, "fc2.bias": rng.standard_normal(40)}
+    w = {k: v.astype(np.float32) for k, v in w.items()}
+    return dml.trace(Bf16Mlp(), inputs={"x": dml.TensorSpec([batch, 64], "bfloat16")}, constants=w, name="bf16mlp")
+
+
+def test_bf16_native_gemm_is_a_candidate_of_bf16_graphs_only(tmp_path, monkeypatch):
+    default = dml.compile(_bf16_spec(), target="cpu", out=str(tmp_path / "default"))
+    entries = _gemm_entries(default)
+    assert len(entries) == 2
+    for e in entries:  # not the default: an artifact that selects it requires avx512bf16
+        assert e["selected"] == "dml.gemm.prepacked"
+    f32 = dml.compile(_spec(), target="cpu", out=str(tmp_path / "f32"))
+    assert all("dml.gemm.bf16_native.prepacked" not in e["candidates"] for e in _gemm_entries(f32))
+    if any("dml.gemm.bf16_native.prepacked" not in e["candidates"] for e in entries):
+        pytest.skip("this CPU lacks AVX512_BF16: the native bf16 GEMM is not offered "
+                    "(its kernel tests run the refusal path: LowpGemmUnsupported.*)")
+    prof = dml.compile(_bf16_spec(), target="cpu", out=str(tmp_path / "prof"), profile=True,
+                       profile_cache=str(tmp_path / "p.sqlite"), progress=False)
+    plan = prof.execution_plan
+    for n in plan["nodes"]:
+        if n["family"] != "gemm":
+            continue
+        assert "dml.gemm.bf16_native.prepacked" in n["candidates"]  # timed by the profiler
+        for b in n["buckets"]:
+            b["winner"], b["reason"] = "dml.gemm.bf16_native.prepacked", "test: forced"
+            b.pop("timings", None)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    art = dml.compile(_bf16_spec(), target="cpu", out=str(tmp_path / "forced"),
+                      execution_plan=str(tmp_path / "plan.json"))
+    assert all(e["selected"] == "dml.gemm.bf16_native.prepacked" for e in _gemm_entries(art))
+    src = (Path(art.path) / "debug" / "module.cpp").read_text()
+    assert src.count("dml_cpu_gemm_bf16_pack_b(") == 2 and "dml_cpu_gemm_bf16_prepacked(" in src
+    manifest = json.loads((Path(art.path) / "manifest.json").read_text())
+    assert "avx512bf16" in json.dumps(manifest)  # the artifact says what it needs
+    assert ext.cli_main(["validate", art.path]) == 0  # every bucket against the reference interpreter
+    # On a CPU without the ISA (simulated) the artifact is refused at load, naming it.
+    monkeypatch.setenv("DINOML_CPU_DISABLE_ISA", "avx512bf16")
+    with pytest.raises(dml.ArtifactError, match="avx512bf16"):
+        dml.runtime.load(art.path)

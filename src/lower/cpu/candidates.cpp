@@ -6,6 +6,9 @@
 //  * bmm: the thread split (across the batch vs inside each GEMM) is what matters for attention
 //    shapes (many small GEMMs vs few large ones).
 //  * softmax: serial vs split rows — same trade-off as the serial GEMM.
+//  * dml.gemm.bf16_native.prepacked: bf16 graphs on AVX512_BF16 CPUs multiply bf16 pairs natively
+//    (2x the fp32 tiles at 2048^3); a candidate, not the default, because an artifact that selects
+//    it requires avx512bf16 (recorded in required_isa).
 //  * gemm providers: oneDNN's matmul and OpenBLAS's sgemm (float32), linked only when chosen;
 //    dml.gemm.prepacked packs a constant b once at module init.
 //  * conv (constant weights): direct / implicit GEMM vs channel-vectorised direct vs Winograd F(2x2)
@@ -46,6 +49,7 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::gemm,    "dml.gemm.path.dot",                   "dml_cpu_gemm_variant", "3, 0",               "", "kernels/cpu/gemm.cpp: fp32 b[N,K] read in place by dot products (skinny M)"},
     {F::gemm,    "dml.gemm.path.auto.st",               "dml_cpu_gemm_variant", "0, 1",               "", "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
     {F::gemm,    "dml.gemm.prepacked",                  "dml_cpu_gemm_prepacked", "",                 "", "constant b packed once at module init into the tiles' panel layout", "", "", false, true},
+    {F::gemm,    "dml.gemm.bf16_native.prepacked",      "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "bf16 graphs: constant b packed once at init into K-pair panels, AVX512_BF16 dot products (vdpbf16ps) with fp32 accumulation", "", "", false, true, -1, true},
     {F::gemm,    "onednn.matmul",                       "dml_cpu_onednn_gemm",  "",                   "", "oneDNN matmul primitive (created once per shape), post-ops for the epilogue", "dinoml_cpu_onednn", "libdnnl.so.2", true},
     {F::gemm,    "openblas.sgemm",                      "dml_cpu_openblas_gemm", "",                  "", "OpenBLAS cblas_sgemm, epilogue applied after", "dinoml_cpu_openblas", "libopenblas.so.0", true},
     {F::bmm,     "dml.bmm.blocked",                     "dml_cpu_bmm",          "",                   "", "library default batched GEMM"},

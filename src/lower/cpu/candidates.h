@@ -39,6 +39,9 @@ struct KernelCandidate {
   // packed once at module init. conv: the packed-weight variant (0 GEMM panels, 2 / 4 Winograd).
   bool packed_constant_b = false;
   int variant = -1;
+  // gemm: the native bf16 GEMM (bf16 a, b and c only); `function` takes (dtype, M, N, K, a,
+  // packed_b, bias, d, c, c_dtype, epilogue, threads), b packed at init by dml_cpu_gemm_bf16_pack_b.
+  bool bf16_only = false;
 };
 
 

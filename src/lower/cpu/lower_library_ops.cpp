@@ -85,20 +85,29 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
     if (auto it = layout.find(n.inputs[1]); it != layout.end()) b_offset = it->second.offset;
   }
   const std::string dt = dtype_code(a.dtype), bl = k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR";
-  std::string packed;
+  // The native bf16 GEMM: bf16 a, b (constant) and output only.
+  const bool bf16 = a.dtype == ir::DType::bf16 && b.dtype == ir::DType::bf16 && cx.tensor(y).dtype == ir::DType::bf16;
+  std::string packed, packed_bf16;
   TunableHooks hooks;
   hooks.applies = [&](const KernelCandidate& c) {
-    return (!c.float32_only || f32) && (!c.packed_constant_b || b_offset.has_value());
+    return (!c.float32_only || f32) && (!c.packed_constant_b || b_offset.has_value()) && (!c.bf16_only || bf16);
   };
   hooks.rank = [](const KernelCandidate& c) { return c.packed_constant_b ? 0 : 1; };
   hooks.prepare = [&](const KernelCandidate& c) {
-    if (c.packed_constant_b && packed.empty())
+    if (c.bf16_only && packed_bf16.empty())
+      packed_bf16 = emit_init_packing(cx, n, "", "dml_cpu_gemm_bf16_packed_b_size(" + N + ", " + K + ")",
+                                      "dml_cpu_gemm_bf16_pack_b(" + dt + ", " + bl + ", " + N + ", " + K +
+                                          ", constants + " + std::to_string(*b_offset) + ", p)");
+    else if (c.packed_constant_b && !c.bf16_only && packed.empty())
       packed = emit_init_packing(cx, n, "", "dml_cpu_gemm_packed_b_size(" + N + ", " + K + ")",
                                  "dml_cpu_gemm_pack_b(" + dt + ", " + bl + ", " + N + ", " + K + ", constants + " +
                                      std::to_string(*b_offset) + ", p)");
   };
   hooks.call = [&](const KernelCandidate& c) {
     if (!c.packed_constant_b) return candidate_call(c, args);
+    if (c.bf16_only)
+      return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed_bf16 +
+             ", " + bias + ", " + d + ", " + cx.ptr(y) + ", " + dt + ", " + k.epilogue + ", 0)";
     return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed + ", " +
            bias + ", " + d + ", " + cx.ptr(y) + ", " + k.epilogue + ")";
   };
