@@ -316,10 +316,12 @@ DirectGeo direct_geo(const Geo& g) {
 
 // xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
 // for the phases (a, b) that some tap reads.
+// Called inside the convolution's parallel region (an orphaned `omp for`: the threads split the
+// channels, then meet at its barrier), so a conv wakes its team once, not twice.
 template <typename T>
-void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, int threads) {
+void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
   const int64_t chans = g.N * g.C;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+#pragma omp for schedule(static)
   for (int64_t nc = 0; nc < chans; ++nc) {
     const T* src = x + nc * g.H * g.W;
     float* dst = xp + nc * d.cstride;
@@ -359,7 +361,6 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
   float* xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
   if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
-  prepare_direct(g, d, x, xp, threads);
   if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
   const int taps = static_cast<int>(g.kh * g.kw);
   const int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
@@ -382,6 +383,7 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
+    prepare_direct(g, d, x, xp);
     float* cbuf = scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB));
     if (!cbuf) {
 #pragma omp atomic write
@@ -472,7 +474,6 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
   float* xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
   if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
-  prepare_direct(g, d, x, xp, threads);
   if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
   const int taps = static_cast<int>(g.kh * g.kw);
   const int64_t cblock = std::max<int64_t>(1, kCvKC / taps);
@@ -491,6 +492,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
+    prepare_direct(g, d, x, xp);
     float* cbuf = scratch(kSlotC, static_cast<size_t>(kCvMB * ldc + kCvMB));
     if (!cbuf) {
 #pragma omp atomic write
