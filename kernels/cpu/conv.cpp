@@ -353,16 +353,35 @@ void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
   }
 }
 
+// The start both direct paths share: the prepared-input geometry, the team size, the prepared-input
+// buffer (this thread's scratch, its read slack zeroed; the team fills the rest in the conv's
+// parallel region) and the tap count.
+struct DirectCall {
+  DirectGeo d;
+  int threads = 1;
+  float* xp = nullptr;
+  int taps = 1;
+};
+
+int direct_call(const Geo& g, DirectCall& c) {
+  c.d = direct_geo(g);
+  const int64_t macs = g.N * g.O * g.P * g.K;
+  c.threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
+  c.xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * c.d.cstride + c.d.slack));
+  if (!c.xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
+  if (c.d.slack) std::memset(c.xp + g.N * g.C * c.d.cstride, 0, static_cast<size_t>(c.d.slack) * sizeof(float));
+  c.taps = static_cast<int>(g.kh * g.kw);
+  return DML_CPU_OK;
+}
+
 template <typename T>
 int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, const T* r, T* y, int epi) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  const DirectGeo d = direct_geo(g);
-  const int64_t macs = g.N * g.O * g.P * g.K;
-  const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
-  float* xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
-  if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
-  if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
-  const int taps = static_cast<int>(g.kh * g.kw);
+  DirectCall dc;
+  if (int st = direct_call(g, dc)) return st;
+  const DirectGeo& d = dc.d;
+  const int threads = dc.threads, taps = dc.taps;
+  float* const xp = dc.xp;
   const int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
   // Threads split column blocks (each then reads all of the weights) unless the weights outweigh the
   // input: then (late layers at small batch) they split the weight rows, so each weight panel is
@@ -469,13 +488,11 @@ template <typename T>
 int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const T* r, T* y, int epi) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
   auto tile = isa.tile_conv_cv ? isa.tile_conv_cv : tile_conv_cv_portable;
-  const DirectGeo d = direct_geo(g);
-  const int64_t macs = g.N * g.O * g.P * g.K;
-  const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
-  float* xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
-  if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
-  if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
-  const int taps = static_cast<int>(g.kh * g.kw);
+  DirectCall dc;
+  if (int st = direct_call(g, dc)) return st;
+  const DirectGeo& d = dc.d;
+  const int threads = dc.threads, taps = dc.taps;
+  float* const xp = dc.xp;
   const int64_t cblock = std::max<int64_t>(1, kCvKC / taps);
   const int64_t M = g.N * g.P, op = cv_panels(g);
   // Pixel blocks of up to kCvMB pixels (every pixel of a small batch: each weight slice then stays

@@ -170,6 +170,18 @@ void tile_rows_a(int64_t kc, const float* a, int64_t lda, const float* b, float*
 
 // ---- direct convolution tile (gemm_isa.h tile_conv) ----------------------------------------------
 
+// c[i*ldc + p*16 ..] (+)= acc[i][p]: the direct tiles' store.
+template <int R, int NP>
+inline void store_tile(const __m512 (&acc)[R][NP], float* c, int64_t ldc, bool accumulate) {
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) {
+      float* ci = c + i * ldc + p * kNR;
+      _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
+    }
+}
+
 // c[R × 16·NP] (+)= Σ_{cc, t} a[(cc*taps + t)*kMR + i] · x[cc*cstride + toff[t] + p*16 + l]: R·NP
 // zmm accumulators, NP (unaligned) B loads and R broadcasts per (cc, t).
 // TAPS > 0: the tap count is known (3×3 convs), the tap loop is unrolled with the offsets in
@@ -203,13 +215,7 @@ void conv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride, co
       a += kMR;
     }
   }
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) {
-      float* ci = c + i * ldc + p * kNR;
-      _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
-    }
+  store_tile<R, NP>(acc, c, ldc, accumulate);
 }
 
 template <int NP>
@@ -271,13 +277,7 @@ void conv_cv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride,
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) pp[i] += cstride;
   }
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) {
-      float* ci = c + i * ldc + p * kNR;
-      _mm512_storeu_ps(ci, accumulate ? _mm512_add_ps(acc[i][p], _mm512_loadu_ps(ci)) : acc[i][p]);
-    }
+  store_tile<R, NP>(acc, c, ldc, accumulate);
 }
 
 template <int NP>
