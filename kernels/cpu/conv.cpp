@@ -561,6 +561,23 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
 }
 
+// The direct paths prepare their whole input before computing; a large batch runs in chunks of
+// images so that buffer (a per-thread scratch that is kept) stays ≤ kDirectChunkFloats floats
+// (or one image).
+template <typename T, typename Run>
+int by_image_chunks(const Geo& g, const T* x, const T* r, T* y, Run&& run) {
+  const int64_t per_image = g.C * direct_geo(g).cstride;
+  const int64_t chunk = std::max<int64_t>(1, kDirectChunkFloats / std::max<int64_t>(1, per_image));
+  if (chunk >= g.N) return run(g, x, r, y);
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    Geo gc = g;
+    gc.N = std::min(chunk, g.N - n0);
+    const int64_t in = n0 * g.C * g.H * g.W, out = n0 * g.O * g.P;
+    if (int st = run(gc, x + in, r ? r + out : nullptr, y + out)) return st;
+  }
+  return DML_CPU_OK;
+}
+
 bool use_direct(const Geo& g) {
   static const bool enabled = [] {
     const char* v = std::getenv("DINOML_CONV_DIRECT");
@@ -806,7 +823,10 @@ extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const vo
       int variant = 0;
       A = check_packed(packed_w, g, &st, &variant);
       if (st) return st;
-      if (variant == 1) return run_direct_cv(g, xt, A, bt, rt, yt, epilogue);
+      if (variant == 1)
+        return by_image_chunks(g, xt, rt, yt, [&](const Geo& gc, const T* xc, const T* rc, T* yc) {
+          return run_direct_cv(gc, xc, A, bt, rc, yc, epilogue);
+        });
       if (variant == 4) return run_winograd<4>(g, xt, A, bt, rt, yt, epilogue);
       if (variant == 2) return run_winograd<2>(g, xt, A, bt, rt, yt, epilogue);
     } else {
@@ -815,7 +835,10 @@ extern "C" int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const vo
       pack_w(static_cast<const T*>(w), g, buf);
       A = buf;
     }
-    if (use_direct(g)) return run_direct_conv(g, xt, A, bt, rt, yt, epilogue);
+    if (use_direct(g))
+      return by_image_chunks(g, xt, rt, yt, [&](const Geo& gc, const T* xc, const T* rc, T* yc) {
+        return run_direct_conv(gc, xc, A, bt, rc, yc, epilogue);
+      });
     return run_gemm_conv(g, xt, A, bt, rt, yt, epilogue);
   });
 }

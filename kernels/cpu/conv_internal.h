@@ -27,6 +27,9 @@ constexpr int64_t kJP = DML_CONV_JP;
 static_assert(kJP <= gemm::kMaxPanelsPerTile, "wide tiles take at most kMaxPanelsPerTile panels");
 // The rule's largest output image (Ho·Wo) for the channel-vectorised direct variant (conv.cpp).
 constexpr int64_t kCvMaxPixels = 100;
+// Largest prepared input of the direct paths (floats; conv.cpp by_image_chunks): 4 MiB, e.g. ResNet's
+// 64×56×56 layer in chunks of 4 images.
+constexpr int64_t kDirectChunkFloats = int64_t{1} << 20;
 // Panels per direct tile call (gemm_isa.h tile_conv / tile_conv_cv: 6 × 16·np zmm accumulators).
 #ifndef DML_DIRECT_NP
 #define DML_DIRECT_NP 4

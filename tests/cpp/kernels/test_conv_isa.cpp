@@ -112,6 +112,10 @@ TEST(ConvKernels, EveryIsaTable) {
       {{1, 8, 11, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2}, 1, DML_CPU_EPI_RELU},
       {{1, 24, 15, 17, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, 1, DML_CPU_EPI_ADD},
       {{5, 70, 7, 7, 50, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_ADD_RELU},
+      // Prepared inputs over 1 Mi floats per image (17 channels × 4 stride phases of 129 × 126): the
+      // direct paths run image by image.
+      {{2, 17, 256, 250, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
+      {{2, 17, 256, 250, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_RELU},
       // Winograd with more weight rows than 4× the tiles (threads split the weight rows).
       {{1, 32, 6, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD_RELU},
       {{1, 32, 6, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4, DML_CPU_EPI_RELU},
