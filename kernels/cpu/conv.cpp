@@ -116,7 +116,10 @@ struct PanelRow {
         // Stride-2 gather (3x3/2, 7x7/2 convs): deinterleave pairs of vectors instead of scalar loads.
         const float* sf = reinterpret_cast<const float*>(src);
         int64_t q = 0;
-        for (; q + 8 <= len; q += 8) {
+        // The two loads cover sf[2q .. 2q+15] but only sf[2q .. 2q+14] are wanted: stop while a
+        // later element is still needed (q + 8 < len), so the load never reads past the source row
+        // (found by ASan at the end of the last image's last row).
+        for (; q + 8 < len; q += 8) {
           const __m256 lo = _mm256_loadu_ps(sf + 2 * q), hi = _mm256_loadu_ps(sf + 2 * q + 8);
           const __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
           _mm256_storeu_ps(d + q, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
