@@ -276,7 +276,10 @@ int main(int argc, char** argv) {
     }
     const double flops = 2.0 * p.M * p.N * p.K;
     const int reps = quick ? 3 : 5;
-    auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); };  // let spinning pools sleep
+    // Let spinning thread pools go to sleep before the next library is timed: OpenBLAS's workers
+    // busy-wait after a call for up to 2^28 cycles (~70 ms here); with 30 ms the next DinoML
+    // timing sometimes ran against them (128×768×768 measured at 20 GFLOP/s in every round).
+    auto pause = [] { std::this_thread::sleep_for(std::chrono::milliseconds(120)); };
     Row r;
     r.skinny = p.M <= 16;
     char name[64];

@@ -12,7 +12,7 @@
 //     the product at these M.
 //   * dot (M ≤ 64, fp32, B given as b[N, K]): row-by-row dot products, nothing packed at all —
 //     for a GEMV the weights are read exactly once, which is all the time there is.
-//   * transposed (tables with skinny_t_min_m, i.e. AVX-512: skinny_t_min_m ≤ M ≤ 256, fp32 b[N, K]):
+//   * transposed (tables with skinny_t_min_m, i.e. AVX-512: skinny_t_min_m ≤ M ≤ 96, fp32 b[N, K]):
 //     Cᵀ = B·Aᵀ with Aᵀ packed into 16-column panels and B's rows read in place by the tiles; the
 //     weights are still read once, without the dot path's vector load per FMA and horizontal sums.
 // The epilogue is applied to each finished tile while it is in L1 (see gemm_isa.h); fp16/bf16
@@ -45,9 +45,11 @@ const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
 const int64_t kSliceMaxMEnv = env_int("DINOML_GEMM_SLICE_MAX_M", 0);  // else the table's slice_max_m, else 64
 constexpr int64_t kDotKC = 512;
 // Largest M for the transposed skinny path (run_dot_t, tables with skinny_t_min_m): up to here packing
-// Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2 (AVX-512, 1 thread, b[N, K]: 1.3-1.6×
-// the blocked path at M = 128-256, 0.85× at M = 512). DINOML_GEMM_DOT_T_MAX_M overrides.
-const int64_t kDotTMaxM = env_int("DINOML_GEMM_DOT_T_MAX_M", 256);
+// Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2. Measured with the 6×64 AVX-512
+// tiles (session 11, b[N, K], vs oneDNN): 96 against the earlier 256 moves 256³ 0.66× → 0.94× (2
+// threads) / 0.82× → 0.95× (1 thread), M = 200 0.84× → 0.97×, M = 128 N = 768 0.91× → 1.00×; it
+// costs 128×4096×4096 1.06–1.11× → 0.98–1.00×. DINOML_GEMM_DOT_T_MAX_M overrides.
+const int64_t kDotTMaxM = env_int("DINOML_GEMM_DOT_T_MAX_M", 96);
 // With packed weights, M up to this reads A in place (slice path: no A packing, each C tile
 // finished once) when there are enough 16-column panels to split over the threads; A is re-read
 // from L2 per panel, which measured cheaper than packing it up to M = 256 (256³: 0.90× → 0.98×

@@ -66,7 +66,7 @@ struct IsaKernels {
                            int64_t ldc, int rows, bool accumulate) = nullptr;
   // Cache blocking of the blocked path for this table (0: the driver's default from the cache sizes).
   int64_t kc = 0, mc = 0;
-  // fp32 b[N, K] (a linear layer's weight, not prepacked) with skinny_t_min_m ≤ M ≤ 256 is computed
+  // fp32 b[N, K] (a linear layer's weight, not prepacked) with skinny_t_min_m ≤ M ≤ 96 (gemm.cpp kDotTMaxM) is computed
   // as Cᵀ = B·Aᵀ on the tiles (B's rows as the tiles' A rows, Aᵀ packed in panels) instead of with
   // dot_rows or the blocked path (0: never).
   int64_t skinny_t_min_m = 0;
