@@ -228,12 +228,8 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     const int64_t maxk = std::min(kKC, g.K);
-    float* bbuf = scratch(kSlotB, static_cast<size_t>(kNCB * maxk));
-    float* cbuf = scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB));
-    if (!bbuf || !cbuf) {
-#pragma omp atomic write
-      status = DML_CPU_ERR_MEMORY;
-    }
+    float* bbuf = team_scratch(kSlotB, static_cast<size_t>(kNCB * maxk), &status);
+    float* cbuf = team_scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       if (!bbuf || !cbuf) continue;
@@ -406,11 +402,7 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     prepare_direct(g, d, x, xp);
-    float* cbuf = scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB));
-    if (!cbuf) {
-#pragma omp atomic write
-      status = DML_CPU_ERR_MEMORY;
-    }
+    float* cbuf = team_scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       if (!cbuf) continue;
@@ -513,11 +505,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     prepare_direct(g, d, x, xp);
-    float* cbuf = scratch(kSlotC, static_cast<size_t>(kCvMB * ldc + kCvMB));
-    if (!cbuf) {
-#pragma omp atomic write
-      status = DML_CPU_ERR_MEMORY;
-    }
+    float* cbuf = team_scratch(kSlotC, static_cast<size_t>(kCvMB * ldc + kCvMB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       if (!cbuf) continue;
@@ -598,11 +586,7 @@ int run_depthwise(const Geo& g, const T* x, const T* w, const T* bias, const T* 
   int status = DML_CPU_OK;
 #pragma omp parallel if (planes * g.P * taps > kParallelWork && planes > 1 && !omp_in_parallel())
   {
-    float* acc = scratch(kSlotB, static_cast<size_t>(g.Wo + taps));
-    if (!acc) {
-#pragma omp atomic write
-      status = DML_CPU_ERR_MEMORY;
-    }
+    float* acc = team_scratch(kSlotB, static_cast<size_t>(g.Wo + taps), &status);
 #pragma omp for schedule(static)
     for (int64_t pl = 0; pl < planes; ++pl) {
       if (!acc) continue;

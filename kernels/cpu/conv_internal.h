@@ -53,6 +53,16 @@ struct Geo {
 // Grow-only per-thread scratch (64-byte aligned), like the GEMM's: convs run every inference.
 enum Slot { kSlotB = 0, kSlotC = 1, kSlotW = 2, kSlotX = 3 };  // X: the direct path's prepared input
 float* scratch(int slot, size_t n);
+// scratch() inside a conv's parallel region: a thread that cannot get its buffer records
+// DML_CPU_ERR_MEMORY in *status (shared by the team) and skips its items.
+inline float* team_scratch(int slot, size_t n, int* status) {
+  float* p = scratch(slot, n);
+  if (!p) {
+#pragma omp atomic write
+    *status = DML_CPU_ERR_MEMORY;
+  }
+  return p;
+}
 
 // Splits `panels` 16-column panels into column blocks of at most `max_panels` each, with the block
 // count rounded up to a multiple of the thread count (when that keeps blocks non-empty) so threads

@@ -144,12 +144,8 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* vbuf = scratch(kSlotB, static_cast<size_t>(XI * C * TB));
-    float* mbuf = scratch(kSlotC, static_cast<size_t>(XI * mper * kMR * TB));
-    if (!vbuf || !mbuf) {
-#pragma omp atomic write
-      status = DML_CPU_ERR_MEMORY;
-    }
+    float* vbuf = team_scratch(kSlotB, static_cast<size_t>(XI * C * TB), &status);
+    float* mbuf = team_scratch(kSlotC, static_cast<size_t>(XI * mper * kMR * TB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < ncb * msplit; ++it) {
       if (!vbuf || !mbuf) continue;

@@ -218,18 +218,24 @@ void conv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride, co
   store_tile<R, NP>(acc, c, ldc, accumulate);
 }
 
+// f.template operator()<R>() for R = rows (1..kMR): the direct tiles' row-count dispatch.
+template <class F>
+inline void by_rows(int rows, F&& f) {
+  switch (rows) {
+    case 1: return f.template operator()<1>();
+    case 2: return f.template operator()<2>();
+    case 3: return f.template operator()<3>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    default: return f.template operator()<6>();
+  }
+}
+
 template <int NP>
 void conv_tile_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x,
                     float* c, int64_t ldc, int rows, bool accumulate) {
   if (taps == 9 && rows == 6) return conv_tile<6, NP, 9>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-  switch (rows) {
-    case 1: return conv_tile<1, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-    case 2: return conv_tile<2, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-    case 3: return conv_tile<3, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-    case 4: return conv_tile<4, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-    case 5: return conv_tile<5, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-    default: return conv_tile<6, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
-  }
+  by_rows(rows, [&]<int R>() { conv_tile<R, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate); });
 }
 
 void tile_conv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x, int np,
@@ -284,14 +290,7 @@ template <int NP>
 void conv_cv_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
                   int64_t bstride, float* c, int64_t ldc, int rows, bool accumulate) {
   if (taps == 9 && rows == 6) return conv_cv_tile<6, NP, 9>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-  switch (rows) {
-    case 1: return conv_cv_tile<1, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-    case 2: return conv_cv_tile<2, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-    case 3: return conv_cv_tile<3, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-    case 4: return conv_cv_tile<4, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-    case 5: return conv_cv_tile<5, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-    default: return conv_cv_tile<6, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate);
-  }
+  by_rows(rows, [&]<int R>() { conv_cv_tile<R, NP>(nc, taps, toff, cstride, px, b, bstride, c, ldc, accumulate); });
 }
 
 void tile_conv_cv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px, const float* b,
