@@ -268,89 +268,7 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
 }
 
 // ---- direct path (ISA tables with tile_conv; every non-pointwise conv of packed variant 0) ----------
-// The input of each (image, channel) is copied once per call into a zero-padded plane split into
-// its sh × sw stride phases: phase (a, b) holds padded rows a, a+sh, … and columns b, b+sw, …, a
-// Hq × Wq grid (Hq = ⌈Hp/sh⌉, Wq = ⌈Wp/sw⌉). Output (oh, ow) of tap (i, j) then reads phase
-// ((i·dh) mod sh, (j·dw) mod sw) at (oh + ⌊i·dh/sh⌋, ow + ⌊j·dw/sw⌋), so with the output laid on
-// the same Wq-wide grid (flat q = oh·Wq + ow; columns ow ≥ Wo are computed and dropped) every tap
-// is a contiguous run at a fixed offset toff[t] from q: the register tile loads its B vectors
-// straight from the prepared input, with no im2col gather. The packed weights are variant 0's
-// panels (k = (c, i, j)). Waste: the dropped columns, (Wq − Wo)/Wq of the grid.
-struct DirectGeo {
-  int64_t Hq, Wq, plane, cstride, Q, panels, slack;
-  std::vector<int64_t> toff;
-  std::vector<int64_t> phase_slot;  // [a·sw + b]: the phase's plane index in a channel, -1 if no tap reads it
-};
-
-DirectGeo direct_geo(const Geo& g) {
-  DirectGeo d;
-  const int64_t Hp = g.H + g.pt + g.pb, Wp = g.W + g.pl + g.pr;
-  d.Hq = cdiv(Hp, g.sh);
-  d.Wq = cdiv(Wp, g.sw);
-  d.plane = d.Hq * d.Wq;
-  // Only the phases some tap reads are prepared (a 1×1 stride-2 conv reads one of its four).
-  d.phase_slot.assign(static_cast<size_t>(g.sh * g.sw), -1);
-  int64_t used = 0;
-  for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) {
-      int64_t& slot = d.phase_slot[static_cast<size_t>(((i * g.dh) % g.sh) * g.sw + (j * g.dw) % g.sw)];
-      if (slot < 0) slot = used++;
-    }
-  d.cstride = used * d.plane;
-  d.Q = (g.Ho - 1) * d.Wq + g.Wo;
-  d.panels = cdiv(d.Q, kNR);
-  int64_t maxoff = 0;
-  for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) {
-      const int64_t ri = i * g.dh, cj = j * g.dw;
-      const int64_t off = d.phase_slot[static_cast<size_t>((ri % g.sh) * g.sw + cj % g.sw)] * d.plane +
-                          (ri / g.sh) * d.Wq + cj / g.sw;
-      d.toff.push_back(off);
-      maxoff = std::max(maxoff, off);
-    }
-  // The last panel of the last channel reads up to panels·16 − 1 + maxoff past its channel's start.
-  d.slack = std::max<int64_t>(0, d.panels * kNR + maxoff - d.cstride);
-  return d;
-}
-
-// xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
-// for the phases (a, b) that some tap reads.
-// Called inside the convolution's parallel region (an orphaned `omp for`: the threads split the
-// channels, then meet at its barrier), so a conv wakes its team once, not twice.
-template <typename T>
-void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
-  const int64_t chans = g.N * g.C;
-#pragma omp for schedule(static)
-  for (int64_t nc = 0; nc < chans; ++nc) {
-    const T* src = x + nc * g.H * g.W;
-    float* dst = xp + nc * d.cstride;
-    for (int64_t a = 0; a < g.sh; ++a)
-      for (int64_t b = 0; b < g.sw; ++b) {
-        const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
-        if (slot < 0) continue;
-        float* ph = dst + slot * d.plane;
-        // Columns s of this phase that read inside the row: s·sw + b − pl in [0, W).
-        const int64_t s_lo = std::min(d.Wq, cdiv(std::max<int64_t>(0, g.pl - b), g.sw));
-        const int64_t s_hi = std::max(s_lo, std::min(d.Wq, cdiv(g.W + g.pl - b, g.sw)));
-        for (int64_t rr = 0; rr < d.Hq; ++rr) {
-          float* row = ph + rr * d.Wq;
-          const int64_t ih = rr * g.sh + a - g.pt;
-          if (ih < 0 || ih >= g.H) {
-            std::memset(row, 0, static_cast<size_t>(d.Wq) * sizeof(float));
-            continue;
-          }
-          std::memset(row, 0, static_cast<size_t>(s_lo) * sizeof(float));
-          const T* in = src + ih * g.W + s_lo * g.sw + b - g.pl;
-          if (g.sw == 1) {
-            for (int64_t s2 = 0; s2 < s_hi - s_lo; ++s2) row[s_lo + s2] = load_f(in, s2);
-          } else {
-            for (int64_t s2 = 0; s2 < s_hi - s_lo; ++s2) row[s_lo + s2] = load_f(in, s2 * g.sw);
-          }
-          std::memset(row + s_hi, 0, static_cast<size_t>(d.Wq - s_hi) * sizeof(float));
-        }
-      }
-  }
-}
+// The prepared input (DirectGeo, prepare_direct) is in conv_prepare.cpp.
 
 // The start both direct paths share: the prepared-input geometry, the team size, the prepared-input
 // buffer (this thread's scratch, its read slack zeroed; the team fills the rest in the conv's
@@ -381,7 +299,8 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   const DirectGeo& d = dc.d;
   const int threads = dc.threads, taps = dc.taps;
   float* const xp = dc.xp;
-  const int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
+  int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
+  if (const char* e = std::getenv("DINOML_DIRECT_CBLOCK")) cblock = std::max<int64_t>(1, std::atoll(e));
   // Threads split column blocks (each then reads all of the weights) unless the weights outweigh the
   // input: then (late layers at small batch) they split the weight rows, so each weight panel is
   // read from memory once and meets every column of the image while it is in cache.
@@ -557,16 +476,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
 // (or one image).
 template <typename T, typename Run>
 int by_image_chunks(const Geo& g, const T* x, const T* r, T* y, Run&& run) {
-  const int64_t per_image = g.C * direct_geo(g).cstride;
-  const int64_t chunk = std::max<int64_t>(1, kDirectChunkFloats / std::max<int64_t>(1, per_image));
-  if (chunk >= g.N) return run(g, x, r, y);
-  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
-    Geo gc = g;
-    gc.N = std::min(chunk, g.N - n0);
-    const int64_t in = n0 * g.C * g.H * g.W, out = n0 * g.O * g.P;
-    if (int st = run(gc, x + in, r ? r + out : nullptr, y + out)) return st;
-  }
-  return DML_CPU_OK;
+  return by_image_chunks(g, g.C * direct_geo(g).cstride, x, r, y, run);
 }
 
 bool use_direct(const Geo& g) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 #include "gemm_isa.h"
 #include "kernel_common.h"
@@ -88,9 +89,8 @@ inline void block_panels(int64_t b, int64_t nb, int64_t panels, int64_t& first, 
 // panel otherwise. A column's sum order depends only on `rows` (gemm_isa.h), never on how the
 // panels are grouped, so results do not depend on column blocking or thread count.
 inline void tile_panels(const gemm::IsaKernels& isa, int64_t kc, const float* a, const float* b, int64_t bstride,
-                        int64_t panels, float* c, int64_t ldc, int rows, bool accumulate) {
+                        int64_t panels, float* c, int64_t ldc, int rows, bool accumulate, int64_t step = kJP) {
   if (isa.tile_packed_a_wide) {
-    const int64_t step = kJP;
     for (int64_t p = 0; p < panels; p += step)
       isa.tile_packed_a_wide(kc, a, b + p * bstride, bstride, static_cast<int>(std::min(step, panels - p)),
                              c + p * kNR, ldc, rows, accumulate);
@@ -105,6 +105,43 @@ inline void tile_panels(const gemm::IsaKernels& isa, int64_t kc, const float* a,
 inline void prefetch_run(const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
+// ---- prepared input of the direct paths and of Winograd (conv_prepare.cpp) ----
+// The input of each (image, channel) is copied once per call into a zero-padded plane split into
+// its sh × sw stride phases: phase (a, b) holds padded rows a, a+sh, … and columns b, b+sw, …, a
+// Hq × Wq grid (Hq = ⌈Hp/sh⌉, Wq = ⌈Wp/sw⌉). Output (oh, ow) of tap (i, j) then reads phase
+// ((i·dh) mod sh, (j·dw) mod sw) at (oh + ⌊i·dh/sh⌋, ow + ⌊j·dw/sw⌋), so with the output laid on
+// the same Wq-wide grid (flat q = oh·Wq + ow; columns ow ≥ Wo are computed and dropped) every tap
+// is a contiguous run at a fixed offset toff[t] from q: the register tile loads its B vectors
+// straight from the prepared input, with no im2col gather. The packed weights are variant 0's
+// panels (k = (c, i, j)). Waste: the dropped columns, (Wq − Wo)/Wq of the grid.
+struct DirectGeo {
+  int64_t Hq, Wq, plane, cstride, Q, panels, slack;
+  std::vector<int64_t> toff;
+  std::vector<int64_t> phase_slot;  // [a·sw + b]: the phase's plane index in a channel, -1 if no tap reads it
+};
+DirectGeo direct_geo(const Geo& g);
+// xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
+// for the phases (a, b) that some tap reads. An orphaned `omp for` (call it inside the conv's
+// parallel region: the threads split the channels, then meet at its barrier).
+template <typename T>
+void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp);
+
+// The direct paths and Winograd prepare their whole input before computing; a large batch runs in
+// chunks of images so that buffer (a per-thread scratch that is kept) stays ≤ kDirectChunkFloats
+// floats (or one image). `per_image`: prepared floats per image.
+template <typename T, typename Run>
+int by_image_chunks(const Geo& g, int64_t per_image, const T* x, const T* r, T* y, Run&& run) {
+  const int64_t chunk = std::max<int64_t>(1, kDirectChunkFloats / std::max<int64_t>(1, per_image));
+  if (chunk >= g.N) return run(g, x, r, y);
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    Geo gc = g;
+    gc.N = std::min(chunk, g.N - n0);
+    const int64_t in = n0 * g.C * g.H * g.W, out = n0 * g.O * g.P;
+    if (int st = run(gc, x + in, r ? r + out : nullptr, y + out)) return st;
+  }
+  return DML_CPU_OK;
 }
 
 // ---- Winograd (conv_winograd.cpp) ----

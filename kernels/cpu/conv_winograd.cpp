@@ -4,12 +4,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <type_traits>
 
 #include "conv_internal.h"
 
 namespace dml_cpu::conv {
+
 
 // ---- Winograd F(MxM, 3x3) for 3x3 stride-1 undilated ungrouped convs ---------------------------
 // y tile (MxM) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over (M+2)x(M+2) input tiles d: (M+2)² independent
@@ -78,21 +80,6 @@ int winograd_variant(const Geo& g) {
 bool winograd_f4_accurate(const Geo& g) { return g.Cg <= 128 && g.O * g.Cg <= 128 * 256; }
 int64_t winograd_floats(const Geo& g, int m) { return (m + 2) * (m + 2) * g.mpanels * kMR * g.Cg; }
 
-// Columns 0..3 of 8 consecutive 4-float groups r[4l .. 4l+3] (l = 0..7) as 4 vectors over l.
-inline void transpose_stride4(const float* r, __m256& c0, __m256& c1, __m256& c2, __m256& c3) {
-  const __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8), v2 = _mm256_loadu_ps(r + 16),
-               v3 = _mm256_loadu_ps(r + 24);
-  // Per 128-bit half: v0 = [l0 | l1], v1 = [l2 | l3], v2 = [l4 | l5], v3 = [l6 | l7].
-  const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
-  const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
-  // Lane order after the shuffles is (0 2 4 6 | 1 3 5 7); the permute restores 0..7.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  c0 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
-  c1 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
-  c2 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
-  c3 = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
-}
-
 template <int M, typename T>
 void pack_w_winograd(const T* w, const Geo& g, float* out) {
   using W = Wino<M>;
@@ -120,225 +107,276 @@ void pack_w_winograd(const T* w, const Geo& g, float* out) {
   }
 }
 
+// 8 lanes of fp32 (one ymm: the library's baseline is AVX2); the transforms below are written on it so
+// that every (M+2)² intermediate is a register (or a spill), with the constant coefficients folded.
+typedef float v8 __attribute__((vector_size(32)));
+inline v8 ld8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void st8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
+
+// vo[ξ·xs + l] = (Bᵀ d B)_ξ for 16 tiles (l < 16), tile input (a, b) at src[toff[a·A + b] + l].
+template <int M>
+inline void input_transform(const float* src, const int64_t* toff, float* vo, int64_t xs) {
+  using W = Wino<M>;
+  constexpr int A = W::A;
+  for (int h = 0; h < kNR; h += 8) {
+    v8 t[A][A];
+#pragma GCC unroll 8
+    for (int bb = 0; bb < A; ++bb) {  // t = Bᵀ d, a column of d at a time
+      v8 col[A];
+#pragma GCC unroll 8
+      for (int k = 0; k < A; ++k) col[k] = ld8(src + toff[k * A + bb] + h);
+#pragma GCC unroll 8
+      for (int a = 0; a < A; ++a) {
+        v8 acc = {};
+#pragma GCC unroll 8
+        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[a][k], col[k]);
+        t[a][bb] = acc;
+      }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < A; ++a)
+#pragma GCC unroll 8
+      for (int bb = 0; bb < A; ++bb) {  // v = t B
+        v8 acc = {};
+#pragma GCC unroll 8
+        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[bb][k], t[a][k]);
+        st8(vo + (a * A + bb) * xs + h, acc);
+      }
+  }
+}
+
+// out[a·M + b][l] = bias + (Aᵀ m A)_(a, b) for 16 tiles, m_ξ at mrow[ξ·xs + l].
+template <int M>
+inline void output_transform(const float* mrow, int64_t xs, float bias, float (*out)[kNR]) {
+  using W = Wino<M>;
+  constexpr int A = W::A;
+  for (int h = 0; h < kNR; h += 8) {
+    v8 sm[M][A];
+#pragma GCC unroll 8
+    for (int bb = 0; bb < A; ++bb) {  // s = Aᵀ m
+      v8 col[A];
+#pragma GCC unroll 8
+      for (int k = 0; k < A; ++k) col[k] = ld8(mrow + (k * A + bb) * xs + h);
+#pragma GCC unroll 8
+      for (int a = 0; a < M; ++a) {
+        v8 acc = {};
+#pragma GCC unroll 8
+        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[a][k], col[k]);
+        sm[a][bb] = acc;
+      }
+    }
+#pragma GCC unroll 8
+    for (int a = 0; a < M; ++a)
+#pragma GCC unroll 8
+      for (int bb = 0; bb < M; ++bb) {  // out = s A
+        v8 acc = {};
+        acc += bias;
+#pragma GCC unroll 8
+        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[bb][k], sm[a][k]);
+        st8(out[a * M + bb] + h, acc);
+      }
+  }
+}
+
+// Panels per GEMM tile call (6 × 16·kWinoJP accumulators) and the smallest column block: with 1–2
+// panels per call, 128 channels at 28² spent 0.59 ms per call instead of 0.51 (2 threads).
+constexpr int64_t kWinoJP = 4;
+
+// The tiles' input layout: the direct path's stride-phase split (conv_prepare.cpp) with stride M
+// over the padded region the tiles read, (M·th + 2) × (M·tw + 2). Input (a, b) of tile (ty, tx) then
+// sits at toff[a·A + b] + ty·Wq + tx of its channel, so tiles side by side on the Wq-wide grid
+// (q = ty·Wq + tx; the column tx = tw is computed and dropped) are consecutive floats for every
+// (a, b): the input transform loads whole vectors of 16 tiles, with no gather.
+template <int M>
+Geo winograd_tile_geo(const Geo& g) {
+  Geo t = g;
+  const int64_t th = cdiv(g.Ho, M), tw = cdiv(g.Wo, M);
+  t.kh = t.kw = M + 2;
+  t.sh = t.sw = M;
+  t.dh = t.dw = 1;
+  t.pb = M * th + 2 - g.H - g.pt;
+  t.pr = M * tw + 2 - g.W - g.pl;
+  t.Ho = th;
+  t.Wo = tw;
+  return t;
+}
+
+// rowbuf[l·M + b] = out[b][l] for l < 16, b < M: one output row of 16 tiles, interleaved back from
+// the transform's lane-per-tile layout.
+template <int M>
+inline void interleave_row(const float (*out)[kNR], float* rowbuf) {
+  if constexpr (M == 4) {
+    for (int h = 0; h < 2; ++h) {  // lanes 8h .. 8h+7: a 4×8 transpose
+      const __m256 v0 = _mm256_load_ps(out[0] + 8 * h), v1 = _mm256_load_ps(out[1] + 8 * h),
+                   v2 = _mm256_load_ps(out[2] + 8 * h), v3 = _mm256_load_ps(out[3] + 8 * h);
+      const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+      const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+      float* o = rowbuf + 32 * h;
+      _mm256_storeu_ps(o, _mm256_permute2f128_ps(u0, u1, 0x20));
+      _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(u2, u3, 0x20));
+      _mm256_storeu_ps(o + 16, _mm256_permute2f128_ps(u0, u1, 0x31));
+      _mm256_storeu_ps(o + 24, _mm256_permute2f128_ps(u2, u3, 0x31));
+    }
+  } else if constexpr (M == 2) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256 v0 = _mm256_load_ps(out[0] + 8 * h), v1 = _mm256_load_ps(out[1] + 8 * h);
+      const __m256 lo = _mm256_unpacklo_ps(v0, v1), hi = _mm256_unpackhi_ps(v0, v1);
+      float* o = rowbuf + 16 * h;
+      _mm256_storeu_ps(o, _mm256_permute2f128_ps(lo, hi, 0x20));
+      _mm256_storeu_ps(o + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    }
+  } else {
+    for (int l = 0; l < kNR; ++l)
+      for (int b = 0; b < M; ++b) rowbuf[l * M + b] = out[b][l];
+  }
+}
+
 template <int M, typename T>
-int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const T* r, T* y, int epi) {
+int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U, const T* bias, const T* r, T* y,
+                        int epi) {
   using W = Wino<M>;
   constexpr int A = W::A, XI = A * A;
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  const int64_t th = cdiv(g.Ho, M), tw = cdiv(g.Wo, M), T1 = th * tw, tiles = g.N * T1, C = g.Cg;
+  const DirectGeo d = direct_geo(tg);
+  const int64_t th = tg.Ho, tw = tg.Wo, C = g.Cg, tiles = g.N * th * tw;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t tpanels = cdiv(tiles, kNR);
+  const int64_t tpanels = d.panels;  // per image, over the Wq-wide tile grid
+  float* const xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
+  if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
+  if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
   // Weight-bound (transformed weights more than 4× the transformed input: late layers at small
-  // batch): one column block holds every tile and threads split the weight rows, so each U panel
-  // is read from memory by one thread (the input transform is repeated per thread instead; it is
-  // the small side here). Otherwise column blocks of a V block (XI × C × TB floats) about 512 KiB.
+  // batch): one column block holds every tile of an image and threads split the weight rows, so each
+  // U panel is read from memory by one thread (the input transform is repeated per thread instead;
+  // it is the small side here). Otherwise column blocks of a V block (XI × C × TB floats) ≤ 512 KiB.
   const bool weight_bound = g.O > 4 * tiles && g.mpanels >= 2 * threads && threads > 1 && tpanels <= 16;
-  const int64_t TB = weight_bound ? tpanels * kNR : std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kNR, 128);
-  const int64_t ncb = weight_bound ? 1 : balanced_blocks(tpanels, TB / kNR, 1, threads);
+  const int64_t TB = weight_bound ? tpanels * kNR : std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kWinoJP * kNR, 128);
+  const int64_t ncb = weight_bound ? 1 : balanced_blocks(tpanels, TB / kNR, g.N, threads);
+  const int64_t base = g.N * ncb;
   int64_t msplit = weight_bound ? threads : 1;
-  while (threads > 1 && msplit < g.mpanels && ncb * msplit % threads != 0 && ncb * msplit < 4 * threads) ++msplit;
+  while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
   const int64_t mper = cdiv(g.mpanels, msplit);
   msplit = cdiv(g.mpanels, mper);
+  const int64_t maxp = cdiv(tpanels, ncb) + 1;  // most panels in one column block
   const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
   const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
+  int64_t toff[XI];
+  for (int t = 0; t < XI; ++t) toff[t] = d.toff[static_cast<size_t>(t)];
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    float* vbuf = team_scratch(kSlotB, static_cast<size_t>(XI * C * TB), &status);
-    float* mbuf = team_scratch(kSlotC, static_cast<size_t>(XI * mper * kMR * TB), &status);
+    prepare_direct(tg, d, x, xp);
+    float* vbuf = team_scratch(kSlotB, static_cast<size_t>(XI * (C * maxp * kNR + kNR)), &status);
+    float* mbuf = team_scratch(kSlotC, static_cast<size_t>(XI * (mper * kMR * maxp * kNR + kNR)), &status);
 #pragma omp for schedule(static)
-    for (int64_t it = 0; it < ncb * msplit; ++it) {
+    for (int64_t it = 0; it < base * msplit; ++it) {
       if (!vbuf || !mbuf) continue;
-      const int64_t cb = it / msplit, ms = it % msplit;
+      const int64_t ms = it % msplit, cb = (it / msplit) % ncb, n = it / msplit / ncb;
       int64_t pf, pl;
       block_panels(cb, ncb, tpanels, pf, pl);
-      const int64_t t0 = pf * kNR, nt = std::min(pl * kNR, tiles) - t0, panels = pl - pf, ldv = panels * kNR;
+      const int64_t panels = pl - pf, ldv = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
-      // V_ξ panels: vbuf[((ξ * panels + p) * C + c) * 16 + lane]. Per panel of 16 tiles: gather the
-      // input tiles of one channel, then transform all 16 lanes at once (vectorised).
-      for (int64_t p = 0; p < panels; ++p) {
-        int64_t base[kNR], ih0s[kNR], iw0s[kNR], nimg[kNR];
-        bool inside[kNR], valid[kNR];
-        for (int64_t lane = 0; lane < kNR; ++lane) {
-          const int64_t tl = p * kNR + lane;
-          valid[lane] = tl < nt;
-          const int64_t t = t0 + std::min(tl, nt - 1), n = t / T1, rt = t % T1;
-          nimg[lane] = n;
-          ih0s[lane] = M * (rt / tw) - g.pt;
-          iw0s[lane] = M * (rt % tw) - g.pl;
-          inside[lane] = ih0s[lane] >= 0 && iw0s[lane] >= 0 && ih0s[lane] + A <= g.H && iw0s[lane] + A <= g.W;
-          base[lane] = ih0s[lane] * g.W + iw0s[lane];
-        }
-        // Runs of lanes whose tiles sit side by side inside one tile row of one image: their inputs
-        // are stride-M columns of the same A rows, gathered with vectorisable loops.
-        int64_t run_start[kNR], run_len[kNR], nruns = 0;
-        for (int64_t lane = 0; lane < kNR;) {
-          if (!valid[lane] || !inside[lane]) {
-            ++lane;
-            continue;
-          }
-          int64_t e = lane + 1;
-          while (e < kNR && valid[e] && inside[e] && nimg[e] == nimg[lane] && ih0s[e] == ih0s[lane] &&
-                 iw0s[e] == iw0s[e - 1] + M)
-            ++e;
-          run_start[nruns] = lane;
-          run_len[nruns++] = e - lane;
-          lane = e;
-        }
-        const int64_t xs = panels * C * kNR;  // stride between ξ planes
+      // V_ξ panels: vbuf[ξ * xs + (p * C + c) * 16 + lane], 16 grid tiles per panel.
+      const float* xn = xp + n * g.C * d.cstride + pf * kNR;
+      // Stride between ξ planes, one cache line more than the plane: the transforms touch all 36 (16)
+      // planes at once, and at a multiple of 4 KiB they would share one L1 set (64 channels × 3 panels:
+      // 12 KiB; measured 2.7 -> x ms per call on 64 channels at 56²).
+      const int64_t xs = panels * C * kNR + kNR;
+      for (int64_t p = 0; p < panels; ++p)
         for (int64_t c = 0; c < C; ++c) {
-          alignas(64) float d[XI][kNR];
-          for (int64_t ri = 0; ri < nruns; ++ri) {
-            const int64_t l0 = run_start[ri], len = run_len[ri];
-            const T* src = x + (nimg[l0] * g.C + c) * g.H * g.W + base[l0];
-            int64_t done = 0;
-            if constexpr (M == 4 && std::is_same_v<T, float>) {
-              // 8 tiles at a time: their 6 columns are 4x8 transposes of contiguous row data
-              // (columns 4..5 are columns 0..1 of the next tile). Reads 36 floats from the tile's
-              // first column, so only while that stays inside the row.
-              const int64_t col0 = iw0s[l0];
-              for (; done + 8 <= len && col0 + M * (done + 8) + 4 <= g.W; done += 8)
-                for (int a = 0; a < A; ++a) {
-                  const float* ra = src + a * g.W + M * done;
-                  __m256 b[6];
-                  transpose_stride4(ra, b[0], b[1], b[2], b[3]);
-                  __m256 e0, e1, e2, e3;
-                  transpose_stride4(ra + 4, e0, e1, e2, e3);
-                  b[4] = e0;
-                  b[5] = e1;
-                  for (int bb = 0; bb < A; ++bb) _mm256_storeu_ps(d[a * A + bb] + l0 + done, b[bb]);
-                }
-            }
-            for (int a = 0; a < A; ++a)
-              for (int bb = 0; bb < A; ++bb) {
-                float* dd = d[a * A + bb] + l0;
-                const T* sr = src + a * g.W + bb;
-                for (int64_t l = done; l < len; ++l) dd[l] = load_f(sr, M * l);
-              }
-          }
-          for (int64_t lane = 0; lane < kNR; ++lane) {
-            if (valid[lane] && inside[lane]) continue;  // gathered by its run
-            const T* plane = x + (nimg[lane] * g.C + c) * g.H * g.W;
-            for (int a = 0; a < A; ++a)
-              for (int bb = 0; bb < A; ++bb) {
-                const int64_t ih = ih0s[lane] + a, iw = iw0s[lane] + bb;
-                d[a * A + bb][lane] = (valid[lane] && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
-                                          ? load_f(plane, ih * g.W + iw)
-                                          : 0.0f;
-              }
-          }
+          const float* src = xn + c * d.cstride + p * kNR;
           float* vo = vbuf + (p * C + c) * kNR;
-#pragma omp simd
-          for (int64_t l = 0; l < kNR; ++l) {
-            float t[A][A];
-#pragma GCC unroll 8
-            for (int a = 0; a < A; ++a)
-#pragma GCC unroll 8
-              for (int bb = 0; bb < A; ++bb) {  // t = Bᵀ d
-                float acc = 0.0f;
-#pragma GCC unroll 8
-                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[a][k], d[k * A + bb][l]);
-                t[a][bb] = acc;
-              }
-#pragma GCC unroll 8
-            for (int a = 0; a < A; ++a)
-#pragma GCC unroll 8
-              for (int bb = 0; bb < A; ++bb) {  // v = t B
-                float acc = 0.0f;
-#pragma GCC unroll 8
-                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[bb][k], t[a][k]);
-                vo[(a * A + bb) * xs + l] = acc;
-              }
-          }
+          if (c + 1 < C)  // the next channel's inputs: 36 short runs in 16 planes, too scattered for the prefetchers
+            for (int t = 0; t < XI; ++t) _mm_prefetch(reinterpret_cast<const char*>(src + d.cstride + toff[t]), _MM_HINT_T0);
+          input_transform<M>(src, toff, vo, xs);
         }
-      }
-      // XI GEMMs: M_ξ[rows, ldv] (mbuf[(ξ * mrows + row) * ldv + col]) = U_ξ · V_ξ.
-      const int64_t mrows = (mp1 - mp0) * kMR;
+      // XI GEMMs: M_ξ[rows, ldv] (mbuf[ξ * xsm + row * ldv + col]) = U_ξ · V_ξ.
+      const int64_t mrows = (mp1 - mp0) * kMR, xsm = mrows * ldv + kNR;  // M_ξ plane stride: as xs
       for (int xi = 0; xi < XI; ++xi) {
         const float* Ux = U + xi * g.mpanels * C * kMR;
-        float* Mx = mbuf + xi * mrows * ldv;
+        float* Mx = mbuf + xi * xsm;
         for (int64_t k0 = 0; k0 < C; k0 += kKC) {
           const int64_t kc = std::min(kKC, C - k0);
           for (int64_t mb = mp0; mb < mp1; mb += kMCP)  // A block stays in L2 (see conv.cpp)
-            for (int64_t p = 0; p < panels; p += kJP) {
-              const float* bp = vbuf + ((xi * panels + p) * C + k0) * kNR;
+            for (int64_t p = 0; p < panels; p += kWinoJP) {
+              const float* bp = vbuf + xi * xs + (p * C + k0) * kNR;
               for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
                 // First pass over the block: bring the next U panel's K slice (see conv.cpp).
                 if (p == 0 && mp + 1 < mp1) prefetch_run(Ux + ((mp + 1) * C + k0) * kMR, kc * kMR * sizeof(float));
-                tile_panels(isa, kc, Ux + (mp * C + k0) * kMR, bp, C * kNR, std::min(kJP, panels - p),
+                tile_panels(isa, kc, Ux + (mp * C + k0) * kMR, bp, C * kNR, std::min(kWinoJP, panels - p),
                             Mx + (mp - mp0) * kMR * ldv + p * kNR, ldv, static_cast<int>(std::min(kMR, g.O - mp * kMR)),
-                            k0 > 0);
+                            k0 > 0, kWinoJP);
               }
             }
         }
       }
-      // Output transform Aᵀ m A, 16 tiles at a time, then bias / residual / relu while storing.
+      // Output transform Aᵀ m A, 16 tiles at a time; each output row of the 16 tiles is interleaved
+      // back, then bias / residual / relu are applied while storing its runs of whole tiles.
       const int64_t rows = std::min(g.O, mp1 * kMR) - rows0;
-      for (int64_t ro = 0; ro < rows; ++ro) {
-        const int64_t o = rows0 + ro;
-        const float b = bias ? load_f(bias, o) : 0.0f;
-        for (int64_t p = 0; p < panels; ++p) {
-          alignas(64) float out[M * M][kNR];
-          const float* mrow = mbuf + ro * ldv + p * kNR;
-          const int64_t xs = mrows * ldv;
-#pragma omp simd
-          for (int64_t l = 0; l < kNR; ++l) {
-            float sm[M][A];
-#pragma GCC unroll 8
-            for (int a = 0; a < M; ++a)
-#pragma GCC unroll 8
-              for (int bb = 0; bb < A; ++bb) {  // s = Aᵀ m
-                float acc = 0.0f;
-#pragma GCC unroll 8
-                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[a][k], mrow[(k * A + bb) * xs + l]);
-                sm[a][bb] = acc;
-              }
-#pragma GCC unroll 8
-            for (int a = 0; a < M; ++a)
-#pragma GCC unroll 8
-              for (int bb = 0; bb < M; ++bb) {  // out = s A
-                float acc = b;
-#pragma GCC unroll 8
-                for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[bb][k], sm[a][k]);
-                out[a * M + bb][l] = acc;
-              }
-          }
-          const int64_t lanes = std::min(kNR, nt - p * kNR);
-          for (int64_t l = 0; l < lanes;) {
-            const int64_t t = t0 + p * kNR + l, n = t / T1, rt = t % T1, ty = rt / tw, tx = rt % tw;
-            const int64_t oy0 = ty * M, ox0 = tx * M;
-            // Tiles l .. l+len-1 share the tile row and lie fully inside the output: strided stores.
-            const int64_t len = std::min({lanes - l, tw - tx, (g.Wo / M) - tx});
-            if (len > 0 && oy0 + M <= g.Ho) {
-              for (int a = 0; a < M; ++a) {
-                const int64_t yrow = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0;
-                T* yr = y + yrow;
-                const T* rr = add ? r + yrow : nullptr;
-                for (int bb = 0; bb < M; ++bb) {
-                  const float* e = out[a * M + bb] + l;
-                  for (int64_t q = 0; q < len; ++q) {
-                    float v = e[q] + (add ? load_f(rr, M * q + bb) : 0.0f);
-                    store_f(yr, M * q + bb, relu ? std::max(v, 0.0f) : v);
-                  }
-                }
-              }
-              l += len;
-              continue;
-            }
-            for (int a = 0; a < M && oy0 + a < g.Ho; ++a)
-              for (int bb = 0; bb < M && ox0 + bb < g.Wo; ++bb) {
-                const int64_t yi = ((n * g.O + o) * g.Ho + oy0 + a) * g.Wo + ox0 + bb;
-                float v = out[a * M + bb][l];
-                if (add) v += load_f(r, yi);
-                store_f(y, yi, relu ? std::max(v, 0.0f) : v);
-              }
+      for (int64_t p = 0; p < panels; ++p) {
+        // Runs of valid lanes (tx < tw, ty < th): consecutive grid tiles of one tile row.
+        int64_t run_l0[kNR], run_len[kNR], run_ty[kNR], run_tx[kNR], nruns = 0;
+        for (int64_t l = 0; l < kNR;) {
+          const int64_t q = (pf + p) * kNR + l, ty = q / d.Wq, tx = q % d.Wq;
+          if (ty >= th || tx >= tw) {
             ++l;
+            continue;
+          }
+          const int64_t len = std::min(kNR - l, tw - tx);
+          run_l0[nruns] = l;
+          run_len[nruns] = len;
+          run_ty[nruns] = ty;
+          run_tx[nruns++] = tx;
+          l += len;
+        }
+        const float* mp_ = mbuf + p * kNR;
+        for (int64_t ro = 0; ro < rows; ++ro) {
+          const int64_t o = rows0 + ro;
+          const float b = bias ? load_f(bias, o) : 0.0f;
+          alignas(64) float out[M * M][kNR];
+          alignas(64) float rowbuf[M * kNR];
+          output_transform<M>(mp_ + ro * ldv, xsm, b, out);
+          for (int a = 0; a < M; ++a) {
+            interleave_row<M>(out + a * M, rowbuf);
+            for (int64_t ri = 0; ri < nruns; ++ri) {
+              const int64_t oy = M * run_ty[ri] + a, ox = M * run_tx[ri];
+              if (oy >= g.Ho) continue;
+              const int64_t cnt = std::min(M * run_len[ri], g.Wo - ox);
+              const int64_t yo = ((n * g.O + o) * g.Ho + oy) * g.Wo + ox;
+              const float* s = rowbuf + M * run_l0[ri];
+              T* yr = y + yo;
+              if (add) {
+                const T* rr = r + yo;
+                for (int64_t i = 0; i < cnt; ++i) {
+                  const float v = s[i] + load_f(rr, i);
+                  store_f(yr, i, relu ? std::max(v, 0.0f) : v);
+                }
+              } else {
+                for (int64_t i = 0; i < cnt; ++i) store_f(yr, i, relu ? std::max(s[i], 0.0f) : s[i]);
+              }
+            }
           }
         }
       }
     }
   }
   return status == DML_CPU_OK ? DML_CPU_OK : fail(status, "dml_cpu_conv2d: cannot allocate scratch buffers");
+}
+
+template <int M, typename T>
+int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const T* r, T* y, int epi) {
+  const Geo tg = winograd_tile_geo<M>(g);
+  return by_image_chunks(g, g.C * direct_geo(tg).cstride, x, r, y,
+                         [&](const Geo& gc, const T* xc, const T* rc, T* yc) {
+                           Geo tc = tg;
+                           tc.N = gc.N;
+                           return run_winograd_images<M>(gc, tc, xc, U, bias, rc, yc, epi);
+                         });
 }
 #undef DML_WINO_MAC
 

@@ -119,6 +119,15 @@ TEST(ConvKernels, EveryIsaTable) {
       // Winograd with more weight rows than 4× the tiles (threads split the weight rows).
       {{1, 32, 6, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD_RELU},
       {{1, 32, 6, 6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4, DML_CPU_EPI_RELU},
+      // Winograd on its stride-phase tile grid: partial tiles in both dims over a batch, no padding,
+      // asymmetric pads, K blocks (C > 256), and an image over the prepared-input limit (F(2x2)
+      // phases of 16 × 129 × 129 per channel × 16 channels: image by image).
+      {{2, 20, 13, 11, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4, DML_CPU_EPI_RELU},
+      {{3, 16, 9, 14, 24, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1}, 4, DML_CPU_EPI_NONE},
+      {{1, 16, 10, 9, 18, 3, 3, 1, 1, 0, 2, 1, 0, 1, 1, 1}, 4, DML_CPU_EPI_ADD_RELU},
+      {{2, 16, 10, 9, 18, 3, 3, 1, 1, 2, 0, 0, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
+      {{1, 272, 6, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
+      {{2, 16, 256, 254, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_RELU},
   };
   for (const char* isa : {"avx512", "avx2", "generic"}) {
     if (dml_cpu_gemm_select_isa(isa) != 0) {
