@@ -1,6 +1,7 @@
 // The prepared input of the direct convolutions (conv.cpp) and of Winograd (conv_winograd.cpp): each
 // (image, channel) plane copied once per call, zero-padded and split into stride phases, so that
 // every tap of the consumer reads a contiguous run at a fixed offset (conv_internal.h DirectGeo).
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -46,13 +47,79 @@ DirectGeo direct_geo(const Geo& g) {
 // for the phases (a, b) that some tap reads.
 // Called inside the convolution's parallel region (an orphaned `omp for`: the threads split the
 // channels, then meet at its barrier), so a conv wakes its team once, not twice.
+namespace {
+
+// Phase rows out[b][s] = row[s·sw + b] for s < n, b < sw (every column phase of one padded row).
+// sw 2 and 4 deinterleave 8 outputs per phase with AVX2 shuffles; `row` holds n·sw floats.
+void deinterleave(const float* row, int64_t sw, int64_t n, float* const* out) {
+  int64_t s = 0;
+  if (sw == 2) {
+    for (; s + 8 <= n; s += 8) {
+      const __m256 v0 = _mm256_loadu_ps(row + 2 * s), v1 = _mm256_loadu_ps(row + 2 * s + 8);
+      // [r0 r2 r8 r10 | r4 r6 r12 r14] -> 64-bit lanes (0 2 1 3) -> r0 r2 … r14
+      const __m256 e = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0));
+      const __m256 o = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1));
+      _mm256_storeu_ps(out[0] + s, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8)));
+      _mm256_storeu_ps(out[1] + s, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
+    }
+  } else if (sw == 4) {
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (; s + 8 <= n; s += 8) {
+      const float* r = row + 4 * s;  // 8 groups g0..g7 of 4: per 128-bit half v0 = [g0 | g1], v1 = [g2 | g3], …
+      const __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8), v2 = _mm256_loadu_ps(r + 16),
+                   v3 = _mm256_loadu_ps(r + 24);
+      const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
+      const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
+      // Lane order after the shuffles is (g0 g2 g4 g6 | g1 g3 g5 g7); the permute restores g0..g7.
+      _mm256_storeu_ps(out[0] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order));
+      _mm256_storeu_ps(out[1] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order));
+      _mm256_storeu_ps(out[2] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order));
+      _mm256_storeu_ps(out[3] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order));
+    }
+  }
+  for (; s < n; ++s)
+    for (int64_t b = 0; b < sw; ++b) out[b][s] = row[s * sw + b];
+}
+
+}  // namespace
+
 template <typename T>
 void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
   const int64_t chans = g.N * g.C;
+  // Strided rows whose column phases are all read (3×3/2, 7×7/2, Winograd's stride-M tile grid): the
+  // padded row is built once, contiguous, then split into its phases with vector shuffles.
+  bool all_cols = g.sw > 1 && g.sw <= 16;
+  for (int64_t a = 0; a < g.sh; ++a)
+    for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
+  const int64_t padw = d.Wq * g.sw;
+  std::vector<float> padded(all_cols ? static_cast<size_t>(padw) : 0, 0.0f);
 #pragma omp for schedule(static)
   for (int64_t nc = 0; nc < chans; ++nc) {
     const T* src = x + nc * g.H * g.W;
     float* dst = xp + nc * d.cstride;
+    if (all_cols) {
+      // Columns of the padded row that lie inside the input: [lo, hi).
+      const int64_t lo = std::min(padw, g.pl), hi = std::max(lo, std::min(padw, g.pl + g.W));
+      float* outs[16];
+      for (int64_t a = 0; a < g.sh; ++a) {
+        for (int64_t rr = 0; rr < d.Hq; ++rr) {
+          const int64_t ih = rr * g.sh + a - g.pt;
+          for (int64_t b = 0; b < g.sw; ++b)
+            outs[b] = dst + d.phase_slot[static_cast<size_t>(a * g.sw + b)] * d.plane + rr * d.Wq;
+          if (ih < 0 || ih >= g.H) {
+            for (int64_t b = 0; b < g.sw; ++b) std::memset(outs[b], 0, static_cast<size_t>(d.Wq) * sizeof(float));
+            continue;
+          }
+          float* pr = padded.data();
+          std::memset(pr, 0, static_cast<size_t>(lo) * sizeof(float));
+          const T* in = src + ih * g.W + (lo - g.pl);
+          for (int64_t j = 0; j < hi - lo; ++j) pr[lo + j] = load_f(in, j);
+          std::memset(pr + hi, 0, static_cast<size_t>(padw - hi) * sizeof(float));
+          deinterleave(pr, g.sw, d.Wq, outs);
+        }
+      }
+      continue;
+    }
     for (int64_t a = 0; a < g.sh; ++a)
       for (int64_t b = 0; b < g.sw; ++b) {
         const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
