@@ -81,70 +81,83 @@ void deinterleave(const float* row, int64_t sw, int64_t n, float* const* out) {
     for (int64_t b = 0; b < sw; ++b) out[b][s] = row[s * sw + b];
 }
 
+// Rows [r0, r1) of every prepared phase of plane nc (image n, channel c). `padded`: Wq·sw floats of
+// per-thread scratch, used where the row's column phases are all read.
+template <typename T>
+void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64_t nc, int64_t r0, int64_t r1,
+                  bool all_cols, float* padded) {
+  const T* src = x + nc * g.H * g.W;
+  float* dst = xp + nc * d.cstride;
+  if (all_cols) {
+    // Strided rows whose column phases are all read (3×3/2, 7×7/2, Winograd's stride-M tile grid): the
+    // padded row is built once, contiguous, then split into its phases with vector shuffles.
+    const int64_t padw = d.Wq * g.sw;
+    const int64_t lo = std::min(padw, g.pl), hi = std::max(lo, std::min(padw, g.pl + g.W));  // inside the input
+    float* outs[16];
+    for (int64_t a = 0; a < g.sh; ++a)
+      for (int64_t rr = r0; rr < r1; ++rr) {
+        const int64_t ih = rr * g.sh + a - g.pt;
+        for (int64_t b = 0; b < g.sw; ++b)
+          outs[b] = dst + d.phase_slot[static_cast<size_t>(a * g.sw + b)] * d.plane + rr * d.Wq;
+        if (ih < 0 || ih >= g.H) {
+          for (int64_t b = 0; b < g.sw; ++b) std::memset(outs[b], 0, static_cast<size_t>(d.Wq) * sizeof(float));
+          continue;
+        }
+        std::memset(padded, 0, static_cast<size_t>(lo) * sizeof(float));
+        const T* in = src + ih * g.W + (lo - g.pl);
+        for (int64_t j = 0; j < hi - lo; ++j) padded[lo + j] = load_f(in, j);
+        std::memset(padded + hi, 0, static_cast<size_t>(padw - hi) * sizeof(float));
+        deinterleave(padded, g.sw, d.Wq, outs);
+      }
+    return;
+  }
+  for (int64_t a = 0; a < g.sh; ++a)
+    for (int64_t b = 0; b < g.sw; ++b) {
+      const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
+      if (slot < 0) continue;
+      float* ph = dst + slot * d.plane;
+      // Columns s of this phase that read inside the row: s·sw + b − pl in [0, W).
+      const int64_t s_lo = std::min(d.Wq, cdiv(std::max<int64_t>(0, g.pl - b), g.sw));
+      const int64_t s_hi = std::max(s_lo, std::min(d.Wq, cdiv(g.W + g.pl - b, g.sw)));
+      for (int64_t rr = r0; rr < r1; ++rr) {
+        float* row = ph + rr * d.Wq;
+        const int64_t ih = rr * g.sh + a - g.pt;
+        if (ih < 0 || ih >= g.H) {
+          std::memset(row, 0, static_cast<size_t>(d.Wq) * sizeof(float));
+          continue;
+        }
+        std::memset(row, 0, static_cast<size_t>(s_lo) * sizeof(float));
+        const T* in = src + ih * g.W + s_lo * g.sw + b - g.pl;
+        if (g.sw == 1) {
+          for (int64_t s2 = 0; s2 < s_hi - s_lo; ++s2) row[s_lo + s2] = load_f(in, s2);
+        } else {
+          for (int64_t s2 = 0; s2 < s_hi - s_lo; ++s2) row[s_lo + s2] = load_f(in, s2 * g.sw);
+        }
+        std::memset(row + s_hi, 0, static_cast<size_t>(d.Wq - s_hi) * sizeof(float));
+      }
+    }
+}
+
 }  // namespace
 
 template <typename T>
 void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
-  const int64_t chans = g.N * g.C;
-  // Strided rows whose column phases are all read (3×3/2, 7×7/2, Winograd's stride-M tile grid): the
-  // padded row is built once, contiguous, then split into its phases with vector shuffles.
   bool all_cols = g.sw > 1 && g.sw <= 16;
   for (int64_t a = 0; a < g.sh; ++a)
     for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
-  const int64_t padw = d.Wq * g.sw;
-  std::vector<float> padded(all_cols ? static_cast<size_t>(padw) : 0, 0.0f);
+  std::vector<float> padded(all_cols ? static_cast<size_t>(d.Wq * g.sw) : 0, 0.0f);
+  const int64_t chans = g.N * g.C;
+  if (g.N >= omp_get_num_threads()) {
 #pragma omp for schedule(static)
-  for (int64_t nc = 0; nc < chans; ++nc) {
-    const T* src = x + nc * g.H * g.W;
-    float* dst = xp + nc * d.cstride;
-    if (all_cols) {
-      // Columns of the padded row that lie inside the input: [lo, hi).
-      const int64_t lo = std::min(padw, g.pl), hi = std::max(lo, std::min(padw, g.pl + g.W));
-      float* outs[16];
-      for (int64_t a = 0; a < g.sh; ++a) {
-        for (int64_t rr = 0; rr < d.Hq; ++rr) {
-          const int64_t ih = rr * g.sh + a - g.pt;
-          for (int64_t b = 0; b < g.sw; ++b)
-            outs[b] = dst + d.phase_slot[static_cast<size_t>(a * g.sw + b)] * d.plane + rr * d.Wq;
-          if (ih < 0 || ih >= g.H) {
-            for (int64_t b = 0; b < g.sw; ++b) std::memset(outs[b], 0, static_cast<size_t>(d.Wq) * sizeof(float));
-            continue;
-          }
-          float* pr = padded.data();
-          std::memset(pr, 0, static_cast<size_t>(lo) * sizeof(float));
-          const T* in = src + ih * g.W + (lo - g.pl);
-          for (int64_t j = 0; j < hi - lo; ++j) pr[lo + j] = load_f(in, j);
-          std::memset(pr + hi, 0, static_cast<size_t>(padw - hi) * sizeof(float));
-          deinterleave(pr, g.sw, d.Wq, outs);
-        }
-      }
-      continue;
-    }
-    for (int64_t a = 0; a < g.sh; ++a)
-      for (int64_t b = 0; b < g.sw; ++b) {
-        const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
-        if (slot < 0) continue;
-        float* ph = dst + slot * d.plane;
-        // Columns s of this phase that read inside the row: s·sw + b − pl in [0, W).
-        const int64_t s_lo = std::min(d.Wq, cdiv(std::max<int64_t>(0, g.pl - b), g.sw));
-        const int64_t s_hi = std::max(s_lo, std::min(d.Wq, cdiv(g.W + g.pl - b, g.sw)));
-        for (int64_t rr = 0; rr < d.Hq; ++rr) {
-          float* row = ph + rr * d.Wq;
-          const int64_t ih = rr * g.sh + a - g.pt;
-          if (ih < 0 || ih >= g.H) {
-            std::memset(row, 0, static_cast<size_t>(d.Wq) * sizeof(float));
-            continue;
-          }
-          std::memset(row, 0, static_cast<size_t>(s_lo) * sizeof(float));
-          const T* in = src + ih * g.W + s_lo * g.sw + b - g.pl;
-          if (g.sw == 1) {
-            for (int64_t s2 = 0; s2 < s_hi - s_lo; ++s2) row[s_lo + s2] = load_f(in, s2);
-          } else {
-            for (int64_t s2 = 0; s2 < s_hi - s_lo; ++s2) row[s_lo + s2] = load_f(in, s2 * g.sw);
-          }
-          std::memset(row + s_hi, 0, static_cast<size_t>(d.Wq - s_hi) * sizeof(float));
-        }
-      }
+    for (int64_t nc = 0; nc < chans; ++nc) prepare_rows(g, d, x, xp, nc, 0, d.Hq, all_cols, padded.data());
+  } else {
+    // Fewer images than threads: the consumers' static schedules hand each thread a run of column
+    // blocks, i.e. a band of rows, so the threads split the rows the same way and each prepares
+    // (in its own cache) mostly what it then reads. Split by channels, half of every thread's reads
+    // came from the other core's cache (Winograd, 64 channels at 56²: 1.2x from 1 to 2 threads).
+#pragma omp for schedule(static)
+    for (int64_t rr = 0; rr < d.Hq; ++rr)
+      for (int64_t nc = 0; nc < chans; ++nc) prepare_rows(g, d, x, xp, nc, rr, rr + 1, all_cols, padded.data());
   }
 }
 
