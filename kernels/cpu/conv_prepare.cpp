@@ -50,35 +50,44 @@ DirectGeo direct_geo(const Geo& g) {
 namespace {
 
 // Phase rows out[b][s] = row[s·sw + b] for s < n, b < sw (every column phase of one padded row).
-// sw 2 and 4 deinterleave 8 outputs per phase with AVX2 shuffles; `row` holds n·sw floats.
+// sw 2 and 4 deinterleave 8 outputs per phase with AVX2 shuffles, the last (partial) group with masked
+// stores; `row` holds n·sw floats and is read up to ⌈n/8⌉·8·sw (the caller zero-fills that slack).
 void deinterleave(const float* row, int64_t sw, int64_t n, float* const* out) {
-  int64_t s = 0;
-  if (sw == 2) {
-    for (; s + 8 <= n; s += 8) {
+  if (sw != 2 && sw != 4) {
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t b = 0; b < sw; ++b) out[b][s] = row[s * sw + b];
+    return;
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t s = 0; s < n; s += 8) {
+    __m256 v[4];
+    if (sw == 2) {
       const __m256 v0 = _mm256_loadu_ps(row + 2 * s), v1 = _mm256_loadu_ps(row + 2 * s + 8);
       // [r0 r2 r8 r10 | r4 r6 r12 r14] -> 64-bit lanes (0 2 1 3) -> r0 r2 … r14
-      const __m256 e = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0));
-      const __m256 o = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1));
-      _mm256_storeu_ps(out[0] + s, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8)));
-      _mm256_storeu_ps(out[1] + s, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xd8)));
-    }
-  } else if (sw == 4) {
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (; s + 8 <= n; s += 8) {
+      v[0] = _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
+      v[1] = _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+    } else {
       const float* r = row + 4 * s;  // 8 groups g0..g7 of 4: per 128-bit half v0 = [g0 | g1], v1 = [g2 | g3], …
       const __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8), v2 = _mm256_loadu_ps(r + 16),
                    v3 = _mm256_loadu_ps(r + 24);
       const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
       const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
       // Lane order after the shuffles is (g0 g2 g4 g6 | g1 g3 g5 g7); the permute restores g0..g7.
-      _mm256_storeu_ps(out[0] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order));
-      _mm256_storeu_ps(out[1] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order));
-      _mm256_storeu_ps(out[2] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order));
-      _mm256_storeu_ps(out[3] + s, _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order));
+      v[0] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
+      v[1] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
+      v[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
+      v[3] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
+    }
+    if (s + 8 <= n) {
+      for (int64_t b = 0; b < sw; ++b) _mm256_storeu_ps(out[b] + s, v[b]);
+    } else {  // the output rows end here: the next row may be another thread's
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - s)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      for (int64_t b = 0; b < sw; ++b) _mm256_maskstore_ps(out[b] + s, mask, v[b]);
     }
   }
-  for (; s < n; ++s)
-    for (int64_t b = 0; b < sw; ++b) out[b][s] = row[s * sw + b];
 }
 
 // Rows [r0, r1) of every prepared phase of plane nc (image n, channel c). `padded`: Wq·sw floats of
@@ -145,7 +154,8 @@ void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
   bool all_cols = g.sw > 1 && g.sw <= 16;
   for (int64_t a = 0; a < g.sh; ++a)
     for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
-  std::vector<float> padded(all_cols ? static_cast<size_t>(d.Wq * g.sw) : 0, 0.0f);
+  // Zero past Wq·sw: deinterleave reads whole groups of 8 outputs.
+  std::vector<float> padded(all_cols ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
   const int64_t chans = g.N * g.C;
   if (g.N >= omp_get_num_threads()) {
 #pragma omp for schedule(static)
