@@ -16,10 +16,10 @@ namespace dml_cpu::conv {
 // ---- Winograd F(MxM, 3x3) for 3x3 stride-1 undilated ungrouped convs ---------------------------
 // y tile (MxM) = Aᵀ [Σ_c (G g_oc Gᵀ) ⊙ (Bᵀ d_c B)] A over (M+2)x(M+2) input tiles d: (M+2)² independent
 // GEMMs M_ξ[O, tiles] = U_ξ[O, C] · V_ξ[C, tiles], with 2.25× (M=2) or 4× (M=4) fewer multiplies
-// than direct. Tiles of every image share the column dimension, so small late-layer images still
-// fill the 16-wide panels. U is packed once (6-row panels per ξ); each column block transforms its
-// input tiles into 16-column B panels, runs the GEMMs with the 6×16 tile, and applies the output
-// transform with bias / residual / relu while storing. F(4x4) needs 36/16 more transformed
+// than direct. The tiles of an image lie on the stride-M grid of the prepared input (conv_prepare.cpp;
+// winograd_tile_geo below), 16 grid tiles per B panel. U is packed once (6-row panels per ξ); each
+// column block transforms its tiles' inputs (whole-vector loads) into B panels, runs the GEMMs with
+// the wide tile, and applies the output transform with bias / residual / relu while storing. F(4x4) needs 36/16 more transformed
 // weights and its rounding error grows with C (relative ~1e-5 at C = 128 vs ~3e-6 for F(2x2)), so
 // it is used only for C ≤ 128 and O·C ≤ 128·256 (the wide early layers, where its cheaper
 // per-output transforms pay most); larger convs use F(2x2).
