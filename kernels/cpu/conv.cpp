@@ -217,13 +217,9 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
   const int threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
   const int64_t ppanels = cdiv(g.P, kNR);
   const int64_t ncb = balanced_blocks(ppanels, kNCB / kNR, g.N * g.G, threads);
-  const int64_t base = g.N * g.G * ncb;
   // Split the weight rows only when the column blocks cannot feed every thread evenly.
-  int64_t msplit = 1;
-  while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
-  const int64_t mper = cdiv(g.mpanels, msplit);
-  msplit = cdiv(g.mpanels, mper);
-  const int64_t items = base * msplit;
+  const ConvItems ci = conv_items(g.N, g.G, ncb, g.mpanels, threads);
+  const int64_t mper = ci.mper, items = ci.count;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -233,12 +229,7 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       if (!bbuf || !cbuf) continue;
-      int64_t rest = it;
-      const int64_t ms = rest % msplit;
-      rest /= msplit;
-      const int64_t cb = rest % ncb;
-      rest /= ncb;
-      const int64_t grp = rest % g.G, n = rest / g.G;
+      const auto [n, grp, cb, ms] = ci.at(it);
       int64_t pf, pl;
       block_panels(cb, ncb, ppanels, pf, pl);
       const int64_t p0 = pf * kNR, cols = std::min(pl * kNR, g.P) - p0, panels = pl - pf, ldcb = panels * kNR;
@@ -299,8 +290,7 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   const DirectGeo& d = dc.d;
   const int threads = dc.threads, taps = dc.taps;
   float* const xp = dc.xp;
-  int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
-  if (const char* e = std::getenv("DINOML_DIRECT_CBLOCK")) cblock = std::max<int64_t>(1, std::atoll(e));
+  const int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
   // Threads split column blocks (each then reads all of the weights) unless the weights outweigh the
   // input: then (late layers at small batch) they split the weight rows, so each weight panel is
   // read from memory once and meets every column of the image while it is in cache.
@@ -308,15 +298,13 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   const int64_t ncb = weight_bound ? cdiv(d.panels, kNCB / kNR)
                                    : balanced_blocks(d.panels, kNCB / kNR, g.N * g.G, threads);
   const int64_t base = g.N * g.G * ncb;
-  int64_t msplit = 1;
+  int64_t min_split = 1;
   if (weight_bound && threads > 1 && base < 4 * threads) {
-    msplit = std::min(g.mpanels, cdiv(4 * threads, base) / threads * threads);
-    msplit = std::max<int64_t>(msplit, threads);
+    min_split = std::min(g.mpanels, cdiv(4 * threads, base) / threads * threads);
+    min_split = std::max<int64_t>(min_split, threads);
   }
-  while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
-  const int64_t mper = cdiv(g.mpanels, msplit);
-  msplit = cdiv(g.mpanels, mper);
-  const int64_t items = base * msplit;
+  const ConvItems ci = conv_items(g.N, g.G, ncb, g.mpanels, threads, min_split);
+  const int64_t mper = ci.mper, items = ci.count;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -325,12 +313,7 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       if (!cbuf) continue;
-      int64_t rest = it;
-      const int64_t ms = rest % msplit;
-      rest /= msplit;
-      const int64_t cb = rest % ncb;
-      rest /= ncb;
-      const int64_t grp = rest % g.G, n = rest / g.G;
+      const auto [n, grp, cb, ms] = ci.at(it);
       int64_t pf, pl;
       block_panels(cb, ncb, d.panels, pf, pl);
       const int64_t q0 = pf * kNR, cols = std::min(pl * kNR, d.Q) - q0, panels = pl - pf, ldcb = panels * kNR;

@@ -77,6 +77,36 @@ inline int64_t balanced_blocks(int64_t panels, int64_t max_panels, int64_t units
   }
   return nb;
 }
+// The work items of a conv's parallel loop: (image, group, column block, weight-row block), the row
+// block fastest. The weight rows split into msplit blocks of mper panels: at least `min_split`, more
+// while the items are few and do not divide evenly over the threads.
+struct ConvItems {
+  int64_t groups, ncb, msplit, mper, count;
+  struct Item {
+    int64_t n, grp, cb, ms;
+  };
+  Item at(int64_t it) const {
+    Item i;
+    i.ms = it % msplit;
+    it /= msplit;
+    i.cb = it % ncb;
+    it /= ncb;
+    i.grp = it % groups;
+    i.n = it / groups;
+    return i;
+  }
+};
+inline ConvItems conv_items(int64_t N, int64_t groups, int64_t ncb, int64_t mpanels, int threads,
+                            int64_t min_split = 1) {
+  ConvItems c{groups, ncb, min_split, 0, 0};
+  const int64_t base = N * groups * ncb;
+  while (threads > 1 && c.msplit < mpanels && base * c.msplit % threads != 0 && base * c.msplit < 4 * threads)
+    ++c.msplit;
+  c.mper = cdiv(mpanels, c.msplit);
+  c.msplit = cdiv(mpanels, c.mper);
+  c.count = base * c.msplit;
+  return c;
+}
 // Panel range [first, last) of block b of nb over `panels` panels.
 inline void block_panels(int64_t b, int64_t nb, int64_t panels, int64_t& first, int64_t& last) {
   first = b * panels / nb;

@@ -117,36 +117,43 @@ inline v8 ld8(const float* p) {
 }
 inline void st8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
+// Y = C X Cᵀ on 8 lanes, X (A×A) read by x(i, j), Y (R×R) handed to y(a, b, value), one column of
+// X at a time; C's constant coefficients are folded. Both transforms: input C = Bᵀ, output C = Aᵀ.
+template <int R, int A, const float (&C)[R][A], class X, class Y>
+inline void sandwich(X&& x, Y&& y) {
+  v8 t[R][A];
+#pragma GCC unroll 8
+  for (int j = 0; j < A; ++j) {  // t = C X
+    v8 col[A];
+#pragma GCC unroll 8
+    for (int k = 0; k < A; ++k) col[k] = x(k, j);
+#pragma GCC unroll 8
+    for (int a = 0; a < R; ++a) {
+      v8 acc = {};
+#pragma GCC unroll 8
+      for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, C[a][k], col[k]);
+      t[a][j] = acc;
+    }
+  }
+#pragma GCC unroll 8
+  for (int a = 0; a < R; ++a)
+#pragma GCC unroll 8
+    for (int b = 0; b < R; ++b) {  // Y = t Cᵀ
+      v8 acc = {};
+#pragma GCC unroll 8
+      for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, C[b][k], t[a][k]);
+      y(a, b, acc);
+    }
+}
+
 // vo[ξ·xs + l] = (Bᵀ d B)_ξ for 16 tiles (l < 16), tile input (a, b) at src[toff[a·A + b] + l].
 template <int M>
 inline void input_transform(const float* src, const int64_t* toff, float* vo, int64_t xs) {
   using W = Wino<M>;
   constexpr int A = W::A;
-  for (int h = 0; h < kNR; h += 8) {
-    v8 t[A][A];
-#pragma GCC unroll 8
-    for (int bb = 0; bb < A; ++bb) {  // t = Bᵀ d, a column of d at a time
-      v8 col[A];
-#pragma GCC unroll 8
-      for (int k = 0; k < A; ++k) col[k] = ld8(src + toff[k * A + bb] + h);
-#pragma GCC unroll 8
-      for (int a = 0; a < A; ++a) {
-        v8 acc = {};
-#pragma GCC unroll 8
-        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[a][k], col[k]);
-        t[a][bb] = acc;
-      }
-    }
-#pragma GCC unroll 8
-    for (int a = 0; a < A; ++a)
-#pragma GCC unroll 8
-      for (int bb = 0; bb < A; ++bb) {  // v = t B
-        v8 acc = {};
-#pragma GCC unroll 8
-        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::BT[bb][k], t[a][k]);
-        st8(vo + (a * A + bb) * xs + h, acc);
-      }
-  }
+  for (int h = 0; h < kNR; h += 8)
+    sandwich<A, A, W::BT>([&](int i, int j) { return ld8(src + toff[i * A + j] + h); },
+                          [&](int a, int b, v8 v) { st8(vo + (a * A + b) * xs + h, v); });
 }
 
 // out[a·M + b][l] = bias + (Aᵀ m A)_(a, b) for 16 tiles, m_ξ at mrow[ξ·xs + l].
@@ -154,32 +161,9 @@ template <int M>
 inline void output_transform(const float* mrow, int64_t xs, float bias, float (*out)[kNR]) {
   using W = Wino<M>;
   constexpr int A = W::A;
-  for (int h = 0; h < kNR; h += 8) {
-    v8 sm[M][A];
-#pragma GCC unroll 8
-    for (int bb = 0; bb < A; ++bb) {  // s = Aᵀ m
-      v8 col[A];
-#pragma GCC unroll 8
-      for (int k = 0; k < A; ++k) col[k] = ld8(mrow + (k * A + bb) * xs + h);
-#pragma GCC unroll 8
-      for (int a = 0; a < M; ++a) {
-        v8 acc = {};
-#pragma GCC unroll 8
-        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[a][k], col[k]);
-        sm[a][bb] = acc;
-      }
-    }
-#pragma GCC unroll 8
-    for (int a = 0; a < M; ++a)
-#pragma GCC unroll 8
-      for (int bb = 0; bb < M; ++bb) {  // out = s A
-        v8 acc = {};
-        acc += bias;
-#pragma GCC unroll 8
-        for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, W::AT[bb][k], sm[a][k]);
-        st8(out[a * M + bb] + h, acc);
-      }
-  }
+  for (int h = 0; h < kNR; h += 8)
+    sandwich<M, A, W::AT>([&](int i, int j) { return ld8(mrow + (i * A + j) * xs + h); },
+                          [&](int a, int b, v8 v) { st8(out[a * M + b] + h, v + bias); });
 }
 
 // Panels per GEMM tile call (6 × 16·kWinoJP accumulators) and the smallest column block: with 1–2
@@ -257,12 +241,9 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   const bool weight_bound = g.O > 4 * tiles && g.mpanels >= 2 * threads && threads > 1 && tpanels <= 16;
   const int64_t TB = weight_bound ? tpanels * kNR : std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kWinoJP * kNR, 128);
   const int64_t ncb = weight_bound ? 1 : balanced_blocks(tpanels, TB / kNR, g.N, threads);
-  const int64_t base = g.N * ncb;
-  int64_t msplit = weight_bound ? threads : 1;
-  while (threads > 1 && msplit < g.mpanels && base * msplit % threads != 0 && base * msplit < 4 * threads) ++msplit;
-  const int64_t mper = cdiv(g.mpanels, msplit);
-  msplit = cdiv(g.mpanels, mper);
-  const int64_t maxp = cdiv(tpanels, ncb) + 1;  // most panels in one column block
+  const ConvItems ci = conv_items(g.N, 1, ncb, g.mpanels, threads, weight_bound ? threads : 1);
+  const int64_t mper = ci.mper;
+  const int64_t maxp = cdiv(tpanels, ncb);  // most panels in one column block (block_panels)
   const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
   const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
   int64_t toff[XI];
@@ -274,9 +255,9 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
     float* vbuf = team_scratch(kSlotB, static_cast<size_t>(XI * (C * maxp * kNR + kNR)), &status);
     float* mbuf = team_scratch(kSlotC, static_cast<size_t>(XI * (mper * kMR * maxp * kNR + kNR)), &status);
 #pragma omp for schedule(static)
-    for (int64_t it = 0; it < base * msplit; ++it) {
+    for (int64_t it = 0; it < ci.count; ++it) {
       if (!vbuf || !mbuf) continue;
-      const int64_t ms = it % msplit, cb = (it / msplit) % ncb, n = it / msplit / ncb;
+      const auto [n, grp, cb, ms] = ci.at(it);
       int64_t pf, pl;
       block_panels(cb, ncb, tpanels, pf, pl);
       const int64_t panels = pl - pf, ldv = panels * kNR;

@@ -170,6 +170,15 @@ void tile_rows_a(int64_t kc, const float* a, int64_t lda, const float* b, float*
 
 // ---- direct convolution tile (gemm_isa.h tile_conv) ----------------------------------------------
 
+// acc = 0: the direct tiles' start.
+template <int R, int NP>
+inline void zero_tile(__m512 (&acc)[R][NP]) {
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
+}
+
 // c[i*ldc + p*16 ..] (+)= acc[i][p]: the direct tiles' store.
 template <int R, int NP>
 inline void store_tile(const __m512 (&acc)[R][NP], float* c, int64_t ldc, bool accumulate) {
@@ -191,10 +200,7 @@ void conv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride, co
                int64_t ldc, bool accumulate) {
   const int taps = TAPS > 0 ? TAPS : taps_rt;
   __m512 acc[R][NP];
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
+  zero_tile<R, NP>(acc);
   int64_t off[TAPS > 0 ? TAPS : 1];
   if constexpr (TAPS > 0)
     for (int t = 0; t < TAPS; ++t) off[t] = toff[t];
@@ -255,10 +261,7 @@ void conv_cv_tile(int64_t nc, int taps_rt, const int64_t* toff, int64_t cstride,
                   const float* b, int64_t bstride, float* c, int64_t ldc, bool accumulate) {
   const int taps = TAPS > 0 ? TAPS : taps_rt;
   __m512 acc[R][NP];
-#pragma GCC unroll 6
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p) acc[i][p] = _mm512_setzero_ps();
+  zero_tile<R, NP>(acc);
   const float* pp[R];
 #pragma GCC unroll 6
   for (int i = 0; i < R; ++i) pp[i] = px[i];
