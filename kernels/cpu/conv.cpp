@@ -308,7 +308,7 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    prepare_direct(g, d, x, xp);
+    prepare_direct(g, d, x, xp, !weight_bound);
     float* cbuf = team_scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
@@ -406,7 +406,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    prepare_direct(g, d, x, xp);
+    prepare_direct(g, d, x, xp, false);  // every pixel tile reads all channels of its pixels
     float* cbuf = team_scratch(kSlotC, static_cast<size_t>(kCvMB * ldc + kCvMB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {

@@ -154,9 +154,12 @@ struct DirectGeo {
 DirectGeo direct_geo(const Geo& g);
 // xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
 // for the phases (a, b) that some tap reads. An orphaned `omp for` (call it inside the conv's
-// parallel region: the threads split the channels, then meet at its barrier).
+// parallel region: the threads split the work, then meet at its barrier). `by_rows`: the consumer's
+// threads split the image (column blocks), so with fewer images than threads the prepare splits rows
+// the same way; otherwise (the consumer's threads split the weight rows and each reads all of the
+// input) it splits channels.
 template <typename T>
-void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp);
+void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, bool by_rows);
 
 // The direct paths and Winograd prepare their whole input before computing; a large batch runs in
 // chunks of images so that buffer (a per-thread scratch that is kept) stays ≤ kDirectChunkFloats

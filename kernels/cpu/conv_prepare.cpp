@@ -5,7 +5,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "conv_internal.h"
@@ -49,29 +51,31 @@ DirectGeo direct_geo(const Geo& g) {
 // channels, then meet at its barrier), so a conv wakes its team once, not twice.
 namespace {
 
-// Phase rows out[b][s] = row[s·sw + b] for s < n, b < sw (every column phase of one padded row).
-// sw 2 and 4 deinterleave 8 outputs per phase with AVX2 shuffles, the last (partial) group with masked
-// stores; `row` holds n·sw floats and is read up to ⌈n/8⌉·8·sw (the caller zero-fills that slack).
-void deinterleave(const float* row, int64_t sw, int64_t n, float* const* out) {
-  if (sw != 2 && sw != 4) {
-    for (int64_t s = 0; s < n; ++s)
-      for (int64_t b = 0; b < sw; ++b) out[b][s] = row[s * sw + b];
-    return;
-  }
+// Lanes i < n set (n may be ≤ 0 or ≥ 8).
+inline __m256i lanes_below(int64_t n) {
+  const int c = static_cast<int>(std::clamp<int64_t>(n, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Phase rows out[b][s] = row(s·sw + b) for s < n, b < sw (every column phase of one padded row), where
+// load(pos) returns row(pos .. pos + 8) as a vector. sw 2 and 4 deinterleave 8 outputs per phase with
+// AVX2 shuffles, the last (partial) group with masked stores; `load` is asked for up to ⌈n/8⌉·8·sw
+// positions (it returns zeros past the row).
+template <class Load>
+void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t s = 0; s < n; s += 8) {
     __m256 v[4];
     if (sw == 2) {
-      const __m256 v0 = _mm256_loadu_ps(row + 2 * s), v1 = _mm256_loadu_ps(row + 2 * s + 8);
+      const __m256 v0 = load(2 * s), v1 = load(2 * s + 8);
       // [r0 r2 r8 r10 | r4 r6 r12 r14] -> 64-bit lanes (0 2 1 3) -> r0 r2 … r14
       v[0] = _mm256_castpd_ps(
           _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
       v[1] = _mm256_castpd_ps(
           _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
     } else {
-      const float* r = row + 4 * s;  // 8 groups g0..g7 of 4: per 128-bit half v0 = [g0 | g1], v1 = [g2 | g3], …
-      const __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8), v2 = _mm256_loadu_ps(r + 16),
-                   v3 = _mm256_loadu_ps(r + 24);
+      // 8 groups g0..g7 of 4: per 128-bit half v0 = [g0 | g1], v1 = [g2 | g3], …
+      const __m256 v0 = load(4 * s), v1 = load(4 * s + 8), v2 = load(4 * s + 16), v3 = load(4 * s + 24);
       const __m256 t0 = _mm256_unpacklo_ps(v0, v1), t1 = _mm256_unpackhi_ps(v0, v1);
       const __m256 t2 = _mm256_unpacklo_ps(v2, v3), t3 = _mm256_unpackhi_ps(v2, v3);
       // Lane order after the shuffles is (g0 g2 g4 g6 | g1 g3 g5 g7); the permute restores g0..g7.
@@ -83,12 +87,29 @@ void deinterleave(const float* row, int64_t sw, int64_t n, float* const* out) {
     if (s + 8 <= n) {
       for (int64_t b = 0; b < sw; ++b) _mm256_storeu_ps(out[b] + s, v[b]);
     } else {  // the output rows end here: the next row may be another thread's
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - s)),
-                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i mask = lanes_below(n - s);
       for (int64_t b = 0; b < sw; ++b) _mm256_maskstore_ps(out[b] + s, mask, v[b]);
     }
   }
 }
+
+// row(pos .. pos + 8) of a padded float row whose input part is in[0, w) at positions [lo, lo + w),
+// read straight from the input (masked where the 8 lanes cross the row's ends; masked-off lanes are
+// not accessed). The deinterleave reads what it was just given, not a padded copy: a copy stored with
+// narrower stores stalled every vector load on store forwarding.
+struct MaskedRow {
+  const float* in;
+  int64_t lo, w;
+  __m256 operator()(int64_t pos) const {
+    const int64_t j = pos - lo;  // first input column of the 8 lanes
+    if (j >= 0 && j + 8 <= w) return _mm256_loadu_ps(in + j);
+    if (j >= w || j + 8 <= 0) return _mm256_setzero_ps();
+    // Lanes i with 0 ≤ j + i < w; the base address may lie before `in` (its lanes are masked off).
+    const __m256i m = _mm256_andnot_si256(lanes_below(-j), lanes_below(w - j));
+    const float* base = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(in) + j * int64_t{sizeof(float)});
+    return _mm256_maskload_ps(base, m);
+  }
+};
 
 // Rows [r0, r1) of every prepared phase of plane nc (image n, channel c). `padded`: Wq·sw floats of
 // per-thread scratch, used where the row's column phases are all read.
@@ -112,11 +133,22 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
           for (int64_t b = 0; b < g.sw; ++b) std::memset(outs[b], 0, static_cast<size_t>(d.Wq) * sizeof(float));
           continue;
         }
-        std::memset(padded, 0, static_cast<size_t>(lo) * sizeof(float));
         const T* in = src + ih * g.W + (lo - g.pl);
+        if (g.sw == 2 || g.sw == 4) {
+          if constexpr (std::is_same_v<T, float>) {
+            deinterleave(g.sw, d.Wq, outs, MaskedRow{in, lo, hi - lo});
+            continue;
+          }
+        }
+        std::memset(padded, 0, static_cast<size_t>(lo) * sizeof(float));
         for (int64_t j = 0; j < hi - lo; ++j) padded[lo + j] = load_f(in, j);
         std::memset(padded + hi, 0, static_cast<size_t>(padw - hi) * sizeof(float));
-        deinterleave(padded, g.sw, d.Wq, outs);
+        if (g.sw == 2 || g.sw == 4) {
+          deinterleave(g.sw, d.Wq, outs, [padded](int64_t pos) { return _mm256_loadu_ps(padded + pos); });
+        } else {
+          for (int64_t s2 = 0; s2 < d.Wq; ++s2)
+            for (int64_t b = 0; b < g.sw; ++b) outs[b][s2] = padded[s2 * g.sw + b];
+        }
       }
     return;
   }
@@ -150,29 +182,32 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
 }  // namespace
 
 template <typename T>
-void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp) {
+void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, bool by_rows) {
   bool all_cols = g.sw > 1 && g.sw <= 16;
   for (int64_t a = 0; a < g.sh; ++a)
     for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
   // Zero past Wq·sw: deinterleave reads whole groups of 8 outputs.
   std::vector<float> padded(all_cols ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
   const int64_t chans = g.N * g.C;
-  if (g.N >= omp_get_num_threads()) {
+  if (!by_rows || g.N >= omp_get_num_threads()) {
 #pragma omp for schedule(static)
     for (int64_t nc = 0; nc < chans; ++nc) prepare_rows(g, d, x, xp, nc, 0, d.Hq, all_cols, padded.data());
   } else {
-    // Fewer images than threads: the consumers' static schedules hand each thread a run of column
-    // blocks, i.e. a band of rows, so the threads split the rows the same way and each prepares
-    // (in its own cache) mostly what it then reads. Split by channels, half of every thread's reads
-    // came from the other core's cache (Winograd, 64 channels at 56²: 1.2x from 1 to 2 threads).
+    // Fewer images than threads, consumers that split the image: their static schedules hand each
+    // thread a run of column blocks, i.e. a band of rows, so the threads split the rows the same way
+    // and each prepares (in its own cache) mostly what it then reads. Split by channels, half of every
+    // thread's reads came from the other core's cache (Winograd, 64 channels at 56²: 1.2x from 1 to
+    // 2 threads). Consumers that read all of the input (weight-bound: threads split the weight rows)
+    // gain nothing from the row split and pay its per-row calls (512 channels at 7²: 4608 of them),
+    // so they split by channels (measured 3-4% faster there).
 #pragma omp for schedule(static)
     for (int64_t rr = 0; rr < d.Hq; ++rr)
       for (int64_t nc = 0; nc < chans; ++nc) prepare_rows(g, d, x, xp, nc, rr, rr + 1, all_cols, padded.data());
   }
 }
 
-template void prepare_direct<float>(const Geo&, const DirectGeo&, const float*, float*);
-template void prepare_direct<dml_half>(const Geo&, const DirectGeo&, const dml_half*, float*);
-template void prepare_direct<dml_bfloat16>(const Geo&, const DirectGeo&, const dml_bfloat16*, float*);
+template void prepare_direct<float>(const Geo&, const DirectGeo&, const float*, float*, bool);
+template void prepare_direct<dml_half>(const Geo&, const DirectGeo&, const dml_half*, float*, bool);
+template void prepare_direct<dml_bfloat16>(const Geo&, const DirectGeo&, const dml_bfloat16*, float*, bool);
 
 }  // namespace dml_cpu::conv

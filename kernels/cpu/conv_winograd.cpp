@@ -251,7 +251,7 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    prepare_direct(tg, d, x, xp);
+    prepare_direct(tg, d, x, xp, !weight_bound);
     float* vbuf = team_scratch(kSlotB, static_cast<size_t>(XI * (C * maxp * kNR + kNR)), &status);
     float* mbuf = team_scratch(kSlotC, static_cast<size_t>(XI * (mper * kMR * maxp * kNR + kNR)), &status);
 #pragma omp for schedule(static)
