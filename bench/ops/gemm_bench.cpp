@@ -4,7 +4,7 @@
 // (cblas_sgemm). Prints GFLOP/s, ratios and the machine's fp32 peak (measured, and computed from
 // the measured clock). Results: docs/benchmarks.md.
 //
-//   gemm_bench [--threads 2] [--quick] [--only square|transformer|MxNxK] [--min-time 0.3] [--stat median|min]
+//   gemm_bench [--threads 2] [--quick] [--only square|transformer|[rrr:]MxNxK] [--min-time 0.3] [--stat median|min]
 //              [--rounds R] [--clock wall|thread]
 // --rounds R measures the four libraries R times in turn per shape (each for min-time / R) and keeps
 // each library's best round (--stat min) or the median of its rounds: on a shared machine whose
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
     else if (a == "--stat" && i + 1 < argc) g_use_min = std::string(argv[++i]) == "min";
     else if (a == "--clock" && i + 1 < argc) g_thread_clock = std::string(argv[++i]) == "thread";
     else {
-      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--quick] [--only square|transformer|MxNxK] [--min-time S] [--stat median|min] [--rounds R] [--clock wall|thread]\n");
+      std::fprintf(stderr, "usage: gemm_bench [--threads N] [--quick] [--only square|transformer|[rrr:]MxNxK] [--min-time S] [--stat median|min] [--rounds R] [--clock wall|thread]\n");
       return 2;
     }
   }
@@ -241,9 +241,12 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "transformer")
     for (auto kn : {std::pair<int64_t, int64_t>{768, 768}, {768, 3072}, {3072, 768}, {4096, 4096}})
       for (int64_t m : {1, 8, 16, 32, 128, 512}) problems.push_back({DML_CPU_B_RCR, m, kn.second, kn.first});
-  long long sm = 0, sn = 0, sk = 0;  // --only MxNxK: one rcr problem (tuning experiments)
-  if (std::sscanf(only.c_str(), "%lldx%lldx%lld", &sm, &sn, &sk) == 3 && sm > 0 && sn > 0 && sk > 0)
-    problems.push_back({DML_CPU_B_RCR, sm, sn, sk});
+  // --only [rrr:|rcr:]MxNxK: one problem (tuning experiments), b[N, K] (rcr) unless rrr: says b[K, N].
+  long long sm = 0, sn = 0, sk = 0;
+  const bool rrr = only.rfind("rrr:", 0) == 0;
+  const std::string dims = only.rfind("rrr:", 0) == 0 || only.rfind("rcr:", 0) == 0 ? only.substr(4) : only;
+  if (std::sscanf(dims.c_str(), "%lldx%lldx%lld", &sm, &sn, &sk) == 3 && sm > 0 && sn > 0 && sk > 0)
+    problems.push_back({rrr ? DML_CPU_B_RRR : DML_CPU_B_RCR, sm, sn, sk});
   if (problems.empty()) {
     std::fprintf(stderr, "gemm_bench: --only takes square, transformer or MxNxK (got '%s')\n", only.c_str());
     return 2;

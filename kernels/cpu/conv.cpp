@@ -261,35 +261,29 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
 // ---- direct path (ISA tables with tile_conv; every non-pointwise conv of packed variant 0) ----------
 // The prepared input (DirectGeo, prepare_direct) is in conv_prepare.cpp.
 
-// The start both direct paths share: the prepared-input geometry, the team size, the prepared-input
-// buffer (this thread's scratch, its read slack zeroed; the team fills the rest in the conv's
-// parallel region) and the tap count.
+// The start both direct paths share: the prepared-input geometry, the team size and the tap count
+// (each thread prepares its own input in the conv's parallel region: PreparedInput).
 struct DirectCall {
   DirectGeo d;
   int threads = 1;
-  float* xp = nullptr;
   int taps = 1;
 };
 
-int direct_call(const Geo& g, DirectCall& c) {
+DirectCall direct_call(const Geo& g) {
+  DirectCall c;
   c.d = direct_geo(g);
   const int64_t macs = g.N * g.O * g.P * g.K;
   c.threads = (omp_in_parallel() || macs < (int64_t{1} << 18)) ? 1 : omp_get_max_threads();
-  c.xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * c.d.cstride + c.d.slack));
-  if (!c.xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
-  if (c.d.slack) std::memset(c.xp + g.N * g.C * c.d.cstride, 0, static_cast<size_t>(c.d.slack) * sizeof(float));
   c.taps = static_cast<int>(g.kh * g.kw);
-  return DML_CPU_OK;
+  return c;
 }
 
 template <typename T>
 int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, const T* r, T* y, int epi) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  DirectCall dc;
-  if (int st = direct_call(g, dc)) return st;
+  const DirectCall dc = direct_call(g);
   const DirectGeo& d = dc.d;
   const int threads = dc.threads, taps = dc.taps;
-  float* const xp = dc.xp;
   const int64_t cblock = std::max<int64_t>(1, kKC / taps);  // channels per K block (≈ KC rows of k)
   // Threads split column blocks (each then reads all of the weights) unless the weights outweigh the
   // input: then (late layers at small batch) they split the weight rows, so each weight panel is
@@ -305,20 +299,24 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   }
   const ConvItems ci = conv_items(g.N, g.G, ncb, g.mpanels, threads, min_split);
   const int64_t mper = ci.mper, items = ci.count;
+  float* const shared = weight_bound ? shared_prepared_buffer(g, d) : nullptr;
+  if (weight_bound && !shared) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    prepare_direct(g, d, x, xp, !weight_bound);
+    PreparedInput in;
+    const bool ready = in.start(g, d, x, shared, &status);
     float* cbuf = team_scratch(kSlotC, static_cast<size_t>(mper * kMR * kNCB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
-      if (!cbuf) continue;
+      if (!cbuf || !ready) continue;
       const auto [n, grp, cb, ms] = ci.at(it);
       int64_t pf, pl;
       block_panels(cb, ncb, d.panels, pf, pl);
       const int64_t q0 = pf * kNR, cols = std::min(pl * kNR, d.Q) - q0, panels = pl - pf, ldcb = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper);
-      const float* xg = xp + (n * g.C + grp * g.Cg) * d.cstride + q0;
+      in.columns(g, d, x, n, q0, q0 + cols);
+      const float* xg = in.xp + (n * g.C + grp * g.Cg) * d.cstride + q0;
       const float* Ag = A + grp * g.mpanels * g.K * kMR;
       for (int64_t c0 = 0; c0 < g.Cg; c0 += cblock) {
         const int64_t nc = std::min(cblock, g.Cg - c0);
@@ -326,8 +324,6 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
           for (int64_t jp = 0; jp < panels; jp += kDirectNP) {
             const int np = static_cast<int>(std::min<int64_t>(kDirectNP, panels - jp));
             for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
-              // First pass over this block: bring the next weight panel's K slice (one short run per
-              // panel, which the hardware prefetchers would only start on after its first misses).
               // First pass over this block: bring the next weight panel's K slice into L1 (one short
               // run per panel, which the hardware prefetchers would only start on after its first
               // misses; measured 2.4 -> 1.3 ms for 512 channels at 7x7 with weights out of cache).
@@ -385,11 +381,9 @@ template <typename T>
 int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const T* r, T* y, int epi) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
   auto tile = isa.tile_conv_cv ? isa.tile_conv_cv : tile_conv_cv_portable;
-  DirectCall dc;
-  if (int st = direct_call(g, dc)) return st;
+  const DirectCall dc = direct_call(g);
   const DirectGeo& d = dc.d;
   const int threads = dc.threads, taps = dc.taps;
-  float* const xp = dc.xp;
   const int64_t cblock = std::max<int64_t>(1, kCvKC / taps);
   const int64_t M = g.N * g.P, op = cv_panels(g);
   // Pixel blocks of up to kCvMB pixels (every pixel of a small batch: each weight slice then stays
@@ -403,10 +397,15 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   const int64_t nob = cdiv(op, ob);
   const int64_t items = g.G * nmb * nob;
   const int64_t ldc = ob * kNR;
+  // Every pixel tile reads all channels of its pixels and the threads split the output channels:
+  // the shared prepared input.
+  float* const shared = shared_prepared_buffer(g, d);
+  if (!shared) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    prepare_direct(g, d, x, xp, false);  // every pixel tile reads all channels of its pixels
+    PreparedInput in;
+    in.start(g, d, x, shared, &status);
     float* cbuf = team_scratch(kSlotC, static_cast<size_t>(kCvMB * ldc + kCvMB), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
@@ -414,6 +413,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
       const int64_t obi = it % nob, mbi = (it / nob) % nmb, grp = it / (nob * nmb);
       const int64_t m0 = mbi * kCvMB, mlen = std::min(kCvMB, M - m0);
       const int64_t p0 = obi * ob, p1 = std::min(op, p0 + ob);
+      const float* const xp = in.xp;
       // Pixel m -> its (image, oh, ow) position in the prepared input (channel 0 of the group).
       std::vector<const float*>& px = cv_pixels();
       px.resize(static_cast<size_t>(2 * kCvMB));

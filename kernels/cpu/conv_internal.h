@@ -148,18 +148,50 @@ inline void prefetch_run(const void* p, size_t bytes) {
 // panels (k = (c, i, j)). Waste: the dropped columns, (Wq − Wo)/Wq of the grid.
 struct DirectGeo {
   int64_t Hq, Wq, plane, cstride, Q, panels, slack;
+  int64_t reach;  // the largest in-plane offset a tap reads past its grid position
   std::vector<int64_t> toff;
   std::vector<int64_t> phase_slot;  // [a·sw + b]: the phase's plane index in a channel, -1 if no tap reads it
 };
 DirectGeo direct_geo(const Geo& g);
 // xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
-// for the phases (a, b) that some tap reads. An orphaned `omp for` (call it inside the conv's
-// parallel region: the threads split the work, then meet at its barrier). `by_rows`: the consumer's
-// threads split the image (column blocks), so with fewer images than threads the prepare splits rows
-// the same way; otherwise (the consumer's threads split the weight rows and each reads all of the
-// input) it splits channels.
-template <typename T>
-void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, bool by_rows);
+// for the phases (a, b) that some tap reads.
+// Two ways to fill it, by how the consumer's threads split the work:
+// * private (the threads split the image into column blocks): every thread keeps its own buffer and
+//   fills it as its work items need it, with the rows its column blocks read. Nothing is shared and
+//   there is no barrier. A shared buffer split by rows cost more than it saved on this 2-core
+//   machine: lines written by one core and read by the other cross at ~25 GB/s against 60–100 GB/s
+//   from the own cache, and neighbouring threads' rows share cache lines (Winograd, 64 channels at
+//   56², 2 threads: a shared split prepare of half the rows took 76–78 µs per thread, a private one
+//   of all of them 70 µs).
+// * shared (the threads split the weight rows and each reads all of the input: late layers, small
+//   batch): one buffer, the calling thread's, filled by the team split by channels before the work
+//   items, with one barrier. Private copies measured slower there: each thread then prepares the
+//   whole input (512 channels at 7²: 0.73–0.76 → 0.75–0.78 ms).
+// Grid lanes past the image (dropped columns, the last panel's tail) may read rows a private
+// buffer did not prepare; those lanes are computed and dropped, never stored.
+struct PreparedInput {
+  float* xp = nullptr;          // the buffer: N·C·cstride floats + zeroed slack
+  std::vector<int64_t> lo, hi;  // private: rows [lo[n], hi[n]) of image n are prepared (all channels, phases)
+  std::vector<float> padded;    // row scratch of strided non-fp32 rows
+  bool all_cols = false;        // strided rows whose column phases are all read
+  bool shared = false;
+  // Called by every thread of the conv's team. `shared_buf`: the buffer of shared mode
+  // (shared_prepared_buffer, taken before the parallel region; the team fills it here), nullptr for
+  // private mode. False (and DML_CPU_ERR_MEMORY in *status) if a private buffer cannot be allocated.
+  template <typename T>
+  bool start(const Geo& g, const DirectGeo& d, const T* x, float* shared_buf, int* status);
+  // Private mode: rows [r0, r1) of image n (every channel), those not prepared yet. Shared: a no-op.
+  template <typename T>
+  void rows(const Geo& g, const DirectGeo& d, const T* x, int64_t n, int64_t r0, int64_t r1);
+  // The rows that grid positions [q0, q1) of image n read.
+  template <typename T>
+  void columns(const Geo& g, const DirectGeo& d, const T* x, int64_t n, int64_t q0, int64_t q1) {
+    if (!shared) rows(g, d, x, n, std::min(d.Hq, q0 / d.Wq), std::min(d.Hq, (q1 - 1 + d.reach) / d.Wq + 1));
+  }
+};
+// The calling thread's prepared-input buffer for shared mode (its read slack zeroed); nullptr if it
+// cannot be allocated.
+float* shared_prepared_buffer(const Geo& g, const DirectGeo& d);
 
 // The direct paths and Winograd prepare their whole input before computing; a large batch runs in
 // chunks of images so that buffer (a per-thread scratch that is kept) stays ≤ kDirectChunkFloats

@@ -40,15 +40,16 @@ DirectGeo direct_geo(const Geo& g) {
       d.toff.push_back(off);
       maxoff = std::max(maxoff, off);
     }
+  d.reach = 0;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) d.reach = std::max(d.reach, (i * g.dh / g.sh) * d.Wq + j * g.dw / g.sw);
   // The last panel of the last channel reads up to panels·16 − 1 + maxoff past its channel's start.
   d.slack = std::max<int64_t>(0, d.panels * kNR + maxoff - d.cstride);
   return d;
 }
 
 // xp[(n·C + c)·cstride + slot(a, b)·plane + r·Wq + s] = x[n, c, r·sh + a − pt, s·sw + b − pl] (0 outside),
-// for the phases (a, b) that some tap reads.
-// Called inside the convolution's parallel region (an orphaned `omp for`: the threads split the
-// channels, then meet at its barrier), so a conv wakes its team once, not twice.
+// for the phases (a, b) that some tap reads (conv_internal.h PreparedInput).
 namespace {
 
 // Lanes i < n set (n may be ≤ 0 or ≥ 8).
@@ -181,33 +182,61 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
 
 }  // namespace
 
+float* shared_prepared_buffer(const Geo& g, const DirectGeo& d) {
+  float* xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
+  if (xp && d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
+  return xp;
+}
+
 template <typename T>
-void prepare_direct(const Geo& g, const DirectGeo& d, const T* x, float* xp, bool by_rows) {
-  bool all_cols = g.sw > 1 && g.sw <= 16;
+bool PreparedInput::start(const Geo& g, const DirectGeo& d, const T* x, float* shared_buf, int* status) {
+  all_cols = g.sw > 1 && g.sw <= 16;
   for (int64_t a = 0; a < g.sh; ++a)
     for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
   // Zero past Wq·sw: deinterleave reads whole groups of 8 outputs.
-  std::vector<float> padded(all_cols ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
-  const int64_t chans = g.N * g.C;
-  if (!by_rows || g.N >= omp_get_num_threads()) {
+  padded.assign(all_cols ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
+  shared = shared_buf != nullptr;
+  if (shared) {
+    xp = shared_buf;
 #pragma omp for schedule(static)
-    for (int64_t nc = 0; nc < chans; ++nc) prepare_rows(g, d, x, xp, nc, 0, d.Hq, all_cols, padded.data());
-  } else {
-    // Fewer images than threads, consumers that split the image: their static schedules hand each
-    // thread a run of column blocks, i.e. a band of rows, so the threads split the rows the same way
-    // and each prepares (in its own cache) mostly what it then reads. Split by channels, half of every
-    // thread's reads came from the other core's cache (Winograd, 64 channels at 56²: 1.2x from 1 to
-    // 2 threads). Consumers that read all of the input (weight-bound: threads split the weight rows)
-    // gain nothing from the row split and pay its per-row calls (512 channels at 7²: 4608 of them),
-    // so they split by channels (measured 3-4% faster there).
-#pragma omp for schedule(static)
-    for (int64_t rr = 0; rr < d.Hq; ++rr)
-      for (int64_t nc = 0; nc < chans; ++nc) prepare_rows(g, d, x, xp, nc, rr, rr + 1, all_cols, padded.data());
+    for (int64_t nc = 0; nc < g.N * g.C; ++nc) prepare_rows(g, d, x, xp, nc, 0, d.Hq, all_cols, padded.data());
+    return true;
   }
+  xp = team_scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack), status);
+  if (!xp) return false;
+  if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
+  lo.assign(static_cast<size_t>(g.N), 0);
+  hi.assign(static_cast<size_t>(g.N), 0);
+  return true;
 }
 
-template void prepare_direct<float>(const Geo&, const DirectGeo&, const float*, float*, bool);
-template void prepare_direct<dml_half>(const Geo&, const DirectGeo&, const dml_half*, float*, bool);
-template void prepare_direct<dml_bfloat16>(const Geo&, const DirectGeo&, const dml_bfloat16*, float*, bool);
+template <typename T>
+void PreparedInput::rows(const Geo& g, const DirectGeo& d, const T* x, int64_t n, int64_t r0, int64_t r1) {
+  if (shared || r0 >= r1) return;
+  int64_t& l = lo[static_cast<size_t>(n)];
+  int64_t& h = hi[static_cast<size_t>(n)];
+  auto fill = [&](int64_t a, int64_t b) {
+    if (a < b)
+      for (int64_t c = 0; c < g.C; ++c) prepare_rows(g, d, x, xp, n * g.C + c, a, b, all_cols, padded.data());
+  };
+  if (h <= l || r1 < l || r0 > h) {  // nothing prepared, or a range apart from it: start afresh
+    fill(r0, r1);
+    l = r0;
+    h = r1;
+    return;
+  }
+  fill(r0, l);  // the parts on either side of what is prepared
+  fill(h, r1);
+  l = std::min(l, r0);
+  h = std::max(h, r1);
+}
+
+#define DML_PREPARED_INSTANTIATE(T)                                                                     \
+  template bool PreparedInput::start<T>(const Geo&, const DirectGeo&, const T*, float*, int*);          \
+  template void PreparedInput::rows<T>(const Geo&, const DirectGeo&, const T*, int64_t, int64_t, int64_t);
+DML_PREPARED_INSTANTIATE(float)
+DML_PREPARED_INSTANTIATE(dml_half)
+DML_PREPARED_INSTANTIATE(dml_bfloat16)
+#undef DML_PREPARED_INSTANTIATE
 
 }  // namespace dml_cpu::conv

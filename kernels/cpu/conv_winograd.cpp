@@ -231,9 +231,6 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   const int64_t th = tg.Ho, tw = tg.Wo, C = g.Cg, tiles = g.N * th * tw;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t tpanels = d.panels;  // per image, over the Wq-wide tile grid
-  float* const xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
-  if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
-  if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
   // Weight-bound (transformed weights more than 4× the transformed input: late layers at small
   // batch): one column block holds every tile of an image and threads split the weight rows, so each
   // U panel is read from memory by one thread (the input transform is repeated per thread instead;
@@ -248,18 +245,23 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
   int64_t toff[XI];
   for (int t = 0; t < XI; ++t) toff[t] = d.toff[static_cast<size_t>(t)];
+  float* const shared = weight_bound ? shared_prepared_buffer(tg, d) : nullptr;
+  if (weight_bound && !shared) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    prepare_direct(tg, d, x, xp, !weight_bound);
+    PreparedInput in;
+    const bool ready = in.start(tg, d, x, shared, &status);
     float* vbuf = team_scratch(kSlotB, static_cast<size_t>(XI * (C * maxp * kNR + kNR)), &status);
     float* mbuf = team_scratch(kSlotC, static_cast<size_t>(XI * (mper * kMR * maxp * kNR + kNR)), &status);
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < ci.count; ++it) {
-      if (!vbuf || !mbuf) continue;
+      if (!vbuf || !mbuf || !ready) continue;
       const auto [n, grp, cb, ms] = ci.at(it);
       int64_t pf, pl;
       block_panels(cb, ncb, tpanels, pf, pl);
+      in.columns(tg, d, x, n, pf * kNR, std::min(pl * kNR, d.Q));
+      const float* const xp = in.xp;
       const int64_t panels = pl - pf, ldv = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
       // V_ξ panels: vbuf[ξ * xs + (p * C + c) * 16 + lane], 16 grid tiles per panel.
