@@ -112,24 +112,37 @@ struct MaskedRow {
   }
 };
 
-// Rows [r0, r1) of every prepared phase of plane nc (image n, channel c). `padded`: Wq·sw floats of
-// per-thread scratch, used where the row's column phases are all read.
+// fp32 rows of stride 2 / 4 are split into phases with vector shuffles whether or not every column
+// phase is read (a 1×1 stride-2 conv reads one; the others go to a scratch row).
+template <typename T>
+bool split_fp32(const Geo& g) {
+  return std::is_same_v<T, float> && (g.sw == 2 || g.sw == 4);
+}
+
+// Rows [r0, r1) of every prepared phase of plane nc (image n, channel c). `padded`: ⌈Wq/8⌉·8·sw floats
+// of per-thread scratch (PreparedInput::padded), used where rows are split into phases.
 template <typename T>
 void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64_t nc, int64_t r0, int64_t r1,
                   bool all_cols, float* padded) {
   const T* src = x + nc * g.H * g.W;
   float* dst = xp + nc * d.cstride;
-  if (all_cols) {
-    // Strided rows whose column phases are all read (3×3/2, 7×7/2, Winograd's stride-M tile grid): the
-    // padded row is built once, contiguous, then split into its phases with vector shuffles.
+  if (all_cols || split_fp32<T>(g)) {
+    // Strided rows whose column phases are all read (3×3/2, 7×7/2, Winograd's stride-M tile grid), or
+    // fp32 rows of stride 2 / 4: the padded row is split into its phases with vector shuffles (fp32
+    // straight from the input, other types through a contiguous padded copy).
     const int64_t padw = d.Wq * g.sw;
     const int64_t lo = std::min(padw, g.pl), hi = std::max(lo, std::min(padw, g.pl + g.W));  // inside the input
     float* outs[16];
-    for (int64_t a = 0; a < g.sh; ++a)
+    for (int64_t a = 0; a < g.sh; ++a) {
+      bool used = false;
+      for (int64_t b = 0; b < g.sw; ++b) used = used || d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
+      if (!used) continue;
       for (int64_t rr = r0; rr < r1; ++rr) {
         const int64_t ih = rr * g.sh + a - g.pt;
-        for (int64_t b = 0; b < g.sw; ++b)
-          outs[b] = dst + d.phase_slot[static_cast<size_t>(a * g.sw + b)] * d.plane + rr * d.Wq;
+        for (int64_t b = 0; b < g.sw; ++b) {
+          const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
+          outs[b] = slot >= 0 ? dst + slot * d.plane + rr * d.Wq : padded;  // an unread phase: scratch
+        }
         if (ih < 0 || ih >= g.H) {
           for (int64_t b = 0; b < g.sw; ++b) std::memset(outs[b], 0, static_cast<size_t>(d.Wq) * sizeof(float));
           continue;
@@ -151,6 +164,7 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
             for (int64_t b = 0; b < g.sw; ++b) outs[b][s2] = padded[s2 * g.sw + b];
         }
       }
+    }
     return;
   }
   for (int64_t a = 0; a < g.sh; ++a)
@@ -194,7 +208,7 @@ bool PreparedInput::start(const Geo& g, const DirectGeo& d, const T* x, float* s
   for (int64_t a = 0; a < g.sh; ++a)
     for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
   // Zero past Wq·sw: deinterleave reads whole groups of 8 outputs.
-  padded.assign(all_cols ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
+  padded.assign(all_cols || split_fp32<T>(g) ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
   shared = shared_buf != nullptr;
   if (shared) {
     xp = shared_buf;

@@ -241,6 +241,7 @@ template <int NP>
 void conv_tile_rows(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* a, const float* x,
                     float* c, int64_t ldc, int rows, bool accumulate) {
   if (taps == 9 && rows == 6) return conv_tile<6, NP, 9>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
+  if (taps == 1 && rows == 6) return conv_tile<6, NP, 1>(nc, taps, toff, cstride, a, x, c, ldc, accumulate);
   by_rows(rows, [&]<int R>() { conv_tile<R, NP>(nc, taps, toff, cstride, a, x, c, ldc, accumulate); });
 }
 
