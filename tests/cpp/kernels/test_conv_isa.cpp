@@ -128,6 +128,14 @@ TEST(ConvKernels, EveryIsaTable) {
       {{2, 16, 10, 9, 18, 3, 3, 1, 1, 2, 0, 0, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
       {{1, 272, 6, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
       {{2, 16, 256, 254, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_RELU},
+      // Private prepared inputs (each thread prepares the rows its column blocks read, halo rows
+      // included) on one image of many rows: direct 3×3, 3×3/2 and Winograd F(4×4).
+      {{1, 16, 40, 37, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
+      {{1, 12, 41, 39, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_RELU},
+      {{1, 16, 30, 29, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4, DML_CPU_EPI_ADD},
+      // 1×1 stride 2 / 4 (fp32 rows split into phases of which only one is read), odd sizes.
+      {{2, 24, 15, 15, 20, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, 0, DML_CPU_EPI_ADD},
+      {{1, 8, 17, 19, 12, 1, 1, 4, 4, 0, 0, 0, 0, 1, 1, 1}, 0, DML_CPU_EPI_RELU},
   };
   for (const char* isa : {"avx512", "avx2", "generic"}) {
     if (dml_cpu_gemm_select_isa(isa) != 0) {
