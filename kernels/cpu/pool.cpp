@@ -1,11 +1,13 @@
 // Pooling, resampling and inference batch norm on NCHW planes. Every kernel works plane by plane
 // ((image, channel) pairs are independent), so threads split the planes; window bounds are
 // computed per output row/column so the inner loops carry no padding branches.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernel_common.h"
@@ -30,6 +32,26 @@ inline void tap_range(int64_t start, int64_t k, int64_t d, int64_t n, int64_t& l
   hi = std::max(hi, lo);
 }
 
+// out[c] = row[2c], out[half + c] = row[2c + 1] (0 past the row) for c < half = ⌈w/2⌉.
+template <typename T>
+void split_row(const T* row, int64_t w, int64_t half, float* out) {
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; 2 * c + 16 <= w; c += 8) {
+      const __m256 v0 = _mm256_loadu_ps(row + 2 * c), v1 = _mm256_loadu_ps(row + 2 * c + 8);
+      // [r0 r2 r8 r10 | r4 r6 r12 r14] -> 64-bit lanes (0 2 1 3) -> r0 r2 … r14
+      _mm256_storeu_ps(out + c, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                    _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8)));
+      _mm256_storeu_ps(out + half + c, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                           _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8)));
+    }
+  }
+  for (; c < half; ++c) {
+    out[c] = load_f(row, 2 * c);
+    out[half + c] = 2 * c + 1 < w ? load_f(row, 2 * c + 1) : 0.0f;
+  }
+}
+
 // Row-wise: for each output row, every (valid) tap updates a running maximum over the output
 // columns that tap can reach, so the inner loop is branch-free and vectorises (NaN propagates).
 template <typename T>
@@ -38,11 +60,18 @@ void max_pool(const dml_cpu_pool2d_shape& s, const T* x, T* y) {
 #pragma omp parallel if (planes * s.Ho * s.Wo * s.kh * s.kw > kParallelWork && planes > 1)
   {
     std::vector<float> acc(static_cast<size_t>(s.Wo));
+    // Stride 2 (ResNet's 3×3/2): the strided tap reads do not vectorise, so each input row is first
+    // split into its two column phases (contiguous runs).
+    const bool phases = s.sw == 2;
+    const int64_t half = cdiv(s.W, 2);
+    std::vector<float> phbuf(phases ? static_cast<size_t>(s.H * 2 * half) : 0);
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {
       const T* xp = x + p * s.H * s.W;
       T* yp = y + p * s.Ho * s.Wo;
       float* m = acc.data();
+      if (phases)  // every input row once: even columns, then odd ones (zero past the row)
+        for (int64_t r = 0; r < s.H; ++r) split_row(xp + r * s.W, s.W, half, phbuf.data() + r * 2 * half);
       for (int64_t oh = 0; oh < s.Ho; ++oh) {
         for (int64_t ow = 0; ow < s.Wo; ++ow) m[ow] = -INFINITY;
         const int64_t h0 = oh * s.sh - s.pt;
@@ -50,11 +79,17 @@ void max_pool(const dml_cpu_pool2d_shape& s, const T* x, T* y) {
         tap_range(h0, s.kh, s.dh, s.H, ilo, ihi);
         for (int64_t i = ilo; i < ihi; ++i) {
           const T* row = xp + (h0 + i * s.dh) * s.W;
+          const float* ph = phases ? phbuf.data() + (h0 + i * s.dh) * 2 * half : nullptr;
           for (int64_t j = 0; j < s.kw; ++j) {
             const int64_t off = j * s.dw - s.pl;
             const int64_t lo = off >= 0 ? 0 : cdiv(-off, s.sw);
             const int64_t hi = s.W - 1 - off < 0 ? 0 : std::min(s.Wo, (s.W - 1 - off) / s.sw + 1);
-            if (s.sw == 1) {
+            if (phases) {
+              // Column ow·2 + off = 2·(ow + ⌊off/2⌋) + (off mod 2): phase (off mod 2), index ow + ⌊off/2⌋.
+              const int64_t fl = off >= 0 ? off / 2 : -((-off + 1) / 2);
+              const float* v = ph + (off - 2 * fl) * half + fl;
+              for (int64_t ow = lo; ow < hi; ++ow) m[ow] = (v[ow] > m[ow] || v[ow] != v[ow]) ? v[ow] : m[ow];
+            } else if (s.sw == 1) {
               for (int64_t ow = lo; ow < hi; ++ow) {
                 const float v = load_f(row, ow + off);
                 m[ow] = (v > m[ow] || v != v) ? v : m[ow];
