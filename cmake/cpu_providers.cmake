@@ -52,3 +52,9 @@ if(TARGET dinoml_cpu_onednn AND TARGET dinoml_cpu_openblas AND EXISTS ${CMAKE_SO
   target_link_libraries(gemm_bench PRIVATE dinoml_cpu_kernels dinoml_cpu_onednn dinoml_cpu_openblas OpenMP::OpenMP_CXX)
   target_compile_options(gemm_bench PRIVATE -O2)
 endif()
+
+# bench/ops/conv_kernel_bench: one conv kernel call timed in isolation (docs/benchmarks.md).
+add_executable(conv_kernel_bench ${CMAKE_SOURCE_DIR}/bench/ops/conv_kernel_bench.cpp)
+target_include_directories(conv_kernel_bench PRIVATE ${CMAKE_SOURCE_DIR}/kernels/cpu ${CMAKE_SOURCE_DIR}/kernels/common)
+target_link_libraries(conv_kernel_bench PRIVATE dinoml_cpu_kernels)
+target_compile_options(conv_kernel_bench PRIVATE -O2)
