@@ -259,7 +259,7 @@ int run_gemm_conv(const Geo& g, const T* x, const float* A, const T* bias, const
 }
 
 // ---- direct path (ISA tables with tile_conv; every non-pointwise conv of packed variant 0) ----------
-// The prepared input (DirectGeo, prepare_direct) is in conv_prepare.cpp.
+// The prepared input (DirectGeo, PreparedInput) is in conv_prepare.cpp.
 
 // The start both direct paths share: the prepared-input geometry, the team size and the tap count
 // (each thread prepares its own input in the conv's parallel region: PreparedInput).
@@ -299,8 +299,8 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   }
   const ConvItems ci = conv_items(g.N, g.G, ncb, g.mpanels, threads, min_split);
   const int64_t mper = ci.mper, items = ci.count;
-  float* const shared = weight_bound ? shared_prepared_buffer(g, d) : nullptr;
-  if (weight_bound && !shared) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
+  float* shared;
+  if (int st = shared_prepared_buffer(g, d, weight_bound, &shared)) return st;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
@@ -399,8 +399,8 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   const int64_t ldc = ob * kNR;
   // Every pixel tile reads all channels of its pixels and the threads split the output channels:
   // the shared prepared input.
-  float* const shared = shared_prepared_buffer(g, d);
-  if (!shared) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
+  float* shared;
+  if (int st = shared_prepared_buffer(g, d, true, &shared)) return st;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {

@@ -148,7 +148,8 @@ inline void prefetch_run(const void* p, size_t bytes) {
 // panels (k = (c, i, j)). Waste: the dropped columns, (Wq − Wo)/Wq of the grid.
 struct DirectGeo {
   int64_t Hq, Wq, plane, cstride, Q, panels, slack;
-  int64_t reach;  // the largest in-plane offset a tap reads past its grid position
+  int64_t reach;     // the largest in-plane offset a tap reads past its grid position
+  bool all_phases;   // strided (sw ≤ 16) and every stride phase is read
   std::vector<int64_t> toff;
   std::vector<int64_t> phase_slot;  // [a·sw + b]: the phase's plane index in a channel, -1 if no tap reads it
 };
@@ -172,8 +173,7 @@ DirectGeo direct_geo(const Geo& g);
 struct PreparedInput {
   float* xp = nullptr;          // the buffer: N·C·cstride floats + zeroed slack
   std::vector<int64_t> lo, hi;  // private: rows [lo[n], hi[n]) of image n are prepared (all channels, phases)
-  std::vector<float> padded;    // row scratch of strided non-fp32 rows
-  bool all_cols = false;        // strided rows whose column phases are all read
+  std::vector<float> padded;    // row scratch of rows split into phases
   bool shared = false;
   // Called by every thread of the conv's team. `shared_buf`: the buffer of shared mode
   // (shared_prepared_buffer, taken before the parallel region; the team fills it here), nullptr for
@@ -189,9 +189,9 @@ struct PreparedInput {
     if (!shared) rows(g, d, x, n, std::min(d.Hq, q0 / d.Wq), std::min(d.Hq, (q1 - 1 + d.reach) / d.Wq + 1));
   }
 };
-// The calling thread's prepared-input buffer for shared mode (its read slack zeroed); nullptr if it
-// cannot be allocated.
-float* shared_prepared_buffer(const Geo& g, const DirectGeo& d);
+// *buf = the calling thread's prepared-input buffer for shared mode (its read slack zeroed) where
+// `shared`, nullptr otherwise (private mode); DML_CPU_ERR_MEMORY (reported) if it cannot be allocated.
+int shared_prepared_buffer(const Geo& g, const DirectGeo& d, bool shared, float** buf);
 
 // The direct paths and Winograd prepare their whole input before computing; a large batch runs in
 // chunks of images so that buffer (a per-thread scratch that is kept) stays ≤ kDirectChunkFloats

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conv_internal.h"
+#include "deinterleave.h"
 
 namespace dml_cpu::conv {
 
@@ -32,17 +33,16 @@ DirectGeo direct_geo(const Geo& g) {
   d.Q = (g.Ho - 1) * d.Wq + g.Wo;
   d.panels = cdiv(d.Q, kNR);
   int64_t maxoff = 0;
-  for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) {
-      const int64_t ri = i * g.dh, cj = j * g.dw;
-      const int64_t off = d.phase_slot[static_cast<size_t>((ri % g.sh) * g.sw + cj % g.sw)] * d.plane +
-                          (ri / g.sh) * d.Wq + cj / g.sw;
-      d.toff.push_back(off);
-      maxoff = std::max(maxoff, off);
-    }
   d.reach = 0;
   for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) d.reach = std::max(d.reach, (i * g.dh / g.sh) * d.Wq + j * g.dw / g.sw);
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t ri = i * g.dh, cj = j * g.dw, in_plane = (ri / g.sh) * d.Wq + cj / g.sw;
+      const int64_t off = d.phase_slot[static_cast<size_t>((ri % g.sh) * g.sw + cj % g.sw)] * d.plane + in_plane;
+      d.toff.push_back(off);
+      maxoff = std::max(maxoff, off);
+      d.reach = std::max(d.reach, in_plane);
+    }
+  d.all_phases = g.sw > 1 && g.sw <= 16 && used == g.sh * g.sw;
   // The last panel of the last channel reads up to panels·16 − 1 + maxoff past its channel's start.
   d.slack = std::max<int64_t>(0, d.panels * kNR + maxoff - d.cstride);
   return d;
@@ -68,12 +68,7 @@ void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load) {
   for (int64_t s = 0; s < n; s += 8) {
     __m256 v[4];
     if (sw == 2) {
-      const __m256 v0 = load(2 * s), v1 = load(2 * s + 8);
-      // [r0 r2 r8 r10 | r4 r6 r12 r14] -> 64-bit lanes (0 2 1 3) -> r0 r2 … r14
-      v[0] = _mm256_castpd_ps(
-          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8));
-      v[1] = _mm256_castpd_ps(
-          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8));
+      split_even_odd(load(2 * s), load(2 * s + 8), v[0], v[1]);
     } else {
       // 8 groups g0..g7 of 4: per 128-bit half v0 = [g0 | g1], v1 = [g2 | g3], …
       const __m256 v0 = load(4 * s), v1 = load(4 * s + 8), v2 = load(4 * s + 16), v3 = load(4 * s + 24);
@@ -123,10 +118,10 @@ bool split_fp32(const Geo& g) {
 // of per-thread scratch (PreparedInput::padded), used where rows are split into phases.
 template <typename T>
 void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64_t nc, int64_t r0, int64_t r1,
-                  bool all_cols, float* padded) {
+                  float* padded) {
   const T* src = x + nc * g.H * g.W;
   float* dst = xp + nc * d.cstride;
-  if (all_cols || split_fp32<T>(g)) {
+  if (d.all_phases || split_fp32<T>(g)) {
     // Strided rows whose column phases are all read (3×3/2, 7×7/2, Winograd's stride-M tile grid), or
     // fp32 rows of stride 2 / 4: the padded row is split into its phases with vector shuffles (fp32
     // straight from the input, other types through a contiguous padded copy).
@@ -196,24 +191,25 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
 
 }  // namespace
 
-float* shared_prepared_buffer(const Geo& g, const DirectGeo& d) {
+int shared_prepared_buffer(const Geo& g, const DirectGeo& d, bool shared, float** buf) {
+  *buf = nullptr;
+  if (!shared) return DML_CPU_OK;
   float* xp = scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack));
-  if (xp && d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
-  return xp;
+  if (!xp) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
+  if (d.slack) std::memset(xp + g.N * g.C * d.cstride, 0, static_cast<size_t>(d.slack) * sizeof(float));
+  *buf = xp;
+  return DML_CPU_OK;
 }
 
 template <typename T>
 bool PreparedInput::start(const Geo& g, const DirectGeo& d, const T* x, float* shared_buf, int* status) {
-  all_cols = g.sw > 1 && g.sw <= 16;
-  for (int64_t a = 0; a < g.sh; ++a)
-    for (int64_t b = 0; b < g.sw; ++b) all_cols = all_cols && d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
   // Zero past Wq·sw: deinterleave reads whole groups of 8 outputs.
-  padded.assign(all_cols || split_fp32<T>(g) ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
+  padded.assign(d.all_phases || split_fp32<T>(g) ? static_cast<size_t>(cdiv(d.Wq, 8) * 8 * g.sw) : 0, 0.0f);
   shared = shared_buf != nullptr;
   if (shared) {
     xp = shared_buf;
 #pragma omp for schedule(static)
-    for (int64_t nc = 0; nc < g.N * g.C; ++nc) prepare_rows(g, d, x, xp, nc, 0, d.Hq, all_cols, padded.data());
+    for (int64_t nc = 0; nc < g.N * g.C; ++nc) prepare_rows(g, d, x, xp, nc, 0, d.Hq, padded.data());
     return true;
   }
   xp = team_scratch(kSlotX, static_cast<size_t>(g.N * g.C * d.cstride + d.slack), status);
@@ -231,7 +227,7 @@ void PreparedInput::rows(const Geo& g, const DirectGeo& d, const T* x, int64_t n
   int64_t& h = hi[static_cast<size_t>(n)];
   auto fill = [&](int64_t a, int64_t b) {
     if (a < b)
-      for (int64_t c = 0; c < g.C; ++c) prepare_rows(g, d, x, xp, n * g.C + c, a, b, all_cols, padded.data());
+      for (int64_t c = 0; c < g.C; ++c) prepare_rows(g, d, x, xp, n * g.C + c, a, b, padded.data());
   };
   if (h <= l || r1 < l || r0 > h) {  // nothing prepared, or a range apart from it: start afresh
     fill(r0, r1);

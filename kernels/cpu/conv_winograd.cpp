@@ -245,8 +245,8 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
   int64_t toff[XI];
   for (int t = 0; t < XI; ++t) toff[t] = d.toff[static_cast<size_t>(t)];
-  float* const shared = weight_bound ? shared_prepared_buffer(tg, d) : nullptr;
-  if (weight_bound && !shared) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv2d: cannot allocate the prepared input");
+  float* shared;
+  if (int st = shared_prepared_buffer(tg, d, weight_bound, &shared)) return st;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {

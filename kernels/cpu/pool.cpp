@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "deinterleave.h"
 #include "kernel_common.h"
 
 namespace dml_cpu {
@@ -38,12 +39,10 @@ void split_row(const T* row, int64_t w, int64_t half, float* out) {
   int64_t c = 0;
   if constexpr (std::is_same_v<T, float>) {
     for (; 2 * c + 16 <= w; c += 8) {
-      const __m256 v0 = _mm256_loadu_ps(row + 2 * c), v1 = _mm256_loadu_ps(row + 2 * c + 8);
-      // [r0 r2 r8 r10 | r4 r6 r12 r14] -> 64-bit lanes (0 2 1 3) -> r0 r2 … r14
-      _mm256_storeu_ps(out + c, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                    _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0))), 0xd8)));
-      _mm256_storeu_ps(out + half + c, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                           _mm256_castps_pd(_mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(3, 1, 3, 1))), 0xd8)));
+      __m256 even, odd;
+      split_even_odd(_mm256_loadu_ps(row + 2 * c), _mm256_loadu_ps(row + 2 * c + 8), even, odd);
+      _mm256_storeu_ps(out + c, even);
+      _mm256_storeu_ps(out + half + c, odd);
     }
   }
   for (; c < half; ++c) {
