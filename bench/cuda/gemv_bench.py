@@ -59,19 +59,19 @@ class Lib:
     def err(self):
         return self.L.dml_cuda_last_error().decode()
 
-    def gemm(self, impl, a, b, bias, d, y, epi, rcr=True):
+    def gemm(self, impl, a, b, bias, d, y, epi, rcr=True, n=None):  # n: N of a packed b
         M, K = a.shape
-        N = b.shape[0] if rcr else b.shape[1]
+        N = n if n is not None else b.shape[0] if rcr else b.shape[1]
         p = lambda t: None if t is None else t.data_ptr()
         rc = self.L.dml_cuda_gemm(CODE[a.dtype], 1 if rcr else 0, M, N, K, p(a), p(b), p(bias), p(d), p(y), EPI[epi], 0,
                                   IMPL[impl], torch.cuda.current_stream().cuda_stream)
         if rc:
             raise RuntimeError(self.err())
 
-    def skinny(self, a, b, bias, d, y, epi, ng):  # ng: the kernel variant (1..NVAR)
+    def skinny(self, a, b, bias, d, y, epi, ng, n=None):  # ng: the kernel variant (1..NVAR); n: N of a packed b
         M, K = a.shape
         p = lambda t: None if t is None else t.data_ptr()
-        rc = self.L.gemv_bench_skinny(CODE[a.dtype], M, b.shape[0], K, p(a), p(b), p(bias), p(d), p(y), EPI[epi], ng,
+        rc = self.L.gemv_bench_skinny(CODE[a.dtype], M, b.shape[0] if n is None else n, K, p(a), p(b), p(bias), p(d), p(y), EPI[epi], ng,
                                       torch.cuda.current_stream().cuda_stream)
         if rc:
             raise RuntimeError(self.err())

@@ -55,7 +55,13 @@ enum dml_cuda_gemm_impl {
   /* The own persistent sm_90a kernel whose fused epilogue (residual, activation with a short
    * exact-erf GELU, stores) runs on dedicated epilogue warps under the next tile's MMAs (128×256
    * tiles). Same operands and fallbacks as DML_CUDA_GEMM_WGMMA. */
-  DML_CUDA_GEMM_WGMMA_EPI = 11
+  DML_CUDA_GEMM_WGMMA_EPI = 11,
+  /* The skinny kernel (sm_80+, programmatic dependent launch on sm_90) reading a weight b that
+   * dml_cuda_pack_skinny_weight packed once (a constant): every warp load of its 8 weight rows is
+   * then 512 contiguous bytes instead of 8 rows x 64 bytes (H200, M = 1, N = K = 4096: 76% of the
+   * D2D copy against 71% row-major). float16/bfloat16, B_RCR, K % 8 == 0 only; no other fallback
+   * (b is not row-major), a misaligned a runs a plain packed-weight kernel. */
+  DML_CUDA_GEMM_SKINNY_PACKED = 12
 };
 
 DML_CUDA_API const char* dml_cuda_last_error(void);
@@ -67,6 +73,10 @@ DML_CUDA_API const char* dml_cuda_library_archs(void);
 DML_CUDA_API int dml_cuda_gemm(int dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a, const void* b,
                                const void* bias, const void* d, void* y, int epilogue, int allow_tf32, int impl,
                                void* stream);
+/* The layout of DML_CUDA_GEMM_SKINNY_PACKED's weight: b[N, K] (float16/bfloat16, row-major) as
+ * [ceil(N/8)][ceil(K/32)][8][32], zero padded. dml_cuda_skinny_packed_bytes: the size of `packed`. */
+DML_CUDA_API int64_t dml_cuda_skinny_packed_bytes(int dtype, int64_t N, int64_t K);
+DML_CUDA_API int dml_cuda_pack_skinny_weight(int dtype, int64_t N, int64_t K, const void* b, void* packed, void* stream);
 /* Batched matmul with broadcast batch axes: ys/as/bs are the batch extents (rank batch_rank,
  * a/b padded with leading 1s). a[..., M, K], b[..., K, N] (RRR) or [..., N, K] (RCR). */
 DML_CUDA_API int dml_cuda_bmm(int dtype, int b_layout, int batch_rank, const int64_t* ys, const int64_t* as,

@@ -346,6 +346,13 @@ int gemm_any(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
     return mma_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
 #endif
+#if DML_GPU_HAS_MMA_SYNC
+  if (impl == DML_CUDA_GEMM_SKINNY_PACKED) {  // b is not row-major: no other kernel can read it
+    if (!rcr || batch != 1)
+      return fail("dml_cuda_gemm: DML_CUDA_GEMM_SKINNY_PACKED takes one B_RCR weight packed by dml_cuda_pack_skinny_weight");
+    return skinny_gemm_packed(dtype, M, N, K, a, b, bias, d, y, epi, s);
+  }
+#endif
 #if DML_GPU_ROCM
   if (impl == DML_CUDA_GEMM_MFMA) {
     if (dtype == 0) return simt_gemm(dtype, rcr, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);  // fp32: no mfma path
@@ -380,6 +387,26 @@ extern "C" int dml_cuda_gemm(int dtype, int b_layout, int64_t M, int64_t N, int6
     return fail("dml_cuda_gemm: the residual input d must be given exactly for the ADD epilogues");
   return gemm_any(dtype, b_layout == DML_CUDA_B_RCR, M, N, K, 1, 0, 0, a, b, bias, d, y, epilogue, allow_tf32 != 0, impl,
                   as_stream(stream));
+}
+
+extern "C" int64_t dml_cuda_skinny_packed_bytes(int dtype, int64_t N, int64_t K) {
+  (void)dtype;  // float16 / bfloat16: 2 bytes per element
+#if DML_GPU_HAS_MMA_SYNC
+  return skinny_packed_elems(N, K) * 2;
+#else
+  (void)N;
+  (void)K;
+  return 0;
+#endif
+}
+
+extern "C" int dml_cuda_pack_skinny_weight(int dtype, int64_t N, int64_t K, const void* b, void* packed, void* stream) {
+#if DML_GPU_HAS_MMA_SYNC
+  return skinny_pack_weight(dtype, N, K, b, packed, as_stream(stream));
+#else
+  (void)dtype, (void)N, (void)K, (void)b, (void)packed, (void)stream;
+  return fail("dml_cuda_pack_skinny_weight: the packed skinny GEMM does not exist on " DML_GPU_NAME);
+#endif
 }
 
 extern "C" int dml_cuda_bmm(int dtype, int b_layout, int batch_rank, const int64_t* ys, const int64_t* as,

@@ -73,7 +73,7 @@ __device__ __forceinline__ void grid_dep_launch() {
 template <int NG, int SK_U> struct SkChunk {
   uint4 wv[SK_U][NG], xl[SK_U], xh[SK_U];
 };
-template <class T, int NG, int SK_U, int SK_WARPS>
+template <class T, int NG, int SK_U, int SK_WARPS, int WST = 32>
 __device__ __forceinline__ void sk_load_w(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
                                           const T* const (&brow)[NG], const bool (&bok)[NG]) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -82,7 +82,7 @@ __device__ __forceinline__ void sk_load_w(SkChunk<NG, SK_U>& ch, int64_t c0, int
     const int64_t c = c0 + (int64_t)u * SK_WARPS;
     const bool kin = c < chunks && c * 32 + 8 * t < K;  // K % 8 == 0: a 16-byte piece is all in or all out
 #pragma unroll
-    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * WST) : zero;
   }
 }
 template <class T, int NG, int SK_U, int SK_WARPS>
@@ -97,7 +97,7 @@ __device__ __forceinline__ void sk_load_x(SkChunk<NG, SK_U>& ch, int64_t c0, int
     ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
   }
 }
-template <class T, int NG, int SK_U, int SK_WARPS>
+template <class T, int NG, int SK_U, int SK_WARPS, int WST = 32>
 __device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64_t chunks, int64_t K, int t,
                                         const T* const (&brow)[NG], const bool (&bok)[NG], const T* a_lo, const T* a_hi,
                                         bool row_lo, bool row_hi) {
@@ -108,7 +108,7 @@ __device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64
     const int64_t k = c * 32 + 8 * t;
     const bool kin = c < chunks && k < K;  // K % 8 == 0: a 16-byte piece is all in or all out
 #pragma unroll
-    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * 32) : zero;
+    for (int j = 0; j < NG; ++j) ch.wv[u][j] = (kin && bok[j]) ? ld_stream(brow[j] + c * WST) : zero;
     ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + c * 32) : zero;
     ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
   }
@@ -174,7 +174,9 @@ template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_byte
 // preceding kernel's tail, which a prefetch of one loop step into registers cannot.
 // MINB: blocks per multiprocessor the registers must allow (__launch_bounds__; 0: no bound), so that the next
 // kernel's blocks fit next to this one's (PDL).
-template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0>
+// PKD: b is fragment-packed (pack_skinny_weight): [ceil(N/8)][ceil(K/32)][8][32], zero padded, so
+// that one warp load of a chunk (8 rows x 64 bytes) is 512 contiguous bytes.
+template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false>
 __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -198,7 +200,10 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   for (int j = 0; j < NG; ++j) {
     const int64_t n = n0 + 8 * j + g;
     bok[j] = n < N;
-    brow[j] = b + (bok[j] ? n : 0) * K + 8 * t;
+    if constexpr (PKD)
+      brow[j] = b + (bok[j] ? n / 8 : 0) * ((K + 31) / 32) * 256 + 8 * lane;
+    else
+      brow[j] = b + (bok[j] ? n : 0) * K + 8 * t;
   }
   float acc[NG][4];
 #pragma unroll
@@ -208,7 +213,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
   int64_t c0 = warp;
   if constexpr (PK > 0) {
-    static_assert(PF && PK % (S * 32) == 0, "the prologue covers whole loop steps");
+    static_assert(PF && PK % (S * 32) == 0 && !PKD, "the prologue covers whole loop steps of a row-major b");
 #if DML_SK_TMA_DEVICE
     __shared__ __align__(8) uint64_t pre_full;
     constexpr int RB = sk_row_bytes<PK>();
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
 #endif
   } else if (PF) {
     SkChunk<NG, SK_U> ch;
-    sk_load_w<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok);
+    sk_load_w<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
     grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
     grid_dep_launch();
     sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
@@ -260,7 +265,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   }
   for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
-    sk_load<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_load<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
     sk_mma<T, NG, SK_U>(acc, ch);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
@@ -539,10 +544,10 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 
 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
 // prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
-template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0>
+template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB>;
+  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD>;
   constexpr int smem = PK > 0 ? 8 * NG * sk_row_bytes<PK>() : 0;
   if constexpr (PK > 0) {
     if (!sm90_occ<kern, W * 32, smem>().ok) return launch<T, 1, 4, 8, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
@@ -601,7 +606,8 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 35, 36: the ring with KS 512, 3 stages (104 KB: two blocks per SM), XP, PDL, 8 / 16 consumer warps
 // (16: registers capped for two blocks); 37: variant 25 + an L2 prefetch of 2048 more elements per row.
 // 38..41: PF (as variant 18) on the register kernels {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}.
-constexpr int kNumVariants = 41;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..41
+// 42..47: b fragment-packed: variant 1, then PF on {1,4,8}, {2,4,8}, {1,8,8}, {1,8,4}, {1,4,16}.
+constexpr int kNumVariants = 47;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -643,9 +649,42 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     // variant 18's weight prefetch (PF) on other register-kernel shapes: {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}
     DML_SK_CASE(38, 1, 8, 8, true, true) DML_SK_CASE(39, 1, 4, 16, true, true) DML_SK_CASE(40, 1, 8, 4, true, true)
     DML_SK_CASE(41, 2, 4, 8, true, true)
+    // b fragment-packed (PKD): 1, then PF on {1,4,8}, {2,4,8}, {1,8,8}, {1,8,4}, {1,4,16}
+    DML_SK_CASE(42, 1, 4, 8, false, false, 0, 0, true) DML_SK_CASE(43, 1, 4, 8, true, true, 0, 0, true)
+    DML_SK_CASE(44, 2, 4, 8, true, true, 0, 0, true) DML_SK_CASE(45, 1, 8, 8, true, true, 0, 0, true)
+    DML_SK_CASE(46, 1, 8, 4, true, true, 0, 0, true) DML_SK_CASE(47, 1, 4, 16, true, true, 0, 0, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
+}
+
+// The fragment-packed weight (PKD): b[N, K] as [ceil(N/8)][ceil(K/32)][8][32], zero padded. One
+// thread per 16-byte piece of the packed buffer.
+template <class T>
+__global__ void skinny_pack_kernel(int64_t N, int64_t K, const T* __restrict__ b, T* __restrict__ p, int64_t pieces) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= pieces) return;
+  const int64_t chunks = (K + 31) / 32;
+  const int64_t grp = i / (chunks * 32), rem = i % (chunks * 32);  // 32 pieces per (group, chunk): 8 rows x 4
+  const int64_t c = rem / 32, r = (rem % 32) / 4, q = rem % 4;
+  const int64_t n = grp * 8 + r, k = c * 32 + q * 8;
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (n < N && k < K) v = *reinterpret_cast<const uint4*>(b + n * K + k);  // K % 8 == 0: whole pieces
+  reinterpret_cast<uint4*>(p)[i] = v;
+}
+
+// A packed weight with an `a` the register kernel cannot load (not 16-byte aligned): one thread per
+// output element, plain loads.
+template <class T>
+__global__ void skinny_packed_plain_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a, const T* __restrict__ p,
+                                           const T* __restrict__ bias, const T* __restrict__ d, T* __restrict__ y, int epi) {
+  const int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= M * N) return;
+  const int64_t m = o / N, n = o % N, chunks = (K + 31) / 32;
+  const T* row = p + (n / 8) * chunks * 256 + (n % 8) * 32;
+  float acc = 0.0f;
+  for (int64_t k = 0; k < K; ++k) acc += static_cast<float>(a[m * K + k]) * static_cast<float>(row[(k / 32) * 256 + k % 32]);
+  tile::store<T>(y, bias, d, M, N, m, n, acc, epi);
 }
 
 }  // namespace
@@ -731,6 +770,61 @@ int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
   if (v == 1) return K <= kPrologueK ? kPrologueVariant : 18;
   if (v == kRingVariant) return kRingPdlVariant;
   return v;
+}
+
+int64_t skinny_packed_elems(int64_t N, int64_t K) { return (N + 7) / 8 * 8 * ((K + 31) / 32 * 32); }
+
+int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* packed, cudaStream_t s) {
+  if ((dtype != 1 && dtype != 2) || N <= 0 || K <= 0 || K % 8 != 0)
+    return fail("dml_cuda_pack_skinny_weight: float16/bfloat16 b[N, K] with K % 8 == 0 only (dtype " + std::to_string(dtype) +
+                ", N = " + std::to_string(N) + ", K = " + std::to_string(K) + ")");
+  if ((reinterpret_cast<uintptr_t>(b) & 15) || (reinterpret_cast<uintptr_t>(packed) & 15))
+    return fail("dml_cuda_pack_skinny_weight: b and packed must be 16-byte aligned");
+  const int64_t pieces = skinny_packed_elems(N, K) / 8, blocks = (pieces + 255) / 256;
+  if (blocks > INT32_MAX) return fail("dml_cuda_pack_skinny_weight: weight too large");
+  if (dtype == 2)
+    skinny_pack_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks), 256, 0, s>>>(
+        N, K, static_cast<const __nv_bfloat16*>(b), static_cast<__nv_bfloat16*>(packed), pieces);
+  else
+    skinny_pack_kernel<__half><<<static_cast<unsigned>(blocks), 256, 0, s>>>(N, K, static_cast<const __half*>(b),
+                                                                             static_cast<__half*>(packed), pieces);
+  return check_launch("skinny weight packing kernel");
+}
+
+// The packed variants with PF ({1,4,8} = 43 up to M = 8, {2,4,8} = 44 above: each block then reads
+// a for 16 weight rows, half the L2 traffic of a). H200, % of the D2D copy, bf16, N = 4096
+// (bench/cuda/h200_session14_skinny_packed*.log): K = 4096 M = 1 / 4 / 8 / 16: 76.2 / 73.4 / 70.8 /
+// 68.5 (row-major PF rule: 71.9 / 68.8 / 65.9 / 61.5); K = 11008 M = 1 / 16: 88.5 / 82.3 (85.2 / 80.4);
+// K = 14336: 91.5 / 86.7 (89.0 / 84.8).
+int skinny_variant_packed(int64_t M, int64_t N, int64_t K) {
+  (void)N;
+  (void)K;
+  return M <= 8 ? 43 : 44;
+}
+
+int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
+                       void* y, int epi, cudaStream_t s, int variant) {
+  if ((dtype != 1 && dtype != 2) || K % 8 != 0)
+    return fail("own skinny GEMM on a packed weight: float16/bfloat16 with K % 8 == 0 only (dtype " + std::to_string(dtype) +
+                ", K = " + std::to_string(K) + ")");
+  if (reinterpret_cast<uintptr_t>(b) & 15) return fail("own skinny GEMM on a packed weight: the packed b must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(a) & 15) {  // the register kernel loads a in 16-byte pieces
+    const int64_t blocks = (M * N + 255) / 256;
+    if (blocks > INT32_MAX) return fail("own skinny GEMM on a packed weight: M * N too large");
+    if (dtype == 2)
+      skinny_packed_plain_kernel<__nv_bfloat16><<<static_cast<unsigned>(blocks), 256, 0, s>>>(
+          M, N, K, static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b),
+          static_cast<const __nv_bfloat16*>(bias), static_cast<const __nv_bfloat16*>(d), static_cast<__nv_bfloat16*>(y), epi);
+    else
+      skinny_packed_plain_kernel<__half><<<static_cast<unsigned>(blocks), 256, 0, s>>>(
+          M, N, K, static_cast<const __half*>(a), static_cast<const __half*>(b), static_cast<const __half*>(bias),
+          static_cast<const __half*>(d), static_cast<__half*>(y), epi);
+    return check_launch("own skinny GEMM (packed weight, unaligned a)");
+  }
+  if (variant == 0) variant = skinny_variant_packed(M, N, K);
+  if (variant < 42 || variant > 47) return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..47)");
+  if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
+  return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
 
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,

@@ -652,6 +652,16 @@ def cases():
                                                "m16": ops.gemm_rcr(X["x16"], W["w"])},
                             lambda torch, W, X: {"m5": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
                                                  "m16": torch.nn.functional.linear(X["x16"], W["w"])}))
+        if dt != "float32":  # the same with N >= 3072, K >= 2048: sm_90a artifacts default to the skinny kernel on a
+            # weight packed at module init (DML_CUDA_GEMM_SKINNY_PACKED); N % 8 != 0 and K % 32 != 0 exercise the padding
+            out.append(Case("gemm_skinny_packed", dt, {"x": [1, 2056], "x9": [9, 2056], "x16": [16, 2056]},
+                            {"w": ([3076, 2056], "w"), "b": ([3076], "small")}, {}, [{}],
+                            lambda ops, W, X: {"m1": ops.gemm_rcr_bias(X["x"], W["w"], W["b"]),
+                                               "m9": ops.gemm_rcr_bias_gelu(X["x9"], W["w"], W["b"]),
+                                               "m16": ops.gemm_rcr(X["x16"], W["w"])},
+                            lambda torch, W, X: {"m1": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
+                                                 "m9": torch.nn.functional.gelu(torch.nn.functional.linear(X["x9"], W["w"], W["b"])),
+                                                 "m16": torch.nn.functional.linear(X["x16"], W["w"])}))
         out.append(Case("bmm_softmax", dt, {"q": ["b", 4, "s", 32], "k": ["b", 4, "s", 32], "v": ["b", 4, "s", 32]},
                         {"wh": ([1, 4, 32, 16], "w"), "wa": ([1, 1, 32, 8], "w")},
                         {"b": (1, 4, [1, 4]), "s": (1, 64, [8, 64])}, [{"b": 1, "s": 1}, {"b": 4, "s": 8}, {"b": 3, "s": 50}],

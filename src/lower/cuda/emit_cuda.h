@@ -35,10 +35,13 @@ nlohmann::json emit_cuda_conv_op(cpu::EmitContext& cx, const ir::Node& n, const 
 // and installs it for the per-node emitters with ConvPlanScope.
 struct ConvNhwcPlan {
   std::set<std::string> nhwc;
-  std::map<std::string, size_t> pack_offset;  // conv node name -> byte offset (256-aligned)
+  std::map<std::string, size_t> pack_offset;  // conv / skinny GEMM node name -> byte offset (256-aligned)
   size_t pack_bytes = 0;
 };
 bool nhwc_conv_capable(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
+// Bytes of a GEMM node's constant weight packed for the skinny kernel (DML_CUDA_GEMM_SKINNY_PACKED,
+// lower_cuda_library.cpp), 0 where it is not packed; plan_conv_nhwc places these in dpack too.
+size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
 bool is_layout_edge(const ir::Node& n);  // permute with layout_edge = 1 (insert_conv_layout_edges)
 bool plain_1x1_conv(const ops::Window2d& w);  // 1x1, stride 1, unpadded, ungrouped: one batched GEMM on NCHW
 ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o);

@@ -271,7 +271,7 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
      << ". Do not edit.\n" << kPrelude << cpu::math_prelude("__device__ __forceinline__") << "\n" << tables;
   cpu::emit_bucket_selection(os, g, plan);
   os << cx.functions.str();
-  // dpack: weights prepacked at init (channels-last convs, lower_cuda_conv_nhwc.cpp).
+  // dpack: weights prepacked at init (channels-last convs, skinny GEMMs: lower_cuda_conv_nhwc.cpp).
   os << "struct DmlModuleState { unsigned char* dconst; unsigned char* dpack; };\n\n";
   os << "DML_EXPORT uint32_t dinoml_module_abi_version(void) { return DINOML_MODULE_ABI_VERSION; }\n\n";
   os << "DML_EXPORT const char* dinoml_module_graph_hash(void) { return " << cpp_string_literal(ir::graph_hash(g))
@@ -293,11 +293,11 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         ;
   if (conv_plan.pack_bytes > 0) {
     os << "  {\n    cudaError_t e = cudaMalloc((void**)&st->dpack, " << conv_plan.pack_bytes << "u);\n"
-          "    if (e != cudaSuccess) { cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"allocating the packed conv weights\", e); }\n"
+          "    if (e != cudaSuccess) { cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"allocating the packed weights\", e); }\n"
           "  }\n"
        << cx.init.str()
        << "  {\n    cudaError_t e = cudaDeviceSynchronize();\n"
-          "    if (e != cudaSuccess) { cudaFree(st->dpack); cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"packing conv weights\", e); }\n"
+          "    if (e != cudaSuccess) { cudaFree(st->dpack); cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"packing weights\", e); }\n"
           "  }\n";
   }
   os << "  *module_state = st;\n  return 0;\n}\n\n";

@@ -136,6 +136,13 @@ ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o) {
     p.pack_offset[n.name] = p.pack_bytes;
     p.pack_bytes += (bytes + 255) / 256 * 256;
   }
+  // Constant GEMM weights the skinny kernel reads packed (lower_cuda_library.cpp).
+  for (const auto& n : g.nodes) {
+    const size_t bytes = skinny_pack_bytes(g, n, o);
+    if (bytes == 0) continue;
+    p.pack_offset[n.name] = p.pack_bytes;
+    p.pack_bytes += (bytes + 255) / 256 * 256;
+  }
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ir/error.h"
+#include "ir/serialize.h"
 #include "lower/cpu/library_args.h"
 #include "lower/cuda/emit_cuda.h"
 
@@ -117,9 +118,22 @@ bool skinny_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::I
 // The skinny kernel with its weight prefetched under programmatic dependent launch
 // (DML_CUDA_GEMM_SKINNY_PF): only for a constant weight (nothing earlier in the stream writes it) on sm_90a.
 constexpr const char* kSkinnyPfName = "skinny_pdl_weight_prefetch";
+// The same kernel reading a copy of the constant weight packed at module init
+// (DML_CUDA_GEMM_SKINNY_PACKED, dml_cuda_pack_skinny_weight): every warp load 512 contiguous bytes.
+constexpr const char* kSkinnyPackedName = "skinny_packed_pdl";
+
+// Where the packed launch is the unprofiled default, inside skinny_default: N >= 3072 and K >= 2048.
+// H200, % of the D2D copy, bf16 (bench/cuda/h200_session14_skinny_packed*.log), packed vs the
+// prefetch launch: N = 4096, K = 4096, M = 1 / 16: 76.2 / 68.5 vs 71.9 / 61.5; K = 11008: 88.5 / 82.3
+// vs 85.2 / 80.4; K = 14336: 91.5 / 86.7 vs 89.0 / 84.8. At N <= 2048 or K = 1024 the prefetch
+// launch measured ahead (N = 2048, K = 4096, M = 1: 56.2 vs 53.9; N = 4096, K = 1024: 54.1 vs 48.4).
+bool skinny_packed_default(const ir::IntExpr& N, const ir::IntExpr& K) {
+  return N.is_const() && K.is_const() && N.const_value() >= 3072 && K.const_value() >= 2048;
+}
 
 GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
-                          const ir::IntExpr& M, const ir::IntExpr& N, bool b_const, const std::string& epi) {
+                          const ir::IntExpr& M, const ir::IntExpr& N, bool b_const, const std::string& epi,
+                          bool b_packed = false) {
   GemmCands g;
   if (o.arch.target == GpuTarget::rocm) {
     const bool mfma = o.arch.name == "gfx90a" && dtype != "float32";
@@ -147,6 +161,8 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
   const bool skinny_pf = skinny && b_const && o.arch.name == "sm_90a";
   if (skinny_pf) g.c.push_back({kSkinnyPfName, "DML_CUDA_GEMM_SKINNY_PF"});
   const size_t skinny_pf_index = g.c.size() - 1;
+  if (b_packed) g.c.push_back({kSkinnyPackedName, "DML_CUDA_GEMM_SKINNY_PACKED"});
+  const size_t skinny_packed_index = g.c.size() - 1;
   // cuBLASLt's 2nd and 3rd heuristic algorithms: its first guess is not always the fastest.
   g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo2", "DML_CUDA_GEMM_CUBLASLT_ALGO2"});
   g.c.push_back({std::string("cublaslt") + (tf32 ? ".tf32" : "") + ".algo3", "DML_CUDA_GEMM_CUBLASLT_ALGO3"});
@@ -166,9 +182,11 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
                      : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
   } else if (o.gemm_impl == "cublaslt" && !o.gemm_impl_forced && skinny && b_const && skinny_default(o, M, N, K)) {
-    g.def = skinny_pf ? skinny_pf_index : skinny_index;
-    g.reason = "default: own skinny kernel (sm_90a, M <= 16, N = " + std::to_string(N.const_value()) + ", K = " +
-               std::to_string(K.const_value()) + ": measured faster than cuBLASLt on the H200)";
+    const bool packed = b_packed && skinny_packed_default(N, K);
+    g.def = packed ? skinny_packed_index : skinny_pf ? skinny_pf_index : skinny_index;
+    g.reason = std::string("default: own skinny kernel") + (packed ? " on the packed weight" : "") +
+               " (sm_90a, M <= 16, N = " + std::to_string(N.const_value()) + ", K = " + std::to_string(K.const_value()) +
+               ": measured faster than cuBLASLt on the H200)";
   } else if (o.gemm_impl == "skinny") {
     g.def = skinny ? skinny_index : dtype == "float32" ? 1 : 2;
     g.reason = skinny ? "forced by DINOML_CUDA_GEMM=skinny"
@@ -183,8 +201,8 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
 json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, const std::string& dtype, bool rcr,
                        const ir::IntExpr& K, const ir::IntExpr& M, const ir::IntExpr& N, bool b_const,
                        const std::function<std::string(const std::string&)>& call, std::ostringstream& body,
-                       const std::string& epi = "") {
-  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M, N, b_const, epi);
+                       const std::string& epi = "", bool b_packed = false) {
+  const GemmCands g = gemm_candidates(o, dtype, rcr, K, M, N, b_const, epi, b_packed);
   std::vector<GpuCandidate> cands;
   for (const auto& [name, code] : g.c) cands.push_back({name, call(code)});
   return emit_gpu_tunable(cx, n, n.op.rfind("bmm", 0) == 0 ? "bmm" : "gemm", cands, g.def, g.reason, body);
@@ -192,6 +210,38 @@ json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOption
 
 using cpu::GemmKind;
 bool parse_gemm(const std::string& op, GemmKind& k) { return cpu::parse_gemm_op(op, "DML_CUDA_EPI_", k); }
+
+}  // namespace
+
+size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o) {
+  GemmKind k;
+  if (!parse_gemm(n.op, k) || !k.rcr || n.inputs.size() < 2 || o.arch.name != "sm_90a") return 0;
+  const ir::Tensor& a = g.tensor(n.inputs[0]);
+  const ir::Tensor& b = g.tensor(n.inputs[1]);
+  if (b.kind != ir::TensorKind::constant || b.quant || b.shape.size() != 2 || a.shape.size() < 2 ||
+      (a.dtype != ir::DType::f16 && a.dtype != ir::DType::bf16) || b.dtype != a.dtype)
+    return 0;
+  const ir::IntExpr &N = b.shape[0], &K = b.shape[1];
+  const ir::IntExpr M = gemm_rows(a.shape, a.shape.size() - 1);
+  const std::string dtype(ir::dtype_name(a.dtype));
+  if (!N.is_const() || !K.is_const() || !skinny_candidate(o, dtype, true, M, K)) return 0;
+  // Pack only where the packed launch can run: in a bootstrap module (it is timed), where the
+  // execution plan chose it for some bucket, or where it is the unprofiled default.
+  bool use = o.bootstrap;
+  if (!use) {
+    auto it = o.choices.find(n.name);
+    if (it != o.choices.end()) {
+      for (const auto& c : it->second) use = use || c.kernel == kSkinnyPackedName;
+    } else {
+      const GemmCands c = gemm_candidates(o, dtype, true, K, M, N, true, k.epilogue, true);
+      use = c.c[c.def].first == kSkinnyPackedName;
+    }
+  }
+  if (!use) return 0;
+  return static_cast<size_t>(N.const_value() + 7) / 8 * 8 * static_cast<size_t>((K.const_value() + 31) / 32 * 32) * 2;
+}
+
+namespace {
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
@@ -209,10 +259,32 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
                            ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
                            bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
                            (o.allow_tf32 ? "1" : "0") + ", ";
-  return emit_gemm_tunable(cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
-                           k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant,
-                           [&](const std::string& code) { return checked_cuda_call(n, args + code + ", stream)"); }, body,
-                           k.epilogue);
+  // A constant weight the skinny kernel reads packed (skinny_pack_bytes): packed into
+  // DmlModuleState::dpack at module init, where the plan (lower_cuda_conv_nhwc.cpp) placed it.
+  std::string packed_args;
+  const ConvNhwcPlan* plan = current_conv_plan();
+  const auto po = plan ? plan->pack_offset.find(n.name) : std::map<std::string, size_t>::const_iterator();
+  if (plan && po != plan->pack_offset.end()) {
+    const auto slots = ir::layout_constants(cx.g);
+    const auto ws = slots.find(cx.root(n.inputs[1]));
+    if (ws == slots.end()) no_cuda_lowering(n, "the weight is not in constants.bin");
+    cx.init << "  if (dml_cuda_pack_skinny_weight(" << dtype_code(a.dtype) << ", " << N << ", " << K << ", st->dconst + "
+            << ws->second.offset << ", st->dpack + " << po->second << ", NULL)) {  // " << cpu::comment_text(n.name) << "\n"
+            << "    if (err && errlen) snprintf(err, errlen, \"node %s: packing the GEMM weight: %s\", "
+            << cpu::cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
+            << "    cudaFree(st->dpack); cudaFree(st->dconst); free(st);\n    return 1;\n  }\n";
+    packed_args = "dml_cuda_gemm(" + dtype_code(a.dtype) + ", DML_CUDA_B_RCR, " + M + ", " + N + ", " + K + ", " +
+                  cx.ptr(n.inputs[0]) + ", (((const DmlModuleState*)module_state)->dpack + " + std::to_string(po->second) +
+                  "), " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " + (o.allow_tf32 ? "1" : "0") +
+                  ", ";
+  }
+  return emit_gemm_tunable(
+      cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
+      k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant,
+      [&](const std::string& code) {
+        return checked_cuda_call(n, (code == "DML_CUDA_GEMM_SKINNY_PACKED" ? packed_args : args) + code + ", stream)");
+      },
+      body, k.epilogue, !packed_args.empty());
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {

@@ -117,14 +117,15 @@ TEST(CudaProfile, BootstrapExportsProfileEntryWithEveryCandidate) {
   EXPECT_EQ(by_family["attention"], 1u);
   const auto& g0 = boot.tunables[0];
   // sm_90a: the own wgmma kernel is timed too (the graph's GEMMs are fp16, B as [N, K], K % 8 == 0),
-  // the small-M skinny kernel (M is symbolic) and its weight-prefetching launch (the weight is a
-  // constant), and cuBLASLt's 2nd and 3rd heuristic algorithms.
+  // the small-M skinny kernel (M is symbolic), its weight-prefetching launch and its launch on a
+  // weight packed at init (the weight is a constant), and cuBLASLt's 2nd and 3rd heuristic algorithms.
   EXPECT_EQ(g0["candidates"], json({"cublaslt", "simt_tiled_64x64", "mma_sync_m16n8k16_64x64x32",
                                     "wgmma_sm90a_tma_128x128or256x64", "wgmma_sm90a_persistent_128x256_epilogue_warps",
-                                    "skinny_mma_m16n8k16_splitk", "skinny_pdl_weight_prefetch", "cublaslt.algo2",
-                                    "cublaslt.algo3"}));
+                                    "skinny_mma_m16n8k16_splitk", "skinny_pdl_weight_prefetch", "skinny_packed_pdl",
+                                    "cublaslt.algo2", "cublaslt.algo3"}));
+  EXPECT_NE(boot.source.find("dml_cuda_pack_skinny_weight("), std::string::npos) << "the bootstrap packs the weights it times";
   for (const char* code : {"DML_CUDA_GEMM_CUBLASLT", "DML_CUDA_GEMM_SIMT", "DML_CUDA_GEMM_MMA", "DML_CUDA_GEMM_WGMMA",
-                           "DML_CUDA_GEMM_WGMMA_EPI", "DML_CUDA_GEMM_SKINNY", "DML_CUDA_GEMM_SKINNY_PF",
+                           "DML_CUDA_GEMM_WGMMA_EPI", "DML_CUDA_GEMM_SKINNY", "DML_CUDA_GEMM_SKINNY_PF", "DML_CUDA_GEMM_SKINNY_PACKED",
                            "DML_CUDA_GEMM_CUBLASLT_ALGO2", "DML_CUDA_GEMM_CUBLASLT_ALGO3", "DML_CUDA_CONV_SIMT", "DML_CUDA_CONV_DIRECT", "DML_CUDA_CONV_MMA",
                            "DML_CUDA_SDPA_SIMT", "DML_CUDA_SDPA_AUTO", "DML_CUDA_SDPA_WGMMA"})
     EXPECT_NE(boot.source.find(code), std::string::npos) << code;

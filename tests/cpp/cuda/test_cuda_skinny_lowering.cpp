@@ -126,3 +126,51 @@ TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
   auto e = gemm_entry(lower_it(one_gemm(DType::bf16, "bmm_rcr", 1024, 4, 1024), "cublaslt", "sm_90a"));
   EXPECT_EQ(e["selected"], "cublaslt") << e.dump();
 }
+
+// The packed-weight launch (DML_CUDA_GEMM_SKINNY_PACKED): a constant weight copied once at module
+// init by dml_cuda_pack_skinny_weight into DmlModuleState::dpack. The default inside the skinny
+// region for N >= 3072 and K >= 2048 (H200: faster than the prefetch launch there); the weight is
+// packed only where the launch can run (default, execution-plan choice, bootstrap module).
+TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
+  constexpr const char* kPacked = "skinny_packed_pdl";
+  for (int64_t rows : {1, 16}) {
+    auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 2048, rows, 3072), "cublaslt", "sm_90a");
+    auto e = gemm_entry(m);
+    EXPECT_EQ(e["selected"], kPacked) << e.dump();
+    EXPECT_NE(e["reason"].get<std::string>().find("on the packed weight"), std::string::npos) << e.dump();
+    const size_t at = m.source.find("dml_cuda_pack_skinny_weight(2, ");
+    ASSERT_NE(at, std::string::npos);
+    const std::string call = m.source.substr(at, m.source.find('\n', at) - at);
+    EXPECT_NE(call.find("3072"), std::string::npos) << call;
+    EXPECT_NE(call.find("2048"), std::string::npos) << call;
+    EXPECT_NE(call.find("st->dconst + "), std::string::npos) << call;
+    EXPECT_NE(m.source.find("->dpack + 0), "), std::string::npos);
+    EXPECT_NE(m.source.find("DML_CUDA_GEMM_SKINNY_PACKED, stream)"), std::string::npos);
+    EXPECT_NE(m.source.find("cudaMalloc((void**)&st->dpack, 12582912u)"), std::string::npos) << "3072 x 2048 x 2 bytes";
+  }
+  // Inside the skinny region but below N = 3072: the prefetch launch, nothing packed.
+  auto small = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 1024, 1, 1024), "cublaslt", "sm_90a");
+  EXPECT_EQ(gemm_entry(small)["selected"], kSkinnyPf);
+  EXPECT_FALSE(has_candidate(gemm_entry(small), kPacked)) << gemm_entry(small).dump();
+  EXPECT_EQ(small.source.find("dml_cuda_pack_skinny_weight"), std::string::npos);
+  // A bootstrap module times every candidate: packed there too.
+  auto boot = lower_it(one_gemm(DType::f16, "gemm_rcr", 1024, 4, 1024), "cublaslt", "sm_90a",
+                       [](lower::cuda::CudaLowerOptions& o) { o.bootstrap = true; });
+  EXPECT_TRUE(has_candidate(gemm_entry(boot), kPacked)) << gemm_entry(boot).dump();
+  EXPECT_NE(boot.source.find("dml_cuda_pack_skinny_weight(1, "), std::string::npos);
+  // An execution plan's choice decides: cuBLASLt -> not packed; the packed launch -> packed.
+  const std::string node = gemm_entry(small)["node"];
+  for (const std::string kernel : {"cublaslt", kPacked}) {
+    auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 1024, 1, 1024), "cublaslt", "sm_90a",
+                      [&](lower::cuda::CudaLowerOptions& o) { o.choices[node] = {{kernel, "from a plan", true, {}}}; });
+    EXPECT_EQ(gemm_entry(m)["selected"], kernel) << gemm_entry(m).dump();
+    EXPECT_EQ(m.source.find("dml_cuda_pack_skinny_weight") != std::string::npos, kernel == kPacked) << kernel;
+  }
+  // Not on sm_80, not for float32, not for a bmm (no constant weight).
+  for (const auto& [dt, op, arch] : std::vector<std::tuple<DType, std::string, std::string>>{
+           {DType::bf16, "gemm_rcr_bias", "sm_80"}, {DType::f32, "gemm_rcr_bias", "sm_90a"}, {DType::bf16, "bmm_rcr", "sm_90a"}}) {
+    auto m = lower_it(one_gemm(dt, op, 2048, 1, 3072), "cublaslt", arch);
+    EXPECT_FALSE(has_candidate(gemm_entry(m), kPacked)) << arch << " " << op;
+    EXPECT_EQ(m.source.find("dml_cuda_pack_skinny_weight"), std::string::npos) << arch << " " << op;
+  }
+}

@@ -1,0 +1,186 @@
+"""Session-14 device harness: the own skinny GEMM reading a fragment-packed weight (issue 4, "M <= 16
+at >= 80% of the D2D copy").
+
+    python3 bench/cuda/skinny_packed_bench.py LIB.so --out DIR [--packed 42,43,...] [--base 1,18,25]
+
+Why: bench/cuda/read_floor.cu measured the register kernel's load pattern (a warp load = 8 weight rows
+x 64 bytes) at 71% of the copy for a 4096 x 4096 bf16 weight where the same kernel geometry reading 512
+contiguous bytes per warp load reaches 83-85%. The packed layout ([ceil(N/8)][ceil(K/32)][8][32], zero
+padded) makes every warp load of the register kernel 512 contiguous bytes; the lowering can pack a
+constant weight once.
+
+Checks (fresh random inputs, NaN-poisoned outputs, rel. L2 against float64 next to torch's own error):
+M = 1..40, the N / K tails, the 7B shapes, every epilogue, both dtypes. Timings as gemv_bench.py's
+bench_skinny (CUDA-graph replays, weights rotated over > 400 MB, median of 7), packed variants on packed
+copies of the same weights.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gemv_bench as gb  # noqa: E402
+
+NVAR = 53
+
+
+def pack(b):
+    N, K = b.shape
+    Np, Kp = (N + 7) // 8 * 8, (K + 31) // 32 * 32
+    bp = torch.zeros(Np, Kp, device=b.device, dtype=b.dtype)
+    bp[:N, :K] = b
+    return bp.view(Np // 8, 8, Kp // 32, 32).permute(0, 2, 1, 3).contiguous()
+
+
+def checks(lib, variants):
+    out = []
+
+    def one(dt, M, N, K, v, epi="none", bias=False):
+        g = torch.Generator(device="cuda")
+        g.manual_seed(M * 7919 + N * 31 + K + v * 101 + gb.EPI[epi] * 13)
+        a = torch.randn(M, K, device="cuda", generator=g).to(dt)
+        b = (torch.randn(N, K, device="cuda", generator=g) / K ** 0.5).to(dt)
+        bb = torch.randn(N, device="cuda", generator=g).to(dt) if bias else None
+        d = torch.randn(M, N, device="cuda", generator=g).to(dt) if epi in ("add", "add_relu") else None
+        y = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+        bp = pack(b)
+        lib.skinny(a, bp, bb, d, y, epi, v, n=N)
+        torch.cuda.synchronize()
+        r = gb.ref(a, b, bb, d, epi)
+        bad = int((~torch.isfinite(y)).sum().item())
+        e = ((y.double() - r).norm() / r.norm().clamp_min(1e-30)).item()
+        et = ((gb.ACT[epi](gb.F.linear(a, b, bb) + (d if d is not None else 0)).double() - r).norm()
+              / r.norm().clamp_min(1e-30)).item()
+        ok = bad == 0 and e <= gb.TOL[dt] and e <= 3 * et + 1e-4
+        out.append({"name": "packed", "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi, "bias": bias,
+                    "variant": v, "rel_l2": e, "rel_l2_torch": et, "unwritten": bad, "pass": ok})
+        print(f"[check] v{v:<2d} {str(dt).split('.')[1]:8s} M={M:3d} N={N:5d} K={K:5d} {epi:9s} bias={int(bias)} "
+              f"rel_l2={e:.2e} (torch {et:.2e}) unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
+
+    # The C ABI: dml_cuda_gemm with DML_CUDA_GEMM_SKINNY_PACKED (skinny_variant_packed's choice) on a weight
+    # packed by dml_cuda_pack_skinny_weight; a misaligned a (a view one element in) runs the plain kernel.
+    gb.IMPL.setdefault("skinny_packed", 12)
+
+    def abi(dt, M, N, K, epi, misalign=False):
+        g = torch.Generator(device="cuda")
+        g.manual_seed(M * 13 + N * 7 + K + gb.EPI[epi] + misalign)
+        a = torch.randn(M * K + 8, device="cuda", generator=g).to(dt)
+        a = (a[1:M * K + 1] if misalign else a[:M * K]).view(M, K)
+        b = (torch.randn(N, K, device="cuda", generator=g) / K ** 0.5).to(dt)
+        bb = torch.randn(N, device="cuda", generator=g).to(dt)
+        d = torch.randn(M, N, device="cuda", generator=g).to(dt) if epi == "add" else None
+        y = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+        bp = torch.empty(lib.L.dml_cuda_skinny_packed_bytes(gb.CODE[dt], N, K) // 2, device="cuda", dtype=dt)
+        if lib.L.dml_cuda_pack_skinny_weight(gb.CODE[dt], N, K, b.data_ptr(), bp.data_ptr(), None):
+            raise RuntimeError(lib.err())
+        lib.gemm("skinny_packed", a, bp, bb, d, y, epi, n=N)
+        torch.cuda.synchronize()
+        r = gb.ref(a, b, bb, d, epi)
+        bad = int((~torch.isfinite(y)).sum().item())
+        e = ((y.double() - r).norm() / r.norm()).item()
+        ok = bad == 0 and e <= gb.TOL[dt] and bp.numel() * 2 == ((N + 7) // 8 * 8) * ((K + 31) // 32 * 32) * 2
+        out.append({"name": "abi_packed", "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi,
+                    "misaligned_a": misalign, "rel_l2": e, "unwritten": bad, "pass": ok})
+        print(f"[check] abi packed {str(dt).split('.')[1]:8s} M={M:3d} N={N:5d} K={K:5d} {epi:5s} misaligned_a={int(misalign)} "
+              f"rel_l2={e:.2e} unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
+
+    lib.L.dml_cuda_skinny_packed_bytes.restype = gb.ctypes.c_int64
+    lib.L.dml_cuda_skinny_packed_bytes.argtypes = [gb.ctypes.c_int, gb.ctypes.c_int64, gb.ctypes.c_int64]
+    lib.L.dml_cuda_pack_skinny_weight.argtypes = [gb.ctypes.c_int, gb.ctypes.c_int64, gb.ctypes.c_int64, gb.ctypes.c_void_p,
+                                                  gb.ctypes.c_void_p, gb.ctypes.c_void_p]
+    for dt in (torch.bfloat16, torch.float16):
+        for (M, N, K) in [(1, 4096, 4096), (16, 4096, 4096), (9, 3076, 2056), (3, 300, 520), (17, 4100, 1000), (40, 33, 40)]:
+            for epi in ("none", "gelu", "add"):
+                abi(dt, M, N, K, epi)
+        abi(dt, 5, 3076, 2056, "gelu", misalign=True)
+        abi(dt, 16, 300, 520, "add", misalign=True)
+    for dt in (torch.bfloat16, torch.float16):
+        for v in variants:
+            for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 40):
+                one(dt, M, 300, 520, v, bias=True)
+            for (N, K) in [(4096, 4096), (4096, 11008), (11008, 4096), (7, 8), (8, 16), (100, 4104), (33, 40),
+                           (4100, 1000), (4104, 264), (1, 4096)]:
+                for M in (1, 16):
+                    one(dt, M, N, K, v)
+            for epi in gb.EPI:
+                one(dt, 7, 264, 1024, v, epi=epi, bias=True)
+    return out
+
+
+def bench(lib, dt, M, N, K, copy_bw, packed, base):
+    per_set = (M * K + N * K + M * N) * 2
+    nsets = max(2, min(32, math.ceil(420e6 / per_set)))
+    sets = []
+    for _ in range(nsets):
+        b = (torch.randn(N, K, device="cuda") / math.sqrt(K)).to(dt)
+        sets.append((torch.randn(M, K, device="cuda").to(dt), b, torch.empty(M, N, device="cuda", dtype=dt), pack(b)))
+    calls = 4 * nsets
+    row = {"dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "bytes": per_set, "sets": nsets, "calls": calls}
+    fns = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[2]),
+           "skinny_pf": lambda s: lib.gemm("skinny_pf", s[0], s[1], None, None, s[2], "none"),
+           "packed": lambda s: lib.gemm("skinny_packed", s[0], s[3], None, None, s[2], "none", n=N)}
+    for v in base:
+        fns[f"v{v}"] = lambda s, v=v: lib.skinny(s[0], s[1], None, None, s[2], "none", v)
+    for v in packed:
+        fns[f"p{v}"] = lambda s, v=v: lib.skinny(s[0], s[3], None, None, s[2], "none", v, n=N)
+    for name, f in fns.items():
+        try:
+            ms = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls)
+        except RuntimeError as e:
+            print(f"[time] {name} M={M} N={N} K={K}: {e}", flush=True)
+            ms = float("inf")
+        row[f"{name}_us"] = ms * 1e3
+        row[f"{name}_pct"] = 100.0 * per_set / (ms * 1e-3) / copy_bw
+    del sets
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lib")
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/skinny_packed_out"))
+    ap.add_argument("--packed", default="42,43,44,45,46,47")
+    ap.add_argument("--base", default="1,18,25")
+    ap.add_argument("--no-checks", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    gb.NVAR = NVAR
+    lib = gb.Lib(args.lib)
+    packed = [int(v) for v in args.packed.split(",")]
+    base = [int(v) for v in args.base.split(",")]
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    res["checks"] = [] if args.no_checks else checks(lib, packed)
+    nfail = sum(1 for c in res["checks"] if not c["pass"])
+    print(f"== checks: {len(res['checks']) - nfail}/{len(res['checks'])} pass", flush=True)
+    copy_bw, _ = gb.d2d_copy()
+    res["d2d_copy_GBps"] = copy_bw / 1e9
+    print(f"[bandwidth] D2D copy 1 GiB: {copy_bw / 1e9:.0f} GB/s", flush=True)
+    rows = ([(torch.bfloat16, M, 4096, K) for M in (1, 16) for K in (4096, 11008, 14336)]
+            + [(torch.bfloat16, M, 4096, K) for M in (4, 8) for K in (4096, 11008)]
+            + [(torch.float16, M, 4096, 4096) for M in (1, 16)]
+            + [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in [(11008, 4096), (14336, 4096), (2048, 4096),
+                                                                           (4096, 1024), (1024, 4096)]])
+    res["rows"] = []
+    names = ["torch", "skinny_pf", "packed"] + [f"v{v}" for v in base] + [f"p{v}" for v in packed]
+    for (dt, M, N, K) in rows:
+        r = bench(lib, dt, M, N, K, copy_bw, packed, base)
+        res["rows"].append(r)
+        print("[time]", json.dumps(r), flush=True)
+        json.dump(res, open(os.path.join(args.out, "skinny_packed.json"), "w"), indent=1)
+    print(f"\n== checks: {len(res['checks']) - nfail}/{len(res['checks'])} pass; D2D copy {copy_bw / 1e9:.0f} GB/s")
+    for c in [c for c in res["checks"] if not c["pass"]][:20]:
+        print("FAIL", json.dumps(c))
+    print(f"{'dt':5s} {'M':>3s} {'N':>6s} {'K':>6s} " + " ".join(f"{n:>9s}" for n in names) + "  (% of D2D)")
+    for r in res["rows"]:
+        print(f"{r['dtype'][:5]:5s} {r['M']:3d} {r['N']:6d} {r['K']:6d} " + " ".join(f"{r[n + '_pct']:9.1f}" for n in names))
+    return 1 if nfail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
