@@ -77,6 +77,37 @@ class Lib:
             raise RuntimeError(self.err())
 
 
+def judge(y, a, b, bias, d, epi):
+    """(unwritten outputs, rel. L2 vs float64, torch's own rel. L2, pass) of y = epi(a·bᵀ + bias (+ d))
+    after a synchronize: pass = nothing unwritten, within the dtype's tolerance and within 3× torch's error."""
+    torch.cuda.synchronize()
+    r = ref(a, b, bias, d, epi)
+    bad = int((~torch.isfinite(y)).sum().item())
+    e = ((y.double() - r).norm() / r.norm().clamp_min(1e-30)).item()
+    et = ((ACT[epi](F.linear(a, b, bias) + (d if d is not None else 0)).double() - r).norm() / r.norm().clamp_min(1e-30)).item()
+    return bad, e, et, bad == 0 and e <= TOL[a.dtype] and e <= 3 * et + 1e-4
+
+
+def variant_check(lib, dt, M, N, K, v, epi="none", bias=False, pack=None, name="new_variant", tag="check8"):
+    """One skinny kernel variant `v` against float64 (and next to torch's own error) on fresh random
+    inputs with a NaN-poisoned output; pack: a function that lays the weight out for the variant
+    (skinny_packed_bench.py's fragment packing). Returns the check's row (printed)."""
+    g = torch.Generator(device="cuda")
+    g.manual_seed(M * 7919 + N * 31 + K + v * 101 + EPI[epi] * 13)
+    a = torch.randn(M, K, device="cuda", generator=g).to(dt)
+    b = (torch.randn(N, K, device="cuda", generator=g) / K ** 0.5).to(dt)
+    bb = torch.randn(N, device="cuda", generator=g).to(dt) if bias else None
+    d = torch.randn(M, N, device="cuda", generator=g).to(dt) if epi in ("add", "add_relu") else None
+    y = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+    lib.skinny(a, pack(b) if pack else b, bb, d, y, epi, v, n=N)
+    bad, e, et, ok = judge(y, a, b, bb, d, epi)
+    row = {"name": name, "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi, "bias": bias, "ng": v,
+           "rel_l2": e, "rel_l2_torch": et, "unwritten": bad, "pass": ok}
+    print(f"[{tag}] v{v:<2d} {row['dtype']:8s} M={M:3d} N={N:5d} K={K:5d} {epi:9s} bias={int(bias)} rel_l2={e:.2e} "
+          f"(torch {et:.2e}) unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
+    return row
+
+
 def ref(a, b, bias, d, epi):
     r = a.double() @ b.double().t()
     if bias is not None:
@@ -101,12 +132,7 @@ def checks(lib, pp=True, smoke=False):
             lib.skinny(a, b, bb, d, y, epi, ng)
         else:
             lib.gemm(impl, a, b if rcr else b.t().contiguous(), bb, d, y, epi, rcr)
-        torch.cuda.synchronize()
-        r = ref(a, b, bb, d, epi)
-        bad = int((~torch.isfinite(y)).sum().item())
-        e = ((y.double() - r).norm() / r.norm().clamp_min(1e-30)).item()
-        et = ((ACT[epi](F.linear(a, b, bb) + (d if d is not None else 0)).double() - r).norm() / r.norm().clamp_min(1e-30)).item()
-        ok = bad == 0 and e <= TOL[dt] and e <= 3 * et + 1e-4
+        bad, e, et, ok = judge(y, a, b, bb, d, epi)
         row = {"name": name, "impl": impl, "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi, "bias": bias,
                "rcr": rcr, "offset": offset, "ng": ng, "rel_l2": e, "rel_l2_torch": et, "unwritten": bad, "pass": ok}
         out.append(row)

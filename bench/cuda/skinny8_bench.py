@@ -31,7 +31,7 @@ import gemv_bench as gb  # noqa: E402
 NEW = list(range(12, 25))
 TIMED = [1, 3, 7, 11, 18, 14, 17, 19, 20, 21, 22, 23, 24]
 PDL_FIRST = [16, 18, 23, 24]  # PDL variants also chained after a memcpy node
-NVAR = 47  # gemm_skinny.cu's kNumVariants
+NVAR = 50  # gemm_skinny.cu's kNumVariants
 # --session9: session 9's variants (ring 25..27, register kernel with PF / a shared-memory prologue 28..34)
 NEW9 = list(range(25, 35))  # run 2: 35..37, run 3: 38..41 (--new)
 TIMED9 = [1, 18, 22] + NEW9
@@ -60,26 +60,7 @@ def new_checks(lib, new=NEW, pdl_first=PDL_FIRST):
     out = []
 
     def one(dt, M, N, K, v, epi="none", bias=False):
-        g = torch.Generator(device="cuda")
-        g.manual_seed(M * 7919 + N * 31 + K + v * 101 + gb.EPI[epi] * 13)
-        a = torch.randn(M, K, device="cuda", generator=g).to(dt)
-        b = (torch.randn(N, K, device="cuda", generator=g) / K ** 0.5).to(dt)
-        bb = torch.randn(N, device="cuda", generator=g).to(dt) if bias else None
-        d = torch.randn(M, N, device="cuda", generator=g).to(dt) if epi in ("add", "add_relu") else None
-        y = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
-        lib.skinny(a, b, bb, d, y, epi, v)
-        torch.cuda.synchronize()
-        r = gb.ref(a, b, bb, d, epi)
-        bad = int((~torch.isfinite(y)).sum().item())
-        e = ((y.double() - r).norm() / r.norm().clamp_min(1e-30)).item()
-        et = ((gb.ACT[epi](gb.F.linear(a, b, bb) + (d if d is not None else 0)).double() - r).norm()
-              / r.norm().clamp_min(1e-30)).item()
-        ok = bad == 0 and e <= gb.TOL[dt] and e <= 3 * et + 1e-4
-        row = {"name": "new_variant", "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "epi": epi, "bias": bias, "ng": v,
-               "rel_l2": e, "rel_l2_torch": et, "unwritten": bad, "pass": ok}
-        out.append(row)
-        print(f"[check8] v{v:<2d} {row['dtype']:8s} M={M:3d} N={N:5d} K={K:5d} {epi:9s} bias={int(bias)} rel_l2={e:.2e} "
-              f"(torch {et:.2e}) unwritten={bad} {'PASS' if ok else 'FAIL'}", flush=True)
+        out.append(gb.variant_check(lib, dt, M, N, K, v, epi, bias))
 
     # The C ABI with DML_CUDA_GEMM_SKINNY_PF (skinny_variant_prefetch's choice) and with the rule.
     gb.IMPL.setdefault("skinny_pf", 10)

@@ -176,7 +176,8 @@ template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_byte
 // kernel's blocks fit next to this one's (PDL).
 // PKD: b is fragment-packed (pack_skinny_weight): [ceil(N/8)][ceil(K/32)][8][32], zero padded, so
 // that one warp load of a chunk (8 rows x 64 bytes) is 512 contiguous bytes.
-template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false>
+// HALF: at most 8 rows of a (M <= 8): rows g + 8 are known absent, so their loads and registers go.
+template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false>
 __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   if (d) d += z * M * N;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t m0 = (int64_t)blockIdx.y * SK_MT, n0 = (int64_t)blockIdx.x * (8 * NG);
-  const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;
+  const bool row_lo = m0 + g < M, row_hi = !HALF && m0 + g + 8 < M;
   const T* a_lo = a + (m0 + g) * K + 8 * t;
   const T* a_hi = a_lo + 8 * K;
   const T* brow[NG];
@@ -544,10 +545,13 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 
 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
 // prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
-template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false>
+template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
-  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD>;
+  if constexpr (HALF) {
+    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+  }
+  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF>;
   constexpr int smem = PK > 0 ? 8 * NG * sk_row_bytes<PK>() : 0;
   if constexpr (PK > 0) {
     if (!sm90_occ<kern, W * 32, smem>().ok) return launch<T, 1, 4, 8, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
@@ -607,7 +611,8 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // (16: registers capped for two blocks); 37: variant 25 + an L2 prefetch of 2048 more elements per row.
 // 38..41: PF (as variant 18) on the register kernels {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}.
 // 42..47: b fragment-packed: variant 1, then PF on {1,4,8}, {2,4,8}, {1,8,8}, {1,8,4}, {1,4,16}.
-constexpr int kNumVariants = 47;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
+constexpr int kNumVariants = 50;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -653,6 +658,9 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(42, 1, 4, 8, false, false, 0, 0, true) DML_SK_CASE(43, 1, 4, 8, true, true, 0, 0, true)
     DML_SK_CASE(44, 2, 4, 8, true, true, 0, 0, true) DML_SK_CASE(45, 1, 8, 8, true, true, 0, 0, true)
     DML_SK_CASE(46, 1, 8, 4, true, true, 0, 0, true) DML_SK_CASE(47, 1, 4, 16, true, true, 0, 0, true)
+    // packed + PF, HALF (M <= 8; M > 8 runs the same without HALF): {1,4,8}, {1,8,8}, {2,4,8}
+    DML_SK_CASE(48, 1, 4, 8, true, true, 0, 0, true, true) DML_SK_CASE(49, 1, 8, 8, true, true, 0, 0, true, true)
+    DML_SK_CASE(50, 2, 4, 8, true, true, 0, 0, true, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -791,15 +799,18 @@ int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* pac
   return check_launch("skinny weight packing kernel");
 }
 
-// The packed variants with PF ({1,4,8} = 43 up to M = 8, {2,4,8} = 44 above: each block then reads
-// a for 16 weight rows, half the L2 traffic of a). H200, % of the D2D copy, bf16, N = 4096
-// (bench/cuda/h200_session14_skinny_packed*.log): K = 4096 M = 1 / 4 / 8 / 16: 76.2 / 73.4 / 70.8 /
-// 68.5 (row-major PF rule: 71.9 / 68.8 / 65.9 / 61.5); K = 11008 M = 1 / 16: 88.5 / 82.3 (85.2 / 80.4);
-// K = 14336: 91.5 / 86.7 (89.0 / 84.8).
+// The packed variants with PF: {1,4,8} = 43 up to M = 8, {2,4,8} = 44 above (each block reads a
+// for 16 weight rows: half the L2 traffic of a); for the wide weights (N >= 8192) at M <= 8 the
+// {1,4,8} kernel without a's rows 8..15 (HALF, 48). H200, % of the D2D copy, bf16
+// (bench/cuda/h200_session14_skinny_packed_run{3,4}.log), N = 4096: K = 4096, M = 1 / 4 / 8 / 16:
+// 76.0-77.7 / 72.8-73.6 / 70.2-70.7 / 68.7-69.5 (the row-major PF launch: 71.4-73.3 / 68.5-69.9 /
+// 66.2-67.2 / 61.5-62.3); K = 11008, M = 1 / 16: 88.9-91.1 / 83.0-84.3 (85.7-87.7 / 80.1-81.3).
+// M = 1, N = 11008 / 14336, K = 4096: variant 48 89.8 / 89.7 (43: 83.1 / 84.9; cuBLASLt 85.2 / 90.0).
+// HALF loses at N = 4096 (64.1 vs 76.0 at K = 4096): fewer registers, more resident blocks.
 int skinny_variant_packed(int64_t M, int64_t N, int64_t K) {
-  (void)N;
   (void)K;
-  return M <= 8 ? 43 : 44;
+  if (M <= 8) return N >= 8192 ? 48 : 43;
+  return 44;
 }
 
 int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
@@ -822,7 +833,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
   if (variant == 0) variant = skinny_variant_packed(M, N, K);
-  if (variant < 42 || variant > 47) return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..47)");
+  if (variant < 42 || variant > 50) return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..50)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
