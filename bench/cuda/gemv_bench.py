@@ -36,7 +36,7 @@ import cuda_timing  # noqa: E402  (python/dinoml/tools: the timing every GPU too
 
 EPI = {"none": 0, "relu": 1, "gelu": 2, "fast_gelu": 3, "swish": 4, "sigmoid": 5, "tanh": 6, "add": 7, "add_relu": 8}
 CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8, "wgmma_persist": 9, "skinny_pf": 10}
+IMPL = {"cublaslt": 0, "simt": 1, "mma": 2, "wgmma": 4, "skinny": 5, "wgmma_pp": 8, "wgmma_persist": 9, "skinny_pf": 10, "skinny_packed": 12}
 NVAR = 11  # gemm_skinny.cu's kVariants (11: variant 1 with programmatic dependent launch)
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
 F = torch.nn.functional

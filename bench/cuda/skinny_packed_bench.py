@@ -46,7 +46,6 @@ def checks(lib, variants):
 
     # The C ABI: dml_cuda_gemm with DML_CUDA_GEMM_SKINNY_PACKED (skinny_variant_packed's choice) on a weight
     # packed by dml_cuda_pack_skinny_weight; a misaligned a (a view one element in) runs the plain kernel.
-    gb.IMPL.setdefault("skinny_packed", 12)
 
     def abi(dt, M, N, K, epi, misalign=False):
         g = torch.Generator(device="cuda")
@@ -127,6 +126,8 @@ def main():
     ap.add_argument("--packed", default="42,43,44,45,46,47")
     ap.add_argument("--base", default="1,18,25")
     ap.add_argument("--no-checks", action="store_true")
+    ap.add_argument("--rows", default="acceptance", choices=["acceptance", "wide"],
+                    help="acceptance: the N = 4096 weights and others; wide: N = 11008 / 14336, K = 4096 at M = 1..16")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gb.NVAR = NVAR
@@ -145,6 +146,8 @@ def main():
             + [(torch.float16, M, 4096, 4096) for M in (1, 16)]
             + [(torch.bfloat16, M, N, K) for M in (1, 16) for (N, K) in [(11008, 4096), (14336, 4096), (2048, 4096),
                                                                            (4096, 1024), (1024, 4096)]])
+    if args.rows == "wide":
+        rows = [(torch.bfloat16, M, N, 4096) for N in (11008, 14336) for M in (1, 2, 4, 8, 12, 16)]
     res["rows"] = []
     names = ["torch", "skinny_pf", "packed"] + [f"v{v}" for v in base] + [f"p{v}" for v in packed]
     for (dt, M, N, K) in rows:

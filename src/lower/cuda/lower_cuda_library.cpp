@@ -122,13 +122,20 @@ constexpr const char* kSkinnyPfName = "skinny_pdl_weight_prefetch";
 // (DML_CUDA_GEMM_SKINNY_PACKED, dml_cuda_pack_skinny_weight): every warp load 512 contiguous bytes.
 constexpr const char* kSkinnyPackedName = "skinny_packed_pdl";
 
-// Where the packed launch is the unprofiled default, inside skinny_default: N >= 3072 and K >= 2048.
-// H200, % of the D2D copy, bf16 (bench/cuda/h200_session14_skinny_packed*.log), packed vs the
+// Where the packed launch is the unprofiled default (sm_90a, constant M, N, K): inside skinny_default
+// for N >= 3072 and K >= 2048, and for the wide weights 4096 < N <= 12288, 2048 <= K <= 4096 at
+// M <= 8. H200, % of the D2D copy, bf16 (bench/cuda/h200_session14_skinny_packed*.log), packed vs the
 // prefetch launch: N = 4096, K = 4096, M = 1 / 16: 76.2 / 68.5 vs 71.9 / 61.5; K = 11008: 88.5 / 82.3
 // vs 85.2 / 80.4; K = 14336: 91.5 / 86.7 vs 89.0 / 84.8. At N <= 2048 or K = 1024 the prefetch
 // launch measured ahead (N = 2048, K = 4096, M = 1: 56.2 vs 53.9; N = 4096, K = 1024: 54.1 vs 48.4).
-bool skinny_packed_default(const ir::IntExpr& N, const ir::IntExpr& K) {
-  return N.is_const() && K.is_const() && N.const_value() >= 3072 && K.const_value() >= 2048;
+// N = 11008, K = 4096, M = 1 / 2 / 4 / 8 (..._wide_run{1,2}.log): 90.4-90.6 / 88.9-89.4 / 88.5-88.9 /
+// 85.7-86.5 vs cuBLASLt (torch) 84.5-85.5; at M >= 12 cuBLASLt leads (84.7-85.8 vs 74.6-76.7), and at
+// N = 14336 the two trade places by M (M = 4: 87.5-88.8 vs 90.3-90.5): cuBLASLt stays there.
+bool skinny_packed_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
+  if (!M.is_const() || !N.is_const() || !K.is_const()) return false;
+  const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
+  if (skinny_default(o, M, N, K)) return n >= 3072 && k >= 2048;
+  return o.arch.name == "sm_90a" && m >= 1 && m <= 8 && n > 4096 && n <= 12288 && k >= 2048 && k <= 4096;
 }
 
 GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,
@@ -181,8 +188,9 @@ GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, b
     g.reason = wgmma ? "forced by DINOML_CUDA_GEMM=wgmma"
                      : "forced by DINOML_CUDA_GEMM=wgmma (no wgmma kernel for " + no_wgmma + ": " +
                            (dtype == "float32" ? "SIMT)" : "mma.sync)");
-  } else if (o.gemm_impl == "cublaslt" && !o.gemm_impl_forced && skinny && b_const && skinny_default(o, M, N, K)) {
-    const bool packed = b_packed && skinny_packed_default(N, K);
+  } else if (o.gemm_impl == "cublaslt" && !o.gemm_impl_forced && skinny && b_const &&
+             (skinny_default(o, M, N, K) || (b_packed && skinny_packed_default(o, M, N, K)))) {
+    const bool packed = b_packed && skinny_packed_default(o, M, N, K);
     g.def = packed ? skinny_packed_index : skinny_pf ? skinny_pf_index : skinny_index;
     g.reason = std::string("default: own skinny kernel") + (packed ? " on the packed weight" : "") +
                " (sm_90a, M <= 16, N = " + std::to_string(N.const_value()) + ", K = " + std::to_string(K.const_value()) +

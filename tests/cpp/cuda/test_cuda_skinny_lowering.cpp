@@ -129,7 +129,8 @@ TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
 
 // The packed-weight launch (DML_CUDA_GEMM_SKINNY_PACKED): a constant weight copied once at module
 // init by dml_cuda_pack_skinny_weight into DmlModuleState::dpack. The default inside the skinny
-// region for N >= 3072 and K >= 2048 (H200: faster than the prefetch launch there); the weight is
+// region for N >= 3072 and K >= 2048 (H200: faster than the prefetch launch there) and for the wide
+// weights at M <= 8 (4096 < N <= 12288, 2048 <= K <= 4096: faster than cuBLASLt); the weight is
 // packed only where the launch can run (default, execution-plan choice, bootstrap module).
 TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
   constexpr const char* kPacked = "skinny_packed_pdl";
@@ -147,6 +148,12 @@ TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
     EXPECT_NE(m.source.find("->dpack + 0), "), std::string::npos);
     EXPECT_NE(m.source.find("DML_CUDA_GEMM_SKINNY_PACKED, stream)"), std::string::npos);
     EXPECT_NE(m.source.find("cudaMalloc((void**)&st->dpack, 12582912u)"), std::string::npos) << "3072 x 2048 x 2 bytes";
+  }
+  // The wide weights (4096 < N <= 12288, 2048 <= K <= 4096) at M <= 8 only; cuBLASLt at M = 9.
+  for (int64_t rows : {8, 9}) {
+    auto m = lower_it(one_gemm(DType::f16, "gemm_rcr", 2048, rows, 4104), "cublaslt", "sm_90a");
+    EXPECT_EQ(gemm_entry(m)["selected"], rows <= 8 ? kPacked : "cublaslt") << gemm_entry(m).dump();
+    EXPECT_EQ(m.source.find("dml_cuda_pack_skinny_weight") != std::string::npos, rows <= 8) << rows;
   }
   // Inside the skinny region but below N = 3072: the prefetch launch, nothing packed.
   auto small = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 1024, 1, 1024), "cublaslt", "sm_90a");
