@@ -662,6 +662,12 @@ def cases():
                             lambda torch, W, X: {"m1": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
                                                  "m9": torch.nn.functional.gelu(torch.nn.functional.linear(X["x9"], W["w"], W["b"])),
                                                  "m16": torch.nn.functional.linear(X["x16"], W["w"])}))
+        if dt != "float32":  # a wide weight (4096 < N <= 12288, 2048 <= K <= 4096) at M <= 8: also the packed launch
+            out.append(Case("gemm_skinny_wide", dt, {"x": [8, 2048], "x2": [2, 2048]},
+                            {"w": ([4104, 2048], "w"), "b": ([4104], "small")}, {}, [{}],
+                            lambda ops, W, X: {"m8": ops.gemm_rcr_bias(X["x"], W["w"], W["b"]), "m2": ops.gemm_rcr(X["x2"], W["w"])},
+                            lambda torch, W, X: {"m8": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
+                                                 "m2": torch.nn.functional.linear(X["x2"], W["w"])}))
         out.append(Case("bmm_softmax", dt, {"q": ["b", 4, "s", 32], "k": ["b", 4, "s", 32], "v": ["b", 4, "s", 32]},
                         {"wh": ([1, 4, 32, 16], "w"), "wa": ([1, 1, 32, 8], "w")},
                         {"b": (1, 4, [1, 4]), "s": (1, 64, [8, 64])}, [{"b": 1, "s": 1}, {"b": 4, "s": 8}, {"b": 3, "s": 50}],

@@ -58,7 +58,8 @@ def main():
     todo = []
     # cases that exist to run one unprofiled sm_90a default through an artifact: prepare fails if it is not chosen
     EXPECT_DEFAULT = {"gemm_gelu_epi": "wgmma_sm90a_persistent_128x256_epilogue_warps",
-                      "gemm_skinny_pf": "skinny_pdl_weight_prefetch", "gemm_skinny_packed": "skinny_packed_pdl"}
+                      "gemm_skinny_pf": "skinny_pdl_weight_prefetch", "gemm_skinny_packed": "skinny_packed_pdl",
+                      "gemm_skinny_wide": "skinny_packed_pdl"}
     for c in C.cases() + C.bench_cases():
         todo.append((c, "cublaslt", a.arch))
         if c.name in ("conv_pool", "sdpa", "sdpa_strided") and c.dtype != "float32":
