@@ -30,31 +30,37 @@ nlohmann::json emit_cuda_library_op(cpu::EmitContext& cx, const ir::Node& n, con
 // conv2d family, batch_norm, pooling, interpolate (lower_cuda_conv.cpp); attention (lower_cuda_attention.cpp).
 bool is_cuda_conv_op(const std::string& op);
 nlohmann::json emit_cuda_conv_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
-// Channels-last conv chains (lower_cuda_conv_nhwc.cpp): the tensors the module keeps NHWC and each
-// channels-last conv's packed-weight offset in DmlModuleState::dpack. lower() computes the plan once
-// and installs it for the per-node emitters with ConvPlanScope.
-struct ConvNhwcPlan {
+// What lower() decides for the whole module before it emits nodes, installed for the per-node
+// emitters with ModulePlanScope: the tensors kept NHWC (channels-last conv chains,
+// plan_conv_nhwc) and the weights packed at module init into one device buffer,
+// DmlModuleState::dpack (channels-last convs: plan_conv_nhwc; skinny GEMMs: plan_skinny_packs).
+struct ModulePlan {
   std::set<std::string> nhwc;
-  std::map<std::string, size_t> pack_offset;  // conv / skinny GEMM node name -> byte offset (256-aligned)
+  std::map<std::string, size_t> pack_offset;  // node name -> byte offset of its packed weight in dpack
   size_t pack_bytes = 0;
+  // A 256-byte-aligned place for `bytes` of node `node`'s packed weight.
+  void reserve_pack(const std::string& node, size_t bytes) {
+    pack_offset[node] = pack_bytes;
+    pack_bytes += (bytes + 255) / 256 * 256;
+  }
 };
 bool nhwc_conv_capable(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
-// Bytes of a GEMM node's constant weight packed for the skinny kernel (DML_CUDA_GEMM_SKINNY_PACKED,
-// lower_cuda_library.cpp), 0 where it is not packed; plan_conv_nhwc places these in dpack too.
-size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o);
 bool is_layout_edge(const ir::Node& n);  // permute with layout_edge = 1 (insert_conv_layout_edges)
 bool plain_1x1_conv(const ops::Window2d& w);  // 1x1, stride 1, unpadded, ungrouped: one batched GEMM on NCHW
-ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o);
-const ConvNhwcPlan* current_conv_plan();  // null outside lower()
-class ConvPlanScope {
+void plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o, ModulePlan& p);
+// The constant GEMM weights the skinny kernel reads packed (DML_CUDA_GEMM_SKINNY_PACKED,
+// lower_cuda_library.cpp): where that launch can run (default, plan choice, bootstrap).
+void plan_skinny_packs(const ir::Graph& g, const CudaLowerOptions& o, ModulePlan& p);
+const ModulePlan* current_module_plan();  // null outside lower()
+class ModulePlanScope {
  public:
-  explicit ConvPlanScope(const ConvNhwcPlan* p);
-  ~ConvPlanScope();
-  ConvPlanScope(const ConvPlanScope&) = delete;
-  ConvPlanScope& operator=(const ConvPlanScope&) = delete;
+  explicit ModulePlanScope(const ModulePlan* p);
+  ~ModulePlanScope();
+  ModulePlanScope(const ModulePlanScope&) = delete;
+  ModulePlanScope& operator=(const ModulePlanScope&) = delete;
 
  private:
-  const ConvNhwcPlan* saved_;
+  const ModulePlan* saved_;
 };
 // "{sn, sc, sh, sw}": element strides of a [N, C, H, W] tensor stored NHWC or NCHW.
 std::string nhwc_strides(const cpu::EmitContext& cx, const std::string& tensor, bool nhwc);

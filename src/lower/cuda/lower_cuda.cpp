@@ -223,8 +223,10 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
     ~TargetScope() { t_target = saved; }
   } scope(opts.arch.target);
   const bool rocm = opts.arch.target == GpuTarget::rocm;
-  const ConvNhwcPlan conv_plan = plan_conv_nhwc(g, opts);
-  ConvPlanScope conv_scope(&conv_plan);
+  ModulePlan mplan;
+  plan_conv_nhwc(g, opts, mplan);
+  plan_skinny_packs(g, opts, mplan);
+  ModulePlanScope mplan_scope(&mplan);
   cpu::EmitContext cx(g, plan);
   cx.choices = &opts.choices;
   cx.bootstrap = opts.bootstrap;
@@ -291,8 +293,8 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "    if (e != cudaSuccess) { if (st->dconst) cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"copying constants.bin to the GPU\", e); }\n"
         "  }\n"
         ;
-  if (conv_plan.pack_bytes > 0) {
-    os << "  {\n    cudaError_t e = cudaMalloc((void**)&st->dpack, " << conv_plan.pack_bytes << "u);\n"
+  if (mplan.pack_bytes > 0) {
+    os << "  {\n    cudaError_t e = cudaMalloc((void**)&st->dpack, " << mplan.pack_bytes << "u);\n"
           "    if (e != cudaSuccess) { cudaFree(st->dconst); free(st); return dml_cuda_fail(err, errlen, \"allocating the packed weights\", e); }\n"
           "  }\n"
        << cx.init.str()

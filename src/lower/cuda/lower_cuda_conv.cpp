@@ -34,7 +34,7 @@ ir::DType expect_float_all(const EmitContext& cx, const ir::Node& n) {
 std::string dt(ir::DType t) { return std::to_string(static_cast<int>(t)); }
 
 bool is_nhwc(const std::string& tensor) {
-  const ConvNhwcPlan* p = current_conv_plan();
+  const ModulePlan* p = current_module_plan();
   return p && p->nhwc.count(tensor) != 0;
 }
 
@@ -102,7 +102,7 @@ json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& 
 json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
   const cpu::Conv2dArgs ca = cpu::conv2d_args(cx, n, no_cuda_lowering);
-  if (const ConvNhwcPlan* p = current_conv_plan()) {
+  if (const ModulePlan* p = current_module_plan()) {
     auto it = p->pack_offset.find(n.name);
     if (it != p->pack_offset.end()) return emit_conv_nhwc(cx, n, o, t, ca, it->second, body);
   }

@@ -36,7 +36,7 @@
 namespace dinoml::lower::cuda {
 namespace {
 
-thread_local const ConvNhwcPlan* t_conv_plan = nullptr;
+thread_local const ModulePlan* t_module_plan = nullptr;
 
 bool is_conv(const std::string& op) { return op.rfind("conv2d", 0) == 0; }
 
@@ -70,8 +70,7 @@ bool nhwc_conv_capable(const ir::Graph& g, const ir::Node& n, const CudaLowerOpt
   return n.attr_int("groups", 1) == 1;
 }
 
-ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o) {
-  ConvNhwcPlan p;
+void plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o, ModulePlan& p) {
   std::map<std::string, std::vector<std::pair<const ir::Node*, size_t>>> consumers;
   std::map<std::string, const ir::Node*> producer;
   for (const auto& n : g.nodes) {
@@ -133,17 +132,8 @@ ConvNhwcPlan plan_conv_nhwc(const ir::Graph& g, const CudaLowerOptions& o) {
     const ir::Tensor& w = g.tensor(n.inputs[1]);
     size_t bytes = ir::dtype_size(w.dtype);
     for (const auto& e : w.shape) bytes *= static_cast<size_t>(e.const_value());
-    p.pack_offset[n.name] = p.pack_bytes;
-    p.pack_bytes += (bytes + 255) / 256 * 256;
+    p.reserve_pack(n.name, bytes);
   }
-  // Constant GEMM weights the skinny kernel reads packed (lower_cuda_library.cpp).
-  for (const auto& n : g.nodes) {
-    const size_t bytes = skinny_pack_bytes(g, n, o);
-    if (bytes == 0) continue;
-    p.pack_offset[n.name] = p.pack_bytes;
-    p.pack_bytes += (bytes + 255) / 256 * 256;
-  }
-  return p;
 }
 
 passes::PassResult insert_conv_layout_edges(ir::Graph& g, const CudaLowerOptions& o) {
@@ -236,10 +226,10 @@ passes::PassResult insert_conv_layout_edges(ir::Graph& g, const CudaLowerOptions
   return res;
 }
 
-const ConvNhwcPlan* current_conv_plan() { return t_conv_plan; }
+const ModulePlan* current_module_plan() { return t_module_plan; }
 
-ConvPlanScope::ConvPlanScope(const ConvNhwcPlan* p) : saved_(t_conv_plan) { t_conv_plan = p; }
-ConvPlanScope::~ConvPlanScope() { t_conv_plan = saved_; }
+ModulePlanScope::ModulePlanScope(const ModulePlan* p) : saved_(t_module_plan) { t_module_plan = p; }
+ModulePlanScope::~ModulePlanScope() { t_module_plan = saved_; }
 
 std::string nhwc_strides(const cpu::EmitContext& cx, const std::string& tensor, bool nhwc) {
   const auto s = cx.cpp_shape(cx.tensor(tensor).shape);  // N C H W

@@ -219,8 +219,7 @@ json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOption
 using cpu::GemmKind;
 bool parse_gemm(const std::string& op, GemmKind& k) { return cpu::parse_gemm_op(op, "DML_CUDA_EPI_", k); }
 
-}  // namespace
-
+// Bytes of a GEMM node's constant weight packed for the skinny kernel, 0 where it is not packed.
 size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o) {
   GemmKind k;
   if (!parse_gemm(n.op, k) || !k.rcr || n.inputs.size() < 2 || o.arch.name != "sm_90a") return 0;
@@ -246,10 +245,9 @@ size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerO
     }
   }
   if (!use) return 0;
+  // kernels/cuda/gemm_skinny.cu's layout: [ceil(N/8)][ceil(K/32)][8][32] two-byte elements
   return static_cast<size_t>(N.const_value() + 7) / 8 * 8 * static_cast<size_t>((K.const_value() + 31) / 32 * 32) * 2;
 }
-
-namespace {
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
@@ -263,14 +261,16 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
   const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
   if (b.quant) return emit_cuda_qgemm(cx, n, k.rcr, k.epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
-  const std::string args = "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") +
-                           ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
-                           bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " +
-                           (o.allow_tf32 ? "1" : "0") + ", ";
-  // A constant weight the skinny kernel reads packed (skinny_pack_bytes): packed into
-  // DmlModuleState::dpack at module init, where the plan (lower_cuda_conv_nhwc.cpp) placed it.
-  std::string packed_args;
-  const ConvNhwcPlan* plan = current_conv_plan();
+  // The call's text up to the implementation code, with `bp` as b.
+  auto args = [&](const std::string& bp) {
+    return "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + M + ", " + N +
+           ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + bp + ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " +
+           k.epilogue + ", " + (o.allow_tf32 ? "1" : "0") + ", ";
+  };
+  // A constant weight the skinny kernel reads packed (plan_skinny_packs): packed into
+  // DmlModuleState::dpack at module init, where the module plan placed it.
+  std::string packed_b;
+  const ModulePlan* plan = current_module_plan();
   const auto po = plan ? plan->pack_offset.find(n.name) : std::map<std::string, size_t>::const_iterator();
   if (plan && po != plan->pack_offset.end()) {
     const auto slots = ir::layout_constants(cx.g);
@@ -281,18 +281,16 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
             << "    if (err && errlen) snprintf(err, errlen, \"node %s: packing the GEMM weight: %s\", "
             << cpu::cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
             << "    cudaFree(st->dpack); cudaFree(st->dconst); free(st);\n    return 1;\n  }\n";
-    packed_args = "dml_cuda_gemm(" + dtype_code(a.dtype) + ", DML_CUDA_B_RCR, " + M + ", " + N + ", " + K + ", " +
-                  cx.ptr(n.inputs[0]) + ", (((const DmlModuleState*)module_state)->dpack + " + std::to_string(po->second) +
-                  "), " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " + k.epilogue + ", " + (o.allow_tf32 ? "1" : "0") +
-                  ", ";
+    packed_b = "(((const DmlModuleState*)module_state)->dpack + " + std::to_string(po->second) + ")";
   }
   return emit_gemm_tunable(
       cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
       k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant,
       [&](const std::string& code) {
-        return checked_cuda_call(n, (code == "DML_CUDA_GEMM_SKINNY_PACKED" ? packed_args : args) + code + ", stream)");
+        const bool packed = code == "DML_CUDA_GEMM_SKINNY_PACKED";
+        return checked_cuda_call(n, args(packed ? packed_b : cx.ptr(n.inputs[1])) + code + ", stream)");
       },
-      body, k.epilogue, !packed_args.empty());
+      body, k.epilogue, !packed_b.empty());
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
@@ -356,7 +354,7 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 // A channels-last conv's edge copy (insert_conv_layout_edges): the conv-side tensor is stored
 // NHWC, so the identity copy is the transpose NCHW -> NHWC (input edge) or NHWC -> NCHW (output).
 json emit_layout_edge(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const ConvNhwcPlan* p = current_conv_plan();
+  const ModulePlan* p = current_module_plan();
   const bool in_cl = p && p->nhwc.count(n.inputs.at(0)), out_cl = p && p->nhwc.count(n.outputs.at(0));
   const auto& x = cx.tensor(n.inputs.at(0));
   if (x.shape.size() != 4) no_cuda_lowering(n, "a layout edge must be rank 4");
@@ -468,6 +466,11 @@ json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOpt
   if (op == "expand") return emit_expand(cx, n, body);
   if (op == "full" || op == "arange") return emit_generator(cx, n, body);
   no_cuda_lowering(n, "");
+}
+
+void plan_skinny_packs(const ir::Graph& g, const CudaLowerOptions& o, ModulePlan& p) {
+  for (const auto& n : g.nodes)
+    if (const size_t bytes = skinny_pack_bytes(g, n, o)) p.reserve_pack(n.name, bytes);
 }
 
 }  // namespace dinoml::lower::cuda
