@@ -1,0 +1,441 @@
+// Where the time of a chained skinny GEMM goes (issue 4, "M <= 16 at >= 80% of the D2D copy").
+// Standalone, no PyTorch:
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a bench/cuda/skinny_timeline.cu -o skinny_timeline && ./skinny_timeline [K [DUMP.csv]]
+//
+// The kernel is a replica of the library's packed register kernel (gemm_skinny.cu, variant 43:
+// fragment-packed bf16 weight, 8 rows per block, W warps, U chunk loads in flight per lane, the first
+// loop step's weight loads issued before griddepcontrol.wait), without epilogue options, so that its
+// schedule can be changed and recorded here. Each block can record %globaltimer at its start, after
+// griddepcontrol.wait, after its first loop step and at its end, with its SM. Timed as the library's
+// harness times it (gemv_bench.py): CUDA-graph chains of calls rotating over > 400 MB of weights,
+// median of 7 replays, % of a 1 GiB D2D copy counting a, b and y bytes. The timeline of one replay
+// then says, per call (steady state, calls 2 .. n-2): the period between the ends of consecutive
+// calls, when the call's dependency resolved (the first block past griddepcontrol.wait) against the
+// previous call's last block end, the spread of its blocks' end times (the tail), and how many of
+// its blocks were resident before the previous call ended.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ void dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ uint64_t gtime() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint32_t smid() {
+  uint32_t s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, const uint32_t* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// LAUNCH: where launch_dependents runs: 0 right after the wait (the library), 1 at the block's end.
+// PF: the first step's weight loads before the wait. REC: record the timeline (tl: 5 words per block).
+struct Opt {
+  bool pf = true, rec = false;
+  int launch = 0;
+};
+// S > 0: the weight goes through a per-lane cp.async pipeline of S loop steps in shared memory (each
+// lane copies and later reads its own 16-byte slots, so no barrier is needed): the S first steps are
+// issued before griddepcontrol.wait, and each step's slot is refilled with step + S after its mma.
+template <int U, int W, int S = 0>
+__global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int64_t K, const __nv_bfloat16* __restrict__ a,
+                                                      const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ y, Opt o,
+                                                      uint64_t* __restrict__ tl) {
+  __shared__ float red[W][4][32];
+  const uint64_t t0 = o.rec ? gtime() : 0;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t n0 = (int64_t)blockIdx.x * 8, chunks = (K + 31) / 32;
+  const bool row_lo = g < M, row_hi = g + 8 < M;
+  const __nv_bfloat16* a_lo = a + g * K + 8 * t;
+  const __nv_bfloat16* a_hi = a_lo + 8 * K;
+  const __nv_bfloat16* brow = b + (n0 / 8) * chunks * 256 + 8 * lane;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  constexpr int64_t ST = (int64_t)U * W;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 wv[U], xl[U], xh[U];
+  int64_t c0 = warp;
+  auto load_w = [&](int64_t c) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) wv[u] = c + u * W < chunks ? ld_stream(brow + (c + u * W) * 256) : zero;
+  };
+  auto load_x = [&](int64_t c) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t cc = c + u * W;
+      const bool kin = cc < chunks && cc * 32 + 8 * t < K;
+      xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + cc * 32) : zero;
+      xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + cc * 32) : zero;
+    }
+  };
+  auto mma = [&]() {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint32_t a0[4] = {xl[u].x, xh[u].x, xl[u].y, xh[u].y}, a1[4] = {xl[u].z, xh[u].z, xl[u].w, xh[u].w};
+      const uint32_t b0[2] = {wv[u].x, wv[u].y}, b1[2] = {wv[u].z, wv[u].w};
+      mma_bf16(acc, a0, b0);
+      mma_bf16(acc, a1, b1);
+    }
+  };
+  uint64_t t1 = 0, t2 = 0;
+  if constexpr (S > 0) {
+    extern __shared__ __align__(16) unsigned char pipe[];  // [W][S][U][32 lanes][16 bytes]
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(pipe) + ((warp * S) * U * 32 + lane) * 16;
+    const int64_t steps = (chunks - warp + ST - 1) / ST;
+    auto issue = [&](int64_t st) {  // step st's U chunks into slot st % S; one commit group per call
+      if (st < steps) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t c = warp + st * ST + u * W;
+          if (c < chunks)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(base + (uint32_t)(((st % S) * U + u) * 32 * 16)),
+                         "l"(brow + c * 256)
+                         : "memory");
+        }
+      }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+#pragma unroll
+    for (int st = 0; st < S; ++st) issue(st);
+    dep_wait();
+    if (o.launch == 0) dep_launch();
+    t1 = o.rec ? gtime() : 0;
+    for (int64_t st = 0; st < steps; ++st) {
+      load_x(warp + st * ST);
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(S - 1) : "memory");
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = warp + st * ST + u * W;
+        if (c < chunks) {
+          const uint32_t ad = base + (uint32_t)(((st % S) * U + u) * 32 * 16);
+          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(wv[u].x), "=r"(wv[u].y), "=r"(wv[u].z), "=r"(wv[u].w) : "r"(ad));
+        } else {
+          wv[u] = zero;
+        }
+      }
+      mma();
+      if (st == 0) t2 = o.rec ? gtime() : 0;
+      issue(st + S);
+    }
+  } else {
+    if (o.pf) load_w(c0);
+    dep_wait();
+    if (o.launch == 0) dep_launch();
+    t1 = o.rec ? gtime() : 0;
+    if (!o.pf) load_w(c0);
+    load_x(c0);
+    mma();
+    t2 = o.rec ? gtime() : 0;
+    for (c0 += ST; c0 < chunks; c0 += ST) {
+      load_w(c0);
+      load_x(c0);
+      mma();
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) red[warp][r][lane] = acc[r];
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16 * 8; i += W * 32) {
+    const int m = i / 8, col = i % 8, ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) v += red[w][r][ln];
+    if (m < M && n0 + col < N) y[m * N + n0 + col] = __float2bfloat16_rn(v);
+  }
+  if (o.launch == 1) dep_launch();
+  if (o.rec && threadIdx.x == 0) {
+    uint64_t* p = tl + (uint64_t)blockIdx.x * 5;
+    p[0] = smid();
+    p[1] = t0;
+    p[2] = t1;
+    p[3] = t2;
+    p[4] = gtime();
+  }
+}
+
+__global__ void timer_step(uint64_t* out) {
+  uint64_t best = ~0ull, prev = gtime();
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t t = gtime();
+    if (t > prev && t - prev < best) best = t - prev;
+    prev = t;
+  }
+  *out = best;
+}
+static float bf2f(uint16_t v) {
+  const uint32_t u = (uint32_t)v << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Cfg {
+  const char* name;
+  int U, W, S;
+  Opt o;
+  bool pdl;
+};
+
+template <int U, int W, int S = 0>
+void go(const Cfg& c, dim3 grid, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
+        __nv_bfloat16* y, Opt o, uint64_t* tl) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(W * 32);
+  cfg.dynamicSmemBytes = (size_t)W * S * U * 512;
+  if (S > 0) CK(cudaFuncSetAttribute(gemv_kernel<U, W, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes));
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = c.pdl ? 1 : 0;
+  CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S>, M, N, K, a, b, y, o, tl));
+}
+void launch(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
+            __nv_bfloat16* y, Opt o, uint64_t* tl) {
+  const dim3 grid((unsigned)((N + 7) / 8));
+  if (c.S == 2 && c.U == 4 && c.W == 8) return go<4, 8, 2>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.S == 3 && c.U == 4 && c.W == 8) return go<4, 8, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.S == 4 && c.U == 2 && c.W == 8) return go<2, 8, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.S == 6 && c.U == 2 && c.W == 8) return go<2, 8, 6>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.S == 3 && c.U == 2 && c.W == 8) return go<2, 8, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.S == 4 && c.U == 4 && c.W == 4) return go<4, 4, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.S != 0) {
+    std::fprintf(stderr, "no instantiation U=%d W=%d S=%d\n", c.U, c.W, c.S);
+    std::exit(1);
+  }
+  if (c.U == 4 && c.W == 8) return go<4, 8>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.U == 8 && c.W == 8) return go<8, 8>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.U == 4 && c.W == 4) return go<4, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.U == 2 && c.W == 16) return go<2, 16>(c, grid, s, M, N, K, a, b, y, o, tl);
+  std::fprintf(stderr, "no instantiation U=%d W=%d\n", c.U, c.W);
+  std::exit(1);
+}
+
+int main(int argc, char** argv) {
+  int dev = 0;
+  CK(cudaSetDevice(dev));
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, dev));
+  std::printf("[env] %s, %d SMs\n", p.name, p.multiProcessorCount);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  double copy_bw;
+  {
+    const size_t n = size_t(1) << 30;
+    void *x, *z;
+    CK(cudaMalloc(&x, n));
+    CK(cudaMalloc(&z, n));
+    CK(cudaMemset(x, 1, n));
+    for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s));
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < 20; ++i) CK(cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    copy_bw = 2.0 * n / (ms / 20 * 1e-3);
+    CK(cudaFree(x));
+    CK(cudaFree(z));
+  }
+  std::printf("[copy] D2D 1 GiB: %.0f GB/s\n", copy_bw / 1e9);
+  {  // globaltimer granularity: the smallest non-zero step one spinning thread sees
+    uint64_t* d;
+    CK(cudaMalloc(&d, 8));
+    timer_step<<<1, 1, 0, s>>>(d);
+    CK(cudaStreamSynchronize(s));
+    uint64_t h = 0;
+    CK(cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost));
+    std::printf("[timer] %%globaltimer smallest step: %llu ns\n", (unsigned long long)h);
+    CK(cudaFree(d));
+  }
+  const int64_t N = 4096, K = argc > 1 ? std::atoll(argv[1]) : 4096;
+  FILE* dump = argc > 2 ? std::fopen(argv[2], "w") : nullptr;  // per-block timeline CSV
+  const size_t wbytes = (size_t)N * K * 2, pool = size_t(448) << 20;
+  const int nsets = (int)(pool / wbytes), calls = 4 * nsets;
+  char* wb;
+  CK(cudaMalloc(&wb, pool));
+  std::vector<uint16_t> h(wbytes / 2);  // the packed weight: [N/8][K/32][8][32]
+  {  // random bf16 in [-0.5, 0.5) / 64: a GEMM on real numbers, checked below
+    uint32_t st = 7;
+    for (auto& v : h) {
+      st = st * 1664525u + 1013904223u;
+      const float f = (((st >> 8) & 0xffff) / 65536.0f - 0.5f) / 64.0f;
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      v = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    for (int i = 0; i < nsets; ++i) CK(cudaMemcpy(wb + (size_t)i * wbytes, h.data(), wbytes, cudaMemcpyHostToDevice));
+  }
+  const uint16_t a_bits = 0x3c3c;  // every element of a
+  std::vector<double> ref(N, 0.0);
+  for (size_t e = 0; e < h.size(); ++e) {
+    const int64_t grp = e / (K * 8), r = (e % 256) / 32;
+    ref[grp * 8 + r] += (double)bf2f(h[e]) * bf2f(a_bits);
+  }
+  __nv_bfloat16 *a, *y;
+  CK(cudaMalloc(&a, 16 * K * 2));
+  CK(cudaMalloc(&y, (size_t)calls * 16 * N * 2));
+  CK(cudaMemset(a, 0x3c, 16 * K * 2));  // bf16 0x3c3c = 0.01147
+  uint64_t* tl;
+  const size_t tl_words = (size_t)calls * (N / 8) * 5;
+  CK(cudaMalloc(&tl, tl_words * 8));
+
+  std::vector<Cfg> cfgs = {
+      {"lib43 (U4 W8, PF, launch at start)", 4, 8, 0, {true, false, 0}, true},
+      {"U4 W8, PF, launch at end", 4, 8, 0, {true, false, 1}, true},
+      {"U4 W8, no PDL", 4, 8, 0, {false, false, 0}, false},
+      {"cp.async U4 W8 S2", 4, 8, 2, {true, false, 0}, true},
+      {"cp.async U4 W8 S3", 4, 8, 3, {true, false, 0}, true},
+      {"cp.async U2 W8 S3", 2, 8, 3, {true, false, 0}, true},
+      {"cp.async U2 W8 S4", 2, 8, 4, {true, false, 0}, true},
+      {"cp.async U2 W8 S6", 2, 8, 6, {true, false, 0}, true},
+      {"cp.async U4 W4 S4", 4, 4, 4, {true, false, 0}, true},
+      {"cp.async U4 W8 S2, launch at end", 4, 8, 2, {true, false, 1}, true},
+  };
+  for (int64_t M : {1, 16}) {
+    const double bytes = (double)(M * K + N * K + M * N) * 2;
+    std::printf("\n== M = %lld, N = %lld, K = %lld, bf16, %d calls over %d weight sets\n", (long long)M, (long long)N, (long long)K,
+                calls, nsets);
+    std::printf("%-38s %8s %7s | %8s %8s %8s %8s %8s %6s\n", "config", "us/call", "%copy", "period", "release", "first", "tail",
+                "life", "early");
+    for (const Cfg& c : cfgs) {
+      auto chain = [&](bool rec) {
+        for (int i = 0; i < calls; ++i) {
+          Opt o = c.o;
+          o.rec = rec;
+          launch(c, s, M, N, K, a, reinterpret_cast<const __nv_bfloat16*>(wb + (size_t)(i % nsets) * wbytes), y + (size_t)i * 16 * N, o,
+                 tl + (size_t)i * (N / 8) * 5);
+        }
+      };
+      double us[2];
+      for (int rec = 0; rec < 2; ++rec) {
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        chain(rec);
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        std::vector<float> t;
+        for (int r = 0; r < 7; ++r) {
+          CK(cudaEventRecord(e0, s));
+          CK(cudaGraphLaunch(ge, s));
+          CK(cudaEventRecord(e1, s));
+          CK(cudaEventSynchronize(e1));
+          float ms;
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          t.push_back(ms / calls);
+        }
+        std::sort(t.begin(), t.end());
+        us[rec] = t[3] * 1e3;
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+      }
+      // check call 0's output (every weight set holds the same packed weight hw; a is constant)
+      {
+        std::vector<uint16_t> hy(M * N);
+        CK(cudaMemcpy(hy.data(), y, M * N * 2, cudaMemcpyDeviceToHost));
+        double num = 0, den = 0;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            const double d = bf2f(hy[m * N + n]) - ref[n];
+            num += d * d;
+            den += ref[n] * ref[n];
+          }
+        if (!(std::sqrt(num / den) < 1e-2)) {
+          std::printf("%s: WRONG RESULT (rel. L2 %.3e)\n", c.name, std::sqrt(num / den));
+          return 1;
+        }
+      }
+      // timeline of the last replay (recording)
+      std::vector<uint64_t> h(tl_words);
+      CK(cudaMemcpy(h.data(), tl, tl_words * 8, cudaMemcpyDeviceToHost));
+      const int B = (int)(N / 8);
+      auto blk = [&](int i, int b2, int f) { return h[((size_t)i * B + b2) * 5 + f]; };
+      std::vector<double> period, release, first, tail, life, early;
+      for (int i = 2; i < calls - 2; ++i) {
+        uint64_t end_prev = 0, end_i = 0, rel = UINT64_MAX;
+        std::vector<uint64_t> ends;
+        int n_early = 0;
+        for (int b2 = 0; b2 < B; ++b2) {
+          end_prev = std::max(end_prev, blk(i - 1, b2, 4));
+          end_i = std::max(end_i, blk(i, b2, 4));
+          rel = std::min(rel, blk(i, b2, 2));
+          ends.push_back(blk(i, b2, 4));
+        }
+        std::vector<double> lf, fs;
+        for (int b2 = 0; b2 < B; ++b2) {
+          if (blk(i, b2, 1) < end_prev) ++n_early;
+          lf.push_back((double)blk(i, b2, 4) - (double)std::max(blk(i, b2, 1), rel));
+          fs.push_back((double)blk(i, b2, 3) - (double)std::max(blk(i, b2, 2), rel));
+        }
+        std::sort(ends.begin(), ends.end());
+        std::sort(lf.begin(), lf.end());
+        std::sort(fs.begin(), fs.end());
+        period.push_back((double)end_i - (double)end_prev);
+        release.push_back((double)rel - (double)end_prev);
+        tail.push_back((double)end_i - (double)ends[ends.size() / 2]);
+        life.push_back(lf[lf.size() / 2]);
+        first.push_back(fs[fs.size() / 2]);
+        early.push_back((double)n_early / B);
+      }
+      if (dump) {  // every block of calls 10 and 11: config, M, call, block, SM, start, release, first step, end (ns from call 10's first start)
+        uint64_t base = UINT64_MAX;
+        for (int b2 = 0; b2 < B; ++b2) base = std::min(base, blk(10, b2, 1));
+        for (int i = 10; i < 12; ++i)
+          for (int b2 = 0; b2 < B; ++b2)
+            std::fprintf(dump, "%d,%lld,%d,%d,%llu,%lld,%lld,%lld,%lld\n", (int)(&c - &cfgs[0]), (long long)M, i, b2,
+                         (unsigned long long)blk(i, b2, 0), (long long)(blk(i, b2, 1) - base), (long long)(blk(i, b2, 2) - base),
+                         (long long)(blk(i, b2, 3) - base), (long long)(blk(i, b2, 4) - base));
+      }
+      auto med = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      std::printf("%-38s %8.2f %7.1f | %8.2f %8.2f %8.2f %8.2f %8.2f %6.2f   (recording: %.2f us/call)\n", c.name, us[0],
+                  100.0 * bytes / (us[0] * 1e-6) / copy_bw, med(period) / 1e3, med(release) / 1e3, med(first) / 1e3,
+                  med(tail) / 1e3, med(life) / 1e3, med(early), us[1]);
+    }
+  }
+  std::printf("\nperiod: end of the call's last block - end of the previous call's last block (us); release: first block "
+              "past griddepcontrol.wait - previous call's last block end; first: median block's first loop step after its "
+              "release; tail: last block end - median block end; life: median block lifetime from max(start, release); "
+              "early: fraction of blocks started before the previous call ended. Medians over calls 2 .. n-2 of one replay.\n");
+  CK(cudaGetLastError());
+  return 0;
+}
