@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402
 
-NVAR = 56
+NVAR = 50
 
 
 def pack(b):

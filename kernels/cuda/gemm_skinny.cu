@@ -36,8 +36,6 @@
 #include "mbarrier.cuh"
 #include "mma.cuh"
 
-#include <cooperative_groups.h>
-
 #if DML_GPU_HAS_MMA_SYNC  // NVIDIA PTX: not a candidate on ROCm
 
 namespace dml_cuda {
@@ -165,11 +163,6 @@ __device__ __forceinline__ uint4 sk_lds128(uint32_t addr) {
 // 8-lane phase of a 16-byte read touches fall into distinct banks).
 template <int KS> __host__ __device__ constexpr int sk_row_bytes() { return KS * 2 + 64; }
 template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_bytes() { return S * 8 * NGM * sk_row_bytes<KS>(); }
-// Row pitch of the cluster kernel's copy of a (variants 51..): its K range of ceil(C / CL) 32-element
-// chunks, rounded to 128 bytes, + 64 (the 8 rows an 8-lane phase reads fall into distinct banks).
-__host__ __device__ inline int sk_cluster_pitch(int64_t chunks, int cl) {
-  return static_cast<int>(((chunks + cl - 1) / cl * 64 + 127) / 128 * 128 + 64);
-}
 
 // PF: programmatic dependent launch with the first loop step's weight loads issued before
 // griddepcontrol.wait (valid only for a weight the preceding kernel does not write).
@@ -475,95 +468,6 @@ __global__ void __launch_bounds__((W + 1) * 32, MINB) skinny_tma_kernel(int64_t 
 #endif
 }
 
-// ---- Variants 51..: cluster split-K on the fragment-packed weight (sm_90) ----
-// Why: the register kernel (42..50) reads all of a for every 8 weight rows: at M = 16 a warp loads
-// 1 KB of a per 512 bytes of weight (L1/L2 traffic twice the weight's), and a's fragments take as
-// many registers as the weight loads in flight, which caps U (H200, N = K = 4096: 69% of the copy at
-// M = 16 against 76% at M = 1). Here a cluster of CL blocks shares W 8-row groups (one per warp);
-// block `rank` of the cluster takes the rank-th of CL equal K ranges of every group. It copies its
-// K range of a (AR rows) to shared memory once, so a's traffic is 1/W of the weight's per block
-// row and its fragments are read from shared memory just before their mma (no registers held
-// across the weight loads). Each warp streams its group's K range of the packed weight (512
-// contiguous bytes per warp load, U loads in flight per lane; the first U issued before
-// griddepcontrol.wait: the weight is a constant). The CL blocks' partial tiles are summed through
-// distributed shared memory: block `rank` reduces and stores the groups j with j % CL == rank.
-// HALF: AR = 8 rows of a (M <= 8). Packed b only (no batch).
-template <class T, int CL, int W, int U, bool HALF>
-__global__ void __launch_bounds__(W * 32) skinny_cluster_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a,
-                                                               const T* __restrict__ b, const T* __restrict__ bias,
-                                                               const T* __restrict__ d, T* __restrict__ y, int epi) {
-#if DML_SK_TMA_DEVICE
-  namespace cg = cooperative_groups;
-  constexpr int AR = HALF ? 8 : 16;
-  extern __shared__ __align__(128) unsigned char sk_cl[];
-  float(*red)[4][32] = reinterpret_cast<float(*)[4][32]>(sk_cl);  // [W][4][32]: warp w's partial tile of group w
-  unsigned char* as = sk_cl + W * 512;                              // a's K range: AR rows x pitch bytes
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t C = (K + 31) / 32, G = (N + 7) / 8;
-  const int64_t q = blockIdx.x / CL, NC = gridDim.x / CL;
-  const int64_t g0 = q * G / NC, g1 = (q + 1) * G / NC;  // the cluster's groups (at most W)
-  const int64_t c0 = rank * C / CL, c1 = (rank + 1) * C / CL;
-  const int nch = static_cast<int>(c1 - c0);
-  const int pitch = sk_cluster_pitch(C, CL);
-  const int64_t m0 = (int64_t)blockIdx.y * SK_MT;
-  const bool mine = g0 + warp < g1;
-  const T* wp = b + ((mine ? g0 + warp : g0) * C + c0) * 256 + lane * 8;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  uint4 wv[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) wv[u] = (mine && u < nch) ? ld_stream(wp + u * 256) : zero;
-  grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
-  grid_dep_launch();
-  const int pieces = AR * nch * 4;  // a's 16-byte pieces: zero beyond M and K
-  for (int i = threadIdx.x; i < pieces; i += W * 32) {
-    const int m = i / (nch * 4), p = i % (nch * 4);
-    const int64_t k = c0 * 32 + p * 8;
-    uint4 v = zero;
-    if (m0 + m < M && k < K) v = *reinterpret_cast<const uint4*>(a + (m0 + m) * K + k);
-    *reinterpret_cast<uint4*>(as + m * pitch + p * 16) = v;
-  }
-  __syncthreads();
-  const bool row_lo = m0 + g < M, row_hi = !HALF && m0 + g + 8 < M;
-  const uint32_t alo = smem_u32(as + g * pitch + 16 * t), ahi = HALF ? alo : smem_u32(as + (g + 8) * pitch + 16 * t);
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (mine) {
-    for (int c = 0; c < nch; c += U) {
-      if (c > 0) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) wv[u] = c + u < nch ? ld_stream(wp + (c + u) * 256) : zero;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (c + u < nch) {
-          const uint4 xl = row_lo ? sk_lds128(alo + (c + u) * 64) : zero;
-          const uint4 xh = row_hi ? sk_lds128(ahi + (c + u) * 64) : zero;
-          const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
-          const uint32_t b0[2] = {wv[u].x, wv[u].y}, b1[2] = {wv[u].z, wv[u].w};
-          mma_m16n8k16<T>(acc, a0, b0);
-          mma_m16n8k16<T>(acc, a1, b1);
-        }
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 4; ++r) red[warp][r][lane] = acc[r];
-  cluster.sync();  // every block's partial tiles are visible to the cluster
-  // acc: rows g (0, 1) and g + 8 (2, 3), columns 2t + {0, 1} of the group.
-  const int ng = static_cast<int>(g1 - g0), js = (ng - rank + CL - 1) / CL;
-  for (int o = threadIdx.x; o < js * AR * 8; o += W * 32) {
-    const int j = rank + (o / (AR * 8)) * CL, m = (o % (AR * 8)) / 8, col = o % 8;
-    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
-    float v = 0.0f;
-#pragma unroll
-    for (int p = 0; p < CL; ++p) v += *cluster.map_shared_rank(&red[j][r][ln], p);
-    tile::store<T>(y, bias, d, M, N, m0 + m, (g0 + j) * 8 + col, v, epi);
-  }
-  cluster.sync();  // no block leaves while another still reads its shared memory
-#endif
-}
-
 // Compute capability 9.0+ (programmatic dependent launch); asked once per process.
 bool device_has_pdl() {
   static const bool ok = [] {
@@ -694,44 +598,6 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
                        static_cast<T*>(y), epi);
 }
 
-// The cluster kernel (variants 51..; sm_90, packed b, no batch): ceil(G / W) clusters of CL blocks
-// per block row, with programmatic dependent launch. Where it cannot run (not sm_90, or this
-// library's binary for the device is not; a's K range too large for shared memory): variant 43.
-template <class T, int CL, int W, int U, bool HALF>
-int launch_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, const void* a, const void* b, const void* bias, const void* d,
-                   void* y, int epi, cudaStream_t s) {
-  if constexpr (HALF) {
-    if (M > 8) return launch_cluster<T, CL, W, U, false>(M, N, K, batch, a, b, bias, d, y, epi, s);
-  }
-  if (batch != 1) return fail("own skinny GEMM (cluster split-K): a packed weight has no batch");
-  constexpr auto kern = &skinny_cluster_kernel<T, CL, W, U, HALF>;
-  constexpr int kSmemCap = 200 * 1024;
-  const int64_t C = (K + 31) / 32, G = (N + 7) / 8;
-  const int64_t smem = W * 512 + (HALF ? 8 : 16) * static_cast<int64_t>(sk_cluster_pitch(C, CL));
-  if (!sm90_occ<kern, W * 32, kSmemCap>().ok || smem > kSmemCap)
-    return launch<T, 1, 4, 8, true, true, 0, 0, true>(M, N, K, batch, 0, 0, a, b, bias, d, y, epi, s);
-  const int64_t gx = (G + W - 1) / W * CL, gy = (M + SK_MT - 1) / SK_MT;
-  if (gx > INT32_MAX || gy > 65535)
-    return fail("own skinny GEMM (cluster split-K): grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) + ")");
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy), 1);
-  cfg.blockDim = dim3(W * 32);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, static_cast<const T*>(a), static_cast<const T*>(b),
-                                  static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi),
-               "own skinny GEMM kernel (cluster split-K, programmatic dependent launch)");
-}
-
 // The kernel's variants: {8-row weight groups per block, K chunks per loop step of a warp, warps
 // per block, programmatic dependent launch}. Variant numbers are the bench's
 // (bench/cuda/gemv_bench.py); 0 = skinny_variant's choice.
@@ -746,8 +612,7 @@ int launch_cluster(int64_t M, int64_t N, int64_t K, int64_t batch, const void* a
 // 38..41: PF (as variant 18) on the register kernels {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}.
 // 42..47: b fragment-packed: variant 1, then PF on {1,4,8}, {2,4,8}, {1,8,8}, {1,8,4}, {1,4,16}.
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
-// 51..56: the cluster kernel {CL, W, U, HALF}: {4,8,8}, {4,8,8,HALF}, {8,8,8}, {8,8,8,HALF}, {4,4,8}, {4,16,4}.
-constexpr int kNumVariants = 56;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+constexpr int kNumVariants = 50;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -796,12 +661,6 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     // packed + PF, HALF (M <= 8; M > 8 runs the same without HALF): {1,4,8}, {1,8,8}, {2,4,8}
     DML_SK_CASE(48, 1, 4, 8, true, true, 0, 0, true, true) DML_SK_CASE(49, 1, 8, 8, true, true, 0, 0, true, true)
     DML_SK_CASE(50, 2, 4, 8, true, true, 0, 0, true, true)
-    // cluster split-K on the packed weight: {blocks per cluster, warps (= 8-row groups per cluster), U, HALF}
-#define DML_SK_CL(i, CL, W, U, H) \
-  case i: return launch_cluster<T, CL, W, U, H>(M, N, K, batch, a, b, bias, d, y, epi, s);
-    DML_SK_CL(51, 4, 8, 8, false) DML_SK_CL(52, 4, 8, 8, true) DML_SK_CL(53, 8, 8, 8, false) DML_SK_CL(54, 8, 8, 8, true)
-    DML_SK_CL(55, 4, 4, 8, false) DML_SK_CL(56, 4, 16, 4, false)
-#undef DML_SK_CL
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -974,8 +833,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
   if (variant == 0) variant = skinny_variant_packed(M, N, K);
-  if (variant < 42 || variant > kNumVariants)
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42.." + std::to_string(kNumVariants) + ")");
+  if (variant < 42 || variant > 50) return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..50)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
