@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402
 
-NVAR = 50
+NVAR = 58
 
 
 def pack(b):
@@ -38,11 +38,14 @@ def pack(b):
     return bp.view(Np // 8, 8, Kp // 32, 32).permute(0, 2, 1, 3).contiguous()
 
 
-def checks(lib, variants):
+def checks(lib, variants, rowmajor=()):
+    """The packed variants `variants` (on packed copies of the weights) and the row-major `rowmajor` ones."""
     out = []
 
     def one(dt, M, N, K, v, epi="none", bias=False):
-        out.append(gb.variant_check(lib, dt, M, N, K, v, epi, bias, pack=pack, name="packed", tag="check"))
+        rm = v in rowmajor
+        out.append(gb.variant_check(lib, dt, M, N, K, v, epi, bias, pack=None if rm else pack, name="rowmajor" if rm else "packed",
+                                    tag="check"))
 
     # The C ABI: dml_cuda_gemm with DML_CUDA_GEMM_SKINNY_PACKED (skinny_variant_packed's choice) on a weight
     # packed by dml_cuda_pack_skinny_weight; a misaligned a (a view one element in) runs the plain kernel.
@@ -79,7 +82,7 @@ def checks(lib, variants):
         abi(dt, 5, 3076, 2056, "gelu", misalign=True)
         abi(dt, 16, 300, 520, "add", misalign=True)
     for dt in (torch.bfloat16, torch.float16):
-        for v in variants:
+        for v in list(variants) + list(rowmajor):
             for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 40):
                 one(dt, M, 300, 520, v, bias=True)
             for (N, K) in [(4096, 4096), (4096, 11008), (11008, 4096), (7, 8), (8, 16), (100, 4104), (33, 40),
@@ -126,6 +129,7 @@ def main():
     ap.add_argument("--packed", default="42,43,44,45,46,47")
     ap.add_argument("--base", default="1,18,25")
     ap.add_argument("--no-checks", action="store_true")
+    ap.add_argument("--check-base", default="", help="row-major variants (of --base) to check too, e.g. 58")
     ap.add_argument("--rows", default="acceptance", choices=["acceptance", "wide"],
                     help="acceptance: the N = 4096 weights and others; wide: N = 11008 / 14336, K = 4096 at M = 1..16")
     args = ap.parse_args()
@@ -135,7 +139,8 @@ def main():
     packed = [int(v) for v in args.packed.split(",")]
     base = [int(v) for v in args.base.split(",")]
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
-    res["checks"] = [] if args.no_checks else checks(lib, packed)
+    rowmajor = [int(v) for v in args.check_base.split(",") if v]
+    res["checks"] = [] if args.no_checks else checks(lib, packed, rowmajor)
     nfail = sum(1 for c in res["checks"] if not c["pass"])
     print(f"== checks: {len(res['checks']) - nfail}/{len(res['checks'])} pass", flush=True)
     copy_bw, _ = gb.d2d_copy()

@@ -40,6 +40,11 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+__device__ __forceinline__ uint4 ld_vol(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
 __device__ __forceinline__ void dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ uint64_t gtime() {
@@ -63,11 +68,16 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, const uint
 struct Opt {
   bool pf = true, rec = false;
   int launch = 0;
+  int never = 0;  // always 0; the kernel cannot know it (MODE 5)
 };
 // S > 0: the weight goes through a per-lane cp.async pipeline of S loop steps in shared memory (each
 // lane copies and later reads its own 16-byte slots, so no barrier is needed): the S first steps are
 // issued before griddepcontrol.wait, and each step's slot is refilled with step + S after its mma.
-template <int U, int W, int S = 0>
+// MODE (ablations, not GEMMs unless 0 or 3): 1 a's fragments are constants (no a loads), 2 the
+// weight is xor-folded instead of multiplied (no mma), 3 a's rows copied to shared memory once after
+// the wait (dynamic shared memory of M x K bf16) and read from there; 4 a's loads as volatile asm
+// (ld.global.v4), so the compiler keeps them in the load batch ahead of every mma.
+template <int U, int W, int S = 0, int MODE = 0>
 __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int64_t K, const __nv_bfloat16* __restrict__ a,
                                                       const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ y, Opt o,
                                                       uint64_t* __restrict__ tl) {
@@ -88,18 +98,40 @@ __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int6
 #pragma unroll
     for (int u = 0; u < U; ++u) wv[u] = c + u * W < chunks ? ld_stream(brow + (c + u * W) * 256) : zero;
   };
+  extern __shared__ __align__(16) unsigned char dyn[];
   auto load_x = [&](int64_t c) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t cc = c + u * W;
       const bool kin = cc < chunks && cc * 32 + 8 * t < K;
-      xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + cc * 32) : zero;
-      xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + cc * 32) : zero;
+      if constexpr (MODE == 1) {
+        xl[u] = make_uint4(0x3c3c3c3c, 0x3c3c3c3c, 0x3c3c3c3c, 0x3c3c3c3c);
+        xh[u] = zero;
+      } else if constexpr (MODE == 4) {  // a's loads as volatile asm: they stay in the batch, before any mma
+        xl[u] = (kin && row_lo) ? ld_vol(a_lo + cc * 32) : zero;
+        xh[u] = (kin && row_hi) ? ld_vol(a_hi + cc * 32) : zero;
+      } else if constexpr (MODE == 3) {
+        xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(dyn + (g * K + cc * 32 + 8 * t) * 2) : zero;
+        xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(dyn + ((g + 8) * K + cc * 32 + 8 * t) * 2) : zero;
+      } else {
+        xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + cc * 32) : zero;
+        xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + cc * 32) : zero;
+      }
     }
   };
   auto mma = [&]() {
+    if constexpr (MODE == 5) {  // the first mma waits on every load of the step: ptxas cannot sink any of them
+      uint32_t x = 0;
+#pragma unroll
+      for (int u = 0; u < U; ++u) x ^= wv[u].x ^ xl[u].x ^ xh[u].x;
+      if (o.never) acc[0] += __uint_as_float(x);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+      if constexpr (MODE == 2) {
+        acc[0] = __uint_as_float(__float_as_uint(acc[0]) ^ wv[u].x ^ wv[u].y ^ wv[u].z ^ wv[u].w ^ xl[u].x ^ xh[u].x);
+        continue;
+      }
       const uint32_t a0[4] = {xl[u].x, xh[u].x, xl[u].y, xh[u].y}, a1[4] = {xl[u].z, xh[u].z, xl[u].w, xh[u].w};
       const uint32_t b0[2] = {wv[u].x, wv[u].y}, b1[2] = {wv[u].z, wv[u].w};
       mma_bf16(acc, a0, b0);
@@ -150,6 +182,11 @@ __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int6
     if (o.pf) load_w(c0);
     dep_wait();
     if (o.launch == 0) dep_launch();
+    if constexpr (MODE == 3) {  // a's M rows into shared memory
+      for (int64_t i = threadIdx.x; i < M * K / 8; i += W * 32)
+        reinterpret_cast<uint4*>(dyn)[i] = reinterpret_cast<const uint4*>(a)[i];
+      __syncthreads();
+    }
     t1 = o.rec ? gtime() : 0;
     if (!o.pf) load_w(c0);
     load_x(c0);
@@ -200,30 +237,44 @@ static float bf2f(uint16_t v) {
 
 struct Cfg {
   const char* name;
-  int U, W, S;
+  int U, W, S, mode;
   Opt o;
   bool pdl;
 };
 
-template <int U, int W, int S = 0>
+template <int U, int W, int S = 0, int MODE = 0>
 void go(const Cfg& c, dim3 grid, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
         __nv_bfloat16* y, Opt o, uint64_t* tl) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(W * 32);
-  cfg.dynamicSmemBytes = (size_t)W * S * U * 512;
-  if (S > 0) CK(cudaFuncSetAttribute(gemv_kernel<U, W, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes));
+  cfg.dynamicSmemBytes = MODE == 3 ? (size_t)M * K * 2 : (size_t)W * S * U * 512;
+  if (cfg.dynamicSmemBytes > 48 * 1024)
+    CK(cudaFuncSetAttribute(gemv_kernel<U, W, S, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes));
   cfg.stream = s;
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
   cfg.numAttrs = c.pdl ? 1 : 0;
-  CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S>, M, N, K, a, b, y, o, tl));
+  CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S, MODE>, M, N, K, a, b, y, o, tl));
 }
 void launch(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
             __nv_bfloat16* y, Opt o, uint64_t* tl) {
   const dim3 grid((unsigned)((N + 7) / 8));
+  if (c.mode == 1) return go<4, 8, 0, 1>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 2) return go<4, 8, 0, 2>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 3 && c.U == 4) return go<4, 8, 0, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 4 && c.U == 4) return go<4, 8, 0, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 4 && c.W == 8) return go<4, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 8) return go<8, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 4 && c.W == 4) return go<4, 4, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 2 && c.W == 8) return go<2, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 2 && c.W == 16) return go<2, 16, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 3) return go<3, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 5 && c.U == 1) return go<1, 16, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 4 && c.U == 2) return go<2, 8, 0, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
+  if (c.mode == 3 && c.U == 8) return go<8, 8, 0, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
   if (c.S == 2 && c.U == 4 && c.W == 8) return go<4, 8, 2>(c, grid, s, M, N, K, a, b, y, o, tl);
   if (c.S == 3 && c.U == 4 && c.W == 8) return go<4, 8, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
   if (c.S == 4 && c.U == 2 && c.W == 8) return go<2, 8, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
@@ -315,24 +366,25 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&tl, tl_words * 8));
 
   std::vector<Cfg> cfgs = {
-      {"lib43 (U4 W8, PF, launch at start)", 4, 8, 0, {true, false, 0}, true},
-      {"U4 W8, PF, launch at end", 4, 8, 0, {true, false, 1}, true},
-      {"U4 W8, no PDL", 4, 8, 0, {false, false, 0}, false},
-      {"cp.async U4 W8 S2", 4, 8, 2, {true, false, 0}, true},
-      {"cp.async U4 W8 S3", 4, 8, 3, {true, false, 0}, true},
-      {"cp.async U2 W8 S3", 2, 8, 3, {true, false, 0}, true},
-      {"cp.async U2 W8 S4", 2, 8, 4, {true, false, 0}, true},
-      {"cp.async U2 W8 S6", 2, 8, 6, {true, false, 0}, true},
-      {"cp.async U4 W4 S4", 4, 4, 4, {true, false, 0}, true},
-      {"cp.async U4 W8 S2, launch at end", 4, 8, 2, {true, false, 1}, true},
+      {"lib43 (U4 W8, PF, launch at start)", 4, 8, 0, 0, {true, false, 0}, true},
+      {"ablation: a constant (no a loads)", 4, 8, 0, 1, {true, false, 0}, true},
+      {"a in shared memory", 4, 8, 0, 3, {true, false, 0}, true},
+      {"loads batched, U2 W8", 2, 8, 0, 5, {true, false, 0}, true},
+      {"loads batched, U2 W8, launch at end", 2, 8, 0, 5, {true, false, 1}, true},
+      {"loads batched, U2 W8, no PF", 2, 8, 0, 5, {false, false, 0}, true},
+      {"loads batched, U2 W16", 2, 16, 0, 5, {true, false, 0}, true},
+      {"loads batched, U1 W16", 1, 16, 0, 5, {true, false, 0}, true},
+      {"loads batched, U3 W8", 3, 8, 0, 5, {true, false, 0}, true},
+      {"loads batched, U4 W4", 4, 4, 0, 5, {true, false, 0}, true},
   };
-  for (int64_t M : {1, 16}) {
+  for (int64_t M : {1, 4, 8, 16}) {
     const double bytes = (double)(M * K + N * K + M * N) * 2;
     std::printf("\n== M = %lld, N = %lld, K = %lld, bf16, %d calls over %d weight sets\n", (long long)M, (long long)N, (long long)K,
                 calls, nsets);
     std::printf("%-38s %8s %7s | %8s %8s %8s %8s %8s %6s\n", "config", "us/call", "%copy", "period", "release", "first", "tail",
                 "life", "early");
     for (const Cfg& c : cfgs) {
+      if (c.mode == 3 && M * K * 2 > 16 * 1024) continue;
       auto chain = [&](bool rec) {
         for (int i = 0; i < calls; ++i) {
           Opt o = c.o;
@@ -377,7 +429,7 @@ int main(int argc, char** argv) {
             num += d * d;
             den += ref[n] * ref[n];
           }
-        if (!(std::sqrt(num / den) < 1e-2)) {
+        if ((c.mode == 0 || c.mode >= 3) && !(std::sqrt(num / den) < 1e-2)) {
           std::printf("%s: WRONG RESULT (rel. L2 %.3e)\n", c.name, std::sqrt(num / den));
           return 1;
         }

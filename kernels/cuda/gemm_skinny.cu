@@ -113,8 +113,25 @@ __device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64
     ch.xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + c * 32) : zero;
   }
 }
-template <class T, int NG, int SK_U>
-__device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK_U>& ch) {
+// BAT: the step's first mma waits on every load of the step (weight and a). Without that dependency
+// ptxas sinks each 16-byte load to just before the mma that uses it, after the previous mma, so a
+// step's loads are not in flight together but one after the other, each a full memory latency
+// (seen in the SASS of bench/cuda/skinny_timeline.cu; on the H200 the batched loop reads 4096² at
+// 80–85% of the D2D copy where the sunk one reaches 75–78%: docs/benchmarks.md, session 15).
+// `never` is false at run time but the compiler cannot know it, so the dependency stays and costs a
+// few integer operations per step.
+template <class T, int NG, int SK_U, bool BAT = false>
+__device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK_U>& ch, bool never = false) {
+  if constexpr (BAT) {
+    uint32_t x = 0;
+#pragma unroll
+    for (int u = 0; u < SK_U; ++u) {
+      x ^= ch.xl[u].x ^ ch.xh[u].x;
+#pragma unroll
+      for (int j = 0; j < NG; ++j) x ^= ch.wv[u][j].x;
+    }
+    if (never) acc[0][0] += __uint_as_float(x);
+  }
 #pragma unroll
   for (int u = 0; u < SK_U; ++u) {
     const uint32_t a0[4] = {ch.xl[u].x, ch.xh[u].x, ch.xl[u].y, ch.xh[u].y};
@@ -177,7 +194,9 @@ template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_byte
 // PKD: b is fragment-packed (pack_skinny_weight): [ceil(N/8)][ceil(K/32)][8][32], zero padded, so
 // that one warp load of a chunk (8 rows x 64 bytes) is 512 contiguous bytes.
 // HALF: at most 8 rows of a (M <= 8): rows g + 8 are known absent, so their loads and registers go.
-template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false>
+// BAT: the loads of a loop step batched ahead of its mma (sk_mma).
+template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
+          bool BAT = false>
 __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -249,7 +268,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
           ch.wv[u][j] = (kin && bok[j]) ? sk_lds128(pre + (8 * j + g) * RB + static_cast<uint32_t>(c) * 64 + 16 * t) : zero;
       }
       sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
-      sk_mma<T, NG, SK_U>(acc, ch);
+      sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
     }
 #endif
   } else if (PF) {
@@ -258,7 +277,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
     grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
     grid_dep_launch();
     sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
-    sk_mma<T, NG, SK_U>(acc, ch);
+    sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
     c0 += S;
   } else {
     grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
@@ -267,7 +286,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
     sk_load<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-    sk_mma<T, NG, SK_U>(acc, ch);
+    sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
   float(*red)[NG][4][32];
@@ -545,13 +564,14 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 
 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
 // prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
-template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false>
+template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
+          bool BAT = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   if constexpr (HALF) {
-    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD, false, BAT>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
-  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF>;
+  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF, BAT>;
   constexpr int smem = PK > 0 ? 8 * NG * sk_row_bytes<PK>() : 0;
   if constexpr (PK > 0) {
     if (!sm90_occ<kern, W * 32, smem>().ok) return launch<T, 1, 4, 8, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
@@ -612,7 +632,9 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 38..41: PF (as variant 18) on the register kernels {1,8,8}, {1,4,16}, {1,8,4}, {2,4,8}.
 // 42..47: b fragment-packed: variant 1, then PF on {1,4,8}, {2,4,8}, {1,8,8}, {1,8,4}, {1,4,16}.
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
-constexpr int kNumVariants = 50;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
+// {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
+constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -661,6 +683,11 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     // packed + PF, HALF (M <= 8; M > 8 runs the same without HALF): {1,4,8}, {1,8,8}, {2,4,8}
     DML_SK_CASE(48, 1, 4, 8, true, true, 0, 0, true, true) DML_SK_CASE(49, 1, 8, 8, true, true, 0, 0, true, true)
     DML_SK_CASE(50, 2, 4, 8, true, true, 0, 0, true, true)
+    // packed + PF, the step's loads batched ahead of its mma (BAT)
+    DML_SK_CASE(51, 1, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(52, 1, 3, 8, true, true, 0, 0, true, false, true)
+    DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
+    DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
+    DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -833,7 +860,8 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
   if (variant == 0) variant = skinny_variant_packed(M, N, K);
-  if (variant < 42 || variant > 50) return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..50)");
+  if (variant < 42 || variant > 57)
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
