@@ -826,19 +826,14 @@ int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* pac
   return check_launch("skinny weight packing kernel");
 }
 
-// The packed variants with PF: {1,4,8} = 43 up to M = 8, {2,4,8} = 44 above (each block reads a
-// for 16 weight rows: half the L2 traffic of a); for the wide weights (N >= 8192) at M <= 8 the
-// {1,4,8} kernel without a's rows 8..15 (HALF, 48). H200, % of the D2D copy, bf16
-// (bench/cuda/h200_session14_skinny_packed_run{3,4}.log), N = 4096: K = 4096, M = 1 / 4 / 8 / 16:
-// 76.0-77.7 / 72.8-73.6 / 70.2-70.7 / 68.7-69.5 (the row-major PF launch: 71.4-73.3 / 68.5-69.9 /
-// 66.2-67.2 / 61.5-62.3); K = 11008, M = 1 / 16: 88.9-91.1 / 83.0-84.3 (85.7-87.7 / 80.1-81.3).
-// M = 1, N = 11008 / 14336, K = 4096: variant 48 89.8 / 89.7 (43: 83.1 / 84.9; cuBLASLt 85.2 / 90.0).
-// HALF loses at N = 4096 (64.1 vs 76.0 at K = 4096): fewer registers, more resident blocks.
-int skinny_variant_packed(int64_t M, int64_t N, int64_t K) {
-  (void)K;
-  if (M <= 8) return N >= 8192 ? 48 : 43;
-  return 44;
-}
+// The packed variants with PF and the step's loads batched (BAT): {1,4,8} without a's rows 8..15
+// (HALF, 54) up to M = 8, {1,2,8} (51) above. H200, % of the D2D copy, bf16, a rotated with the
+// weights (bench/cuda/h200_session15_bat_run1.log), against session 14's rule (43 / 48 up to M = 8,
+// 44 above): N = 4096, K = 4096, M = 1 / 4 / 8 / 16: 82.5 / 80.5 / 78.3 / 73.0 (76.2 / 73.6 / 71.0 /
+// 68.4); K = 11008: 93.4 / 92.4 / 91.3 / 86.1 (88.8 / 86.8 / 84.0 / 82.9); K = 14336, M = 1 / 16:
+// 95.9 / 88.9 (92.5 / 86.7); M = 1, N = 11008 / 14336, K = 4096: 90.3 / 93.0 (88.8 / 89.9).
+// Without BAT the U loads of a step were not in flight together (sk_mma).
+int skinny_variant_packed(int64_t M) { return M <= 8 ? 54 : 51; }
 
 int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                        void* y, int epi, cudaStream_t s, int variant) {
@@ -859,7 +854,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
           static_cast<const __half*>(d), static_cast<__half*>(y), epi);
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
-  if (variant == 0) variant = skinny_variant_packed(M, N, K);
+  if (variant == 0) variant = skinny_variant_packed(M);
   if (variant < 42 || variant > 57)
     return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);

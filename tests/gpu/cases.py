@@ -662,7 +662,7 @@ def cases():
                             lambda torch, W, X: {"m1": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
                                                  "m9": torch.nn.functional.gelu(torch.nn.functional.linear(X["x9"], W["w"], W["b"])),
                                                  "m16": torch.nn.functional.linear(X["x16"], W["w"])}))
-        if dt != "float32":  # a wide weight (4096 < N <= 12288, 2048 <= K <= 4096) at M <= 8: also the packed launch
+        if dt != "float32":  # a wide weight (4096 < N <= 14336, 2048 <= K <= 4096) at M <= 8: also the packed launch
             out.append(Case("gemm_skinny_wide", dt, {"x": [8, 2048], "x2": [2, 2048]},
                             {"w": ([4104, 2048], "w"), "b": ([4104], "small")}, {}, [{}],
                             lambda ops, W, X: {"m8": ops.gemm_rcr_bias(X["x"], W["w"], W["b"]), "m2": ops.gemm_rcr(X["x2"], W["w"])},

@@ -123,19 +123,20 @@ constexpr const char* kSkinnyPfName = "skinny_pdl_weight_prefetch";
 constexpr const char* kSkinnyPackedName = "skinny_packed_pdl";
 
 // Where the packed launch is the unprofiled default (sm_90a, constant M, N, K): inside skinny_default
-// for N >= 3072 and K >= 2048, and for the wide weights 4096 < N <= 12288, 2048 <= K <= 4096 at
-// M <= 8. H200, % of the D2D copy, bf16 (bench/cuda/h200_session14_skinny_packed*.log), packed vs the
-// prefetch launch: N = 4096, K = 4096, M = 1 / 16: 76.2 / 68.5 vs 71.9 / 61.5; K = 11008: 88.5 / 82.3
-// vs 85.2 / 80.4; K = 14336: 91.5 / 86.7 vs 89.0 / 84.8. At N <= 2048 or K = 1024 the prefetch
-// launch measured ahead (N = 2048, K = 4096, M = 1: 56.2 vs 53.9; N = 4096, K = 1024: 54.1 vs 48.4).
-// N = 11008, K = 4096, M = 1 / 2 / 4 / 8 (..._wide_run{1,2}.log): 90.4-90.6 / 88.9-89.4 / 88.5-88.9 /
-// 85.7-86.5 vs cuBLASLt (torch) 84.5-85.5; at M >= 12 cuBLASLt leads (84.7-85.8 vs 74.6-76.7), and at
-// N = 14336 the two trade places by M (M = 4: 87.5-88.8 vs 90.3-90.5): cuBLASLt stays there.
+// for K >= 2048 with N >= 3072 or M <= 8, and for the wide weights 4096 < N <= 14336, 2048 <= K <= 4096
+// at M <= 8. H200, % of the D2D copy, bf16, the rule of session 15 (skinny_variant_packed: the step's
+// loads batched; bench/cuda/h200_session15_bat_final.log, ..._bat_wide.log), packed vs the prefetch
+// launch: N = 4096, K = 4096, M = 1 / 16: 82.6 / 73.2 vs 72.1 / 61.8; K = 11008: 93.7 / 86.1 vs 86.1 /
+// 80.8; N = 2048, K = 4096, M = 1: 61.9 vs 55.8 (M = 16: 47.3 vs 47.9); N = 1024, K = 4096, M = 1: 38.9
+// vs 36.5 (M = 16: 27.8 vs 31.0). K = 1024 stays with the prefetch launch (its shared-memory prologue:
+// 53.8 vs 52.2 at M = 1). The wide weights at M = 1 / 2 / 4 / 8 vs cuBLASLt (torch): N = 11008
+// 91.4 / 91.2 / 90.4 / 89.2 vs 80.2-85.1; N = 14336 93.6 / 93.5 / 93.3 / 91.5 vs 88.6-90.1. At
+// M >= 12 cuBLASLt leads (81-90 vs 78-82) and keeps them.
 bool skinny_packed_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   if (!M.is_const() || !N.is_const() || !K.is_const()) return false;
   const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
-  if (skinny_default(o, M, N, K)) return n >= 3072 && k >= 2048;
-  return o.arch.name == "sm_90a" && m >= 1 && m <= 8 && n > 4096 && n <= 12288 && k >= 2048 && k <= 4096;
+  if (skinny_default(o, M, N, K)) return k >= 2048 && (n >= 3072 || m <= 8);
+  return o.arch.name == "sm_90a" && m >= 1 && m <= 8 && n > 4096 && n <= 14336 && k >= 2048 && k <= 4096;
 }
 
 GemmCands gemm_candidates(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& K,

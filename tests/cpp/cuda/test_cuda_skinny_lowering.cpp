@@ -12,6 +12,7 @@ namespace {
 
 constexpr const char* kSkinny = "skinny_mma_m16n8k16_splitk";
 constexpr const char* kSkinnyPf = "skinny_pdl_weight_prefetch";
+constexpr const char* kSkinnyPacked = "skinny_packed_pdl";
 
 }  // namespace
 
@@ -110,9 +111,13 @@ TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
     auto e = gemm_entry(m);
     const std::string what = c.arch + " M=" + std::to_string(c.rows) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K);
     if (c.skinny) {
-      EXPECT_EQ(e["selected"], kSkinnyPf) << what << ": " << e.dump();
+      // The packed launch for K >= 2048 (at M <= 8 or N >= 3072: PackedWeightWhereItIsChosen), else the prefetch one.
+      const bool packed = c.K >= 2048;
+      EXPECT_EQ(e["selected"], packed ? kSkinnyPacked : kSkinnyPf) << what << ": " << e.dump();
       EXPECT_EQ(e["reason"].get<std::string>().rfind("default: own skinny kernel", 0), 0u) << what << ": " << e.dump();
-      EXPECT_NE(m.source.find("DML_CUDA_GEMM_SKINNY_PF, stream)"), std::string::npos) << what;
+      EXPECT_NE(m.source.find(packed ? "DML_CUDA_GEMM_SKINNY_PACKED, stream)" : "DML_CUDA_GEMM_SKINNY_PF, stream)"),
+                std::string::npos)
+          << what;
     } else {
       EXPECT_EQ(e["selected"], "cublaslt") << what << ": " << e.dump();
       EXPECT_EQ(m.source.find("DML_CUDA_GEMM_SKINNY"), std::string::npos) << what;
@@ -129,11 +134,11 @@ TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
 
 // The packed-weight launch (DML_CUDA_GEMM_SKINNY_PACKED): a constant weight copied once at module
 // init by dml_cuda_pack_skinny_weight into DmlModuleState::dpack. The default inside the skinny
-// region for N >= 3072 and K >= 2048 (H200: faster than the prefetch launch there) and for the wide
-// weights at M <= 8 (4096 < N <= 12288, 2048 <= K <= 4096: faster than cuBLASLt); the weight is
-// packed only where the launch can run (default, execution-plan choice, bootstrap module).
+// region for K >= 2048 with N >= 3072 or M <= 8 (H200: faster than the prefetch launch there) and
+// for the wide weights at M <= 8 (4096 < N <= 14336, 2048 <= K <= 4096: faster than cuBLASLt); the
+// weight is packed only where the launch can run (default, execution-plan choice, bootstrap module).
 TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
-  constexpr const char* kPacked = "skinny_packed_pdl";
+  constexpr const char* kPacked = kSkinnyPacked;
   for (int64_t rows : {1, 16}) {
     auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 2048, rows, 3072), "cublaslt", "sm_90a");
     auto e = gemm_entry(m);
@@ -149,13 +154,20 @@ TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
     EXPECT_NE(m.source.find("DML_CUDA_GEMM_SKINNY_PACKED, stream)"), std::string::npos);
     EXPECT_NE(m.source.find("cudaMalloc((void**)&st->dpack, 12582912u)"), std::string::npos) << "3072 x 2048 x 2 bytes";
   }
-  // The wide weights (4096 < N <= 12288, 2048 <= K <= 4096) at M <= 8 only; cuBLASLt at M = 9.
+  // The wide weights (4096 < N <= 14336, 2048 <= K <= 4096) at M <= 8 only; cuBLASLt at M = 9 and past N = 14336.
+  for (int64_t n : {4104, 14336, 14344})
+    for (int64_t rows : {8, 9}) {
+      auto m = lower_it(one_gemm(DType::f16, "gemm_rcr", 2048, rows, n), "cublaslt", "sm_90a");
+      const bool packed = rows <= 8 && n <= 14336;
+      EXPECT_EQ(gemm_entry(m)["selected"], packed ? kPacked : "cublaslt") << gemm_entry(m).dump();
+      EXPECT_EQ(m.source.find("dml_cuda_pack_skinny_weight") != std::string::npos, packed) << rows << " " << n;
+    }
+  // Inside the skinny region below N = 3072 with K >= 2048: packed at M <= 8, the prefetch launch above.
   for (int64_t rows : {8, 9}) {
-    auto m = lower_it(one_gemm(DType::f16, "gemm_rcr", 2048, rows, 4104), "cublaslt", "sm_90a");
-    EXPECT_EQ(gemm_entry(m)["selected"], rows <= 8 ? kPacked : "cublaslt") << gemm_entry(m).dump();
-    EXPECT_EQ(m.source.find("dml_cuda_pack_skinny_weight") != std::string::npos, rows <= 8) << rows;
+    auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr", 4096, rows, 2048), "cublaslt", "sm_90a");
+    EXPECT_EQ(gemm_entry(m)["selected"], rows <= 8 ? kPacked : kSkinnyPf) << gemm_entry(m).dump();
   }
-  // Inside the skinny region but below N = 3072: the prefetch launch, nothing packed.
+  // Inside the skinny region with K = 1024: the prefetch launch, nothing packed.
   auto small = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 1024, 1, 1024), "cublaslt", "sm_90a");
   EXPECT_EQ(gemm_entry(small)["selected"], kSkinnyPf);
   EXPECT_FALSE(has_candidate(gemm_entry(small), kPacked)) << gemm_entry(small).dump();
