@@ -81,6 +81,43 @@ def checks(lib, variants, rowmajor=()):
                 abi(dt, M, N, K, epi)
         abi(dt, 5, 3076, 2056, "gelu", misalign=True)
         abi(dt, 16, 300, 520, "add", misalign=True)
+    # A dependent chain of 6 packed launches captured in one CUDA graph (PDL between them: each waits for
+    # the previous one's y before reading it as a), against the same chain in float32 rounded per step.
+    def chain(dt, M, N, steps=6):
+        g = torch.Generator(device="cuda")
+        g.manual_seed(M * 31 + N)
+        ws = [(torch.randn(N, N, device="cuda", generator=g) / math.sqrt(N)).to(dt) for _ in range(steps)]
+        wps = [pack(w) for w in ws]
+        x0 = torch.randn(M, N, device="cuda", generator=g).to(dt)
+        bufs = [x0.clone(), torch.empty(M, N, device="cuda", dtype=dt)]
+
+        def run():
+            for i in range(steps):
+                lib.gemm("skinny_packed", bufs[i % 2], wps[i], None, None, bufs[(i + 1) % 2], "none", n=N)
+        run()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run()
+        bufs[0].copy_(x0)
+        bufs[1].fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = x0.float()
+        for w in ws:
+            ref = (ref @ w.float().t()).to(dt).float()
+        y = bufs[steps % 2].float()
+        e = ((y - ref).norm() / ref.norm()).item()
+        ok = bool(torch.isfinite(y).all().item()) and e <= (3e-2 if dt == torch.bfloat16 else 5e-3)
+        out.append({"name": "chain_packed", "dtype": str(dt).split(".")[1], "M": M, "N": N, "K": N, "steps": steps, "rel_l2": e,
+                    "pass": ok})
+        print(f"[check] chain packed {str(dt).split('.')[1]:8s} M={M:3d} N=K={N:5d} steps={steps} rel_l2={e:.2e} "
+              f"{'PASS' if ok else 'FAIL'}", flush=True)
+
+    for dt in (torch.bfloat16, torch.float16):
+        for M in (1, 8, 16):
+            chain(dt, M, 4096)
+        chain(dt, 5, 1000)
     for dt in (torch.bfloat16, torch.float16):
         for v in list(variants) + list(rowmajor):
             for M in (1, 2, 3, 5, 8, 9, 15, 16, 17, 40):
@@ -122,6 +159,48 @@ def bench(lib, dt, M, N, K, copy_bw, packed, base):
     return row
 
 
+def bench_chain(lib, dt, M, shapes, copy_bw, packed):
+    """A dependent chain, as a decoder runs its linear layers: call i reads the output of call i - 1 as
+    its a (L2-hot, written by the previous kernel; the packed launch waits for it in
+    griddepcontrol.wait), its weight is a fresh one (rotated over > 400 MB, L2-cold). `shapes` cycle:
+    [(4096, 4096)] chains one square layer, [(11008, 4096), (4096, 11008)] a 7B MLP's up and down
+    projections. % of the copy counts a, b and y bytes of every call."""
+    ws, per_cycle = [], 0
+    for (N, K) in shapes:
+        per_cycle += (M * K + N * K + M * N) * 2
+    nsets = max(2, min(32, math.ceil(420e6 / per_cycle)))
+    for _ in range(nsets):
+        for (N, K) in shapes:
+            b = (torch.randn(N, K, device="cuda") / math.sqrt(K)).to(dt)
+            ws.append((N, K, b, pack(b)))
+    widest = max(max(N, K) for (N, K) in shapes)
+    bufs = [torch.randn(M * widest, device="cuda").to(dt), torch.empty(M * widest, device="cuda", dtype=dt)]
+    calls = len(ws) * 4
+    row = {"dtype": str(dt).split(".")[1], "M": M, "chain": "x".join(f"{N}:{K}" for (N, K) in shapes), "sets": nsets, "calls": calls,
+           "bytes_per_call": per_cycle / len(shapes)}
+
+    def step(i, how):
+        N, K, b, bp = ws[i % len(ws)]
+        a, y = bufs[i % 2][:M * K].view(M, K), bufs[(i + 1) % 2][:M * N].view(M, N)
+        if how == "torch":
+            torch.matmul(a, b.t(), out=y)
+        elif how == "packed":
+            lib.gemm("skinny_packed", a, bp, None, None, y, "none", n=N)
+        else:
+            lib.skinny(a, bp, None, None, y, "none", how, n=N)
+
+    for how in ["torch", "packed"] + list(packed):
+        name = how if isinstance(how, str) else f"p{how}"
+        try:
+            ms = gb.time_graph([lambda i=i, how=how: step(i, how) for i in range(calls)], calls)
+        except RuntimeError as e:
+            print(f"[chain] {name} M={M}: {e}", flush=True)
+            ms = float("inf")
+        row[f"{name}_us"] = ms * 1e3
+        row[f"{name}_pct"] = 100.0 * row["bytes_per_call"] / (ms * 1e-3) / copy_bw
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("lib")
@@ -130,6 +209,7 @@ def main():
     ap.add_argument("--base", default="1,18,25")
     ap.add_argument("--no-checks", action="store_true")
     ap.add_argument("--check-base", default="", help="row-major variants (of --base) to check too, e.g. 58")
+    ap.add_argument("--chain", action="store_true", help="time dependent chains (a = the previous call's y) instead of the rows")
     ap.add_argument("--rows", default="acceptance", choices=["acceptance", "wide"],
                     help="acceptance: the N = 4096 weights and others; wide: N = 11008 / 14336, K = 4096 at M = 1..16")
     args = ap.parse_args()
@@ -146,6 +226,22 @@ def main():
     copy_bw, _ = gb.d2d_copy()
     res["d2d_copy_GBps"] = copy_bw / 1e9
     print(f"[bandwidth] D2D copy 1 GiB: {copy_bw / 1e9:.0f} GB/s", flush=True)
+    if args.chain:
+        res["chain"] = []
+        for dt in (torch.bfloat16, torch.float16):
+            for shapes in ([(4096, 4096)], [(11008, 4096), (4096, 11008)]):
+                for M in ((1, 2, 4, 8, 12, 16) if dt == torch.bfloat16 else (1, 16)):
+                    r = bench_chain(lib, dt, M, shapes, copy_bw, packed)
+                    res["chain"].append(r)
+                    print("[chain]", json.dumps(r), flush=True)
+                    json.dump(res, open(os.path.join(args.out, "skinny_packed.json"), "w"), indent=1)
+        names = ["torch", "packed"] + [f"p{v}" for v in packed]
+        print(f"\n== dependent chains (a = the previous call's y); checks {len(res['checks']) - nfail}/{len(res['checks'])} pass; "
+              f"D2D copy {copy_bw / 1e9:.0f} GB/s")
+        print(f"{'dt':5s} {'M':>3s} {'chain (N:K ...)':>22s} " + " ".join(f"{n:>9s}" for n in names) + "  (% of D2D)")
+        for r in res["chain"]:
+            print(f"{r['dtype'][:5]:5s} {r['M']:3d} {r['chain']:>22s} " + " ".join(f"{r[n + '_pct']:9.1f}" for n in names))
+        return 1 if nfail else 0
     rows = ([(torch.bfloat16, M, 4096, K) for M in (1, 16) for K in (4096, 11008, 14336)]
             + [(torch.bfloat16, M, 4096, K) for M in (4, 8) for K in (4096, 11008)]
             + [(torch.float16, M, 4096, 4096) for M in (1, 16)]

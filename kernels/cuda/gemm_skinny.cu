@@ -837,6 +837,8 @@ int skinny_variant_packed(int64_t M) { return M <= 8 ? 54 : 51; }
 
 int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                        void* y, int epi, cudaStream_t s, int variant) {
+  if (epi < 0)  // the kernels' BAT dependency (sk_mma) relies on it
+    return fail("own skinny GEMM on a packed weight: epilogue " + std::to_string(epi) + " is not one");
   if ((dtype != 1 && dtype != 2) || K % 8 != 0)
     return fail("own skinny GEMM on a packed weight: float16/bfloat16 with K % 8 == 0 only (dtype " + std::to_string(dtype) +
                 ", K = " + std::to_string(K) + ")");
@@ -863,6 +865,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
 
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant) {
+  if (epi < 0) return fail("own skinny GEMM: epilogue " + std::to_string(epi) + " is not one");  // BAT relies on it
   if (variant == 0) variant = skinny_variant(M, N, K, batch);
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   if (dtype == 1) return launch_variant<__half>(variant, M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
