@@ -29,7 +29,7 @@ if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]); c
     echo $f
   done | xargs -P 8 -I{} sh -c \
     'nvcc -O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -gencode=arch=compute_90a,code=sm_90a \
-     -DDML_CUDA_LIBRARY_ARCHS="\"sm_90a\"" -Ikernels/cuda -Iinclude -c {} -o /tmp/gemm2_lib/$(basename {}).o' 2>&1 | tail -20
+     -DDML_CUDA_LIBRARY_ARCHS="\"sm_90a\"" -Ikernels/cuda -Ikernels/common -Iinclude -c {} -o /tmp/gemm2_lib/$(basename {}).o' 2>&1 | tail -20
   nvcc -shared -o /tmp/gemm2_lib/libgemm2.so /tmp/gemm2_lib/*.o "$LT" 2>&1 | tail -5
   SO=/tmp/gemm2_lib/libgemm2.so
   echo "library built in $(( $(date +%s) - t0 )) s"

@@ -23,7 +23,7 @@ if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "
   for f in kernels/cuda/gemm.cu kernels/cuda/gemm_mma.cu kernels/cuda/gemm_wgmma.cu kernels/cuda/gemm_wgmma_pp.cu kernels/cuda/gemm_skinny.cu \
            kernels/cuda/status.cu bench/cuda/gemv_bench_entry.cu; do echo $f; done | xargs -P 6 -I{} sh -c \
     'nvcc -O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -gencode=arch=compute_90a,code=sm_90a \
-     -DDML_CUDA_LIBRARY_ARCHS="\"sm_90a\"" -Ikernels/cuda -Iinclude -c {} -o /tmp/gemv_lib/$(basename {}).o' 2>&1 | tail -20
+     -DDML_CUDA_LIBRARY_ARCHS="\"sm_90a\"" -Ikernels/cuda -Ikernels/common -Iinclude -c {} -o /tmp/gemv_lib/$(basename {}).o' 2>&1 | tail -20
   nvcc -shared -o /tmp/gemv_lib/libgemv.so /tmp/gemv_lib/*.o "$LT" 2>&1 | tail -5
   SO=/tmp/gemv_lib/libgemv.so
   echo "library built in $(( $(date +%s) - t0 )) s"

@@ -31,7 +31,7 @@ import gemv_bench as gb  # noqa: E402
 NEW = list(range(12, 25))
 TIMED = [1, 3, 7, 11, 18, 14, 17, 19, 20, 21, 22, 23, 24]
 PDL_FIRST = [16, 18, 23, 24]  # PDL variants also chained after a memcpy node
-NVAR = 50  # gemm_skinny.cu's kNumVariants
+NVAR = 50  # the variants this harness knows (gemm_skinny.cu has more: 51..57 read a packed weight, skinny_packed_bench.py)
 # --session9: session 9's variants (ring 25..27, register kernel with PF / a shared-memory prologue 28..34)
 NEW9 = list(range(25, 35))  # run 2: 35..37, run 3: 38..41 (--new)
 TIMED9 = [1, 18, 22] + NEW9

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "dinoml/skinny_pack.h"
 #include "gemm_internal.h"
 #include "gemm_tile.cuh"
 #include "mbarrier.cuh"
@@ -807,7 +808,7 @@ int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
   return v;
 }
 
-int64_t skinny_packed_elems(int64_t N, int64_t K) { return (N + 7) / 8 * 8 * ((K + 31) / 32 * 32); }
+int64_t skinny_packed_elems(int64_t N, int64_t K) { return dml_skinny_packed_elems(N, K); }
 
 int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* packed, cudaStream_t s) {
   if ((dtype != 1 && dtype != 2) || N <= 0 || K <= 0 || K % 8 != 0)

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "dinoml/skinny_pack.h"
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "lower/cpu/library_args.h"
@@ -246,8 +247,7 @@ size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerO
     }
   }
   if (!use) return 0;
-  // kernels/cuda/gemm_skinny.cu's layout: [ceil(N/8)][ceil(K/32)][8][32] two-byte elements
-  return static_cast<size_t>(N.const_value() + 7) / 8 * 8 * static_cast<size_t>((K.const_value() + 31) / 32 * 32) * 2;
+  return static_cast<size_t>(dml_skinny_packed_elems(N.const_value(), K.const_value())) * 2;  // two-byte elements
 }
 
 json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
