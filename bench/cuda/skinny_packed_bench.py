@@ -1,7 +1,12 @@
 """Session-14 device harness: the own skinny GEMM reading a fragment-packed weight (issue 4, "M <= 16
 at >= 80% of the D2D copy").
 
-    python3 bench/cuda/skinny_packed_bench.py LIB.so --out DIR [--packed 42,43,...] [--base 1,18,25]
+    python3 bench/cuda/skinny_packed_bench.py LIB.so --out DIR [--packed 42,43,...] [--base 1,18,25] [--check-base 58]
+        [--rows acceptance|wide | --chain]
+
+--chain (session 15) times dependent chains instead of the rows: each call's a is the previous call's y
+(L2-hot, as in a decoder), its weight a fresh one. It and the 6-step CUDA-graph chain check in checks()
+were written after session 15's last device call and have not run on a GPU yet.
 
 Why: bench/cuda/read_floor.cu measured the register kernel's load pattern (a warp load = 8 weight rows
 x 64 bytes) at 71% of the copy for a 4096 x 4096 bf16 weight where the same kernel geometry reading 512
