@@ -5,17 +5,14 @@
 # bench/cuda/conv_nhwc_bench.py (checks vs torch, per-layer ResNet-50 timings). Logs under $OUT.
 #   bench/cuda/conv_nhwc_device_run.sh [PREBUILT.so] [bench args]
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/conv_out}
 mkdir -p "$OUT" /tmp/conv_lib
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv,noheader | tee "$OUT/conv_gpu.txt"
+device_info "$OUT/conv_gpu.txt"
 # cuBLASLt (the plain-1x1 GEMM route): the system's, else the one PyTorch's wheels carry.
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so*', recursive=True))[0])")
-fi
+device_cublaslt
 echo "cuBLASLt: $LT"
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
 # A prebuilt kernel library (e.g. the libdinoml_cuda_kernels.so an artifact ships) as first argument
 # skips the build.
 SO=""

@@ -10,15 +10,12 @@
 # Session 9: GELU_ARGS="--repeats R --rounds N" (alternating timing), GELU_TIMEOUT=400 for the full
 # check set with variants 1-6 (~1150 checks, ~40 s).
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/gelu_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so*', recursive=True))[0])")
-fi
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
+device_info "$OUT/gpu.txt"
+device_cublaslt
 SO="$1"
 cuobjdump --dump-resource-usage "$SO" 2>/dev/null | grep -A1 wgmma2 | grep -o "REG:[0-9]*\|STACK:[0-9]*\|SHARED:[0-9]*\|LOCAL:[0-9]*" | sort | uniq -c > "$OUT/resource.txt"
 if ! timeout 60 python3 bench/cuda/gelu_bench.py "$SO" --smoke --out "$OUT/smoke" > "$OUT/smoke.log" 2>&1; then

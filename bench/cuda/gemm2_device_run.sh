@@ -12,15 +12,12 @@
 #      the persistent kernel), D2D copy, fused gemm+bias+GELU vs torch, skinny M = 1 / 16 timings;
 #   3. bench/cuda/wgmma_bench.py --quick --lib: kernel checks and TFLOP/s vs torch.matmul.
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/gemm2_out}
 mkdir -p "$OUT" /tmp/gemm2_lib
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so*', recursive=True))[0])")
-fi
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
+device_info "$OUT/gpu.txt"
+device_cublaslt
 SO="$1"
 if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]); ctypes.CDLL(sys.argv[1]).wgmma_bench_gemm" "$SO"; then
   t0=$(date +%s)

@@ -7,16 +7,13 @@
 # timings vs cuBLASLt and torch.matmul, fused gemm+bias+GELU vs torch). Logs under $OUT.
 #   bench/cuda/gemv_device_run.sh [PREBUILT.so]
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/gemv_out}
 mkdir -p "$OUT" /tmp/gemv_lib
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv,noheader | tee "$OUT/gemv_gpu.txt"
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so*', recursive=True))[0])")
-fi
+device_info "$OUT/gemv_gpu.txt"
+device_cublaslt
 echo "cuBLASLt: $LT"
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
 SO="$1"
 if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$SO"; then
   t0=$(date +%s)

@@ -19,35 +19,11 @@
 //   end   - PDL, all loads before the wait (only the final store after it): the bound where
 //           consecutive reads fully overlap.
 // Prints µs per call and % of the D2D copy (1 GiB cudaMemcpyAsync, read + write bytes / time).
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-__device__ __forceinline__ void dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+#include "probe_common.cuh"
 
 enum Wait { kNone = 0, kStart = 1, kFirst = 2, kEnd = 3 };
 
@@ -191,34 +167,15 @@ static void launch(const Cfg& c, int sms, const uint4* src, int64_t pieces, uint
   CK(e);
 }
 
-// ms per call of `calls` launches (go(i, nsets)) captured in one CUDA graph, median of 7 replays,
-// rotating over nsets input sets (L2 cold), as gemv_bench.py times the skinny GEMM.
+// µs per call of 4 x nsets launches go(i, nsets) in one CUDA graph, rotating over nsets input sets (L2
+// cold), as gemv_bench.py times the skinny GEMM.
 template <class F>
 double time_calls(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, size_t nsets_, F go) {
   const int nsets = (int)std::max<size_t>(2, nsets_);
   const int calls = 4 * nsets;
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) go(i, nsets);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphLaunch(ge, s));
-  CK(cudaStreamSynchronize(s));
-  std::vector<float> t;
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(e0, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms / calls);
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return t[3] * 1e3;
+  return graph_median_us(s, e0, e1, calls, [&] {
+    for (int i = 0; i < calls; ++i) go(i, nsets);
+  });
 }
 
 int main(int argc, char** argv) {
@@ -234,25 +191,7 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
 
-  // The yardstick, as gemv_bench.py's d2d_copy: 1 GiB, 3 warm + 20 timed eager copies.
-  double copy_bw;
-  {
-    const size_t n = size_t(1) << 30;
-    void *a, *b;
-    CK(cudaMalloc(&a, n));
-    CK(cudaMalloc(&b, n));
-    CK(cudaMemset(a, 1, n));
-    for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e0, s));
-    for (int i = 0; i < 20; ++i) CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    copy_bw = 2.0 * n / (ms / 20 * 1e-3);
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-  }
+  const double copy_bw = d2d_copy_bw(s, e0, e1);
   std::printf("[copy] D2D 1 GiB: %.0f GB/s (read + write)\n", copy_bw / 1e9);
 
   const size_t pool = size_t(448) << 20;  // > 400 MB, as the GEMM harness

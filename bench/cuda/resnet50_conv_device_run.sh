@@ -8,6 +8,7 @@
 # (3) bench/cuda/resnet50_conv_ab.py: the same artifact under each DML_CUDA_CONV_NHWC_AUTO rule.
 #   OUT=... [SKIP_KERNELS=1] [AB_MODES=default,mma] [AB_ROUNDS=2] bench/cuda/resnet50_conv_device_run.sh DIR
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 DIR=${1:?bundle dir}
 OUT=${OUT:-/tmp/r50_out}
 mkdir -p "$OUT"
@@ -15,11 +16,7 @@ export PYTHONUNBUFFERED=1
 if [ ! -d "$DIR" ]; then
   python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$DIR.tar.xz" "$(dirname "$DIR")" || exit 2
 fi
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so.13', recursive=True))[0])")
-fi
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
+device_cublaslt
 SO=$(ls "$DIR"/resnet50_bench_bfloat16/artifact/lib/libdinoml_cuda_kernels.so | head -1)
 if [ -z "${SKIP_KERNELS:-}" ]; then  # SKIP_KERNELS=1: only (2) and (3)
   echo "== (1) kernels: $SO"

@@ -6,15 +6,12 @@
 # bench/cuda/skinny_packed_bench.py (checks, D2D copy, timings). NCU="V:M ..." then profiles variant V
 # at M x 4096 x 4096 bf16 with Nsight Compute (--clock-control none). Logs under $OUT.
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/skinny15_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so*', recursive=True))[0])")
-fi
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
+device_info "$OUT/gpu.txt"
+device_cublaslt
 SO=$(readlink -f "$1")
 VARS="$2"
 shift 2

@@ -8,15 +8,12 @@
 # in their own process (a hang must not cost the rest; SMOKE_VARIANTS="25 26 ..." picks them), then
 # bench/cuda/skinny8_bench.py (checks, D2D copy, timings). Logs under $OUT; the table is printed last.
 set -o pipefail
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/skinny8_out}
 mkdir -p "$OUT" /tmp/skinny8_lib
 export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv,noheader | tee "$OUT/gpu.txt"
-LT=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so 2>/dev/null | head -1)
-if [ -z "$LT" ]; then
-  LT=$(python3 -c "import glob, site; print(sorted(glob.glob(site.getsitepackages()[0] + '/nvidia/**/libcublasLt.so*', recursive=True))[0])")
-fi
-export LD_LIBRARY_PATH=$(dirname "$LT"):$LD_LIBRARY_PATH
+device_info "$OUT/gpu.txt"
+device_cublaslt
 SO="$1"
 shift
 if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]).gemv_bench_skinny" "$SO"; then

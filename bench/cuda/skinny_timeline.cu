@@ -15,38 +15,18 @@
 // previous call's last block end, the spread of its blocks' end times (the tail), and how many of
 // its blocks were resident before the previous call ended.
 #include <cuda_bf16.h>
-#include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "probe_common.cuh"
 
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
 __device__ __forceinline__ uint4 ld_vol(const void* p) {
   uint4 r;
   asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
-__device__ __forceinline__ void dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ uint64_t gtime() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -304,24 +284,7 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  double copy_bw;
-  {
-    const size_t n = size_t(1) << 30;
-    void *x, *z;
-    CK(cudaMalloc(&x, n));
-    CK(cudaMalloc(&z, n));
-    CK(cudaMemset(x, 1, n));
-    for (int i = 0; i < 3; ++i) CK(cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e0, s));
-    for (int i = 0; i < 20; ++i) CK(cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    copy_bw = 2.0 * n / (ms / 20 * 1e-3);
-    CK(cudaFree(x));
-    CK(cudaFree(z));
-  }
+  const double copy_bw = d2d_copy_bw(s, e0, e1);
   std::printf("[copy] D2D 1 GiB: %.0f GB/s\n", copy_bw / 1e9);
   {  // globaltimer granularity: the smallest non-zero step one spinning thread sees
     uint64_t* d;
@@ -394,30 +357,7 @@ int main(int argc, char** argv) {
         }
       };
       double us[2];
-      for (int rec = 0; rec < 2; ++rec) {
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        chain(rec);
-        CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaStreamSynchronize(s));
-        std::vector<float> t;
-        for (int r = 0; r < 7; ++r) {
-          CK(cudaEventRecord(e0, s));
-          CK(cudaGraphLaunch(ge, s));
-          CK(cudaEventRecord(e1, s));
-          CK(cudaEventSynchronize(e1));
-          float ms;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(ms / calls);
-        }
-        std::sort(t.begin(), t.end());
-        us[rec] = t[3] * 1e3;
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(g));
-      }
+      for (int rec = 0; rec < 2; ++rec) us[rec] = graph_median_us(s, e0, e1, calls, [&] { chain(rec); });
       // check call 0's output (every weight set holds the same packed weight hw; a is constant)
       {
         std::vector<uint16_t> hy(M * N);
