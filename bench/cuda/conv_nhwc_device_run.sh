@@ -7,11 +7,9 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/conv_out}
-mkdir -p "$OUT" /tmp/conv_lib
-export PYTHONUNBUFFERED=1
-device_info "$OUT/conv_gpu.txt"
+mkdir -p /tmp/conv_lib
 # cuBLASLt (the plain-1x1 GEMM route): the system's, else the one PyTorch's wheels carry.
-device_cublaslt
+device_setup "$OUT/conv_gpu.txt"
 echo "cuBLASLt: $LT"
 # A prebuilt kernel library (e.g. the libdinoml_cuda_kernels.so an artifact ships) as first argument
 # skips the build.

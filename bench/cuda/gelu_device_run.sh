@@ -12,10 +12,7 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/gelu_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-device_info "$OUT/gpu.txt"
-device_cublaslt
+device_setup "$OUT/gpu.txt"
 SO="$1"
 cuobjdump --dump-resource-usage "$SO" 2>/dev/null | grep -A1 wgmma2 | grep -o "REG:[0-9]*\|STACK:[0-9]*\|SHARED:[0-9]*\|LOCAL:[0-9]*" | sort | uniq -c > "$OUT/resource.txt"
 if ! timeout 60 python3 bench/cuda/gelu_bench.py "$SO" --smoke --out "$OUT/smoke" > "$OUT/smoke.log" 2>&1; then

@@ -14,10 +14,8 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/gemm2_out}
-mkdir -p "$OUT" /tmp/gemm2_lib
-export PYTHONUNBUFFERED=1
-device_info "$OUT/gpu.txt"
-device_cublaslt
+mkdir -p /tmp/gemm2_lib
+device_setup "$OUT/gpu.txt"
 SO="$1"
 if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]); ctypes.CDLL(sys.argv[1]).wgmma_bench_gemm" "$SO"; then
   t0=$(date +%s)

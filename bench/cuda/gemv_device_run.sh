@@ -9,10 +9,8 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/gemv_out}
-mkdir -p "$OUT" /tmp/gemv_lib
-export PYTHONUNBUFFERED=1
-device_info "$OUT/gemv_gpu.txt"
-device_cublaslt
+mkdir -p /tmp/gemv_lib
+device_setup "$OUT/gemv_gpu.txt"
 echo "cuBLASLt: $LT"
 SO="$1"
 if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$SO"; then

@@ -75,3 +75,39 @@ double graph_median_us(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, int calls
   CK(cudaGraphDestroy(g));
   return t[3] * 1e3;
 }
+
+// cudaLaunchKernelEx's configuration, with programmatic dependent launch (stream serialization
+// relaxed: the kernel may start while the previous one finishes) when `pdl`; `at` holds the attribute.
+inline cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t smem, cudaStream_t s, bool pdl, cudaLaunchAttribute (&at)[1]) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cfg;
+}
+
+// Device 0, a non-blocking stream, two events and the D2D yardstick, with the GPU and the copy's
+// bandwidth printed.
+struct ProbeEnv {
+  cudaDeviceProp prop;
+  cudaStream_t s;
+  cudaEvent_t e0, e1;
+  double copy_bw;
+};
+inline ProbeEnv probe_start() {
+  ProbeEnv env;
+  CK(cudaSetDevice(0));
+  CK(cudaGetDeviceProperties(&env.prop, 0));
+  std::printf("[env] %s, %d SMs, L2 %d MB\n", env.prop.name, env.prop.multiProcessorCount, env.prop.l2CacheSize >> 20);
+  CK(cudaStreamCreateWithFlags(&env.s, cudaStreamNonBlocking));
+  CK(cudaEventCreate(&env.e0));
+  CK(cudaEventCreate(&env.e1));
+  env.copy_bw = d2d_copy_bw(env.s, env.e0, env.e1);
+  std::printf("[copy] D2D 1 GiB: %.0f GB/s (read + write)\n", env.copy_bw / 1e9);
+  return env;
+}

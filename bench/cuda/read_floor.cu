@@ -148,15 +148,8 @@ struct Cfg {
 };
 
 static void launch(const Cfg& c, int sms, const uint4* src, int64_t pieces, uint32_t* out, cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(sms * c.bps);
-  cfg.blockDim = dim3(c.threads);
-  cfg.stream = s;
   cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = c.wait == kNone ? 0 : 1;
+  const cudaLaunchConfig_t cfg = launch_config(dim3(sms * c.bps), c.threads, 0, s, c.wait != kNone, at);
   cudaError_t e;
   switch (c.U) {
     case 2: e = cudaLaunchKernelEx(&cfg, read_kernel<2>, src, pieces, out, c.wait); break;
@@ -179,20 +172,11 @@ double time_calls(cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, size_t nsets_,
 }
 
 int main(int argc, char** argv) {
-  int dev = 0;
-  CK(cudaSetDevice(dev));
-  cudaDeviceProp p;
-  CK(cudaGetDeviceProperties(&p, dev));
-  const int sms = p.multiProcessorCount;
-  std::printf("[env] %s, %d SMs, L2 %d MB\n", p.name, sms, p.l2CacheSize >> 20);
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-
-  const double copy_bw = d2d_copy_bw(s, e0, e1);
-  std::printf("[copy] D2D 1 GiB: %.0f GB/s (read + write)\n", copy_bw / 1e9);
+  const ProbeEnv env = probe_start();
+  const int sms = env.prop.multiProcessorCount;
+  const cudaStream_t s = env.s;
+  const cudaEvent_t e0 = env.e0, e1 = env.e1;
+  const double copy_bw = env.copy_bw;
 
   const size_t pool = size_t(448) << 20;  // > 400 MB, as the GEMM harness
   char* buf;

@@ -11,12 +11,10 @@ set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 DIR=${1:?bundle dir}
 OUT=${OUT:-/tmp/r50_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
 if [ ! -d "$DIR" ]; then
   python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$DIR.tar.xz" "$(dirname "$DIR")" || exit 2
 fi
-device_cublaslt
+device_setup "$OUT/gpu.txt"
 SO=$(ls "$DIR"/resnet50_bench_bfloat16/artifact/lib/libdinoml_cuda_kernels.so | head -1)
 if [ -z "${SKIP_KERNELS:-}" ]; then  # SKIP_KERNELS=1: only (2) and (3)
   echo "== (1) kernels: $SO"

@@ -8,10 +8,7 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/skinny15_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-device_info "$OUT/gpu.txt"
-device_cublaslt
+device_setup "$OUT/gpu.txt"
 SO=$(readlink -f "$1")
 VARS="$2"
 shift 2

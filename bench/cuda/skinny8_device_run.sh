@@ -10,10 +10,8 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/skinny8_out}
-mkdir -p "$OUT" /tmp/skinny8_lib
-export PYTHONUNBUFFERED=1
-device_info "$OUT/gpu.txt"
-device_cublaslt
+mkdir -p /tmp/skinny8_lib
+device_setup "$OUT/gpu.txt"
 SO="$1"
 shift
 if [ -z "$SO" ] || ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1]).gemv_bench_skinny" "$SO"; then

@@ -22,11 +22,6 @@
 
 #include "probe_common.cuh"
 
-__device__ __forceinline__ uint4 ld_vol(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
 __device__ __forceinline__ uint64_t gtime() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -53,10 +48,10 @@ struct Opt {
 // S > 0: the weight goes through a per-lane cp.async pipeline of S loop steps in shared memory (each
 // lane copies and later reads its own 16-byte slots, so no barrier is needed): the S first steps are
 // issued before griddepcontrol.wait, and each step's slot is refilled with step + S after its mma.
-// MODE (ablations, not GEMMs unless 0 or 3): 1 a's fragments are constants (no a loads), 2 the
+// MODE (ablations, not GEMMs unless 0, 3 or 5): 1 a's fragments are constants (no a loads), 2 the
 // weight is xor-folded instead of multiplied (no mma), 3 a's rows copied to shared memory once after
-// the wait (dynamic shared memory of M x K bf16) and read from there; 4 a's loads as volatile asm
-// (ld.global.v4), so the compiler keeps them in the load batch ahead of every mma.
+// the wait (dynamic shared memory of M x K bf16: run where that is at most 16 KB) and read from there,
+// 5 the step's loads batched ahead of its mma (gemm_skinny.cu's BAT).
 template <int U, int W, int S = 0, int MODE = 0>
 __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int64_t K, const __nv_bfloat16* __restrict__ a,
                                                       const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ y, Opt o,
@@ -87,9 +82,6 @@ __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int6
       if constexpr (MODE == 1) {
         xl[u] = make_uint4(0x3c3c3c3c, 0x3c3c3c3c, 0x3c3c3c3c, 0x3c3c3c3c);
         xh[u] = zero;
-      } else if constexpr (MODE == 4) {  // a's loads as volatile asm: they stay in the batch, before any mma
-        xl[u] = (kin && row_lo) ? ld_vol(a_lo + cc * 32) : zero;
-        xh[u] = (kin && row_hi) ? ld_vol(a_hi + cc * 32) : zero;
       } else if constexpr (MODE == 3) {
         xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(dyn + (g * K + cc * 32 + 8 * t) * 2) : zero;
         xh[u] = (kin && row_hi) ? *reinterpret_cast<const uint4*>(dyn + ((g + 8) * K + cc * 32 + 8 * t) * 2) : zero;
@@ -215,77 +207,33 @@ static float bf2f(uint16_t v) {
   return f;
 }
 
+struct Cfg;
+using Launch = void (*)(const Cfg&, cudaStream_t, int64_t, int64_t, int64_t, const __nv_bfloat16*, const __nv_bfloat16*,
+                        __nv_bfloat16*, Opt, uint64_t*);
 struct Cfg {
   const char* name;
-  int U, W, S, mode;
+  Launch launch;  // go<U, W, S, MODE>
+  int mode;
   Opt o;
   bool pdl;
 };
 
+// One call of gemv_kernel<U, W, S, MODE>: a block per 8 weight rows, PDL where the config asks.
 template <int U, int W, int S = 0, int MODE = 0>
-void go(const Cfg& c, dim3 grid, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
+void go(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
         __nv_bfloat16* y, Opt o, uint64_t* tl) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(W * 32);
-  cfg.dynamicSmemBytes = MODE == 3 ? (size_t)M * K * 2 : (size_t)W * S * U * 512;
-  if (cfg.dynamicSmemBytes > 48 * 1024)
-    CK(cudaFuncSetAttribute(gemv_kernel<U, W, S, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cfg.dynamicSmemBytes));
-  cfg.stream = s;
+  const size_t smem = MODE == 3 ? (size_t)M * K * 2 : (size_t)W * S * U * 512;
+  if (smem > 48 * 1024) CK(cudaFuncSetAttribute(gemv_kernel<U, W, S, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = c.pdl ? 1 : 0;
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)((N + 7) / 8)), W * 32, smem, s, c.pdl, at);
   CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S, MODE>, M, N, K, a, b, y, o, tl));
-}
-void launch(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
-            __nv_bfloat16* y, Opt o, uint64_t* tl) {
-  const dim3 grid((unsigned)((N + 7) / 8));
-  if (c.mode == 1) return go<4, 8, 0, 1>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 2) return go<4, 8, 0, 2>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 3 && c.U == 4) return go<4, 8, 0, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 4 && c.U == 4) return go<4, 8, 0, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 4 && c.W == 8) return go<4, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 8) return go<8, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 4 && c.W == 4) return go<4, 4, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 2 && c.W == 8) return go<2, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 2 && c.W == 16) return go<2, 16, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 3) return go<3, 8, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 5 && c.U == 1) return go<1, 16, 0, 5>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 4 && c.U == 2) return go<2, 8, 0, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.mode == 3 && c.U == 8) return go<8, 8, 0, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S == 2 && c.U == 4 && c.W == 8) return go<4, 8, 2>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S == 3 && c.U == 4 && c.W == 8) return go<4, 8, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S == 4 && c.U == 2 && c.W == 8) return go<2, 8, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S == 6 && c.U == 2 && c.W == 8) return go<2, 8, 6>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S == 3 && c.U == 2 && c.W == 8) return go<2, 8, 3>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S == 4 && c.U == 4 && c.W == 4) return go<4, 4, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.S != 0) {
-    std::fprintf(stderr, "no instantiation U=%d W=%d S=%d\n", c.U, c.W, c.S);
-    std::exit(1);
-  }
-  if (c.U == 4 && c.W == 8) return go<4, 8>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.U == 8 && c.W == 8) return go<8, 8>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.U == 4 && c.W == 4) return go<4, 4>(c, grid, s, M, N, K, a, b, y, o, tl);
-  if (c.U == 2 && c.W == 16) return go<2, 16>(c, grid, s, M, N, K, a, b, y, o, tl);
-  std::fprintf(stderr, "no instantiation U=%d W=%d\n", c.U, c.W);
-  std::exit(1);
 }
 
 int main(int argc, char** argv) {
-  int dev = 0;
-  CK(cudaSetDevice(dev));
-  cudaDeviceProp p;
-  CK(cudaGetDeviceProperties(&p, dev));
-  std::printf("[env] %s, %d SMs\n", p.name, p.multiProcessorCount);
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  const double copy_bw = d2d_copy_bw(s, e0, e1);
-  std::printf("[copy] D2D 1 GiB: %.0f GB/s\n", copy_bw / 1e9);
+  const ProbeEnv env = probe_start();
+  const cudaStream_t s = env.s;
+  const cudaEvent_t e0 = env.e0, e1 = env.e1;
+  const double copy_bw = env.copy_bw;
   {  // globaltimer granularity: the smallest non-zero step one spinning thread sees
     uint64_t* d;
     CK(cudaMalloc(&d, 8));
@@ -328,17 +276,33 @@ int main(int argc, char** argv) {
   const size_t tl_words = (size_t)calls * (N / 8) * 5;
   CK(cudaMalloc(&tl, tl_words * 8));
 
-  std::vector<Cfg> cfgs = {
-      {"lib43 (U4 W8, PF, launch at start)", 4, 8, 0, 0, {true, false, 0}, true},
-      {"ablation: a constant (no a loads)", 4, 8, 0, 1, {true, false, 0}, true},
-      {"a in shared memory", 4, 8, 0, 3, {true, false, 0}, true},
-      {"loads batched, U2 W8", 2, 8, 0, 5, {true, false, 0}, true},
-      {"loads batched, U2 W8, launch at end", 2, 8, 0, 5, {true, false, 1}, true},
-      {"loads batched, U2 W8, no PF", 2, 8, 0, 5, {false, false, 0}, true},
-      {"loads batched, U2 W16", 2, 16, 0, 5, {true, false, 0}, true},
-      {"loads batched, U1 W16", 1, 16, 0, 5, {true, false, 0}, true},
-      {"loads batched, U3 W8", 3, 8, 0, 5, {true, false, 0}, true},
-      {"loads batched, U4 W4", 4, 4, 0, 5, {true, false, 0}, true},
+  const Opt pf{true, false, 0}, pf_end{true, false, 1}, nopf{false, false, 0};
+  const std::vector<Cfg> cfgs = {
+      {"lib43 (U4 W8, PF, launch at start)", go<4, 8>, 0, pf, true},
+      {"U4 W8, PF, launch at end", go<4, 8>, 0, pf_end, true},
+      {"U4 W8, no PF", go<4, 8>, 0, nopf, true},
+      {"U4 W8, no PDL", go<4, 8>, 0, nopf, false},
+      {"U8 W8", go<8, 8>, 0, pf, true},
+      {"U4 W4", go<4, 4>, 0, pf, true},
+      {"U2 W16", go<2, 16>, 0, pf, true},
+      {"ablation: a constant (no a loads)", go<4, 8, 0, 1>, 1, pf, true},
+      {"ablation: no mma (xor)", go<4, 8, 0, 2>, 2, pf, true},
+      {"a in shared memory", go<4, 8, 0, 3>, 3, pf, true},
+      {"cp.async U4 W8 S2", go<4, 8, 2>, 0, pf, true},
+      {"cp.async U4 W8 S3", go<4, 8, 3>, 0, pf, true},
+      {"cp.async U2 W8 S3", go<2, 8, 3>, 0, pf, true},
+      {"cp.async U2 W8 S4", go<2, 8, 4>, 0, pf, true},
+      {"cp.async U2 W8 S6", go<2, 8, 6>, 0, pf, true},
+      {"cp.async U4 W4 S4", go<4, 4, 4>, 0, pf, true},
+      {"loads batched, U4 W8", go<4, 8, 0, 5>, 5, pf, true},
+      {"loads batched, U8 W8", go<8, 8, 0, 5>, 5, pf, true},
+      {"loads batched, U2 W8", go<2, 8, 0, 5>, 5, pf, true},
+      {"loads batched, U2 W8, launch at end", go<2, 8, 0, 5>, 5, pf_end, true},
+      {"loads batched, U2 W8, no PF", go<2, 8, 0, 5>, 5, nopf, true},
+      {"loads batched, U2 W16", go<2, 16, 0, 5>, 5, pf, true},
+      {"loads batched, U1 W16", go<1, 16, 0, 5>, 5, pf, true},
+      {"loads batched, U3 W8", go<3, 8, 0, 5>, 5, pf, true},
+      {"loads batched, U4 W4", go<4, 4, 0, 5>, 5, pf, true},
   };
   for (int64_t M : {1, 4, 8, 16}) {
     const double bytes = (double)(M * K + N * K + M * N) * 2;
@@ -352,7 +316,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < calls; ++i) {
           Opt o = c.o;
           o.rec = rec;
-          launch(c, s, M, N, K, a, reinterpret_cast<const __nv_bfloat16*>(wb + (size_t)(i % nsets) * wbytes), y + (size_t)i * 16 * N, o,
+          c.launch(c, s, M, N, K, a, reinterpret_cast<const __nv_bfloat16*>(wb + (size_t)(i % nsets) * wbytes), y + (size_t)i * 16 * N, o,
                  tl + (size_t)i * (N / 8) * 5);
         }
       };
