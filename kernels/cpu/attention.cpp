@@ -57,11 +57,12 @@ void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t ldv,
 
 const IsaTiles kGeneric = {"generic", scores_generic, softmax_block_generic, accumulate_generic};
 
-// The AVX2 tiles on the avx2 and avx512 GEMM paths (every AVX-512 CPU the avx512 table accepts has
-// AVX2 + FMA), the portable ones when the GEMM runs generic.
+// The tiles of the GEMM's ISA path (DINOML_CPU_GEMM_ISA / dml_cpu_gemm_select_isa choose both), the
+// portable ones when the GEMM runs generic.
 const IsaTiles* active_tiles() {
   const char* name = gemm::active_isa()->name;
-  return std::strcmp(name, "avx2") == 0 || std::strcmp(name, "avx512") == 0 ? avx2_tiles() : generic_tiles();
+  if (std::strcmp(name, "avx512") == 0) return avx512_tiles();
+  return std::strcmp(name, "avx2") == 0 ? avx2_tiles() : generic_tiles();
 }
 
 // Element strides of one operand: st[0 .. nbd) per batch axis, st[nbd] per row (the head dim is

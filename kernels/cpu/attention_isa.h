@@ -1,6 +1,6 @@
 // Internal contract between the attention driver (attention.cpp: blocking, threads, masks, dtype
-// conversion, online softmax bookkeeping) and its per-ISA tiles (avx2/attention_avx2.cpp, the
-// portable ones in attention.cpp). Not installed; modules never include it.
+// conversion, online softmax bookkeeping) and its per-ISA tiles (avx2/attention_avx2.cpp,
+// avx512/attention_avx512.cpp, the portable ones in attention.cpp). Not installed; modules never include it.
 #pragma once
 #include <stdint.h>
 
@@ -26,6 +26,7 @@ struct IsaTiles {
 };
 
 const IsaTiles* avx2_tiles();     // avx2/attention_avx2.cpp
+const IsaTiles* avx512_tiles();   // avx512/attention_avx512.cpp
 const IsaTiles* generic_tiles();  // attention.cpp
 
 }  // namespace dml_cpu::attention

@@ -85,6 +85,8 @@ const Problem kProblems[] = {
     {1, 1, 1, 1, 1},         {2, 5, 7, 8, 8},           {1, 33, 65, 12, 20},       {3, 64, 64, 64, 64},
     {1, 1, 200, 64, 64},     {2, 70, 70, 16, 16, true}, {1, 40, 130, 16, 9, true}, {2, 37, 96, 8, 8, false, 1},
     {2, 19, 67, 8, 24, false, 2, 0.3f}, {1, 50, 50, 32, 32, true, 2},
+    // head dims past one 64-column pass: 64 + 16 + a 4-lane tail, 64 + 16, 2 × 64
+    {1, 9, 70, 128, 100},    {2, 6, 66, 80, 80, true},  {1, 35, 129, 128, 128, false, 1},
 };
 
 TEST(AttentionKernel, MatchesReferenceOnEveryIsaPath) {
