@@ -485,10 +485,27 @@ int threads_for(const Call& p, bool allow_parallel) {
 
 enum Path { kAuto = 0, kBlocked = 1, kSlice = 2, kDot = 3 };
 
-// Largest M for which a prepacked GEMM takes the slice path: the slice path splits the panels
-// over the threads, so beyond tiny M it needs at least two panels per thread.
-int64_t packed_slice_max_m(const Call& p, int threads) {
-  return cdiv(p.N, kNR) >= 2 * static_cast<int64_t>(threads) ? std::max(kTinyM, kSkinnyPackedMaxM) : kTinyM;
+// Whether a prepacked GEMM takes the slice path. It splits the panels over the threads, so beyond
+// tiny M it needs at least two panels per thread; up to kSkinnyPackedMaxM rows that is enough.
+// Above, with at least 4 groups of 16·P columns per thread, while A (read in place once per group)
+// stays within kSliceMaxABytes and a group's C block (M × 16·P floats, kept in L2 across the K
+// chunks) within a quarter of L2: the blocked path instead re-reads and re-writes its C block
+// (mc × N, larger than L2 for N ≥ 768) once per K chunk. At 2 threads on the Zen 5 guest
+// (docs/benchmarks.md, session 16; prepacked / oneDNN, three alternated rounds) blocked → slice:
+// M = 512, N × K = 768 × 768 / 3072 × 768: 0.91–0.95 → 0.99–1.08; M = 1024 (BERT-base at batch 8),
+// 768 × 768 / 2304 × 768 / 3072 × 768 / 768 × 3072 / 4096 × 4096: 0.87–0.98 → 0.96–1.09. At M = 2048
+// (C block half of L2) the slice path was no better (K = 768) or slower (K ≥ 2048: A ≥ 16 MiB).
+const int64_t kSliceMaxABytes = env_int("DINOML_GEMM_SLICE_MAX_A_BYTES", int64_t{16} << 20);
+bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
+  const int64_t panels = cdiv(p.N, kNR);
+  if (p.M <= kTinyM) return true;
+  if (panels < 2 * static_cast<int64_t>(threads)) return false;
+  if (p.M <= kSkinnyPackedMaxM) return true;
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 <= 0) l2 = 512 * 1024;
+  const int64_t groups = cdiv(panels, isa.panels_per_tile);
+  if (groups < 4 * static_cast<int64_t>(threads)) return false;
+  return p.M * p.K * int64_t{4} <= kSliceMaxABytes && p.M * isa.panels_per_tile * kNR * int64_t{4} <= l2 / 4;
 }
 
 // Runs one checked GEMM. `allow_parallel` is false inside an outer parallel loop (bmm); `path`
@@ -525,8 +542,8 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
   const bool use_dot = dot_ok && (path == kDot || (path == kAuto && p.M <= kDotMaxM));
   const bool use_slice = !use_dot && path != kBlocked &&
                          (path == kSlice || path == kDot ||
-                          p.M <= (p.packed ? packed_slice_max_m(p, threads)
-                                           : (kSliceMaxMEnv > 0 ? kSliceMaxMEnv
+                          (p.packed ? packed_slice(p, isa, threads)
+                                    : p.M <= (kSliceMaxMEnv > 0 ? kSliceMaxMEnv
                                                                 : isa.slice_max_m > 0 ? isa.slice_max_m : 64)));
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);

@@ -311,6 +311,32 @@ TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
  });
 }
 
+// Prepacked GEMMs past 256 rows with enough column groups take the slice path while A and the C
+// block of a group stay small (kernels/cpu/gemm.cpp, packed_slice): checked against the reference,
+// bitwise across thread counts and against per-call packing (the blocked path), with a residual.
+TEST(GemmKernels, PrepackedSliceBeyond256Rows) {
+ for_each_isa([&](const std::string&) {
+  const int saved = omp_get_max_threads();
+  for (const auto& s : {std::array<int64_t, 3>{300, 1000, 40}, {520, 1030, 67}}) {
+    Case c;
+    c.epi = DML_CPU_EPI_ADD_RELU, c.M = s[0], c.N = s[1], c.K = s[2], c.bias = true;
+    omp_set_num_threads(2);
+    const auto blocked = run_and_check(c);
+    c.packed = true;
+    omp_set_num_threads(1);
+    const auto one = run_and_check(c);
+    omp_set_num_threads(2);
+    const auto two = run_and_check(c);
+    omp_set_num_threads(3);
+    const auto three = run_and_check(c);
+    EXPECT_EQ(one, two) << describe(c);
+    EXPECT_EQ(one, three) << describe(c);
+    EXPECT_EQ(one, blocked) << describe(c);
+  }
+  omp_set_num_threads(saved);
+ });
+}
+
 // Each ISA path this CPU can run passes the same checks.
 // Transformer-sized M with packed weights and a residual: several M blocks per thread handed out
 // dynamically (kernels/cpu/gemm.cpp), the residual prefetched before the last K chunk and the next
