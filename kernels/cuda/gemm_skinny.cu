@@ -196,12 +196,8 @@ template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_byte
 // that one warp load of a chunk (8 rows x 64 bytes) is 512 contiguous bytes.
 // HALF: at most 8 rows of a (M <= 8): rows g + 8 are known absent, so their loads and registers go.
 // BAT: the loads of a loop step batched ahead of its mma (sk_mma).
-// NS > 1: the block's warps split N as well as K: NS groups of 8·NG weight rows side by side, each
-// taken by SK_WARPS / NS warps splitting K. The NS warps at the same K position read the same pieces
-// of a at the same time (L1 hits after the first), so a's traffic from L2 per weight byte drops NS
-// times without more registers per lane.
 template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
-          bool BAT = false, int NS = 1>
+          bool BAT = false>
 __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -214,11 +210,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   b += z * sb;
   y += z * M * N;
   if (d) d += z * M * N;
-  static_assert(SK_WARPS % NS == 0 && (NS == 1 || PK == 0), "NS splits the warps; no prologue with it");
-  constexpr int KW = SK_WARPS / NS;  // warps splitting K
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wn = warp % NS, wk = warp / NS;
-  const int64_t m0 = (int64_t)blockIdx.y * SK_MT, nb = (int64_t)blockIdx.x * (8 * NG * NS), n0 = nb + wn * (8 * NG);
+  const int64_t m0 = (int64_t)blockIdx.y * SK_MT, n0 = (int64_t)blockIdx.x * (8 * NG);
   const bool row_lo = m0 + g < M, row_hi = !HALF && m0 + g + 8 < M;
   const T* a_lo = a + (m0 + g) * K + 8 * t;
   const T* a_hi = a_lo + 8 * K;
@@ -238,8 +231,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
   const int64_t chunks = (K + 31) / 32;
-  constexpr int64_t S = KW * SK_U;  // chunks per loop step of the block's warps at one N position
-  int64_t c0 = wk;
+  constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
+  int64_t c0 = warp;
   if constexpr (PK > 0) {
     static_assert(PF && PK % (S * 32) == 0 && !PKD, "the prologue covers whole loop steps of a row-major b");
 #if DML_SK_TMA_DEVICE
@@ -275,16 +268,16 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
         for (int j = 0; j < NG; ++j)
           ch.wv[u][j] = (kin && bok[j]) ? sk_lds128(pre + (8 * j + g) * RB + static_cast<uint32_t>(c) * 64 + 16 * t) : zero;
       }
-      sk_load_x<T, NG, SK_U, KW>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+      sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
       sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
     }
 #endif
   } else if (PF) {
     SkChunk<NG, SK_U> ch;
-    sk_load_w<T, NG, SK_U, KW, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
+    sk_load_w<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
     grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
     grid_dep_launch();
-    sk_load_x<T, NG, SK_U, KW>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+    sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
     sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
     c0 += S;
   } else {
@@ -293,7 +286,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   }
   for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
-    sk_load<T, NG, SK_U, KW, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_load<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
     sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
@@ -316,14 +309,14 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
 #pragma unroll
     for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
   __syncthreads();
-  for (int o = threadIdx.x; o < SK_MT * 8 * NG * NS; o += SK_WARPS * 32) {
-    const int m = o / (8 * NG * NS), n = o % (8 * NG * NS);
-    const int ws = n / (8 * NG), j = n % (8 * NG) / 8, col = n % 8;
+  for (int o = threadIdx.x; o < SK_MT * 8 * NG; o += SK_WARPS * 32) {
+    const int m = o / (8 * NG), n = o % (8 * NG);
+    const int j = n / 8, col = n % 8;
     const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
     float v = 0.0f;
 #pragma unroll
-    for (int w = 0; w < KW; ++w) v += red[w * NS + ws][j][r][ln];
-    tile::store<T>(y, bias, d, M, N, m0 + m, nb + n, v, epi);
+    for (int w = 0; w < SK_WARPS; ++w) v += red[w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m0 + m, n0 + n, v, epi);
   }
 }
 
@@ -573,18 +566,18 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
 // prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
 template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
-          bool BAT = false, int NS = 1>
+          bool BAT = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   if constexpr (HALF) {
-    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD, false, BAT, NS>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD, false, BAT>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
-  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF, BAT, NS>;
+  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF, BAT>;
   constexpr int smem = PK > 0 ? 8 * NG * sk_row_bytes<PK>() : 0;
   if constexpr (PK > 0) {
     if (!sm90_occ<kern, W * 32, smem>().ok) return launch<T, 1, 4, 8, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
-  const int64_t gx = (N + 8 * NG * NS - 1) / (8 * NG * NS), gy = (M + SK_MT - 1) / SK_MT;
+  const int64_t gx = (N + 8 * NG - 1) / (8 * NG), gy = (M + SK_MT - 1) / SK_MT;
   if (gx > INT32_MAX || gy > 65535 || batch > 65535)
     return fail("own skinny GEMM: grid too large (M = " + std::to_string(M) + ", N = " + std::to_string(N) +
                 ", batch = " + std::to_string(batch) + ")");
@@ -642,9 +635,7 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
 // 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
 // {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
-// 59..62: packed + PF + BAT with 16-32 weight rows per warp: {4,1,16}, {2,1,16}, {4,2,8}, {2,2,16}.
-// 63..67: packed + PF + BAT with the warps splitting N (NS): {1,2,8}/2, {1,2,8}/4, {1,4,8}/2, {1,2,16}/2, {1,4,8} HALF/2.
-constexpr int kNumVariants = 67;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -698,15 +689,6 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
-    // packed + PF + BAT with more weight rows per warp (a's loads per weight byte: 16 / (8·NG) at M = 16):
-    // {4,1,16}, {2,1,16}, {4,2,8}, {2,2,16}
-    DML_SK_CASE(59, 4, 1, 16, true, true, 0, 0, true, false, true) DML_SK_CASE(60, 2, 1, 16, true, true, 0, 0, true, false, true)
-    DML_SK_CASE(61, 4, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(62, 2, 2, 16, true, true, 0, 0, true, false, true)
-    // packed + PF + BAT with the warps splitting N too (NS): {1,2,8} NS 2, {1,2,8} NS 4, {1,4,8} NS 2, {1,2,16} NS 2,
-    // {1,4,8} HALF NS 2 (M > 8: without HALF)
-    DML_SK_CASE(63, 1, 2, 8, true, true, 0, 0, true, false, true, 2) DML_SK_CASE(64, 1, 2, 8, true, true, 0, 0, true, false, true, 4)
-    DML_SK_CASE(65, 1, 4, 8, true, true, 0, 0, true, false, true, 2) DML_SK_CASE(66, 1, 2, 16, true, true, 0, 0, true, false, true, 2)
-    DML_SK_CASE(67, 1, 4, 8, true, true, 0, 0, true, true, true, 2)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -876,9 +858,8 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
   if (variant == 0) variant = skinny_variant_packed(M);
-  if (variant < 42 || variant > kNumVariants || variant == 58)
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59.." +
-                std::to_string(kNumVariants) + ")");
+  if (variant < 42 || variant > 57)
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
