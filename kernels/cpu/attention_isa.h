@@ -25,6 +25,20 @@ struct IsaTiles {
                      float* o, int64_t rows);
 };
 
+// Calls f.template operator()<R>(i) for row blocks [i, i + R) covering `rows`: blocks of 4 rows, then
+// one block of the 1-3 left (the ISA tiles' row dispatch).
+template <class F>
+inline void by_row_blocks(int64_t rows, F&& f) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4) f.template operator()<4>(i);
+  switch (rows - i) {
+    case 3: f.template operator()<3>(i); break;
+    case 2: f.template operator()<2>(i); break;
+    case 1: f.template operator()<1>(i); break;
+    default: break;
+  }
+}
+
 const IsaTiles* avx2_tiles();     // avx2/attention_avx2.cpp
 const IsaTiles* avx512_tiles();   // avx512/attention_avx512.cpp
 const IsaTiles* generic_tiles();  // attention.cpp

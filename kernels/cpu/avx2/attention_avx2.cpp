@@ -34,14 +34,7 @@ inline void scores_rows(int64_t d, const float* q, const float* kt, float* s) {
 }
 
 void scores_avx2(int64_t d, const float* q, const float* kt, float* s, int64_t rows) {
-  int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) scores_rows<4>(d, q + i * d, kt, s + i * kBK);
-  switch (rows - i) {
-    case 3: scores_rows<3>(d, q + i * d, kt, s + i * kBK); break;
-    case 2: scores_rows<2>(d, q + i * d, kt, s + i * kBK); break;
-    case 1: scores_rows<1>(d, q + i * d, kt, s + i * kBK); break;
-    default: break;
-  }
+  by_row_blocks(rows, [&]<int R>(int64_t i) { scores_rows<R>(d, q + i * d, kt, s + i * kBK); });
 }
 
 inline float hmax(__m256 v) {
@@ -120,14 +113,7 @@ inline void accumulate_rows(int64_t dv, const float* p, const float* v, int64_t 
 
 void accumulate_avx2(int64_t dv, const float* p, const float* v, int64_t ldv, int64_t cols, const float* corr,
                      float* o, int64_t rows) {
-  int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) accumulate_rows<4>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv);
-  switch (rows - i) {
-    case 3: accumulate_rows<3>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); break;
-    case 2: accumulate_rows<2>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); break;
-    case 1: accumulate_rows<1>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); break;
-    default: break;
-  }
+  by_row_blocks(rows, [&]<int R>(int64_t i) { accumulate_rows<R>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); });
 }
 
 const IsaTiles kAvx2 = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2};

@@ -189,6 +189,22 @@ void for_each_isa(F&& body) {
   EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
 }
 
+// Runs `c` with 1, 2 and 3 threads (3: more threads than cores, uneven block counts), expects the
+// three results bitwise equal, restores the thread count and returns the 1-thread result.
+std::vector<double> same_across_threads(const Case& c) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = run_and_check(c);
+  omp_set_num_threads(2);
+  const auto two = run_and_check(c);
+  omp_set_num_threads(3);
+  const auto three = run_and_check(c);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, two) << describe(c);
+  EXPECT_EQ(one, three) << describe(c);
+  return one;
+}
+
 TEST(GemmKernels, EveryEpilogueEveryPathFloat32) {
  for_each_isa([&](const std::string&) {
   for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
@@ -294,20 +310,11 @@ TEST(GemmKernels, PrepackedMatchesUnpackedBitwise) {
 // The thread split changes which thread computes a block, never the order of the K sums.
 TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
  for_each_isa([&](const std::string&) {
-  const int saved = omp_get_max_threads();
   for (const auto& s : {std::array<int64_t, 3>{8, 300, 200}, {200, 150, 300}, {130, 520, 64}}) {
     Case c;
     c.epi = DML_CPU_EPI_SWISH, c.M = s[0], c.N = s[1], c.K = s[2];
-    omp_set_num_threads(1);
-    const auto one = run_and_check(c);
-    omp_set_num_threads(2);
-    const auto two = run_and_check(c);
-    omp_set_num_threads(3);  // more threads than cores: uneven block counts
-    const auto three = run_and_check(c);
-    EXPECT_EQ(one, two) << describe(c);
-    EXPECT_EQ(one, three) << describe(c);
+    same_across_threads(c);
   }
-  omp_set_num_threads(saved);
  });
 }
 
@@ -322,18 +329,10 @@ TEST(GemmKernels, PrepackedSliceBeyond256Rows) {
     c.epi = DML_CPU_EPI_ADD_RELU, c.M = s[0], c.N = s[1], c.K = s[2], c.bias = true;
     omp_set_num_threads(2);
     const auto blocked = run_and_check(c);
+    omp_set_num_threads(saved);
     c.packed = true;
-    omp_set_num_threads(1);
-    const auto one = run_and_check(c);
-    omp_set_num_threads(2);
-    const auto two = run_and_check(c);
-    omp_set_num_threads(3);
-    const auto three = run_and_check(c);
-    EXPECT_EQ(one, two) << describe(c);
-    EXPECT_EQ(one, three) << describe(c);
-    EXPECT_EQ(one, blocked) << describe(c);
+    EXPECT_EQ(same_across_threads(c), blocked) << describe(c);
   }
-  omp_set_num_threads(saved);
  });
 }
 
@@ -343,20 +342,11 @@ TEST(GemmKernels, PrepackedSliceBeyond256Rows) {
 // B panel prefetched per tile; checked against the reference and bitwise across thread counts.
 TEST(GemmKernels, PrepackedManyBlocksWithResidual) {
  for_each_isa([&](const std::string&) {
-  const int saved = omp_get_max_threads();
   for (const auto& s : {std::array<int64_t, 3>{777, 70, 530}, {1024, 48, 300}}) {
     Case c;
     c.epi = DML_CPU_EPI_ADD, c.M = s[0], c.N = s[1], c.K = s[2], c.packed = true;
-    omp_set_num_threads(1);
-    const auto one = run_and_check(c);
-    omp_set_num_threads(2);
-    const auto two = run_and_check(c);
-    omp_set_num_threads(3);
-    const auto three = run_and_check(c);
-    EXPECT_EQ(one, two) << describe(c);
-    EXPECT_EQ(one, three) << describe(c);
+    same_across_threads(c);
   }
-  omp_set_num_threads(saved);
  });
 }
 
@@ -544,25 +534,15 @@ TEST(GemmKernels, IsaEveryEpilogueDtypeAndPath) {
 // The blocked path's results do not depend on the thread count on any table (panels are grouped
 // into wide tiles from panel 0 whatever the blocks), and prepacked equals per-call packing bitwise.
 TEST(GemmKernels, IsaThreadCountAndPackingBitwise) {
-  const int saved = omp_get_max_threads();
   for_each_isa([&](const std::string&) {
     for (const auto& s : {std::array<int64_t, 3>{200, 150, 300}, {130, 80, 64}, {97, 48, 513}, {300, 16, 40}}) {
       Case c;
       c.epi = DML_CPU_EPI_GELU, c.M = s[0], c.N = s[1], c.K = s[2];
-      omp_set_num_threads(1);
-      const auto one = run_and_check(c);
-      omp_set_num_threads(2);
-      const auto two = run_and_check(c);
-      omp_set_num_threads(3);
-      const auto three = run_and_check(c);
+      const auto plain = same_across_threads(c);
       c.packed = true;
-      const auto packed = run_and_check(c);
-      EXPECT_EQ(one, two) << describe(c);
-      EXPECT_EQ(one, three) << describe(c);
-      EXPECT_EQ(three, packed) << describe(c);
+      EXPECT_EQ(plain, run_and_check(c)) << describe(c);
     }
   });
-  omp_set_num_threads(saved);
 }
 
 // The AVX-512 and AVX2 epilogues are the same formulas in the same order: identical activations.
