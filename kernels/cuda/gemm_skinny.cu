@@ -635,7 +635,7 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
 // 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
 // {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
-constexpr int kNumVariants = 61;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -689,10 +689,6 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
-    // packed + PF + BAT with registers capped for MINB blocks per SM: {1,4,8} MINB 4 (M = 16 in one wave at
-    // N = 4096), {1,2,8} MINB 5, {1,4,8} HALF MINB 5 (room for the next kernel's blocks)
-    DML_SK_CASE(59, 1, 4, 8, true, true, 0, 4, true, false, true) DML_SK_CASE(60, 1, 2, 8, true, true, 0, 5, true, false, true)
-    DML_SK_CASE(61, 1, 4, 8, true, true, 0, 5, true, true, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -862,9 +858,8 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
   if (variant == 0) variant = skinny_variant_packed(M);
-  if (variant < 42 || variant > kNumVariants || variant == 58)
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59.." +
-                std::to_string(kNumVariants) + ")");
+  if (variant < 42 || variant > 57)
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
