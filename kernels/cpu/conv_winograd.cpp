@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "conv_internal.h"
+#include "conv_winograd_transform.h"
 
 namespace dml_cpu::conv {
 
@@ -24,40 +25,19 @@ namespace dml_cpu::conv {
 // it is used only for C ≤ 128 and O·C ≤ 128·256 (the wide early layers, where its cheaper
 // per-output transforms pay most); larger convs use F(2x2).
 // The transform matrices are constexpr and the loops fully unrolled, so zero / ±1 coefficients
-// cost nothing. DINOML_CONV_WINOGRAD (read at load): 0 off, 2 only F(2x2), 4 F(4x4) where it fits.
-template <int M>
-struct Wino;
-template <>
-struct Wino<2> {
-  static constexpr int A = 4;
-  static constexpr float BT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
-  static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-  static constexpr float AT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
-};
-template <>
-struct Wino<4> {
-  static constexpr int A = 6;
-  static constexpr float BT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-  static constexpr float G[6][3] = {{1.0f / 4, 0, 0},
-                                    {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-                                    {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-                                    {1.0f / 24, 1.0f / 12, 1.0f / 6},
-                                    {1.0f / 24, -1.0f / 12, 1.0f / 6},
-                                    {0, 0, 1}};
-  static constexpr float AT[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
-};
+// cost nothing (conv_winograd_transform.h: 8 lanes here, 16 on the avx512 path). DINOML_CONV_WINOGRAD
+// (read at load): 0 off, 2 only F(2x2), 4 F(4x4) where it fits.
+using wino::Wino;
 
-// acc += c * v with the constant c folded (0: nothing, ±1: add / subtract).
-#define DML_WINO_MAC(acc, c, v) \
-  do {                          \
-    if ((c) == 1.0f)            \
-      (acc) += (v);             \
-    else if ((c) == -1.0f)      \
-      (acc) -= (v);             \
-    else if ((c) != 0.0f)       \
-      (acc) += (c) * (v);       \
-  } while (0)
+// The AVX2 transforms: 8-lane vectors (one ymm: the library's baseline); every (M+2)² intermediate is a
+// register (or a spill), with the constant coefficients folded.
+typedef float v8 __attribute__((vector_size(32)));
+const wino::Transforms kAvx2Transforms = {wino::input_transform<2, v8>, wino::input_transform<4, v8>,
+                                          wino::output_transform<2, v8>, wino::output_transform<4, v8>};
+// The transforms of the GEMM's ISA path: 16 lanes (zmm) on avx512.
+const wino::Transforms& active_transforms() {
+  return std::strcmp(gemm::active_isa()->name, "avx512") == 0 ? *wino::avx512_transforms() : kAvx2Transforms;
+}
 
 static int winograd_mode() {
   static const int mode = [] {
@@ -105,65 +85,6 @@ void pack_w_winograd(const T* w, const Geo& g, float* out) {
         out[((xi * g.mpanels + mp) * g.Cg + c) * kMR + i] = static_cast<float>(u[xi / A][xi % A]);
     }
   }
-}
-
-// 8 lanes of fp32 (one ymm: the library's baseline is AVX2); the transforms below are written on it so
-// that every (M+2)² intermediate is a register (or a spill), with the constant coefficients folded.
-typedef float v8 __attribute__((vector_size(32)));
-inline v8 ld8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void st8(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
-
-// Y = C X Cᵀ on 8 lanes, X (A×A) read by x(i, j), Y (R×R) handed to y(a, b, value), one column of
-// X at a time; C's constant coefficients are folded. Both transforms: input C = Bᵀ, output C = Aᵀ.
-template <int R, int A, const float (&C)[R][A], class X, class Y>
-inline void sandwich(X&& x, Y&& y) {
-  v8 t[R][A];
-#pragma GCC unroll 8
-  for (int j = 0; j < A; ++j) {  // t = C X
-    v8 col[A];
-#pragma GCC unroll 8
-    for (int k = 0; k < A; ++k) col[k] = x(k, j);
-#pragma GCC unroll 8
-    for (int a = 0; a < R; ++a) {
-      v8 acc = {};
-#pragma GCC unroll 8
-      for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, C[a][k], col[k]);
-      t[a][j] = acc;
-    }
-  }
-#pragma GCC unroll 8
-  for (int a = 0; a < R; ++a)
-#pragma GCC unroll 8
-    for (int b = 0; b < R; ++b) {  // Y = t Cᵀ
-      v8 acc = {};
-#pragma GCC unroll 8
-      for (int k = 0; k < A; ++k) DML_WINO_MAC(acc, C[b][k], t[a][k]);
-      y(a, b, acc);
-    }
-}
-
-// vo[ξ·xs + l] = (Bᵀ d B)_ξ for 16 tiles (l < 16), tile input (a, b) at src[toff[a·A + b] + l].
-template <int M>
-inline void input_transform(const float* src, const int64_t* toff, float* vo, int64_t xs) {
-  using W = Wino<M>;
-  constexpr int A = W::A;
-  for (int h = 0; h < kNR; h += 8)
-    sandwich<A, A, W::BT>([&](int i, int j) { return ld8(src + toff[i * A + j] + h); },
-                          [&](int a, int b, v8 v) { st8(vo + (a * A + b) * xs + h, v); });
-}
-
-// out[a·M + b][l] = bias + (Aᵀ m A)_(a, b) for 16 tiles, m_ξ at mrow[ξ·xs + l].
-template <int M>
-inline void output_transform(const float* mrow, int64_t xs, float bias, float (*out)[kNR]) {
-  using W = Wino<M>;
-  constexpr int A = W::A;
-  for (int h = 0; h < kNR; h += 8)
-    sandwich<M, A, W::AT>([&](int i, int j) { return ld8(mrow + (i * A + j) * xs + h); },
-                          [&](int a, int b, v8 v) { st8(out[a * M + b] + h, v + bias); });
 }
 
 // Panels per GEMM tile call (6 × 16·kWinoJP accumulators) and the smallest column block: with 1–2
@@ -227,6 +148,9 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   using W = Wino<M>;
   constexpr int A = W::A, XI = A * A;
   const gemm::IsaKernels& isa = *gemm::active_isa();
+  const wino::Transforms& tr = active_transforms();
+  const auto in_tf = M == 4 ? tr.in4 : tr.in2;
+  const auto out_tf = M == 4 ? tr.out4 : tr.out2;
   const DirectGeo d = direct_geo(tg);
   const int64_t th = tg.Ho, tw = tg.Wo, C = g.Cg, tiles = g.N * th * tw;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
@@ -276,7 +200,7 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
           float* vo = vbuf + (p * C + c) * kNR;
           if (c + 1 < C)  // the next channel's inputs: 36 short runs in 16 planes, too scattered for the prefetchers
             for (int t = 0; t < XI; ++t) _mm_prefetch(reinterpret_cast<const char*>(src + d.cstride + toff[t]), _MM_HINT_T0);
-          input_transform<M>(src, toff, vo, xs);
+          in_tf(src, toff, vo, xs);
         }
       // XI GEMMs: M_ξ[rows, ldv] (mbuf[ξ * xsm + row * ldv + col]) = U_ξ · V_ξ.
       const int64_t mrows = (mp1 - mp0) * kMR, xsm = mrows * ldv + kNR;  // M_ξ plane stride: as xs
@@ -323,7 +247,7 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
           const float b = bias ? load_f(bias, o) : 0.0f;
           alignas(64) float out[M * M][kNR];
           alignas(64) float rowbuf[M * kNR];
-          output_transform<M>(mp_ + ro * ldv, xsm, b, out);
+          out_tf(mp_ + ro * ldv, xsm, b, out);
           for (int a = 0; a < M; ++a) {
             interleave_row<M>(out + a * M, rowbuf);
             for (int64_t ri = 0; ri < nruns; ++ri) {
@@ -361,7 +285,6 @@ int run_winograd(const Geo& g, const T* x, const float* U, const T* bias, const 
                            return run_winograd_images<M>(gc, tc, xc, U, bias, rc, yc, epi);
                          });
 }
-#undef DML_WINO_MAC
 
 #define DML_WINO_INSTANTIATE(M, T)                                                    \
   template void pack_w_winograd<M, T>(const T*, const Geo&, float*);                \
