@@ -5,8 +5,8 @@ at >= 80% of the D2D copy").
         [--rows acceptance|wide | --chain]
 
 --chain (session 15) times dependent chains instead of the rows: each call's a is the previous call's y
-(L2-hot, as in a decoder), its weight a fresh one. It and the 6-step CUDA-graph chain check in checks()
-were written after session 15's last device call and have not run on a GPU yet.
+(L2-hot, as in a decoder), its weight a fresh one; checks() adds a 6-step CUDA-graph chain of the packed
+launch. First run in session 16 (bench/cuda/h200_session16_chain.log: 1002/1002 checks).
 
 Why: bench/cuda/read_floor.cu measured the register kernel's load pattern (a warp load = 8 weight rows
 x 64 bytes) at 71% of the copy for a 4096 x 4096 bf16 weight where the same kernel geometry reading 512

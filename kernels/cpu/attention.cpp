@@ -55,15 +55,8 @@ void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t ldv,
     }
 }
 
-const IsaTiles kGeneric = {"generic", scores_generic, softmax_block_generic, accumulate_generic};
-
-// The tiles of the GEMM's ISA path (DINOML_CPU_GEMM_ISA / dml_cpu_gemm_select_isa choose both), the
-// portable ones when the GEMM runs generic.
-const IsaTiles* active_tiles() {
-  const char* name = gemm::active_isa()->name;
-  if (std::strcmp(name, "avx512") == 0) return avx512_tiles();
-  return std::strcmp(name, "avx2") == 0 ? avx2_tiles() : generic_tiles();
-}
+// The tiles of the GEMM's ISA path (its table carries them).
+const IsaTiles* active_tiles() { return gemm::active_isa()->attention; }
 
 // Element strides of one operand: st[0 .. nbd) per batch axis, st[nbd] per row (the head dim is
 // contiguous). Contiguous operands get their row-major strides.
@@ -185,7 +178,7 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
 
 }  // namespace
 
-const IsaTiles* generic_tiles() { return &kGeneric; }
+const IsaTiles kGenericTiles = {"generic", scores_generic, softmax_block_generic, accumulate_generic};
 
 }  // namespace dml_cpu::attention
 

@@ -39,8 +39,9 @@ inline void by_row_blocks(int64_t rows, F&& f) {
   }
 }
 
-const IsaTiles* avx2_tiles();     // avx2/attention_avx2.cpp
-const IsaTiles* avx512_tiles();   // avx512/attention_avx512.cpp
-const IsaTiles* generic_tiles();  // attention.cpp
+// The tiles of each ISA path (gemm::IsaKernels::attention points at one of them).
+extern const IsaTiles kAvx2Tiles;     // avx2/attention_avx2.cpp
+extern const IsaTiles kAvx512Tiles;   // avx512/attention_avx512.cpp
+extern const IsaTiles kGenericTiles;  // attention.cpp
 
 }  // namespace dml_cpu::attention

@@ -30,14 +30,13 @@ namespace dml_cpu::conv {
 using wino::Wino;
 
 // The AVX2 transforms: 8-lane vectors (one ymm: the library's baseline); every (M+2)² intermediate is a
-// register (or a spill), with the constant coefficients folded.
+// register (or a spill), with the constant coefficients folded. The ISA table picks them or the
+// avx512 path's 16-lane ones (gemm::IsaKernels::winograd).
 typedef float v8 __attribute__((vector_size(32)));
-const wino::Transforms kAvx2Transforms = {wino::input_transform<2, v8>, wino::input_transform<4, v8>,
-                                          wino::output_transform<2, v8>, wino::output_transform<4, v8>};
-// The transforms of the GEMM's ISA path: 16 lanes (zmm) on avx512.
-const wino::Transforms& active_transforms() {
-  return std::strcmp(gemm::active_isa()->name, "avx512") == 0 ? *wino::avx512_transforms() : kAvx2Transforms;
-}
+}  // namespace dml_cpu::conv
+const dml_cpu::conv::wino::Transforms dml_cpu::conv::wino::kAvx2Transforms = {
+    input_transform<2, v8>, input_transform<4, v8>, output_transform<2, v8>, output_transform<4, v8>};
+namespace dml_cpu::conv {
 
 static int winograd_mode() {
   static const int mode = [] {
@@ -148,7 +147,7 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   using W = Wino<M>;
   constexpr int A = W::A, XI = A * A;
   const gemm::IsaKernels& isa = *gemm::active_isa();
-  const wino::Transforms& tr = active_transforms();
+  const wino::Transforms& tr = *isa.winograd;
   const auto in_tf = M == 4 ? tr.in4 : tr.in2;
   const auto out_tf = M == 4 ? tr.out4 : tr.out2;
   const DirectGeo d = direct_geo(tg);

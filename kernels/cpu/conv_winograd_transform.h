@@ -106,13 +106,15 @@ inline void output_transform(const float* mrow, int64_t xs, float bias, float (*
                              [&](int a, int b, V v) { store_v(out[a * M + b] + h, v + bias); });
 }
 
-// The transforms of 16 tiles as functions, per ISA (conv_winograd.cpp picks them by the GEMM's ISA).
+// The transforms of 16 tiles as functions, per ISA.
 struct Transforms {
   void (*in2)(const float* src, const int64_t* toff, float* vo, int64_t xs);
   void (*in4)(const float* src, const int64_t* toff, float* vo, int64_t xs);
   void (*out2)(const float* mrow, int64_t xs, float bias, float (*out)[kLanes]);
   void (*out4)(const float* mrow, int64_t xs, float bias, float (*out)[kLanes]);
 };
-const Transforms* avx512_transforms();  // avx512/conv_winograd_avx512.cpp
+// The transforms of each ISA path (gemm::IsaKernels::winograd points at one of them).
+extern const Transforms kAvx2Transforms;    // conv_winograd.cpp: 8 lanes
+extern const Transforms kAvx512Transforms;  // avx512/conv_winograd_avx512.cpp: 16 lanes
 
 }  // namespace dml_cpu::conv::wino

@@ -4,6 +4,8 @@
 // the epilogue math are scalar (the activations are kernel_common.h's, shared with the norms).
 #include <cstring>
 
+#include "attention_isa.h"
+#include "conv_winograd_transform.h"
 #include "gemm_isa.h"
 #include "kernel_common.h"
 
@@ -84,7 +86,18 @@ void finish(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m
     }
 }
 
-const IsaKernels kTable = {"generic", tile_packed_a, tile_rows_a, dot_rows, gemv_panels, finish};
+// The Winograd transforms are the AVX2 ones: the library's baseline is AVX2 (only the GEMM, the
+// attention and the epilogues have portable versions, the tests' second opinion).
+const IsaKernels kTable = {
+    .name = "generic",
+    .tile_packed_a = tile_packed_a,
+    .tile_rows_a = tile_rows_a,
+    .dot_rows = dot_rows,
+    .gemv_panels = gemv_panels,
+    .finish = finish,
+    .attention = &attention::kGenericTiles,
+    .winograd = &conv::wino::kAvx2Transforms,
+};
 
 }  // namespace
 

@@ -6,6 +6,13 @@
 #pragma once
 #include <stdint.h>
 
+namespace dml_cpu::attention {
+struct IsaTiles;  // attention_isa.h
+}
+namespace dml_cpu::conv::wino {
+struct Transforms;  // conv_winograd_transform.h
+}
+
 namespace dml_cpu::gemm {
 
 // Width of a packed B panel. It is part of the packed-weights format (dml_cpu_gemm_pack_b) and so is
@@ -95,6 +102,10 @@ struct IsaKernels {
   void (*tile_conv_cv)(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px,
                        const float* b, int64_t bstride, int np, float* c, int64_t ldc, int rows,
                        bool accumulate) = nullptr;
+  // The fused attention's tiles and the Winograd transforms of this ISA path: the one table (and so
+  // DINOML_CPU_GEMM_ISA / dml_cpu_gemm_select_isa) chooses them with the GEMM's tiles.
+  const attention::IsaTiles* attention = nullptr;
+  const conv::wino::Transforms* winograd = nullptr;
 };
 
 const IsaKernels* avx512_kernels();   // avx512/gemm_avx512.cpp (AVX-512 F/BW/VL/DQ + FMA + F16C)

@@ -116,10 +116,8 @@ void accumulate_avx2(int64_t dv, const float* p, const float* v, int64_t ldv, in
   by_row_blocks(rows, [&]<int R>(int64_t i) { accumulate_rows<R>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); });
 }
 
-const IsaTiles kAvx2 = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2};
-
 }  // namespace
 
-const IsaTiles* avx2_tiles() { return &kAvx2; }
+const IsaTiles kAvx2Tiles = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2};
 
 }  // namespace dml_cpu::attention

@@ -11,6 +11,8 @@
 #include <dinoml/half.h>
 
 #include "../dinoml_cpu_kernels.h"
+#include "../attention_isa.h"
+#include "../conv_winograd_transform.h"
 #include "../gemm_isa.h"
 #include "vmath_avx2.h"
 
@@ -276,7 +278,16 @@ void finish(const float* src, int64_t lds, int64_t rows, int64_t cols, int64_t m
   }
 }
 
-const gemm::IsaKernels kTable = {"avx2", tile_packed_a, tile_rows_a, dot_rows, gemv_panels, finish};
+const gemm::IsaKernels kTable = {
+    .name = "avx2",
+    .tile_packed_a = tile_packed_a,
+    .tile_rows_a = tile_rows_a,
+    .dot_rows = dot_rows,
+    .gemv_panels = gemv_panels,
+    .finish = finish,
+    .attention = &attention::kAvx2Tiles,
+    .winograd = &conv::wino::kAvx2Transforms,
+};
 
 }  // namespace
 }  // namespace dml_cpu::avx2

@@ -125,10 +125,8 @@ void accumulate_avx512(int64_t dv, const float* p, const float* v, int64_t ldv, 
   by_row_blocks(rows, [&]<int R>(int64_t i) { accumulate_rows<R>(dv, p + i * kBK, v, ldv, cols, corr + i, o + i * dv); });
 }
 
-const IsaTiles kAvx512 = {"avx512", scores_avx512, softmax_block_avx512, accumulate_avx512};
-
 }  // namespace
 
-const IsaTiles* avx512_tiles() { return &kAvx512; }
+const IsaTiles kAvx512Tiles = {"avx512", scores_avx512, softmax_block_avx512, accumulate_avx512};
 
 }  // namespace dml_cpu::attention

@@ -8,11 +8,9 @@ namespace {
 typedef float v16 __attribute__((vector_size(64)));
 static_assert(sizeof(v16) / sizeof(float) == kLanes, "one vector per 16-tile panel");
 
-const Transforms kAvx512 = {input_transform<2, v16>, input_transform<4, v16>, output_transform<2, v16>,
-                            output_transform<4, v16>};
-
 }  // namespace
 
-const Transforms* avx512_transforms() { return &kAvx512; }
+const Transforms kAvx512Transforms = {input_transform<2, v16>, input_transform<4, v16>, output_transform<2, v16>,
+                                      output_transform<4, v16>};
 
 }  // namespace dml_cpu::conv::wino

@@ -23,6 +23,8 @@
 #include <dinoml/half.h>
 
 #include "../dinoml_cpu_kernels.h"
+#include "../attention_isa.h"
+#include "../conv_winograd_transform.h"
 #include "../gemm_isa.h"
 #include "vmath_avx512.h"
 
@@ -569,6 +571,8 @@ const gemm::IsaKernels kTable = {
     .tile_rows_a_grouped = tile_rows_a_grouped,
     .tile_conv = tile_conv,
     .tile_conv_cv = tile_conv_cv,
+    .attention = &attention::kAvx512Tiles,
+    .winograd = &conv::wino::kAvx512Transforms,
 };
 
 }  // namespace
