@@ -5,7 +5,7 @@
 file(GLOB DINOML_CPU_LOWP_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/avx512_lowp/*.cpp)
 target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_LOWP_SRC})
 set_source_files_properties(${DINOML_CPU_LOWP_SRC} PROPERTIES COMPILE_OPTIONS
-  "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mavx512vnni;-mfma;-Wno-maybe-uninitialized")
+  "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512bf16;-mavx512vnni;-mamx-tile;-mamx-bf16;-mamx-int8;-mfma;-Wno-maybe-uninitialized")
 # (-Wno-maybe-uninitialized: GCC 12 reports its own avx512 intrinsic headers' `__Y = __Y` idiom.)
 
 if(EXISTS ${CMAKE_SOURCE_DIR}/bench/ops/gemm_lowp_bench.cpp)

@@ -14,10 +14,13 @@
 // each candidate's best round (min time) and median round, in GFLOP/s (GOP/s for int8: 2·M·N·K),
 // and the ratio of each median over fp32's median.
 //
-//   gemm_lowp_bench [--threads 1,2] [--sizes 1024,2048,4096] [--rounds 5] [--min-time 2]
+//   gemm_lowp_bench [--threads 1,2] [--sizes 1024,2048,4096] [--shapes MxNxK,...] [--rounds 5] [--min-time 2]
+// On a CPU with AMX, bf16 / s8 / u8 run the tile path and bf16-avx / s8-avx the AVX-512 kernels
+// (DINOML_CPU_DISABLE_ISA=amxbf16,amxint8 around the call).
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -71,16 +74,30 @@ void check(int st, const char* what) {
 
 int main(int argc, char** argv) {
   std::vector<int> threads_list{1, 2}, sizes{1024, 2048};
+  std::vector<std::array<int64_t, 3>> shapes;
   int rounds = 5;
   double min_time = 2.0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads_list = parse_list(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc) sizes = parse_list(argv[++i]);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--shapes" && i + 1 < argc) {
+      sizes.clear();
+      for (const char* p = argv[++i]; *p;) {
+        long long m, n, k;
+        int used = 0;
+        if (std::sscanf(p, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3) {
+          std::fprintf(stderr, "--shapes: expected MxNxK[,MxNxK...], got '%s'\n", p);
+          return 2;
+        }
+        shapes.push_back({m, n, k});
+        p += used;
+        if (*p == ',') ++p;
+      }
+    } else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: gemm_lowp_bench [--threads 1,2] [--sizes 1024,2048] [--rounds R] [--min-time S]\n");
+      std::fprintf(stderr, "usage: gemm_lowp_bench [--threads 1,2] [--sizes 1024,2048] [--shapes MxNxK,...] [--rounds R] [--min-time S]\n");
       return 2;
     }
   }
@@ -91,9 +108,12 @@ int main(int argc, char** argv) {
   }
   std::printf("fp32 GEMM ISA path '%s'; %d rounds, %.1f s per shape and thread count; GFLOP/s (int8: GOP/s)\n",
               dml_cpu_gemm_isa(), rounds, min_time);
-  std::printf("%-6s %-3s %-10s %10s %10s %9s\n", "size", "thr", "kernel", "best", "median", "x fp32");
-  for (int S : sizes) {
-    const int64_t M = S, N = S, K = S;
+  std::printf("%-16s %-3s %-10s %10s %10s %9s\n", "size", "thr", "kernel", "best", "median", "x fp32");
+  for (int S : sizes) shapes.push_back({S, S, S});
+  for (const auto& shape : shapes) {
+    const int64_t M = shape[0], N = shape[1], K = shape[2];
+    char label[64];
+    std::snprintf(label, sizeof label, M == N && N == K ? "%lld" : "%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
     std::mt19937 g(42);
     std::uniform_real_distribution<float> u(-1, 1);
     std::uniform_int_distribution<int> q(-128, 127);
@@ -128,8 +148,17 @@ int main(int argc, char** argv) {
       cands.push_back({"fp32-pc", [&] { check(dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, M, N, K, a32, b32, nullptr, nullptr, c32, 0), "fp32-pc"); }, {}});
       cands.push_back({"bf16", [&] { check(dml_cpu_gemm_bf16_prepacked(DML_CPU_BF16, M, N, K, a16, p16, nullptr, nullptr, c32, DML_CPU_F32, 0, T), "bf16"); }, {}});
       cands.push_back({"bf16-pc", [&] { check(dml_cpu_gemm_bf16_native(DML_CPU_BF16, DML_CPU_B_RRR, M, N, K, a16, b16, nullptr, nullptr, c32, DML_CPU_F32, 0, T), "bf16-pc"); }, {}});
+      auto no_amx = [](auto f) {
+        return [f] {
+          setenv("DINOML_CPU_DISABLE_ISA", "amxbf16,amxint8", 1);
+          f();
+          unsetenv("DINOML_CPU_DISABLE_ISA");
+        };
+      };
+      cands.push_back({"bf16-avx", no_amx([&] { check(dml_cpu_gemm_bf16_prepacked(DML_CPU_BF16, M, N, K, a16, p16, nullptr, nullptr, c32, DML_CPU_F32, 0, T), "bf16-avx"); }), {}});
       cands.push_back({"s8", [&] { check(dml_cpu_gemm_s8_prepacked(DML_CPU_I8, M, N, K, a8, p8, nullptr, nullptr, c8, 0, T), "s8"); }, {}});
       cands.push_back({"u8", [&] { check(dml_cpu_gemm_s8_prepacked(DML_CPU_U8, M, N, K, a8, p8, nullptr, nullptr, c8, 0, T), "u8"); }, {}});
+      cands.push_back({"s8-avx", no_amx([&] { check(dml_cpu_gemm_s8_prepacked(DML_CPU_I8, M, N, K, a8, p8, nullptr, nullptr, c8, 0, T), "s8-avx"); }), {}});
       cands.push_back({"s8-pc", [&] { check(dml_cpu_gemm_s8(DML_CPU_I8, DML_CPU_B_RRR, M, N, K, a8, b8, nullptr, nullptr, c8, 0, T), "s8-pc"); }, {}});
 #ifdef DINOML_BENCH_ONEDNN
       using dnnl::memory;
@@ -187,7 +216,7 @@ int main(int argc, char** argv) {
         std::sort(s.begin(), s.end());
         const double best = flop / s.front() / 1e9, med = flop / s[s.size() / 2] / 1e9;
         if (c.name == "fp32") base = med;
-        std::printf("%-6d %-3d %-10s %10.1f %10.1f %8.2fx\n", S, T, c.name.c_str(), best, med, med / base);
+        std::printf("%-16s %-3d %-10s %10.1f %10.1f %8.2fx\n", label, T, c.name.c_str(), best, med, med / base);
       }
       std::fflush(stdout);
     }

@@ -299,8 +299,15 @@ DML_CPU_API int dml_cpu_dequantize(int qtype, int64_t n, const void* src, float*
  * (rounded once), bias and d have c_dtype (either may be NULL; d is required by the ADD
  * epilogues); every dml_cpu_epilogue kind. Constant weights: pack once with
  * dml_cpu_gemm_bf16_pack_b (b_dtype bf16, or fp32 rounded to bf16; any CPU) into a buffer of
- * dml_cpu_gemm_bf16_packed_b_size(N, K) bytes (64-byte aligned), which records N and K. */
+ * dml_cpu_gemm_bf16_packed_b_size(N, K) bytes (64-byte aligned), which records N and K.
+ *
+ * AMX: where the CPU has AMX-TILE and AMX-BF16 (AMX-INT8 for the int8 GEMM below), the OS enables
+ * tile state and Linux grants it to the process (arch_prctl, asked once), both GEMMs run on the tile
+ * units (tdpbf16ps / tdpbssd / tdpbusd) instead, from the same packed B (kernels/cpu/avx512_lowp/
+ * amx.h); DINOML_CPU_DISABLE_ISA=amxbf16 / amxint8 turns that off. *_amx() returns 1 when the tile
+ * path runs here (with the current environment), else 0. */
 DML_CPU_API int dml_cpu_gemm_bf16_supported(void);
+DML_CPU_API int dml_cpu_gemm_bf16_amx(void);
 DML_CPU_API int dml_cpu_gemm_bf16_native(int a_dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
                                          const void* b, const void* bias, const void* d, void* c, int c_dtype,
                                          int epilogue, int threads);
@@ -315,7 +322,8 @@ DML_CPU_API int dml_cpu_gemm_bf16_prepacked(int a_dtype, int64_t M, int64_t N, i
  * (layout RRR b[K, N] or RCR b[N, K]). a_dtype DML_CPU_I8 (s8 × s8) or DML_CPU_U8 (u8 × s8, the
  * instruction's native contract). vpdpbusd multiplies *unsigned* A bytes: s8 activations are fed
  * as a + 128 (sign bit flipped), and the extra 128·Σ_k b[k, n] is subtracted per column (the
- * column sums are computed when b is packed), so the s8 result is exact too.
+ * column sums are computed when b is packed), so the s8 result is exact too (the AMX path multiplies
+ * s8 × s8 or u8 × s8 directly and needs no correction).
  * Output: scale == NULL: c is int32 [M, N] = acc (bias must be NULL, epilogue NONE).
  *         scale != NULL: c is fp32 [M, N] = epilogue(acc · scale[n] + bias[n]) (dequantize with a
  *         per-output-channel scale, e.g. a_scale·w_scale[n]; bias fp32 or NULL), epilogue
@@ -323,6 +331,7 @@ DML_CPU_API int dml_cpu_gemm_bf16_prepacked(int a_dtype, int64_t M, int64_t N, i
  * Constant weights: dml_cpu_gemm_s8_pack_b into dml_cpu_gemm_s8_packed_b_size(N, K) bytes (64-byte
  * aligned; K-quad interleaved panels plus the column sums; any CPU). */
 DML_CPU_API int dml_cpu_gemm_s8_supported(void);
+DML_CPU_API int dml_cpu_gemm_s8_amx(void);
 DML_CPU_API int dml_cpu_gemm_s8(int a_dtype, int b_layout, int64_t M, int64_t N, int64_t K, const void* a,
                                 const int8_t* b, const float* scale, const float* bias, void* c, int epilogue,
                                 int threads);

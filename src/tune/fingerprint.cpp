@@ -37,7 +37,7 @@ std::string cpu_model_name() {
 HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path) {
   HardwareFingerprint h;
   h.cpu_model = cpu_model_name();
-  for (const char* flag : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16"})
+  for (const char* flag : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "amx-bf16", "amx-int8"})
     if (lower::cpu::isa_supported_here(flag)) h.isa += (h.isa.empty() ? "" : ",") + std::string(flag);
   h.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (const char* t = std::getenv("OMP_NUM_THREADS")) h.omp_threads = t;

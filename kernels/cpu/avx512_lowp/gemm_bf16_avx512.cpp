@@ -6,9 +6,10 @@
 // Epilogue: the fp32 GEMM's (gemm_isa.h finish: every dml_cpu_epilogue kind, fp32 or bf16 out).
 #include <immintrin.h>
 
-#include "../gemm_isa.h"
 #include <vector>
 
+#include "../gemm_isa.h"
+#include "amx.h"
 #include "lowp_driver.h"
 
 namespace dml_cpu::lowp {
@@ -17,7 +18,12 @@ namespace {
 constexpr int kMR = 14;                 // 14 × 32: 28 zmm accumulators + 2 B vectors
 constexpr int kNV = 2;                  // zmm vectors per tile row
 constexpr int64_t kNR = 16 * kNV;       // columns per packed B panel (part of the packed format)
-constexpr char kMagic[8] = {'D', 'M', 'L', 'B', 'F', '1', '6', '\0'};
+constexpr char kMagic[8] = {'D', 'M', 'L', 'B', 'F', '1', '6', '2'};  // '2': groups padded for AMX
+static_assert(kNR == amx::kPanelCols, "the AMX path reads the same panels");
+
+// K-pairs per packed column and per packed A row: cdiv(K, 2) rounded up to whole AMX tile rows (the
+// padding is zero; the AVX-512 kernel multiplies it too, at most 15 pairs per K).
+int64_t padded_groups(int64_t K) { return cdiv(cdiv(K, 2), amx::kGroupsPerTile) * amx::kGroupsPerTile; }
 
 bool cpu_ok() {
   __builtin_cpu_init();
@@ -101,6 +107,7 @@ void pack_a_tile(const void* a, int a_dtype, int64_t M, int64_t K, int64_t G, ui
         o[g * kMR + i] = w;
       }
       if (K & 1) o[full * kMR + i] = row[K - 1];
+      for (int64_t g = cdiv(K, 2); g < G; ++g) o[g * kMR + i] = 0;
     } else {
       const float* row = static_cast<const float*>(a) + m * K;
       int64_t g = 0;
@@ -111,7 +118,7 @@ void pack_a_tile(const void* a, int a_dtype, int64_t M, int64_t K, int64_t G, ui
         for (int q = 0; q < 16; ++q) o[(g + q) * kMR + i] = w[q];
       }
       for (; g < G; ++g) {
-        const uint32_t lo = to_bf16(row[2 * g]), hi = 2 * g + 1 < K ? to_bf16(row[2 * g + 1]) : 0;
+        const uint32_t lo = 2 * g < K ? to_bf16(row[2 * g]) : 0, hi = 2 * g + 1 < K ? to_bf16(row[2 * g + 1]) : 0;
         o[g * kMR + i] = lo | (hi << 16);
       }
     }
@@ -140,7 +147,7 @@ void pack_b(const void* b, int dtype, int layout, int64_t N, int64_t K, int64_t 
       for (int64_t jj = 0; jj < kNR; ++jj) {
         const int64_t n = j * kNR + jj;
         uint32_t w = 0;
-        if (n < N) {
+        if (n < N && k0 < K) {
           const int64_t i0 = layout == DML_CPU_B_RRR ? k0 * N + n : n * K + k0;
           const int64_t i1 = layout == DML_CPU_B_RRR ? k1 * N + n : n * K + k1;
           w = bf16_at(b, dtype, i0) | (k1 < K ? bf16_at(b, dtype, i1) << 16 : 0u);
@@ -151,7 +158,29 @@ void pack_b(const void* b, int dtype, int layout, int64_t N, int64_t K, int64_t 
   }
 }
 
-int64_t panels_bytes(int64_t N, int64_t K) { return cdiv(N, kNR) * kNR * cdiv(K, 2) * 4; }
+int64_t panels_bytes(int64_t N, int64_t K) { return cdiv(N, kNR) * kNR * padded_groups(K) * 4; }
+
+// The AMX tiles take over from this many rows (amx.h; DINOML_BF16_AMX_MIN_M overrides, 0 = never).
+const int64_t kAmxMinM = env_int("DINOML_BF16_AMX_MIN_M", 1);
+
+struct FinCtx {
+  const gemm::IsaKernels* isa;
+  const gemm::Epilogue* e;
+  void* c;
+  int64_t N;
+  bool plain;
+};
+
+void amx_fin(void* ctx, const void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
+  const FinCtx& f = *static_cast<const FinCtx*>(ctx);
+  const float* t = static_cast<const float*>(tile);
+  if (f.plain) {
+    float* c = static_cast<float*>(f.c) + m0 * f.N + n0;
+    for (int i = 0; i < rows; ++i) std::memcpy(c + i * f.N, t + i * ldt, size_t(cols) * 4);
+    return;
+  }
+  f.isa->finish(t, ldt, rows, cols, m0, n0, *f.e, f.c, f.N);
+}
 
 int check_args(int64_t M, int64_t N, int64_t K, int c_dtype, int epilogue, const void* d, const char* kernel) {
   if (M < 0 || N < 0 || K < 0)
@@ -189,11 +218,17 @@ int run(int64_t M, int64_t N, int64_t K, const void* a, int a_dtype, const uint3
     for (int64_t m = 0; m < M; ++m) isa.finish(z.data(), 0, 1, N, m, 0, e, c, N);
     return DML_CPU_OK;
   }
-  const int64_t G = cdiv(K, 2);
-  uint32_t* ap = static_cast<uint32_t*>(scratch(kSlotA, size_t(cdiv(M, kMR) * kMR * G) * 4));
-  if (!ap) return fail(DML_CPU_ERR_MEMORY, "gemm_bf16: cannot allocate the packed A operand");
+  const int64_t G = padded_groups(K);
   const bool direct = c_dtype == DML_CPU_F32;
   const bool plain = direct && epilogue == DML_CPU_EPI_NONE && !bias;
+  if (kAmxMinM > 0 && M >= kAmxMinM && amx::usable(amx::Kind::bf16)) {
+    FinCtx f{&isa, &e, c, N, plain};
+    if (!amx::gemm(amx::Kind::bf16, M, N, K, G, a, a_dtype, panels, threads, amx_fin, &f))
+      return fail(DML_CPU_ERR_MEMORY, "gemm_bf16: cannot allocate the packed A operand");
+    return DML_CPU_OK;
+  }
+  uint32_t* ap = static_cast<uint32_t*>(scratch(kSlotA, size_t(cdiv(M, kMR) * kMR * G) * 4));
+  if (!ap) return fail(DML_CPU_ERR_MEMORY, "gemm_bf16: cannot allocate the packed A operand");
   Job job{M, N, G, ap, panels, c, direct};
   run_tiles<kMR, kNR>(job, kBlk, threads, kern<kMR, kNV>,
                       [&](void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
@@ -226,6 +261,7 @@ using namespace dml_cpu;
 using namespace dml_cpu::lowp;
 
 extern "C" int dml_cpu_gemm_bf16_supported(void) { return cpu_ok() ? 1 : 0; }
+extern "C" int dml_cpu_gemm_bf16_amx(void) { return cpu_ok() && kAmxMinM > 0 && amx::usable(amx::Kind::bf16) ? 1 : 0; }
 
 extern "C" int64_t dml_cpu_gemm_bf16_packed_b_size(int64_t N, int64_t K) {
   if (N < 0 || K < 0) return -1;
@@ -248,7 +284,7 @@ extern "C" int dml_cpu_gemm_bf16_pack_b(int b_dtype, int b_layout, int64_t N, in
   h.n = N;
   h.k = K;
   h.nr = kNR;
-  h.groups = cdiv(K, 2);
+  h.groups = padded_groups(K);
   std::memcpy(packed_b, &h, sizeof h);
   uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<char*>(packed_b) + kHeaderBytes);
   pack_b(b, b_dtype, b_layout, N, K, h.groups, out, choose_threads(0, N, K, 16));
@@ -268,7 +304,7 @@ extern "C" int dml_cpu_gemm_bf16_native(int a_dtype, int b_layout, int64_t M, in
   if (threads < 0) return fail(DML_CPU_ERR_ARGUMENT, std::string(kn) + ": threads < 0");
   if (!cpu_ok()) return unsupported(kn);
   const int nt = choose_threads(threads, M, N, K);
-  const int64_t G = cdiv(K, 2);
+  const int64_t G = padded_groups(K);
   uint32_t* panels = static_cast<uint32_t*>(scratch(kSlotB, size_t(std::max<int64_t>(panels_bytes(N, K), 4))));
   if (!panels) return fail(DML_CPU_ERR_MEMORY, std::string(kn) + ": cannot allocate the packed B operand");
   pack_b(b, DML_CPU_BF16, b_layout, N, K, G, panels, nt);

@@ -8,6 +8,7 @@
 // exact s8 × s8 product. u8 activations (a_dtype = DML_CPU_U8) skip the correction.
 #include <immintrin.h>
 
+#include "amx.h"
 #include "lowp_driver.h"
 
 namespace dml_cpu::lowp {
@@ -16,7 +17,12 @@ namespace {
 constexpr int kMR = 14;  // 14 x 32: 28 zmm accumulators + 2 B vectors + the broadcast
 constexpr int kNV = 2;
 constexpr int64_t kNR = 16 * kNV;
-constexpr char kMagic[8] = {'D', 'M', 'L', 'S', '8', 'Q', '1', '\0'};
+constexpr char kMagic[8] = {'D', 'M', 'L', 'S', '8', 'Q', '2', '\0'};  // '2': groups padded for AMX
+static_assert(kNR == amx::kPanelCols, "the AMX path reads the same panels");
+
+// K-quads per packed column and per packed A row: cdiv(K, 4) rounded up to whole AMX tile rows (the
+// padding is zero; the AVX-512 kernel multiplies it too, at most 15 quads per K).
+int64_t padded_groups(int64_t K) { return cdiv(cdiv(K, 4), amx::kGroupsPerTile) * amx::kGroupsPerTile; }
 
 bool cpu_ok() {
   __builtin_cpu_init();
@@ -104,10 +110,11 @@ void pack_a_tile(const uint8_t* a, bool flip, int64_t M, int64_t K, int64_t G, u
       std::memcpy(&w, q, 4);
       o[full * kMR + i] = w;
     }
+    for (int64_t g = cdiv(K, 4); g < G; ++g) o[g * kMR + i] = 0;
   }
 }
 
-int64_t panels_bytes(int64_t N, int64_t K) { return cdiv(N, kNR) * kNR * cdiv(K, 4) * 4; }
+int64_t panels_bytes(int64_t N, int64_t K) { return cdiv(N, kNR) * kNR * padded_groups(K) * 4; }
 int64_t comp_bytes(int64_t N) { return cdiv(N, kNR) * kNR * 4; }
 
 // b (RRR: b[K, N], RCR: b[N, K]) into kNR-column panels of K-quads, and comp[n] = 128·Σ_k b[k, n].
@@ -178,6 +185,41 @@ int check_args(int a_dtype, int64_t M, int64_t N, int64_t K, const float* scale,
   return DML_CPU_OK;
 }
 
+// A finished tile (int32 sums, row stride ldt) of C rows m0.. and columns n0..: minus the s8
+// compensation (comp, when A went in as u8 = s8 + 128), then int32 out or dequantized fp32 out.
+struct FinArgs {
+  const int32_t* comp;  // nullptr: no compensation
+  const float *scale, *bias;
+  bool relu;
+  void* c;
+  int64_t N;
+};
+void finish_tile(const FinArgs& f, const int32_t* t, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; j += 16) {
+      const __mmask16 mk = col_mask(cols - j, 0);
+      __m512i v = _mm512_maskz_loadu_epi32(mk, t + i * ldt + j);
+      if (f.comp) v = _mm512_sub_epi32(v, _mm512_maskz_loadu_epi32(mk, f.comp + n0 + j));
+      const int64_t at = (m0 + i) * f.N + n0 + j;
+      if (!f.scale) {
+        _mm512_mask_storeu_epi32(static_cast<int32_t*>(f.c) + at, mk, v);
+        continue;
+      }
+      __m512 x = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mk, f.scale + n0 + j));
+      if (f.bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, f.bias + n0 + j));
+      if (f.relu) x = _mm512_max_ps(x, _mm512_setzero_ps());
+      _mm512_mask_storeu_ps(static_cast<float*>(f.c) + at, mk, x);
+    }
+  }
+}
+
+// The AMX tiles take over from this many rows (amx.h; DINOML_S8_AMX_MIN_M overrides, 0 = never).
+const int64_t kAmxMinM = env_int("DINOML_S8_AMX_MIN_M", 1);
+
+void amx_fin(void* ctx, const void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
+  finish_tile(*static_cast<const FinArgs*>(ctx), static_cast<const int32_t*>(tile), ldt, rows, cols, m0, n0);
+}
+
 int run(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, const uint32_t* panels, const int32_t* comp,
         const float* scale, const float* bias, void* c, int epilogue, int threads) {
   if (M == 0 || N == 0) return DML_CPU_OK;
@@ -195,29 +237,21 @@ int run(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, const uint3
       }
     return DML_CPU_OK;
   }
-  const int64_t G = cdiv(K, 4);
+  const int64_t G = padded_groups(K);
+  if (kAmxMinM > 0 && M >= kAmxMinM && amx::usable(amx::Kind::s8)) {  // s8 x s8 and u8 x s8 directly: no compensation
+    FinArgs f{nullptr, scale, bias, relu, c, N};
+    if (!amx::gemm(amx::Kind::s8, M, N, K, G, a, a_dtype, panels, threads, amx_fin, &f))
+      return fail(DML_CPU_ERR_MEMORY, "gemm_s8: cannot allocate the packed A operand");
+    return DML_CPU_OK;
+  }
   uint32_t* ap = static_cast<uint32_t*>(scratch(kSlotA, size_t(cdiv(M, kMR) * kMR * G) * 4));
   if (!ap) return fail(DML_CPU_ERR_MEMORY, "gemm_s8: cannot allocate the packed A operand");
   const bool direct = !scale;  // int32 output: accumulate in c
   Job job{M, N, G, ap, panels, c, direct};
+  const FinArgs f{flip ? comp : nullptr, scale, bias, relu, c, N};
   run_tiles<kMR, kNR>(job, kBlk, threads, kern14x32,
                       [&](void* tv, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
-                        const int32_t* t = static_cast<const int32_t*>(tv);
-                        for (int i = 0; i < rows; ++i) {
-                          for (int j = 0; j < cols; j += 16) {
-                            const __mmask16 mk = col_mask(cols - j, 0);
-                            __m512i v = _mm512_maskz_loadu_epi32(mk, t + i * ldt + j);
-                            if (flip) v = _mm512_sub_epi32(v, _mm512_maskz_loadu_epi32(mk, comp + n0 + j));
-                            if (direct) {
-                              _mm512_mask_storeu_epi32(const_cast<int32_t*>(t) + i * ldt + j, mk, v);
-                              continue;
-                            }
-                            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_maskz_loadu_ps(mk, scale + n0 + j));
-                            if (bias) f = _mm512_add_ps(f, _mm512_maskz_loadu_ps(mk, bias + n0 + j));
-                            if (relu) f = _mm512_max_ps(f, _mm512_setzero_ps());
-                            _mm512_mask_storeu_ps(static_cast<float*>(c) + (m0 + i) * N + n0 + j, mk, f);
-                          }
-                        }
+                        finish_tile(f, static_cast<const int32_t*>(tv), ldt, rows, cols, m0, n0);
                       },
                       [&](int64_t t) { pack_a_tile(static_cast<const uint8_t*>(a), flip, M, K, G, ap, t); });
   return DML_CPU_OK;
@@ -230,6 +264,7 @@ using namespace dml_cpu;
 using namespace dml_cpu::lowp;
 
 extern "C" int dml_cpu_gemm_s8_supported(void) { return cpu_ok() ? 1 : 0; }
+extern "C" int dml_cpu_gemm_s8_amx(void) { return cpu_ok() && kAmxMinM > 0 && amx::usable(amx::Kind::s8) ? 1 : 0; }
 
 extern "C" int64_t dml_cpu_gemm_s8_packed_b_size(int64_t N, int64_t K) {
   if (N < 0 || K < 0) return -1;
@@ -247,7 +282,7 @@ extern "C" int dml_cpu_gemm_s8_pack_b(int b_layout, int64_t N, int64_t K, const 
   h.n = N;
   h.k = K;
   h.nr = kNR;
-  h.groups = cdiv(K, 4);
+  h.groups = padded_groups(K);
   std::memcpy(packed_b, &h, sizeof h);
   char* base = static_cast<char*>(packed_b) + kHeaderBytes;
   pack_b(b, b_layout, N, K, h.groups, reinterpret_cast<uint32_t*>(base),
@@ -287,7 +322,7 @@ extern "C" int dml_cpu_gemm_s8(int a_dtype, int b_layout, int64_t M, int64_t N, 
   const int nt = choose_threads(threads, M, N, K);
   char* buf = static_cast<char*>(scratch(kSlotB, size_t(panels_bytes(N, K) + comp_bytes(N) + 64)));
   if (!buf) return fail(DML_CPU_ERR_MEMORY, std::string(kn) + ": cannot allocate the packed B operand");
-  const int64_t G = cdiv(K, 4);
+  const int64_t G = padded_groups(K);
   uint32_t* panels = reinterpret_cast<uint32_t*>(buf);
   int32_t* comp = reinterpret_cast<int32_t*>(buf + panels_bytes(N, K));
   pack_b(b, b_layout, N, K, G, panels, comp, nt);

@@ -49,7 +49,7 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::gemm,    "dml.gemm.path.dot",                   "dml_cpu_gemm_variant", "3, 0",               "", "kernels/cpu/gemm.cpp: fp32 b[N,K] read in place by dot products (skinny M)"},
     {F::gemm,    "dml.gemm.path.auto.st",               "dml_cpu_gemm_variant", "0, 1",               "", "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
     {F::gemm,    "dml.gemm.prepacked",                  "dml_cpu_gemm_prepacked", "",                 "", "constant b packed once at module init into the tiles' panel layout", "", "", false, true},
-    {F::gemm,    "dml.gemm.bf16_native.prepacked",      "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "bf16 graphs: constant b packed once at init into K-pair panels, AVX512_BF16 dot products (vdpbf16ps) with fp32 accumulation", "", "", false, true, -1, true},
+    {F::gemm,    "dml.gemm.bf16_native.prepacked",      "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "bf16 graphs: constant b packed once at init into K-pair panels; AMX tiles (tdpbf16ps) where the CPU has AMX-BF16, else AVX512_BF16 dot products (vdpbf16ps); fp32 accumulation", "", "", false, true, -1, true},
     {F::gemm,    "onednn.matmul",                       "dml_cpu_onednn_gemm",  "",                   "", "oneDNN matmul primitive (created once per shape), post-ops for the epilogue", "dinoml_cpu_onednn", "libdnnl.so.2", true},
     {F::gemm,    "openblas.sgemm",                      "dml_cpu_openblas_gemm", "",                  "", "OpenBLAS cblas_sgemm, epilogue applied after", "dinoml_cpu_openblas", "libopenblas.so.0", true},
     {F::bmm,     "dml.bmm.blocked",                     "dml_cpu_bmm",          "",                   "", "library default batched GEMM"},
@@ -84,7 +84,9 @@ bool isa_supported_here(const std::string& isa) {
               (f == "avx512bw" && __builtin_cpu_supports("avx512bw")) ||
               (f == "avx512vl" && __builtin_cpu_supports("avx512vl")) ||
               (f == "avx512vnni" && __builtin_cpu_supports("avx512vnni")) ||
-              (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16"));
+              (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16")) ||
+              (f == "amx-bf16" && __builtin_cpu_supports("amx-bf16")) ||
+              (f == "amx-int8" && __builtin_cpu_supports("amx-int8"));
     if (!ok) return false;
   }
   return true;

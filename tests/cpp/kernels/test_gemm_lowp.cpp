@@ -54,6 +54,25 @@ std::vector<int32_t> ref_s8(bool a_unsigned, int layout, int64_t M, int64_t N, i
   return c;
 }
 
+// Runs `f` on every path of the lowp GEMMs this CPU has: the AVX-512 kernels (AMX turned off
+// through DINOML_CPU_DISABLE_ISA) and, where `amx_here()` says the tile path runs, the AMX tiles.
+template <class F>
+void on_each_path(int (*amx_here)(void), F f) {
+  const char* prev = std::getenv("DINOML_CPU_DISABLE_ISA");
+  const std::string saved = prev ? prev : "";
+  ::setenv("DINOML_CPU_DISABLE_ISA", "amxbf16,amxint8", 1);
+  {
+    SCOPED_TRACE("path=avx512");
+    f();
+  }
+  if (prev) ::setenv("DINOML_CPU_DISABLE_ISA", saved.c_str(), 1);
+  else ::unsetenv("DINOML_CPU_DISABLE_ISA");
+  if (amx_here()) {
+    SCOPED_TRACE("path=amx");
+    f();
+  }
+}
+
 class S8Gemm : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,8 +80,8 @@ class S8Gemm : public ::testing::Test {
   }
 };
 
-void run_s8_case(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, bool packed, int threads, bool extreme,
-                 uint32_t seed) {
+void run_s8_case_once(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, bool packed, int threads, bool extreme,
+                      uint32_t seed) {
   SCOPED_TRACE("a_dtype=" + std::to_string(a_dtype) + " layout=" + std::to_string(layout) + " M=" +
                std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " packed=" +
                std::to_string(packed) + " threads=" + std::to_string(threads) + " extreme=" + std::to_string(extreme));
@@ -84,6 +103,11 @@ void run_s8_case(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, bool 
   }
   for (size_t i = 0; i < want.size(); ++i)
     ASSERT_EQ(c[i], want[i]) << "at m=" << i / size_t(N) << " n=" << i % size_t(N);
+}
+
+void run_s8_case(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, bool packed, int threads, bool extreme,
+                 uint32_t seed) {
+  on_each_path(dml_cpu_gemm_s8_amx, [&] { run_s8_case_once(a_dtype, layout, M, N, K, packed, threads, extreme, seed); });
 }
 
 TEST_F(S8Gemm, ExactOddSizes) {
@@ -117,6 +141,9 @@ TEST_F(S8Gemm, ExtremeValues) {
 TEST_F(S8Gemm, LargeBlockedAndDefaultThreads) {
   run_s8_case(DML_CPU_I8, DML_CPU_B_RRR, 300, 200, 1500, true, 0, false, 300);  // K crosses the K blocks
   run_s8_case(DML_CPU_I8, DML_CPU_B_RCR, 257, 129, 4501, false, 2, false, 301);  // > one 4096-deep K block
+  // AMX: a packed B larger than 3/4 of a 2 MiB L2 takes the A-block split (amx.h), smaller ones strips.
+  run_s8_case(DML_CPU_I8, DML_CPU_B_RRR, 70, 2000, 1500, true, 2, false, 302);
+  run_s8_case(DML_CPU_U8, DML_CPU_B_RRR, 70, 2000, 1500, true, 1, false, 303);
 }
 
 TEST_F(S8Gemm, DequantizeEpilogue) {
@@ -203,8 +230,8 @@ class Bf16Gemm : public ::testing::Test {
   }
 };
 
-void run_bf16_case(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, int c_dtype, int epi, bool with_bias,
-                   bool packed, int threads, uint32_t seed) {
+void run_bf16_case_once(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, int c_dtype, int epi,
+                        bool with_bias, bool packed, int threads, uint32_t seed) {
   SCOPED_TRACE("a_dtype=" + std::to_string(a_dtype) + " layout=" + std::to_string(layout) + " M=" +
                std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " c_dtype=" +
                std::to_string(c_dtype) + " epi=" + std::to_string(epi) + " bias=" + std::to_string(with_bias) +
@@ -261,6 +288,13 @@ void run_bf16_case(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, int
     }
 }
 
+void run_bf16_case(int a_dtype, int layout, int64_t M, int64_t N, int64_t K, int c_dtype, int epi, bool with_bias,
+                   bool packed, int threads, uint32_t seed) {
+  on_each_path(dml_cpu_gemm_bf16_amx, [&] {
+    run_bf16_case_once(a_dtype, layout, M, N, K, c_dtype, epi, with_bias, packed, threads, seed);
+  });
+}
+
 TEST_F(Bf16Gemm, OddSizesTails) {
   uint32_t seed = 1;
   for (int64_t M : kSizes)
@@ -289,6 +323,8 @@ TEST_F(Bf16Gemm, Fp32ActivationsLayoutsThreadsLargeK) {
           run_bf16_case(a_dtype, layout, 71, 97, 77, DML_CPU_F32, DML_CPU_EPI_ADD_RELU, true, packed, threads, seed++);
   // K crosses the 2048-deep K blocks, M several M blocks, default thread count.
   run_bf16_case(DML_CPU_F32, DML_CPU_B_RRR, 300, 130, 2100, DML_CPU_BF16, DML_CPU_EPI_RELU, true, true, 0, seed++);
+  // AMX: a packed B larger than 3/4 of a 2 MiB L2 takes the A-block split (amx.h), smaller ones strips.
+  run_bf16_case(DML_CPU_F32, DML_CPU_B_RRR, 70, 700, 1200, DML_CPU_F32, DML_CPU_EPI_ADD, true, true, 2, seed++);
 }
 
 TEST_F(Bf16Gemm, KZeroAndShapeChecks) {
