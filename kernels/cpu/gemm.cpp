@@ -382,6 +382,26 @@ void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int t
   }
 }
 
+// The grouped Aᵀ of run_dot_t (group > 1, M·group ≤ 16): at[t·16 + m·group + g] = a[m, t·group + g],
+// zero past K and in the lanes past M. No division per element: with the runtime `group` GCC emitted
+// two idivs per element, which at M = 8, K = 768 cost more than the tiles (perf: 5.2% of samples in
+// the fill against 4.3% in tile_grouped; gemm_bench M8 N768 K768 per call at 2 threads 1.12× → 1.45×
+// oneDNN, docs/benchmarks.md session 17).
+void fill_grouped_at(const float* a, int64_t M, int64_t K, int group, float* at) {
+  const int64_t steps = cdiv(K, group), full = K / group;
+  const int used = static_cast<int>(M) * group;
+  for (int64_t t = 0; t < steps; ++t) {
+    float* o = at + t * kNR;
+    if (t < full) {
+      for (int64_t m = 0; m < M; ++m) std::memcpy(o + m * group, a + m * K + t * group, sizeof(float) * size_t(group));
+    } else {
+      for (int64_t m = 0; m < M; ++m)
+        for (int g = 0; g < group; ++g) o[m * group + g] = t * group + g < K ? a[m * K + t * group + g] : 0.0f;
+    }
+    std::fill(o + used, o + kNR, 0.0f);
+  }
+}
+
 // fp32 b[N, K] with a skinny A as Cᵀ = B·Aᵀ on the register tiles (tables with `skinny_t_min_m`):
 // Aᵀ (K × M) is packed once into ceil(M/16) panels; B's rows are the tiles' A rows, read in place, so
 // every weight is read once as in the dot path, but with one broadcast per FMA instead of a vector
@@ -555,9 +575,7 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
         const int64_t steps = cdiv(p.K, group);
         float* at = scratch(kSlotAf, static_cast<size_t>(steps * kNR));
         if (!at) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the transposed A operand");
-        std::fill(at, at + steps * kNR, 0.0f);
-        for (int64_t m = 0; m < p.M; ++m)
-          for (int64_t k = 0; k < p.K; ++k) at[(k / group) * kNR + m * group + k % group] = a[m * p.K + k];
+        fill_grouped_at(a, p.M, p.K, group, at);
         run_dot_t(isa, p, bl, threads, at, group);
         return DML_CPU_OK;
       }

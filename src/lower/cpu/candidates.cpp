@@ -7,8 +7,9 @@
 //    shapes (many small GEMMs vs few large ones).
 //  * softmax: serial vs split rows — same trade-off as the serial GEMM.
 //  * dml.gemm.bf16_native.prepacked: bf16 graphs on AVX512_BF16 CPUs multiply bf16 pairs natively
-//    (2x the fp32 tiles at 2048^3); a candidate, not the default, because an artifact that selects
-//    it requires avx512bf16 (recorded in required_isa).
+//    (2x the fp32 tiles at 2048^3 on Zen 5; on a Xeon with AMX the same call runs the tile units,
+//    ~6x); a candidate, not the default, because an artifact that selects it requires avx512bf16
+//    (recorded in required_isa).
 //  * gemm providers: oneDNN's matmul and OpenBLAS's sgemm (float32), linked only when chosen;
 //    dml.gemm.prepacked packs a constant b once at module init.
 //  * conv (constant weights): direct / implicit GEMM vs channel-vectorised direct vs Winograd F(2x2)

@@ -511,9 +511,9 @@ TEST(GemmKernels, IsaParityOddSizeGrid) {
 TEST(GemmKernels, IsaEveryEpilogueDtypeAndPath) {
   const int saved = omp_get_max_threads();
   // (M = 2, 3-4, 5-8 with fp32 b[N, K] reach the AVX-512 transposed path's 8-, 4- and 2-float
-  // grouped broadcasts; odd K leaves a masked group tail.)
-  const int64_t shapes[][3] = {{1, 48, 255}, {1, 33, 65},   {2, 40, 37},    {3, 50, 21},   {4, 33, 130},
-                               {5, 80, 127}, {8, 17, 301},  {16, 17, 300},  {65, 112, 33}, {127, 31, 600}};
+  // grouped broadcasts, M = 9-16 its 16-row panel; odd K leaves a masked group tail.)
+  const int64_t shapes[][3] = {{1, 48, 255}, {1, 33, 65},  {2, 40, 37},  {3, 50, 21},   {4, 33, 130},  {5, 80, 127},
+                               {8, 17, 301}, {9, 20, 33},  {12, 55, 99}, {16, 17, 300}, {65, 112, 33}, {127, 31, 600}};
   for_each_isa([&](const std::string&) {
     for (int threads : {1, 2})
       for (int dtype : {DML_CPU_F32, DML_CPU_F16, DML_CPU_BF16})
