@@ -99,6 +99,11 @@ size_t dinoml_module_num_states(const dinoml_module* module) {
   return module ? module->impl->metadata().states.size() : 0;
 }
 
+size_t dinoml_module_num_nodes(const dinoml_module* module) {
+  if (!module || !module->impl->entry().node_count) return 0;
+  return module->impl->entry().node_count();
+}
+
 dinoml_status dinoml_module_input_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info) {
   return tensor_info(module, index, info, &Module::input_infos, "input");
 }
@@ -127,6 +132,16 @@ dinoml_status dinoml_session_run(dinoml_session* session, const dinoml_tensor* i
   return guard([&] {
     if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
     session->impl.run(inputs, num_inputs, outputs, num_outputs);
+  });
+}
+
+dinoml_status dinoml_session_run_timed(dinoml_session* session, const dinoml_tensor* inputs, size_t num_inputs,
+                                       dinoml_tensor* outputs, size_t num_outputs, double* node_seconds,
+                                       size_t num_nodes) {
+  return guard([&] {
+    if (!session) fail(DINOML_ERR_INVALID_ARGUMENT, "session is NULL");
+    if (!node_seconds) fail(DINOML_ERR_INVALID_ARGUMENT, "node_seconds is NULL (use dinoml_session_run to run untimed)");
+    session->impl.run(inputs, num_inputs, outputs, num_outputs, node_seconds, num_nodes);
   });
 }
 

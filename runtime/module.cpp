@@ -80,6 +80,10 @@ void Module::load_code() {
   entry_.plan = resolve<dinoml_module_plan_fn>(handle_, DINOML_MODULE_SYM_PLAN, dir_);
   entry_.run = resolve<dinoml_module_run_fn>(handle_, DINOML_MODULE_SYM_RUN, dir_);
   dlerror();
+  entry_.node_count = reinterpret_cast<dinoml_module_node_count_fn>(dlsym(handle_, DINOML_MODULE_SYM_NODE_COUNT));
+  entry_.run_timed = reinterpret_cast<dinoml_module_run_timed_fn>(dlsym(handle_, DINOML_MODULE_SYM_RUN_TIMED));
+  if (!entry_.node_count || !entry_.run_timed) entry_.node_count = nullptr, entry_.run_timed = nullptr;
+  dlerror();
   omp_set_num_threads_ = reinterpret_cast<void (*)(int)>(dlsym(handle_, "omp_set_num_threads"));
   if (is_cuda()) {
     cuda_.device_check = resolve<dinoml_module_cuda_device_check_fn>(handle_, DINOML_MODULE_SYM_CUDA_DEVICE_CHECK, dir_);

@@ -24,6 +24,9 @@ struct ModuleEntryPoints {
   dinoml_module_release_fn release = nullptr;
   dinoml_module_plan_fn plan = nullptr;
   dinoml_module_run_fn run = nullptr;
+  // Optional (per-node timing, CPU modules of this release and later): nullptr when absent.
+  dinoml_module_node_count_fn node_count = nullptr;
+  dinoml_module_run_timed_fn run_timed = nullptr;
 };
 
 // The CUDA part of a module's ABI (resolved for target "cuda" only).

@@ -132,9 +132,20 @@ void Session::plan_outputs(const dinoml_tensor* inputs, size_t num_inputs, dinom
   describe_outputs(plan(inputs, num_inputs, outputs, num_outputs));
 }
 
-void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs) {
+void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs,
+                  double* node_seconds, size_t num_nodes) {
   std::lock_guard lock(mutex_);
   const Module& m = *module_;
+  if (node_seconds) {  // checked before anything runs
+    if (m.is_cuda())
+      fail(kInvalid, "per-node timing is implemented for CPU artifacts only; '", m.name(),
+           "' is a CUDA artifact (time its kernels with Nsight Systems or CUPTI instead)");
+    if (!m.entry().run_timed)
+      fail(kInvalid, "artifact '", m.name(), "' was compiled without per-node timing (an older DinoML); recompile it");
+    if (num_nodes != m.entry().node_count())
+      fail(kInvalid, "per-node timing of '", m.name(), "' needs ", m.entry().node_count(), " node slots, got ", num_nodes,
+           " (dinoml_module_num_nodes)");
+  }
   const Metadata& md = m.metadata();
   Planned planned = plan(inputs, num_inputs, outputs, num_outputs);
   BoundInputs& bound = planned.bound;
@@ -180,8 +191,11 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
   err.fill('\0');
   ThreadGrant grant;  // this run's share of the process's CPU threads (thread_budget.h)
   if (auto set_threads = m.omp_set_num_threads()) set_threads(grant.threads());
-  if (m.entry().run(m.module_state(), bound.dims.data(), bound.data.data(), out_ptrs.data(), state_ptrs.data(),
-                    arena_.data(), err.data(), err.size()) != 0) {
+  const int rc = node_seconds ? m.entry().run_timed(m.module_state(), bound.dims.data(), bound.data.data(), out_ptrs.data(),
+                                                     state_ptrs.data(), arena_.data(), node_seconds, err.data(), err.size())
+                              : m.entry().run(m.module_state(), bound.dims.data(), bound.data.data(), out_ptrs.data(),
+                                              state_ptrs.data(), arena_.data(), err.data(), err.size());
+  if (rc != 0) {
     fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' failed while running: ", module_message(err),
          (states_.empty() ? "" : " (session states may be partially updated; reset them before reuse)"));
   }

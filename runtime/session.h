@@ -28,7 +28,10 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  void run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs);
+  // node_seconds (optional, CPU artifacts with per-node timing, num_nodes == the module's node
+  // count): each node's wall time in this run is added to node_seconds[i].
+  void run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs,
+           double* node_seconds = nullptr, size_t num_nodes = 0);
   // Validates like run() and fills each requested output's dtype/ndim/shape/nbytes; runs nothing.
   void plan_outputs(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs);
   void get_state(const char* name, void* dst, size_t nbytes);

@@ -38,6 +38,14 @@ typedef int (*dinoml_module_run_fn)(void* module_state, const int64_t* dims,
                                     const void* const* inputs, void* const* outputs,
                                     void* const* states, void* arena, char* err, size_t errlen);
 
+/* Optional (CPU modules of this release and later; the runtime looks them up with dlsym and
+ * says "recompile" when they are missing): the number of graph nodes, and run() that also adds
+ * node i's wall time in seconds to node_seconds[i] (graph order, node_count() entries). */
+typedef size_t (*dinoml_module_node_count_fn)(void);
+typedef int (*dinoml_module_run_timed_fn)(void* module_state, const int64_t* dims, const void* const* inputs,
+                                          void* const* outputs, void* const* states, void* arena,
+                                          double* node_seconds, char* err, size_t errlen);
+
 /* ---- CUDA modules (manifest "target": "cuda") ---------------------------------------------
  * The module owns every CUDA call: the runtime never links or includes CUDA. It checks for a
  * driver and a GPU of the artifact's arch before dlopen (runtime/cuda_driver.cpp), then uses
@@ -75,6 +83,8 @@ typedef int (*dinoml_module_cuda_pointer_is_device_fn)(const void* ptr);
 #define DINOML_MODULE_SYM_RELEASE "dinoml_module_release"
 #define DINOML_MODULE_SYM_PLAN "dinoml_module_plan"
 #define DINOML_MODULE_SYM_RUN "dinoml_module_run"
+#define DINOML_MODULE_SYM_NODE_COUNT "dinoml_module_node_count"
+#define DINOML_MODULE_SYM_RUN_TIMED "dinoml_module_run_timed"
 #define DINOML_MODULE_SYM_CUDA_DEVICE_CHECK "dinoml_module_cuda_device_check"
 #define DINOML_MODULE_SYM_RUN_CUDA "dinoml_module_run_cuda"
 #define DINOML_MODULE_SYM_CUDA_MALLOC "dinoml_module_cuda_malloc"

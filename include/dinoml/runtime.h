@@ -135,6 +135,9 @@ DINOML_API const char* dinoml_module_graph_hash(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_inputs(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_outputs(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_states(const dinoml_module* module);
+/* Graph nodes of a CPU artifact that supports per-node timing (dinoml_session_run_timed); 0 for
+ * CUDA artifacts and for artifacts compiled before per-node timing existed. */
+DINOML_API size_t dinoml_module_num_nodes(const dinoml_module* module);
 DINOML_API dinoml_status dinoml_module_input_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
 DINOML_API dinoml_status dinoml_module_output_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
 DINOML_API dinoml_status dinoml_module_state_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
@@ -148,6 +151,15 @@ DINOML_API void dinoml_session_free(dinoml_session* session);
 DINOML_API dinoml_status dinoml_session_run(dinoml_session* session, const dinoml_tensor* inputs,
                                             size_t num_inputs, dinoml_tensor* outputs,
                                             size_t num_outputs);
+
+/* dinoml_session_run that also adds each graph node's wall time (seconds) to node_seconds[i], in
+ * the order of the artifact's graph.dinoir.json / kernel_manifest.json nodes; num_nodes must be
+ * dinoml_module_num_nodes(). Views and other nodes that emit no code read as ~0. CPU artifacts
+ * only (DINOML_ERR_INVALID_ARGUMENT for CUDA artifacts and for artifacts without the timed entry,
+ * with a message that says so); the timing adds one clock read per node. */
+DINOML_API dinoml_status dinoml_session_run_timed(dinoml_session* session, const dinoml_tensor* inputs,
+                                                  size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs,
+                                                  double* node_seconds, size_t num_nodes);
 
 /* What a run with these inputs would produce, without running: validates `inputs` exactly as
  * dinoml_session_run does and sets dtype, ndim, shape and nbytes of every requested output

@@ -181,6 +181,8 @@ class Module {
   std::vector<TensorInfo> inputs() const { return infos(dinoml_module_num_inputs, dinoml_module_input_info); }
   std::vector<TensorInfo> outputs() const { return infos(dinoml_module_num_outputs, dinoml_module_output_info); }
   std::vector<TensorInfo> states() const { return infos(dinoml_module_num_states, dinoml_module_state_info); }
+  // Graph nodes a timed run reports (0: CUDA artifact, or compiled before per-node timing).
+  size_t num_nodes() const { return dinoml_module_num_nodes(handle_.get()); }
 
   inline Session session() const;
   dinoml_module* get() const noexcept { return handle_.get(); }
@@ -222,6 +224,17 @@ class Session {
                         std::vector<uint8_t>(p, p + outs[i].nbytes)});
     }
     return result;
+  }
+
+  // A run (outputs stay in session memory) that adds each graph node's wall time in seconds to
+  // node_seconds[i] (resized to Module::num_nodes() and zeroed when its size differs). CPU only.
+  void run_timed(const std::vector<Input>& inputs, std::vector<double>& node_seconds) {
+    const size_t n = module_.num_nodes();
+    if (node_seconds.size() != n) node_seconds.assign(n, 0.0);
+    std::vector<dinoml_tensor> in = to_c(inputs);
+    std::vector<dinoml_tensor> out(dinoml_module_num_outputs(module_.get()));
+    check(dinoml_session_run_timed(handle_.get(), in.data(), in.size(), out.data(), out.size(), node_seconds.data(),
+                                   node_seconds.size()));
   }
 
   // Runs without copying: the views point at session memory valid until the next run.

@@ -140,6 +140,22 @@ class Session:
 
     run = run_numpy
 
+    def profile_nodes(self, inputs: Optional[Mapping[str, np.ndarray]] = None, runs: int = 10, **kw) -> List[dict]:
+        """Per-node wall time (CPU artifacts): runs `runs` times with timing and returns one dict per
+        graph node, in graph order: {"index", "node", "op", "kernel", "seconds"} (mean per run), the
+        kernel as chosen in the artifact's kernel_manifest.json. Same as `dinoml benchmark --per-node`."""
+        import json
+        feeds = dict(inputs or {})
+        feeds.update(kw)
+        _, seconds = self._s.run_timed(feeds, runs)
+        with open(os.path.join(self.module.path, "kernel_manifest.json")) as f:
+            manifest = json.load(f)
+        rows = []
+        for i, (entry, sec) in enumerate(zip(manifest, seconds)):
+            rows.append({"index": i, "node": entry.get("node"), "op": entry.get("op"),
+                         "kernel": entry.get("selected"), "seconds": sec / runs})
+        return rows
+
     def run_torch(self, inputs: Optional[Mapping] = None, **kw) -> Dict[str, "object"]:
         """Runs with {name: torch.Tensor} -> {name: torch.Tensor}, zero-copy.
 

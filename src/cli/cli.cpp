@@ -88,6 +88,10 @@ int main(int argc, char** argv) {
   b->add_option("--dim,-d", dims, "name=value (default: typical)");
   b->add_option("--warmup", warmup);
   b->add_option("--iterations,-n", iterations);
+  bool per_node = false;
+  int top = 25;
+  b->add_flag("--per-node", per_node, "also time every graph node (CPU artifacts): mean per run, share, kernel");
+  b->add_option("--top", top, "with --per-node: rows shown, slowest first (0 = all)");
 
   // ---- further subcommands register here (one block each) ----
 
@@ -174,7 +178,7 @@ int main(int argc, char** argv) {
     if (vf->parsed()) return cmd_verify(artifact, verify_json);
     if (r->parsed()) return cmd_run(artifact, inputs, dims, save_dir);
     if (v->parsed()) return cmd_validate(artifact, atol, rtol, seed);
-    if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations);
+    if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations, per_node, top);
     if (o->parsed()) return cmd_ops(markdown);
     if (gi->parsed()) return cmd_gguf_info(gguf_path, gguf_json, gguf_items);
   } catch (const std::exception& e) {

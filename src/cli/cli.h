@@ -32,7 +32,8 @@ int cmd_inspect(const std::string& artifact, bool as_json);
 int cmd_run(const std::string& artifact, const std::vector<std::string>& inputs, const std::vector<std::string>& dims,
             const std::string& save_dir);
 int cmd_validate(const std::string& artifact, double atol, double rtol, int seed);
-int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dims, int warmup, int iterations);
+int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dims, int warmup, int iterations,
+                  bool per_node = false, int top = 25);
 int cmd_ops(bool markdown);
 // Runs `python -m dinoml.cli ARGS...` ($DINOML_PYTHON, default /usr/bin/python3) with the source
 // tree's python/ on PYTHONPATH; returns its exit status.

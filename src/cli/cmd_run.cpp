@@ -39,7 +39,9 @@ struct Loaded {
   Loaded(const Loaded&) = delete;
   Loaded& operator=(const Loaded&) = delete;
 
-  std::map<std::string, ops::HostTensor> run(const std::map<std::string, ops::HostTensor>& inputs) {
+  // node_seconds != nullptr: a timed run (dinoml_session_run_timed), nodes' seconds added to it.
+  std::map<std::string, ops::HostTensor> run(const std::map<std::string, ops::HostTensor>& inputs,
+                                             std::vector<double>* node_seconds = nullptr) {
     std::vector<dinoml_tensor> in;
     for (const auto& [name, t] : inputs) {
       dinoml_tensor d{};
@@ -61,7 +63,11 @@ struct Loaded {
       out[i] = dinoml_tensor{};
       out[i].name = names[i].c_str();
     }
-    if (dinoml_session_run(session, in.data(), in.size(), out.data(), out.size()) != DINOML_OK) runtime_fail("run");
+    const dinoml_status st =
+        node_seconds ? dinoml_session_run_timed(session, in.data(), in.size(), out.data(), out.size(),
+                                                node_seconds->data(), node_seconds->size())
+                     : dinoml_session_run(session, in.data(), in.size(), out.data(), out.size());
+    if (st != DINOML_OK) runtime_fail(node_seconds ? "timed run" : "run");
     std::map<std::string, ops::HostTensor> res;
     for (size_t i = 0; i < nout; ++i) {
       std::vector<int64_t> shape(out[i].shape, out[i].shape + out[i].ndim);
@@ -203,7 +209,83 @@ int cmd_validate(const std::string& artifact, double atol, double rtol, int seed
   return failures ? 2 : 0;
 }
 
-int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dim_specs, int warmup, int iterations) {
+namespace {
+
+// The kernel a node ran for these dims: its bucket's choice in kernel_manifest.json, else the
+// node's selection ("alias" for views, the generated function for fused loops).
+std::string node_kernel(const json& entry, const std::map<std::string, int64_t>& dims) {
+  if (entry.contains("selected_per_bucket"))
+    for (const auto& b : entry["selected_per_bucket"]) {
+      bool match = b.contains("dims");
+      if (match)
+        for (const auto& [k, v] : b["dims"].items())
+          if (!dims.count(k) || dims.at(k) != v.get<int64_t>()) match = false;
+      if (match) return b.value("kernel", "?");
+    }
+  if (entry.contains("selected") && entry["selected"].is_string()) return entry["selected"].get<std::string>();
+  if (entry.contains("function") && entry["function"].is_string()) return entry["function"].get<std::string>();
+  return "";
+}
+
+// `dinoml benchmark --per-node`: timed runs, then one row per node (slowest first).
+void print_per_node(const std::string& artifact, Loaded& l, const std::map<std::string, ops::HostTensor>& inputs,
+                    const std::map<std::string, int64_t>& dims, int iterations, int top, double run_p50_ms) {
+  const size_t n = dinoml_module_num_nodes(l.module);
+  json kernels = read_json_file((fs::path(artifact) / "kernel_manifest.json").string());
+  if (n == 0) {
+    std::vector<double> probe(1, 0.0);  // let the runtime say why (CUDA, or an older artifact)
+    l.run(inputs, &probe);
+  }
+  if (!kernels.is_array() || kernels.size() != n)
+    throw std::runtime_error("artifact '" + artifact + "': kernel_manifest.json lists " +
+                             std::to_string(kernels.is_array() ? kernels.size() : 0) + " nodes but module.so times " +
+                             std::to_string(n) + "; the artifact is inconsistent, recompile it");
+  std::vector<double> sec(n, 0.0);
+  const int runs = std::max(iterations, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < runs; ++i) l.run(inputs, &sec);
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / runs;
+  double total = 0;
+  for (double v : sec) total += v;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sec[a] > sec[b]; });
+  const double node_ms = 1e3 * total / runs;
+  std::cout << "per node (" << runs << " timed runs; mean per run): nodes " << std::fixed << std::setprecision(4) << node_ms
+            << " ms of " << wall_ms << " ms per timed run (untimed p50 " << run_p50_ms
+            << " ms; the rest is input binding, output copies and the clock reads)\n";
+  std::cout << "  " << std::left << std::setw(5) << "#" << std::setw(34) << "node" << std::setw(22) << "op" << std::right
+            << std::setw(11) << "ms" << std::setw(8) << "%" << "  kernel\n";
+  const size_t rows = top > 0 ? std::min<size_t>(n, static_cast<size_t>(top)) : n;
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = order[r];
+    const json& e = kernels[i];
+    std::cout << "  " << std::left << std::setw(5) << i << std::setw(34) << e.value("node", "?") << std::setw(22)
+              << e.value("op", "?") << std::right << std::setw(11) << std::setprecision(4) << 1e3 * sec[i] / runs
+              << std::setw(8) << std::setprecision(1) << (total > 0 ? 100.0 * sec[i] / total : 0.0) << "  "
+              << node_kernel(e, dims) << "\n";
+  }
+  if (rows < n) std::cout << "  (" << n - rows << " more nodes; --top 0 lists all)\n";
+  // The same time by op (views and other code-free nodes included, at ~0).
+  std::map<std::string, std::pair<double, int>> by_op;
+  for (size_t i = 0; i < n; ++i) {
+    auto& [t, c] = by_op[kernels[i].value("op", "?")];
+    t += sec[i];
+    ++c;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> ops(by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::cout << "by op\n";
+  for (const auto& [op, tc] : ops)
+    std::cout << "  " << std::left << std::setw(39) << op << std::right << std::setw(5) << tc.second << " x "
+              << std::setw(11) << std::setprecision(4) << 1e3 * tc.first / runs << " ms" << std::setw(8)
+              << std::setprecision(1) << (total > 0 ? 100.0 * tc.first / total : 0.0) << " %\n";
+}
+
+}  // namespace
+
+int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& dim_specs, int warmup, int iterations,
+                  bool per_node, int top) {
   json meta = read_json_file((fs::path(artifact) / "metadata.json").string());
   auto dims = parse_dims(meta, dim_specs);
   auto inputs = random_inputs(meta, dims, 0);
@@ -221,6 +303,7 @@ int cmd_benchmark(const std::string& artifact, const std::vector<std::string>& d
             << iterations << " iterations after " << warmup << " warm-up)\n"
             << std::fixed << std::setprecision(4) << "  p50 " << pct(0.5) << " ms  p90 " << pct(0.9) << " ms  p99 "
             << pct(0.99) << " ms  min " << ms.front() << " ms\n";
+  if (per_node) print_per_node(artifact, l, inputs, dims, iterations, top, pct(0.5));
   return 0;
 }
 

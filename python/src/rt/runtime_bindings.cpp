@@ -127,7 +127,8 @@ struct Session {
   }
 };
 
-py::dict run(Session& s, const py::dict& inputs) {
+// node_seconds != nullptr: dinoml_session_run_timed (each node's seconds added to it).
+py::dict run(Session& s, const py::dict& inputs, std::vector<double>* node_seconds = nullptr) {
   std::vector<Prepared> prepared;
   std::vector<std::string> names;
   prepared.reserve(inputs.size());
@@ -159,7 +160,9 @@ py::dict run(Session& s, const py::dict& inputs) {
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(s.mu);
-    st = dinoml_session_run(s.handle, in.data(), in.size(), out.data(), out.size());
+    st = node_seconds ? dinoml_session_run_timed(s.handle, in.data(), in.size(), out.data(), out.size(),
+                                                 node_seconds->data(), node_seconds->size())
+                      : dinoml_session_run(s.handle, in.data(), in.size(), out.data(), out.size());
     if (st == DINOML_OK) {
       for (size_t i = 0; i < n_out; ++i) {
         const auto* p = static_cast<const uint8_t*>(out[i].data);
@@ -266,7 +269,18 @@ void bind_runtime(py::module_& m) {
 
   py::class_<Session>(m, "RtSession", "One session: its own arena and states; one thread at a time.")
       .def(py::init<std::shared_ptr<Module>>(), py::arg("module"))
-      .def("run", &run, py::arg("inputs"), "Runs with {name: array}; returns {output name: array}.")
+      .def("run", [](Session& s, const py::dict& inputs) { return run(s, inputs); }, py::arg("inputs"),
+           "Runs with {name: array}; returns {output name: array}.")
+      .def("run_timed", [](Session& s, const py::dict& inputs, int runs) {
+             if (runs < 1) raise_status(DINOML_ERR_INVALID_ARGUMENT, "runs must be >= 1, got " + std::to_string(runs));
+             const size_t n = dinoml_module_num_nodes(s.module->handle);
+             std::vector<double> sec(n > 0 ? n : 1, 0.0);  // n == 0: the runtime says why (CUDA / older artifact)
+             py::dict out;
+             for (int r = 0; r < runs; ++r) out = run(s, inputs, &sec);
+             return py::make_tuple(out, sec);
+           }, py::arg("inputs"), py::arg("runs") = 1,
+           "Runs `runs` times with per-node timing (CPU artifacts); returns (outputs of the last run, "
+           "[seconds per node summed over the runs])")
       .def("plan_outputs", [](Session& s, const py::list& inputs) {
         std::vector<std::string> names;
         std::vector<dinoml_tensor> in = pointer_tensors(inputs, names, "input");

@@ -359,6 +359,7 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     body << "  // node " << i << ": " << comment_text(n.name) << " (" << comment_text(n.op) << ")\n";
+    body << "  if (dml_node_s) dml_t0 = dml_node_clock();\n";
     nlohmann::json entry;
     if (n.op == "output") entry = emit_output(cx, n, body);
     else if (n.op == "state_assign") entry = emit_state_assign(cx, n, i, body);
@@ -366,6 +367,7 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
     else if (n.op == "fused_elementwise" || is_elementwise_op(n.op)) entry = emit_fused(cx, n, body);
     else if (is_library_op(n.op)) entry = emit_library_op(cx, n, body);
     else no_lowering(n);
+    body << "  if (dml_node_s) dml_node_s[" << i << "] += dml_node_clock() - dml_t0;\n";
     m.kernel_manifest.push_back(entry);
   }
 
@@ -396,10 +398,17 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   os << "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) { (void)module_state; }\n\n";
   os << emit_plan_entry(cx, "CPU lowering");
-  os << "DML_EXPORT int dinoml_module_run(void* module_state, const int64_t* dims, const void* const* inputs,\n"
-        "                                   void* const* outputs, void* const* states, void* arena, char* err,\n"
-        "                                   size_t errlen) {\n"
+  // One body serves both entry points: dinoml_module_run passes no timing buffer, so each node
+  // costs one test of a null pointer; dinoml_module_run_timed adds node i's wall time to
+  // node_seconds[i] (graph node order, DINOML_MODULE_SYM_NODE_COUNT entries).
+  os << "#include <time.h>\n\nstatic inline double dml_node_clock(void) {\n  struct timespec ts;\n"
+        "  clock_gettime(CLOCK_MONOTONIC, &ts);\n  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}\n\n";
+  os << "DML_EXPORT size_t dinoml_module_node_count(void) { return " << g.nodes.size() << "u; }\n\n";
+  os << "static int dml_run_nodes(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                         void* const* outputs, void* const* states, void* arena, double* dml_node_s,\n"
+        "                         char* err, size_t errlen) {\n"
         "  (void)inputs; (void)outputs; (void)states;\n"
+        "  [[maybe_unused]] double dml_t0 = 0.0;\n"
         "  const int64_t* d = dims;\n"
         "  if (dml_check_dims(d, err, errlen)) return 1;\n"
         "  [[maybe_unused]] const int b = dml_bucket_index(d);\n"
@@ -407,7 +416,15 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
         "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
   os << storage.str() << body.str();
   os << "  // deferred state updates\n" << cx.tail.str();
-  os << "  return 0;\n}\n";
+  os << "  return 0;\n}\n\n";
+  os << "DML_EXPORT int dinoml_module_run(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                                   void* const* outputs, void* const* states, void* arena, char* err,\n"
+        "                                   size_t errlen) {\n"
+        "  return dml_run_nodes(module_state, dims, inputs, outputs, states, arena, NULL, err, errlen);\n}\n\n";
+  os << "DML_EXPORT int dinoml_module_run_timed(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                                         void* const* outputs, void* const* states, void* arena,\n"
+        "                                         double* node_seconds, char* err, size_t errlen) {\n"
+        "  return dml_run_nodes(module_state, dims, inputs, outputs, states, arena, node_seconds, err, errlen);\n}\n";
   os << emit_profile_entry(cx, storage.str());
 
   m.source = os.str();

@@ -318,3 +318,26 @@ TEST_F(RuntimeRun, PlanOutputsDescribesWithoutRunning) {
   EXPECT_EQ(dinoml_session_plan_outputs(nullptr, inputs.data(), inputs.size(), planned.data(), planned.size()),
             DINOML_ERR_INVALID_ARGUMENT);
 }
+
+// Per-node timing needs the module's timed entry: the hand-written fixture module predates it, so
+// the runtime refuses with a message that says to recompile (the timed path itself is covered by
+// tests/python/test_node_timing.py with compiled models), and checks its own arguments first.
+TEST_F(RuntimeRun, TimedRunRefusesModulesWithoutTheTimedEntry) {
+  EXPECT_EQ(dinoml_module_num_nodes(module_.get()), 0u);
+  EXPECT_EQ(dinoml_module_num_nodes(nullptr), 0u);
+  FixtureInputs in = FixtureInputs::make(3, 6);
+  std::vector<dinoml_tensor> inputs{in.tok_tensor(), in.x_tensor()}, outputs(2);
+  double sec[4] = {0, 0, 0, 0};
+  EXPECT_EQ(dinoml_session_run_timed(session_.get(), inputs.data(), inputs.size(), outputs.data(), outputs.size(), nullptr, 0),
+            DINOML_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(last_error(), "node_seconds is NULL");
+  EXPECT_EQ(dinoml_session_run_timed(session_.get(), inputs.data(), inputs.size(), outputs.data(), outputs.size(), sec, 4),
+            DINOML_ERR_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(last_error(), "without per-node timing");
+  EXPECT_CONTAINS(last_error(), "recompile");
+  EXPECT_EQ(dinoml_session_run_timed(nullptr, inputs.data(), inputs.size(), outputs.data(), outputs.size(), sec, 4),
+            DINOML_ERR_INVALID_ARGUMENT);
+  // The untimed run is unaffected.
+  EXPECT_EQ(dinoml_session_run(session_.get(), inputs.data(), inputs.size(), outputs.data(), outputs.size()), DINOML_OK)
+      << last_error();
+}
