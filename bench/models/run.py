@@ -134,6 +134,9 @@ def main() -> int:
                          "round (a shared or noisy machine disturbs rounds, not frameworks); the per-round "
                          "ratios are printed too")
     ap.add_argument("--profile", action="store_true", help="compile DinoML with --profile (kernel selection by measurement)")
+    ap.add_argument("--fp32-matmul-precision", choices=("highest", "bf16"), default="highest",
+                    help="bf16: DinoML's float32 GEMMs multiply in bfloat16 (AMX / AVX512_BF16); outputs then differ "
+                         "from PyTorch by ~1e-2, so such runs are not acceptance numbers")
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--plot", help="write a PNG bar chart of the latencies")
     ap.add_argument("--json", help="write the results as JSON")
@@ -158,7 +161,8 @@ def main() -> int:
         batch = dml.Dim("batch", min=1, max=max(batches), buckets=tuple(sorted(set(batches))))
         art = work / f"{key}_dinoml"
         t0 = time.perf_counter()
-        dml.compile(spec_fn(batch), target="cpu", out=str(art), profile=args.profile)
+        dml.compile(spec_fn(batch), target="cpu", out=str(art), profile=args.profile,
+                    fp32_matmul_precision=args.fp32_matmul_precision)
         compile_s = time.perf_counter() - t0
         sess = dml.runtime.load(str(art)).create_session()
         onnx_path = work / f"{key}.onnx"
@@ -206,7 +210,7 @@ def main() -> int:
                 line += " | ORT/DinoML per round " + " ".join(f"{r[2] / r[1]:.2f}" for r in rounds)
             print(line, flush=True)
     meta = {"machine": platform.processor() or platform.machine(), "cpu": _cpu_model(), "threads": args.threads,
-            "profile": args.profile, "commit": _commit(), "torch": torch.__version__}
+            "profile": args.profile, "fp32_matmul_precision": args.fp32_matmul_precision, "commit": _commit(), "torch": torch.__version__}
     print(json.dumps(meta))
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=1))

@@ -14,6 +14,10 @@ struct CompileOptions {
   std::string target = "cpu";     // "cpu" or "cuda"
   std::string arch;              // cuda: "sm_80", "sm_86" or "sm_90a" (default sm_90a); cpu: empty
   bool allow_tf32 = true;        // cuda: float32 GEMMs may use TF32 tensor cores (--no-tf32: false)
+  // cpu: "highest" (float32 GEMMs multiply in float32) or "bf16" (float32 GEMMs with a constant
+  // weight may round both operands to bfloat16 and multiply on AMX / AVX512_BF16, accumulating and
+  // writing float32: the CPU's analogue of TF32; needs AVX512_BF16 on this machine).
+  std::string fp32_matmul_precision = "highest";
   std::string out_dir;           // artifact directory (created / replaced)
   bool dump_passes = false;      // writes debug/passes/NN_<pass>.dinoir.json
   bool fuse = true;

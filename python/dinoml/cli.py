@@ -64,6 +64,9 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--arch", default=None, help="target cuda: sm_80, sm_86 or sm_90a (default sm_90a); "
                    "target rocm: gfx90a, gfx1030 or gfx1100 (required)")
     p.add_argument("--no-tf32", action="store_true", help="target cuda: float32 GEMMs without TF32")
+    p.add_argument("--fp32-matmul-precision", choices=("highest", "bf16"), default="highest",
+                   help="target cpu: bf16 lets float32 GEMMs with constant weights multiply in bfloat16 "
+                        "(AMX / AVX512_BF16, fp32 accumulation)")
     p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable)")
@@ -84,7 +87,8 @@ def _compile(argv: List[str]) -> int:
         spec = load_model_file(a.model, **model_args) if a.model.endswith(".py") else Spec.load(a.model)
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
-                          execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32)
+                          execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32,
+                          fp32_matmul_precision=a.fp32_matmul_precision)
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1

@@ -47,6 +47,10 @@ int main(int argc, char** argv) {
                                      "or gfx1100 (required; compiled and checked here, never run on AMD hardware)")
       ->check(CLI::IsMember({"sm_80", "sm_86", "sm_90a", "gfx90a", "gfx1030", "gfx1100"}));
   c->add_flag("--no-tf32", tune.no_tf32, "target cuda: float32 GEMMs without TF32 tensor cores");
+  c->add_option("--fp32-matmul-precision", tune.fp32_matmul_precision,
+                "target cpu: highest (default) or bf16 (float32 GEMMs with constant weights may multiply in bfloat16 "
+                "on AMX / AVX512_BF16, fp32 accumulation: faster, ~3 significant digits)")
+      ->check(CLI::IsMember({"highest", "bf16"}));
   std::string model_gguf;
   std::vector<std::string> model_kv;
   c->add_option("--gguf", model_gguf, "MODEL.py: build_spec(gguf=FILE), e.g. examples/llama/model.py");

@@ -22,6 +22,7 @@ struct CompileTuneFlags {
   bool strict = false;
   std::string arch;       // target cuda: sm_80 | sm_86 | sm_90a
   bool no_tf32 = false;   // target cuda: exact float32 GEMMs
+  std::string fp32_matmul_precision = "highest";  // target cpu: highest | bf16
   std::vector<std::string> model_args;  // MODEL.py only: forwarded as is (--gguf FILE, --model-arg K=V)
 };
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,

@@ -87,6 +87,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     if (tune.strict) args.push_back("--strict");
     if (!tune.arch.empty()) args.insert(args.end(), {"--arch", tune.arch});
     if (tune.no_tf32) args.push_back("--no-tf32");
+    if (tune.fp32_matmul_precision != "highest") args.insert(args.end(), {"--fp32-matmul-precision", tune.fp32_matmul_precision});
     args.insert(args.end(), tune.model_args.begin(), tune.model_args.end());
     return run_python_cli(args);
   }
@@ -103,6 +104,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   opts.strict = tune.strict;
   opts.arch = tune.arch;
   opts.allow_tf32 = !tune.no_tf32;
+  opts.fp32_matmul_precision = tune.fp32_matmul_precision;
   auto res = compile(g, opts);
   std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
             << (res.cache_hit ? " (module from cache)" : "") << "\n";

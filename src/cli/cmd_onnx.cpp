@@ -42,6 +42,9 @@ int cmd_compile_onnx(const std::string& model, const std::string& target, const 
   opts.profile = tune.profile;
   opts.execution_plan = tune.execution_plan;
   opts.strict = tune.strict;
+  opts.arch = tune.arch;  // target cuda / rocm, as for IR files
+  opts.allow_tf32 = !tune.no_tf32;
+  opts.fp32_matmul_precision = tune.fp32_matmul_precision;
   auto res = compile(g, opts);
   std::cout << "imported '" << model << "' (" << g.nodes.size() << " DinoML nodes), compiled -> " << res.artifact_dir
             << " in " << res.seconds << " s" << (res.cache_hit ? " (module from cache)" : "") << "\n";

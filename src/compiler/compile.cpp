@@ -11,6 +11,7 @@
 #include "ir/error.h"
 #include "ir/serialize.h"
 #include "ir/validate.h"
+#include "lower/cpu/candidates.h"
 #include "lower/cpu/lower_cpu.h"
 #include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
@@ -30,6 +31,7 @@ tune::ProfileOptions profile_options(const CompileOptions& opts) {
   po.compile_cache_dir = opts.cache_dir;
   po.use_compile_cache = opts.use_cache;
   po.progress = opts.progress;
+  po.bf16_matmul = opts.fp32_matmul_precision == "bf16";
   return po;
 }
 
@@ -51,6 +53,7 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
                                            std::map<std::string, std::string>& extra_files) {
   lower::cpu::CpuLowerOptions lopts;
   lopts.providers = tc.providers;
+  lopts.bf16_matmul = opts.fp32_matmul_precision == "bf16";
   res.kernel_selection = "default";
   if (opts.profile && !opts.execution_plan.empty())
     throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
@@ -213,6 +216,14 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "rocm")
     throw BuildError("target '" + opts.target + "' is not available in this build (available: cpu, cuda, rocm)");
   if (opts.out_dir.empty()) throw BuildError("no output directory given (--out DIR)");
+  if (opts.fp32_matmul_precision != "highest" && opts.fp32_matmul_precision != "bf16")
+    throw BuildError("fp32_matmul_precision '" + opts.fp32_matmul_precision + "': use highest or bf16");
+  if (opts.target != "cpu" && opts.fp32_matmul_precision != "highest")
+    throw BuildError("fp32_matmul_precision is a target cpu option; for target " + opts.target +
+                     " float32 GEMMs follow allow_tf32 (--no-tf32)");
+  if (opts.fp32_matmul_precision == "bf16" && !lower::cpu::isa_supported_here("avx512bf16"))
+    throw BuildError("fp32_matmul_precision bf16 needs AVX512_BF16 (or AMX-BF16), which this CPU lacks: the artifact "
+                     "could not run here; compile with the default (highest)");
   if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
     throw BuildError("--arch '" + opts.arch + "' is for target cuda (or rocm); target cpu builds for this machine (x86-64)");
@@ -233,7 +244,8 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
 
   nlohmann::json config = {{"target", opts.target}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags},
-                           {"kernel_selection", res.kernel_selection}, {"strict", opts.strict}};
+                           {"kernel_selection", res.kernel_selection}, {"strict", opts.strict},
+                           {"fp32_matmul_precision", opts.fp32_matmul_precision}};
   const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
 

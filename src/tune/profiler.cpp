@@ -344,6 +344,7 @@ ProfileResult profile(const ir::Graph& g, const passes::MemoryPlan& mplan, const
   lower::cpu::CpuLowerOptions lo;
   lo.bootstrap = true;
   lo.providers = tc.providers;
+  lo.bf16_matmul = o.bf16_matmul;
   const lower::cpu::LoweredModule boot = lower::cpu::lower(g, mplan, lo);
   const HardwareFingerprint hw = hardware_fingerprint((fs::path(tc.lib_dir) / "libdinoml_cpu_kernels.so").string());
   CpuTarget target(g, boot, tc, o);

@@ -28,6 +28,7 @@ struct ProfileOptions {
   bool progress = true;               // progress bar on stderr (a bar on a tty, a few lines otherwise)
   double target_seconds = 0.02;       // time budget per (node, bucket, candidate) measurement
   int min_reps = 5, max_reps = 51;
+  bool bf16_matmul = false;           // CPU: offer the bf16 math GEMM (fp32_matmul_precision "bf16")
 };
 
 struct ProfileResult {

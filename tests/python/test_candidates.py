@@ -24,13 +24,17 @@ class Linear2(dml.Module):
         return self.fc2(dml.ops.relu(self.fc1(x)))
 
 
-def _spec():
-    batch = dml.Dim("batch", min=1, max=16, buckets=(4, 16))
+def _lin2_weights():
     rng = np.random.default_rng(7)
     w = {"fc1.weight": rng.standard_normal((96, 48)) * 0.2, "fc1.bias": rng.standard_normal(96),
          "fc2.weight": rng.standard_normal((40, 96)) * 0.2, "fc2.bias": rng.standard_normal(40)}
-    w = {k: v.astype(np.float32) for k, v in w.items()}
-    return dml.trace(Linear2(), inputs={"x": dml.TensorSpec([batch, 48], "float32")}, constants=w, name="lin2")
+    return {k: v.astype(np.float32) for k, v in w.items()}
+
+
+def _spec():
+    batch = dml.Dim("batch", min=1, max=16, buckets=(4, 16))
+    return dml.trace(Linear2(), inputs={"x": dml.TensorSpec([batch, 48], "float32")}, constants=_lin2_weights(),
+                     name="lin2")
 
 
 def _gemm_entries(art):
@@ -204,3 +208,57 @@ def test_bf16_native_gemm_is_a_candidate_of_bf16_graphs_only(tmp_path, monkeypat
     monkeypatch.setenv("DINOML_CPU_DISABLE_ISA", "avx512bf16")
     with pytest.raises(dml.ArtifactError, match="avx512bf16"):
         dml.runtime.load(art.path)
+
+
+# ---- fp32_matmul_precision="bf16": float32 GEMMs multiplied in bfloat16 ---------------------
+
+def _round_bf16(x):
+    """float32 -> nearest bfloat16 (ties to even), returned as float32: the oracle's rounding."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def _lin2_bf16_oracle(x, w):
+    h = np.maximum(_round_bf16(x).astype(np.float64) @ _round_bf16(w["fc1.weight"]).T.astype(np.float64)
+                   + w["fc1.bias"], 0.0).astype(np.float32)
+    return (_round_bf16(h).astype(np.float64) @ _round_bf16(w["fc2.weight"]).T.astype(np.float64)
+            + w["fc2.bias"]).astype(np.float32)
+
+
+def test_fp32_matmul_precision_bf16_selects_the_bf16_math_gemm(tmp_path):
+    highest = dml.compile(_spec(), target="cpu", out=str(tmp_path / "highest"))
+    assert all("dml.gemm.bf16_math.prepacked" not in e["candidates"] for e in _gemm_entries(highest))
+    assert json.loads((Path(highest.path) / "manifest.json").read_text()).get("isa") != "avx512bf16"
+    try:
+        art = dml.compile(_spec(), target="cpu", out=str(tmp_path / "bf16"), fp32_matmul_precision="bf16")
+    except dml.CompileError as e:
+        assert "AVX512_BF16" in str(e)
+        pytest.skip("this CPU lacks AVX512_BF16: fp32_matmul_precision bf16 is refused (checked)")
+    entries = _gemm_entries(art)
+    assert len(entries) == 2
+    for e in entries:
+        assert e["selected"] == "dml.gemm.bf16_math.prepacked" and e["candidates"][0] == e["selected"]
+    src = (Path(art.path) / "debug" / "module.cpp").read_text()
+    assert src.count("dml_cpu_gemm_bf16_pack_b(") == 2 and "dml_cpu_gemm_pack_b(" not in src
+    assert "avx512bf16" in (Path(art.path) / "manifest.json").read_text()
+    rng = np.random.default_rng(3)
+    w = _lin2_weights()
+    hi = dml.runtime.load(highest.path).create_session()
+    lo = dml.runtime.load(art.path).create_session()
+    for m in (1, 4, 7, 16):
+        x = rng.standard_normal((m, 48)).astype(np.float32)
+        got = next(iter(lo.run_numpy(x=x).values()))
+        exact = next(iter(hi.run_numpy(x=x).values()))
+        # Products of bf16-rounded operands, accumulated in float32: the oracle rounds the same way.
+        np.testing.assert_allclose(got, _lin2_bf16_oracle(x, w), rtol=2e-3, atol=2e-3)
+        # ... and stays within bf16 precision of the float32 model, but is not bit-identical to it.
+        np.testing.assert_allclose(got, exact, rtol=3e-2, atol=3e-2)
+        assert not np.array_equal(got, exact)
+
+
+def test_fp32_matmul_precision_errors(tmp_path):
+    with pytest.raises(dml.CompileError, match="fp32_matmul_precision 'tf32': use highest or bf16"):
+        dml.compile(_spec(), target="cpu", out=str(tmp_path / "a"), fp32_matmul_precision="tf32")
+    with pytest.raises(dml.CompileError, match="target cpu option"):
+        dml.compile(_spec(), target="cuda", out=str(tmp_path / "b"), fp32_matmul_precision="bf16")

@@ -10,6 +10,9 @@
 //    (2x the fp32 tiles at 2048^3 on Zen 5; on a Xeon with AMX the same call runs the tile units,
 //    ~6x); a candidate, not the default, because an artifact that selects it requires avx512bf16
 //    (recorded in required_isa).
+//  * dml.gemm.bf16_math.prepacked: the same kernel for float32 GEMMs, only when the model is
+//    compiled with fp32_matmul_precision "bf16" (an explicit precision trade, like CUDA's TF32),
+//    and then their default.
 //  * gemm providers: oneDNN's matmul and OpenBLAS's sgemm (float32), linked only when chosen;
 //    dml.gemm.prepacked packs a constant b once at module init.
 //  * conv (constant weights): direct / implicit GEMM vs channel-vectorised direct vs Winograd F(2x2)
@@ -51,6 +54,7 @@ const std::vector<KernelCandidate>& candidate_table() {
     {F::gemm,    "dml.gemm.path.auto.st",               "dml_cpu_gemm_variant", "0, 1",               "", "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
     {F::gemm,    "dml.gemm.prepacked",                  "dml_cpu_gemm_prepacked", "",                 "", "constant b packed once at module init into the tiles' panel layout", "", "", false, true},
     {F::gemm,    "dml.gemm.bf16_native.prepacked",      "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "bf16 graphs: constant b packed once at init into K-pair panels; AMX tiles (tdpbf16ps) where the CPU has AMX-BF16, else AVX512_BF16 dot products (vdpbf16ps); fp32 accumulation", "", "", false, true, -1, true},
+    {F::gemm,    "dml.gemm.bf16_math.prepacked",        "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "fp32 graphs compiled with fp32_matmul_precision=bf16: a and the constant b rounded to bf16 (b once at init), AMX / AVX512_BF16 products, fp32 accumulation and output", "", "", false, true, -1, false, true},
     {F::gemm,    "onednn.matmul",                       "dml_cpu_onednn_gemm",  "",                   "", "oneDNN matmul primitive (created once per shape), post-ops for the epilogue", "dinoml_cpu_onednn", "libdnnl.so.2", true},
     {F::gemm,    "openblas.sgemm",                      "dml_cpu_openblas_gemm", "",                  "", "OpenBLAS cblas_sgemm, epilogue applied after", "dinoml_cpu_openblas", "libopenblas.so.0", true},
     {F::bmm,     "dml.bmm.blocked",                     "dml_cpu_bmm",          "",                   "", "library default batched GEMM"},

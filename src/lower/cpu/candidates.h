@@ -42,6 +42,9 @@ struct KernelCandidate {
   // gemm: the native bf16 GEMM (bf16 a, b and c only); `function` takes (dtype, M, N, K, a,
   // packed_b, bias, d, c, c_dtype, epilogue, threads), b packed at init by dml_cpu_gemm_bf16_pack_b.
   bool bf16_only = false;
+  // gemm: float32 a and c through the bf16 GEMM (`function` as for bf16_only, a rounded to bf16
+  // while packed, b packed from float32); offered only with fp32_matmul_precision "bf16".
+  bool bf16_math = false;
 };
 
 

@@ -33,6 +33,9 @@ struct CpuLowerOptions {
   // Vendor provider libraries built with this DinoML (build::Toolchain::providers, e.g.
   // "dinoml_cpu_onednn"): their candidates are offered; others are not.
   std::vector<std::string> providers;
+  // fp32_matmul_precision "bf16" (CompileOptions): float32 GEMMs with a constant weight are offered
+  // dml.gemm.bf16_math.prepacked, and it is their default.
+  bool bf16_matmul = false;
 };
 
 struct LoweredModule {
