@@ -8,8 +8,9 @@ namespace dml_cpu::attention {
 
 // Key block width (columns of a score tile) and the padded width of transposed key blocks.
 constexpr int64_t kBK = 64;
-// Query rows per task (rows of a score tile).
+// Query rows per task (rows of a score tile): at least kBQ, at most kBQMax (attention.cpp picks).
 constexpr int64_t kBQ = 32;
+constexpr int64_t kBQMax = 128;
 
 struct IsaTiles {
   const char* name;

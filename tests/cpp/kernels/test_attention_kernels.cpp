@@ -87,6 +87,9 @@ const Problem kProblems[] = {
     {2, 19, 67, 8, 24, false, 2, 0.3f}, {1, 50, 50, 32, 32, true, 2},
     // head dims past one 64-column pass: 64 + 16 + a 4-lane tail, 64 + 16, 2 × 64
     {1, 9, 70, 128, 100},    {2, 6, 66, 80, 80, true},  {1, 35, 129, 128, 128, false, 1},
+    // enough batch entries for taller tasks (64 / 128 query rows, attention.cpp): BERT-base's heads,
+    // causal with a row tail, a bool mask with a row tail
+    {12, 128, 128, 64, 64},  {8, 200, 150, 32, 32, true}, {9, 130, 70, 16, 16, false, 1},
 };
 
 TEST(AttentionKernel, MatchesReferenceOnEveryIsaPath) {
