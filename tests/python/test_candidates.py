@@ -255,6 +255,21 @@ def test_fp32_matmul_precision_bf16_selects_the_bf16_math_gemm(tmp_path):
         # ... and stays within bf16 precision of the float32 model, but is not bit-identical to it.
         np.testing.assert_allclose(got, exact, rtol=3e-2, atol=3e-2)
         assert not np.array_equal(got, exact)
+    cfg = json.loads((Path(art.path) / "compile_config.json").read_text())
+    assert cfg["fp32_matmul_precision"] == "bf16"
+
+
+def test_fp32_matmul_precision_bf16_artifact_is_refused_without_the_isa(tmp_path, monkeypatch):
+    try:
+        art = dml.compile(_spec(), target="cpu", out=str(tmp_path / "bf16"), fp32_matmul_precision="bf16")
+    except dml.CompileError:
+        pytest.skip("this CPU lacks AVX512_BF16 (the compile refusal is checked above)")
+    monkeypatch.setenv("DINOML_CPU_DISABLE_ISA", "avx512bf16")
+    with pytest.raises(dml.ArtifactError, match="avx512bf16"):
+        dml.runtime.load(art.path)
+    # ... and compiling for it on such a CPU is refused before anything is built.
+    with pytest.raises(dml.CompileError, match="AVX512_BF16"):
+        dml.compile(_spec(), target="cpu", out=str(tmp_path / "again"), fp32_matmul_precision="bf16")
 
 
 def test_fp32_matmul_precision_errors(tmp_path):

@@ -23,6 +23,8 @@
 //    dml.qgemm.repacked rearranges a constant weight once at init into 8-row interleaved tiles.
 #include "lower/cpu/candidates.h"
 
+#include <dinoml/isa_env.h>
+
 #include <sstream>
 
 namespace dinoml::lower::cpu {
@@ -38,6 +40,9 @@ const char* family_name(CandidateFamily f) {
   return "?";
 }
 
+// Rows name only the fields they set; the rest keep KernelCandidate's defaults.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 const std::vector<KernelCandidate>& candidate_table() {
   using F = CandidateFamily;
   // clang-format off
@@ -78,6 +83,7 @@ const std::vector<KernelCandidate>& candidate_table() {
   // clang-format on
   return table;
 }
+#pragma GCC diagnostic pop
 
 bool isa_supported_here(const std::string& isa) {
   std::stringstream ss(isa);
@@ -92,7 +98,9 @@ bool isa_supported_here(const std::string& isa) {
               (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16")) ||
               (f == "amx-bf16" && __builtin_cpu_supports("amx-bf16")) ||
               (f == "amx-int8" && __builtin_cpu_supports("amx-int8"));
-    if (!ok) return false;
+    // DINOML_CPU_DISABLE_ISA applies here as in the runtime's load check, so a compile on a big
+    // machine for a smaller CPU neither offers nor times what that CPU could not run.
+    if (!ok || (!f.empty() && dinoml::isa_disabled_by_env(f.c_str()))) return false;
   }
   return true;
 }

@@ -58,6 +58,7 @@ const std::vector<KernelCandidate>& candidate_table();
 std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here = true);
 
 // Whether the CPU running the compiler has `isa` (a comma-separated list; "" = yes).
+// (DINOML_CPU_DISABLE_ISA, as in the runtime, names ISAs to treat as absent.)
 bool isa_supported_here(const std::string& isa);
 
 // The call statement text "function(common, extra)".
