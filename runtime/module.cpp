@@ -82,7 +82,11 @@ void Module::load_code() {
   dlerror();
   entry_.node_count = reinterpret_cast<dinoml_module_node_count_fn>(dlsym(handle_, DINOML_MODULE_SYM_NODE_COUNT));
   entry_.run_timed = reinterpret_cast<dinoml_module_run_timed_fn>(dlsym(handle_, DINOML_MODULE_SYM_RUN_TIMED));
-  if (!entry_.node_count || !entry_.run_timed) entry_.node_count = nullptr, entry_.run_timed = nullptr;
+  if (is_cuda())
+    cuda_.run_timed = reinterpret_cast<dinoml_module_run_cuda_timed_fn>(dlsym(handle_, DINOML_MODULE_SYM_RUN_CUDA_TIMED));
+  // node_count only with the timed entry of this module's target (an older module has neither).
+  if (!entry_.node_count || (is_cuda() ? !cuda_.run_timed : !entry_.run_timed))
+    entry_.node_count = nullptr, entry_.run_timed = nullptr, cuda_.run_timed = nullptr;
   dlerror();
   omp_set_num_threads_ = reinterpret_cast<void (*)(int)>(dlsym(handle_, "omp_set_num_threads"));
   if (is_cuda()) {

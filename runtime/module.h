@@ -24,7 +24,8 @@ struct ModuleEntryPoints {
   dinoml_module_release_fn release = nullptr;
   dinoml_module_plan_fn plan = nullptr;
   dinoml_module_run_fn run = nullptr;
-  // Optional (per-node timing, CPU modules of this release and later): nullptr when absent.
+  // Optional (per-node timing, modules of this release and later): nullptr when absent. A CPU
+  // module has node_count + run_timed, a CUDA module node_count + CudaEntryPoints::run_timed.
   dinoml_module_node_count_fn node_count = nullptr;
   dinoml_module_run_timed_fn run_timed = nullptr;
 };
@@ -33,6 +34,7 @@ struct ModuleEntryPoints {
 struct CudaEntryPoints {
   dinoml_module_cuda_device_check_fn device_check = nullptr;
   dinoml_module_run_cuda_fn run = nullptr;
+  dinoml_module_run_cuda_timed_fn run_timed = nullptr;  // optional (per-node timing)
   dinoml_module_cuda_malloc_fn malloc = nullptr;
   dinoml_module_cuda_free_fn free = nullptr;
   dinoml_module_cuda_memcpy_fn memcpy = nullptr;

@@ -137,10 +137,7 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
   std::lock_guard lock(mutex_);
   const Module& m = *module_;
   if (node_seconds) {  // checked before anything runs
-    if (m.is_cuda())
-      fail(kInvalid, "per-node timing is implemented for CPU artifacts only; '", m.name(),
-           "' is a CUDA artifact (time its kernels with Nsight Systems or CUPTI instead)");
-    if (!m.entry().run_timed)
+    if (!m.entry().node_count)
       fail(kInvalid, "artifact '", m.name(), "' was compiled without per-node timing (an older DinoML); recompile it");
     if (num_nodes != m.entry().node_count())
       fail(kInvalid, "per-node timing of '", m.name(), "' needs ", m.entry().node_count(), " node slots, got ", num_nodes,
@@ -169,7 +166,7 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
   }
 
   if (m.is_cuda()) {
-    run_cuda(bound.data, inputs, num_inputs, bound.dims, slots, out_shapes, out_bytes, arena_needed);
+    run_cuda(bound.data, inputs, num_inputs, bound.dims, slots, out_shapes, out_bytes, arena_needed, node_seconds);
     return;
   }
   arena_.reserve(arena_needed);

@@ -63,7 +63,7 @@ class Session {
   // The CUDA half of run(), after the shared validation and planning.
   void run_cuda(const std::vector<const void*>& inputs, const dinoml_tensor* in_tensors, size_t num_inputs,
                 const std::vector<int64_t>& dims, std::vector<dinoml_tensor*>& slots, const std::vector<int64_t>& out_shapes,
-                const std::vector<size_t>& out_bytes, size_t arena_needed);
+                const std::vector<size_t>& out_bytes, size_t arena_needed, double* node_seconds);
   void init_cuda();
   void release_cuda() noexcept;
   void reserve(DeviceBuffer& b, size_t bytes);

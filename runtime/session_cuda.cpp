@@ -116,7 +116,8 @@ void Session::synchronize() {
 
 void Session::run_cuda(const std::vector<const void*>& inputs, const dinoml_tensor* in_tensors, size_t num_inputs,
                        const std::vector<int64_t>& dims, std::vector<dinoml_tensor*>& slots,
-                       const std::vector<int64_t>& out_shapes, const std::vector<size_t>& out_bytes, size_t arena_needed) {
+                       const std::vector<int64_t>& out_shapes, const std::vector<size_t>& out_bytes, size_t arena_needed,
+                       double* node_seconds) {
   const Module& m = *module_;
   const Metadata& md = m.metadata();
   const CudaEntryPoints& c = m.cuda();
@@ -190,8 +191,12 @@ void Session::run_cuda(const std::vector<const void*>& inputs, const dinoml_tens
   std::vector<void*> state_ptrs(dev_states_.size());
   for (size_t i = 0; i < dev_states_.size(); ++i) state_ptrs[i] = dev_states_[i].ptr;
 
-  if (c.run(m.module_state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(), dev_arena_.ptr, stream_,
-            err.data(), err.size()) != 0) {
+  // Per-node timing: a direct run with events between the nodes, synchronised (module_abi.h).
+  const int rc = node_seconds ? c.run_timed(m.module_state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(),
+                                            dev_arena_.ptr, stream_, node_seconds, err.data(), err.size())
+                              : c.run(m.module_state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(),
+                                      dev_arena_.ptr, stream_, err.data(), err.size());
+  if (rc != 0) {
     fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' failed while running on the GPU: ", message(err),
          (dev_states_.empty() ? "" : " (session states may be partially updated; reset them before reuse)"));
   }

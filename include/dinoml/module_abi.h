@@ -60,6 +60,12 @@ typedef int (*dinoml_module_cuda_device_check_fn)(char* err, size_t errlen);
 typedef int (*dinoml_module_run_cuda_fn)(void* module_state, const int64_t* dims, const void* const* inputs,
                                          void* const* outputs, void* const* states, void* arena, void* stream,
                                          char* err, size_t errlen);
+/* Optional (CUDA modules of this release and later, with dinoml_module_node_count): a direct run
+ * (no CUDA graph) on `stream` with an event between consecutive nodes, synchronised before it
+ * returns; node i's device time in seconds is added to node_seconds[i]. */
+typedef int (*dinoml_module_run_cuda_timed_fn)(void* module_state, const int64_t* dims, const void* const* inputs,
+                                               void* const* outputs, void* const* states, void* arena, void* stream,
+                                               double* node_seconds, char* err, size_t errlen);
 typedef int (*dinoml_module_cuda_malloc_fn)(size_t bytes, void** ptr, char* err, size_t errlen);
 typedef void (*dinoml_module_cuda_free_fn)(void* ptr);
 typedef int (*dinoml_module_cuda_memcpy_fn)(void* dst, const void* src, size_t bytes, int kind, void* stream,
@@ -87,6 +93,7 @@ typedef int (*dinoml_module_cuda_pointer_is_device_fn)(const void* ptr);
 #define DINOML_MODULE_SYM_RUN_TIMED "dinoml_module_run_timed"
 #define DINOML_MODULE_SYM_CUDA_DEVICE_CHECK "dinoml_module_cuda_device_check"
 #define DINOML_MODULE_SYM_RUN_CUDA "dinoml_module_run_cuda"
+#define DINOML_MODULE_SYM_RUN_CUDA_TIMED "dinoml_module_run_cuda_timed"
 #define DINOML_MODULE_SYM_CUDA_MALLOC "dinoml_module_cuda_malloc"
 #define DINOML_MODULE_SYM_CUDA_FREE "dinoml_module_cuda_free"
 #define DINOML_MODULE_SYM_CUDA_MEMCPY "dinoml_module_cuda_memcpy"

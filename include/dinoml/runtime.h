@@ -135,8 +135,8 @@ DINOML_API const char* dinoml_module_graph_hash(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_inputs(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_outputs(const dinoml_module* module);
 DINOML_API size_t dinoml_module_num_states(const dinoml_module* module);
-/* Graph nodes of a CPU artifact that supports per-node timing (dinoml_session_run_timed); 0 for
- * CUDA artifacts and for artifacts compiled before per-node timing existed. */
+/* Graph nodes of an artifact that supports per-node timing (dinoml_session_run_timed); 0 for
+ * artifacts compiled before per-node timing existed (CPU) or before it existed for CUDA. */
 DINOML_API size_t dinoml_module_num_nodes(const dinoml_module* module);
 DINOML_API dinoml_status dinoml_module_input_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
 DINOML_API dinoml_status dinoml_module_output_info(const dinoml_module* module, size_t index, dinoml_tensor_info* info);
@@ -152,11 +152,13 @@ DINOML_API dinoml_status dinoml_session_run(dinoml_session* session, const dinom
                                             size_t num_inputs, dinoml_tensor* outputs,
                                             size_t num_outputs);
 
-/* dinoml_session_run that also adds each graph node's wall time (seconds) to node_seconds[i], in
- * the order of the artifact's graph.dinoir.json / kernel_manifest.json nodes; num_nodes must be
- * dinoml_module_num_nodes(). Views and other nodes that emit no code read as ~0. CPU artifacts
- * only (DINOML_ERR_INVALID_ARGUMENT for CUDA artifacts and for artifacts without the timed entry,
- * with a message that says so); the timing adds one clock read per node. */
+/* dinoml_session_run that also adds each graph node's time (seconds) to node_seconds[i], in the
+ * order of the artifact's graph.dinoir.json / kernel_manifest.json nodes; num_nodes must be
+ * dinoml_module_num_nodes(). CPU artifacts: wall time, one clock read per node. CUDA artifacts:
+ * device time between events recorded before each node on the session's stream, from a direct run
+ * (never a replayed CUDA graph, so launch gaps count) that is synchronised before the call returns.
+ * Views and other nodes that emit no code read as ~0. DINOML_ERR_INVALID_ARGUMENT, with a message,
+ * for artifacts without the timed entry (compiled by an older DinoML). */
 DINOML_API dinoml_status dinoml_session_run_timed(dinoml_session* session, const dinoml_tensor* inputs,
                                                   size_t num_inputs, dinoml_tensor* outputs, size_t num_outputs,
                                                   double* node_seconds, size_t num_nodes);

@@ -181,7 +181,7 @@ class Module {
   std::vector<TensorInfo> inputs() const { return infos(dinoml_module_num_inputs, dinoml_module_input_info); }
   std::vector<TensorInfo> outputs() const { return infos(dinoml_module_num_outputs, dinoml_module_output_info); }
   std::vector<TensorInfo> states() const { return infos(dinoml_module_num_states, dinoml_module_state_info); }
-  // Graph nodes a timed run reports (0: CUDA artifact, or compiled before per-node timing).
+  // Graph nodes a timed run reports (0: compiled before per-node timing existed for its target).
   size_t num_nodes() const { return dinoml_module_num_nodes(handle_.get()); }
 
   inline Session session() const;

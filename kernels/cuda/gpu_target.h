@@ -69,6 +69,7 @@ typedef uint32_t dml_lane_mask_t;
 #define cudaEventRecord hipEventRecord
 #define cudaEventDestroy hipEventDestroy
 #define cudaEventSynchronize hipEventSynchronize
+#define cudaEventElapsedTime hipEventElapsedTime
 #define cudaStreamWaitEvent hipStreamWaitEvent
 #define cudaMalloc hipMalloc
 #define cudaFree hipFree

@@ -141,9 +141,11 @@ class Session:
     run = run_numpy
 
     def profile_nodes(self, inputs: Optional[Mapping[str, np.ndarray]] = None, runs: int = 10, **kw) -> List[dict]:
-        """Per-node wall time (CPU artifacts): runs `runs` times with timing and returns one dict per
-        graph node, in graph order: {"index", "node", "op", "kernel", "seconds"} (mean per run), the
-        kernel as chosen in the artifact's kernel_manifest.json. Same as `dinoml benchmark --per-node`."""
+        """Per-node time: runs `runs` times with timing and returns one dict per graph node, in graph
+        order: {"index", "node", "op", "kernel", "seconds"} (mean per run), the kernel as chosen in
+        the artifact's kernel_manifest.json. CPU artifacts: wall time; CUDA artifacts: device time
+        between events around each node of a direct (not graph-replayed) run. Same as
+        `dinoml benchmark --per-node`."""
         import json
         feeds = dict(inputs or {})
         feeds.update(kw)

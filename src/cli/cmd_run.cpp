@@ -233,7 +233,7 @@ void print_per_node(const std::string& artifact, Loaded& l, const std::map<std::
   const size_t n = dinoml_module_num_nodes(l.module);
   json kernels = read_json_file((fs::path(artifact) / "kernel_manifest.json").string());
   if (n == 0) {
-    std::vector<double> probe(1, 0.0);  // let the runtime say why (CUDA, or an older artifact)
+    std::vector<double> probe(1, 0.0);  // let the runtime say why (an artifact of an older DinoML)
     l.run(inputs, &probe);
   }
   if (!kernels.is_array() || kernels.size() != n)

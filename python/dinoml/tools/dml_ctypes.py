@@ -76,6 +76,11 @@ def _lib(artifact_dir: str):
     lib.dinoml_session_free.argtypes = [ctypes.c_void_p]
     lib.dinoml_module_free.argtypes = [ctypes.c_void_p]
     lib.dinoml_module_target.argtypes = [ctypes.c_void_p]
+    lib.dinoml_module_num_nodes.argtypes = [ctypes.c_void_p]
+    lib.dinoml_module_num_nodes.restype = ctypes.c_size_t
+    lib.dinoml_session_run_timed.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
+                                             ctypes.POINTER(Tensor), ctypes.c_size_t,
+                                             ctypes.POINTER(ctypes.c_double), ctypes.c_size_t]
     for f in ("input", "output"):
         getattr(lib, f"dinoml_module_num_{f}s").argtypes = [ctypes.c_void_p]
         getattr(lib, f"dinoml_module_num_{f}s").restype = ctypes.c_size_t
@@ -174,6 +179,16 @@ class Session:
         ins, outs = self.prepare(inputs, outputs)
         self.run_prepared(ins, outs)
         return outs
+
+    def run_timed(self, inputs: dict, outputs: dict, runs: int = 1):
+        """dinoml_session_run_timed `runs` times: the seconds per graph node, summed over the runs."""
+        lib = self.m.lib
+        n = lib.dinoml_module_num_nodes(self.m.h)
+        sec = (ctypes.c_double * max(n, 1))()
+        ins, outs = self.prepare(inputs, outputs)
+        for _ in range(runs):
+            _check(lib, lib.dinoml_session_run_timed(self.h, ins, len(ins), outs, len(outs), sec, n), "run_timed")
+        return list(sec)[:n]
 
     def __del__(self):
         if getattr(self, "h", None):

@@ -274,7 +274,7 @@ void bind_runtime(py::module_& m) {
       .def("run_timed", [](Session& s, const py::dict& inputs, int runs) {
              if (runs < 1) raise_status(DINOML_ERR_INVALID_ARGUMENT, "runs must be >= 1, got " + std::to_string(runs));
              const size_t n = dinoml_module_num_nodes(s.module->handle);
-             std::vector<double> sec(n > 0 ? n : 1, 0.0);  // n == 0: the runtime says why (CUDA / older artifact)
+             std::vector<double> sec(n > 0 ? n : 1, 0.0);  // n == 0: the runtime says why (an older artifact)
              py::dict out;
              for (int r = 0; r < runs; ++r) out = run(s, inputs, &sec);
              return py::make_tuple(out, sec);

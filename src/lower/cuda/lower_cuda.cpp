@@ -246,6 +246,7 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     body << "  // node " << i << ": " << comment_text(n.name) << " (" << comment_text(n.op) << ")\n";
+    body << "  if (dml_ev) DML_LAUNCH(cudaEventRecord(dml_ev[" << i << "], stream), \"(per-node timing)\", \"event\");\n";
     nlohmann::json entry;
     if (n.op == "output") entry = cpu::emit_output(cx, n, body);
     else if (n.op == "state_assign") entry = cpu::emit_state_assign(cx, n, i, body);
@@ -308,9 +309,10 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "  if (!st) return;\n  if (st->dconst) cudaFree(st->dconst);\n  if (st->dpack) cudaFree(st->dpack);\n  free(st);\n}\n\n";
   os << cpu::emit_plan_entry(cx, target_label(current_target()) + std::string(" lowering"));
   // The direct run; dinoml_module_run_cuda (cuda_graphs.cpp) calls it or replays its CUDA graph.
-  os << "static int dml_run_direct(void* module_state, const int64_t* dims, const void* const* inputs,\n"
-        "                          void* const* outputs, void* const* states, void* arena, void* stream_,\n"
-        "                          char* err, size_t errlen) {\n"
+  // dml_ev (per-node timing, else NULL): event i is recorded before node i, event N after the last.
+  os << "static int dml_run_nodes(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                         void* const* outputs, void* const* states, void* arena, void* stream_,\n"
+        "                         cudaEvent_t* dml_ev, char* err, size_t errlen) {\n"
         "  (void)inputs; (void)outputs; (void)states;\n"
         "  [[maybe_unused]] cudaStream_t stream = (cudaStream_t)stream_;\n"
         "  const int64_t* d = dims;\n"
@@ -320,7 +322,38 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
   os << storage.str() << body.str();
   os << "  // deferred state updates\n" << cx.tail.str();
+  os << "  if (dml_ev) DML_LAUNCH(cudaEventRecord(dml_ev[" << g.nodes.size() << "], stream), \"(per-node timing)\", \"event\");\n";
   os << "  return 0;\n}\n";
+  os << "static int dml_run_direct(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                          void* const* outputs, void* const* states, void* arena, void* stream_,\n"
+        "                          char* err, size_t errlen) {\n"
+        "  return dml_run_nodes(module_state, dims, inputs, outputs, states, arena, stream_, NULL, err, errlen);\n}\n";
+  // Per-node timing: a direct run (never a replayed graph) with an event between nodes, synchronised,
+  // node i's time added to node_seconds[i]. The events measure the device time between the launches of
+  // consecutive nodes, so a node that launches nothing reads ~0.
+  os << "DML_EXPORT size_t dinoml_module_node_count(void) { return " << g.nodes.size() << "u; }\n";
+  os << "DML_EXPORT int dinoml_module_run_cuda_timed(void* module_state, const int64_t* dims, const void* const* inputs,\n"
+        "                                            void* const* outputs, void* const* states, void* arena, void* stream_,\n"
+        "                                            double* node_seconds, char* err, size_t errlen) {\n"
+        "  const int n = " << g.nodes.size() << ";\n"
+        "  cudaStream_t stream = (cudaStream_t)stream_;\n"
+        "  cudaEvent_t ev[" << g.nodes.size() + 1 << "];\n"
+        "  int made = 0, rc = 0;\n"
+        "  cudaError_t e = cudaSuccess;\n"
+        "  for (; made <= n; ++made)\n"
+        "    if ((e = cudaEventCreate(&ev[made])) != cudaSuccess) break;\n"
+        "  if (e != cudaSuccess) rc = dml_cuda_fail(err, errlen, \"cudaEventCreate (per-node timing)\", e);\n"
+        "  if (!rc) rc = dml_run_nodes(module_state, dims, inputs, outputs, states, arena, stream_, ev, err, errlen);\n"
+        "  if (!rc && (e = cudaEventSynchronize(ev[n])) != cudaSuccess)\n"
+        "    rc = dml_cuda_fail(err, errlen, \"a kernel of the timed run failed (cudaEventSynchronize)\", e);\n"
+        "  for (int i = 0; !rc && i < n; ++i) {\n"
+        "    float ms = 0.0f;\n"
+        "    if ((e = cudaEventElapsedTime(&ms, ev[i], ev[i + 1])) != cudaSuccess) rc = dml_cuda_fail(err, errlen, \"cudaEventElapsedTime\", e);\n"
+        "    else node_seconds[i] += 1e-3 * (double)ms;\n"
+        "  }\n"
+        "  if (rc) (void)cudaStreamSynchronize(stream);  // no event is destroyed while the stream may still record it\n"
+        "  for (int i = 0; i < made; ++i) cudaEventDestroy(ev[i]);\n"
+        "  return rc;\n}\n";
   os << graph_runner_source(g.dims.size(), g.inputs.size(), g.outputs.size(), g.states.size()) << "\n";
   os << "DML_EXPORT int dinoml_module_run(void* module_state, const int64_t* dims, const void* const* inputs,\n"
         "                                   void* const* outputs, void* const* states, void* arena, char* err,\n"

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <dinoml/compiler.hpp>
+#include <dinoml/module_abi.h>
 #include <dinoml/runtime.h>
 
 #include "builder/graph_builder.h"
@@ -204,6 +205,9 @@ TEST(CudaArtifact, Sm90aArtifactFilesAndManifest) {
   EXPECT_NE(so.find("libdinoml_cuda_kernels.so"), std::string::npos);
   EXPECT_NE(so.find("libcudart.so.13"), std::string::npos);
   EXPECT_NE(so.find("sm_90a"), std::string::npos);
+  // Per-node timing entry points (module_abi.h), found by the runtime with dlsym.
+  EXPECT_NE(so.find(DINOML_MODULE_SYM_NODE_COUNT), std::string::npos);
+  EXPECT_NE(so.find(DINOML_MODULE_SYM_RUN_CUDA_TIMED), std::string::npos);
 
   // Without a driver, load and verify stop before module.so is opened, saying why.
   if (driver_present()) {
