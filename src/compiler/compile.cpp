@@ -24,6 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// fp32_matmul_precision "bf16": float32 GEMMs with constant weights may use the bf16 kernel.
+bool bf16_matmul(const CompileOptions& opts) { return opts.fp32_matmul_precision == "bf16"; }
+
 tune::ProfileOptions profile_options(const CompileOptions& opts) {
   tune::ProfileOptions po;
   po.cache_path = opts.profile_cache;
@@ -31,7 +34,7 @@ tune::ProfileOptions profile_options(const CompileOptions& opts) {
   po.compile_cache_dir = opts.cache_dir;
   po.use_compile_cache = opts.use_cache;
   po.progress = opts.progress;
-  po.bf16_matmul = opts.fp32_matmul_precision == "bf16";
+  po.bf16_matmul = bf16_matmul(opts);
   return po;
 }
 
@@ -53,7 +56,7 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
                                            std::map<std::string, std::string>& extra_files) {
   lower::cpu::CpuLowerOptions lopts;
   lopts.providers = tc.providers;
-  lopts.bf16_matmul = opts.fp32_matmul_precision == "bf16";
+  lopts.bf16_matmul = bf16_matmul(opts);
   res.kernel_selection = "default";
   if (opts.profile && !opts.execution_plan.empty())
     throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
@@ -221,9 +224,9 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.target != "cpu" && opts.fp32_matmul_precision != "highest")
     throw BuildError("fp32_matmul_precision is a target cpu option; for target " + opts.target +
                      " float32 GEMMs follow allow_tf32 (--no-tf32)");
-  if (opts.fp32_matmul_precision == "bf16" && !lower::cpu::isa_supported_here("avx512bf16"))
-    throw BuildError("fp32_matmul_precision bf16 needs AVX512_BF16 (or AMX-BF16), which this CPU lacks: the artifact "
-                     "could not run here; compile with the default (highest)");
+  if (bf16_matmul(opts) && !lower::cpu::isa_supported_here("avx512bf16"))
+    throw BuildError("fp32_matmul_precision bf16 needs AVX512_BF16, which this CPU lacks (or DINOML_CPU_DISABLE_ISA "
+                     "names): the artifact could not run here; compile with the default (highest)");
   if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
     throw BuildError("--arch '" + opts.arch + "' is for target cuda (or rocm); target cpu builds for this machine (x86-64)");

@@ -90,24 +90,26 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
   std::string packed, packed_bf16;
   TunableHooks hooks;
   const bool bf16_math = f32 && cx.tensor(y).dtype == ir::DType::f32 && cx.options && cx.options->bf16_matmul;
+  // The bf16 kernel (native bf16 graphs, or float32 ones with fp32_matmul_precision "bf16").
+  auto bf16_kernel = [](const KernelCandidate& c) { return c.bf16_only || c.bf16_math; };
   hooks.applies = [&](const KernelCandidate& c) {
     return (!c.float32_only || f32) && (!c.packed_constant_b || b_offset.has_value()) && (!c.bf16_only || bf16) &&
            (!c.bf16_math || bf16_math);
   };
   hooks.rank = [](const KernelCandidate& c) { return c.bf16_math ? -1 : c.packed_constant_b ? 0 : 1; };
   hooks.prepare = [&](const KernelCandidate& c) {
-    if ((c.bf16_only || c.bf16_math) && packed_bf16.empty())
+    if (bf16_kernel(c) && packed_bf16.empty())
       packed_bf16 = emit_init_packing(cx, n, "", "dml_cpu_gemm_bf16_packed_b_size(" + N + ", " + K + ")",
                                       "dml_cpu_gemm_bf16_pack_b(" + dt + ", " + bl + ", " + N + ", " + K +
                                           ", constants + " + std::to_string(*b_offset) + ", p)");
-    else if (c.packed_constant_b && !c.bf16_only && !c.bf16_math && packed.empty())
+    else if (c.packed_constant_b && !bf16_kernel(c) && packed.empty())
       packed = emit_init_packing(cx, n, "", "dml_cpu_gemm_packed_b_size(" + N + ", " + K + ")",
                                  "dml_cpu_gemm_pack_b(" + dt + ", " + bl + ", " + N + ", " + K + ", constants + " +
                                      std::to_string(*b_offset) + ", p)");
   };
   hooks.call = [&](const KernelCandidate& c) {
     if (!c.packed_constant_b) return candidate_call(c, args);
-    if (c.bf16_only || c.bf16_math)
+    if (bf16_kernel(c))
       return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed_bf16 +
              ", " + bias + ", " + d + ", " + cx.ptr(y) + ", " + dt + ", " + k.epilogue + ", 0)";
     return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed + ", " +
