@@ -70,6 +70,8 @@ const bool kPrefetchNextSliceB = env_int("DINOML_GEMM_PREFETCH_SLICE_B", 1) != 0
 // prefetch, 33.4 with it and grabs of 1, 31.9 with this at 2 (1 and 3 within noise of 2).
 const int64_t kSliceChunkDiv = env_int("DINOML_GEMM_SLICE_CHUNK_DIV", 2);
 constexpr int64_t kMinBlockedMc = 96;
+// The slice path's epilogue per row tile (DINOML_GEMM_SLICE_FINISH_TILE=0: once per group at the end).
+const bool kSliceFinishTile = env_int("DINOML_GEMM_SLICE_FINISH_TILE", 1) != 0;
 
 // The residual rows [m0, m0+rows) × columns [n0, n0+16) of an ADD epilogue are usually not cached
 // (an activation written one op earlier): fetching them while the tile computes hides the misses
@@ -377,11 +379,16 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
               for (int64_t l = t * nkc / ntiles, le = (t + 1) * nkc / ntiles; l < le; ++l)
                 _mm_prefetch(nb + (q * K * kNR + l * kNR) * sizeof(float), _MM_HINT_T1);
           }
-          tile_group_rows(isa, kc, af + m * K + k0, K, bp, bstride, np, ct + m * width, width,
-                          static_cast<int>(std::min(kMR, M - m)), k0 > 0);
+          const int rows = static_cast<int>(std::min(kMR, M - m));
+          tile_group_rows(isa, kc, af + m * K + k0, K, bp, bstride, np, ct + m * width, width, rows, k0 > 0);
+          // The last K chunk finishes each row tile while it is in L1: the M × 16·P block is not
+          // (at M = 512 a finish over the whole block re-read it from L2, 10% of the GEMM's perf
+          // samples). 2 threads on the Xeon (session 19, alternated, GFLOP/s): 512³ per call 300 →
+          // 310, 256³ 273 → 287, 128 × 3072 × 768 per call 266 → 285 / prepacked 305 → 312.
+          if (kSliceFinishTile && k0 + kc >= K) isa.finish(ct + m * width, width, rows, cols, m, n0, p.epi, p.c, N);
         }
       }
-      isa.finish(ct, width, M, cols, 0, n0, p.epi, p.c, N);
+      if (!kSliceFinishTile) isa.finish(ct, width, M, cols, 0, n0, p.epi, p.c, N);
     }
   }
 }
