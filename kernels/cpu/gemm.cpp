@@ -566,6 +566,13 @@ enum Path { kAuto = 0, kBlocked = 1, kSlice = 2, kDot = 3 };
 // 768 × 768 / 2304 × 768 / 3072 × 768 / 768 × 3072 / 4096 × 4096: 0.87–0.98 → 0.96–1.09. At M = 2048
 // (C block half of L2) the slice path was no better (K = 768) or slower (K ≥ 2048: A ≥ 16 MiB).
 const int64_t kSliceMaxABytes = env_int("DINOML_GEMM_SLICE_MAX_A_BYTES", int64_t{16} << 20);
+// Per call (B not prepacked), M above the table's slice_max_m and up to this takes the slice path
+// where a prepacked B would (packed_slice): its B slices are packed on the fly, each once, and the
+// blocked path's per-call packing of all of B and its per-K-chunk C traffic are saved. 2 threads on
+// the Xeon (session 19, two alternated runs, GFLOP/s blocked → slice): 1024³ 268 / 275 → 291 / 277,
+// 1024 × 3072 × 768 272 / 267 → 287 / 278; at M = 2048 no gain (2048³ 285 / 284 → 287 / 273,
+// 2048 × 768 × 768 306 / 293 → 295 / 298), so it stops at 1024. DINOML_GEMM_SLICE_UNPACKED_MAX_M.
+const int64_t kSliceUnpackedMaxM = env_int("DINOML_GEMM_SLICE_UNPACKED_MAX_M", 1024);
 bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
   const int64_t panels = cdiv(p.N, kNR);
   if (p.M <= kTinyM) return true;
@@ -614,7 +621,8 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
                          (path == kSlice || path == kDot ||
                           (p.packed ? packed_slice(p, isa, threads)
                                     : p.M <= (kSliceMaxMEnv > 0 ? kSliceMaxMEnv
-                                                                : isa.slice_max_m > 0 ? isa.slice_max_m : 64)));
+                                                                : isa.slice_max_m > 0 ? isa.slice_max_m : 64) ||
+                                          (p.M <= kSliceUnpackedMaxM && packed_slice(p, isa, threads))));
   return dispatch_float(p.dtype, "gemm", [&](auto tag) -> int {
     using T = decltype(tag);
     if (use_dot_t) {

@@ -320,18 +320,19 @@ TEST(GemmKernels, ThreadCountDoesNotChangeResults) {
 
 // Prepacked GEMMs past 256 rows with enough column groups take the slice path while A and the C
 // block of a group stay small (kernels/cpu/gemm.cpp, packed_slice): checked against the reference,
-// bitwise across thread counts and against per-call packing (the blocked path), with a residual.
+// bitwise across thread counts and against the per-call GEMM, with a residual. Per call, M ≤ 1024
+// takes the slice path as well (B slices packed on the fly); M = 1100 per call is the blocked path.
 TEST(GemmKernels, PrepackedSliceBeyond256Rows) {
  for_each_isa([&](const std::string&) {
   const int saved = omp_get_max_threads();
-  for (const auto& s : {std::array<int64_t, 3>{300, 1000, 40}, {520, 1030, 67}}) {
+  for (const auto& s : {std::array<int64_t, 3>{300, 1000, 40}, {520, 1030, 67}, {1100, 520, 45}}) {
     Case c;
     c.epi = DML_CPU_EPI_ADD_RELU, c.M = s[0], c.N = s[1], c.K = s[2], c.bias = true;
     omp_set_num_threads(2);
-    const auto blocked = run_and_check(c);
+    const auto per_call = run_and_check(c);
     omp_set_num_threads(saved);
     c.packed = true;
-    EXPECT_EQ(same_across_threads(c), blocked) << describe(c);
+    EXPECT_EQ(same_across_threads(c), per_call) << describe(c);
   }
  });
 }
