@@ -73,6 +73,31 @@ inline void tile(int64_t kc, const float* a, int64_t lda, const float* b, int64_
 #pragma GCC unroll 4
   for (int p = 0; p < NP; ++p) bp[p] = b + p * bstride;
   int64_t k = 0;
+  if constexpr (!PACKED && NP == 1) {
+    // One panel with A in place (the transposed skinny path's weight rows): each FMA takes its
+    // broadcast from memory. With one index register for all rows ([row + k·4]) every such FMA is
+    // un-laminated into two uops; own row pointers ([row + disp]) keep it one. The asm keeps GCC
+    // from folding the pointers back into a shared index. Same operations and order as below.
+    const float* ar[R];
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) ar[i] = a + i * lda;
+    const float* b0 = bp[0];
+    for (; k + 2 * S <= kc; k += 2 * S) {
+#pragma GCC unroll 8
+      for (int u = 0; u < 2 * S; ++u) {
+        const __m512 bv = _mm512_loadu_ps(b0 + u * kNR);
+#pragma GCC unroll 6
+        for (int i = 0; i < R; ++i)
+          acc[u % S][i][0] = _mm512_fmadd_ps(_mm512_set1_ps(ar[i][u]), bv, acc[u % S][i][0]);
+      }
+      b0 += 2 * S * kNR;
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i) {
+        ar[i] += 2 * S;
+        asm("" : "+r"(ar[i]));
+      }
+    }
+  }
 #pragma GCC unroll 2
   for (; k + S <= kc; k += S) {
 #pragma GCC unroll 4
