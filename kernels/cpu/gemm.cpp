@@ -585,6 +585,33 @@ bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
   return p.M * p.K * int64_t{4} <= kSliceMaxABytes && p.M * isa.panels_per_tile * kNR * int64_t{4} <= l2 / 4;
 }
 
+// The slice and blocked paths' K chunk up to M = 512 (both, so that prepacked and per-call results
+// stay bitwise equal whichever path each takes): small enough that a group's B slice (kc × 16·P floats)
+// stays in L1 beside A's rows: on avx512 (P = 4, 48 KiB L1) 128 rather than the table's 256. The
+// table's kc was measured at M = 1024 and 2048³, where the C block (M × 16·P, re-read per chunk from
+// L2) makes fewer chunks win; at M ≤ 512 (C block ≤ 128 KiB) the L1-resident slice does. 2 threads on
+// the Xeon (session 19, prepacked GFLOP/s, kc 256 → 128, two alternated runs): 128 × 3072 × 768
+// 310 / 309 → 331 / 324, 128 × 2304 × 768 311 / 306 → 335 / 327, 512 × 768 × 768 317 / 317 → 333 / 331,
+// 512³ per call 295 / 300 → 323 / 321; M = 1024: 1024³ 277 / 296 → 248 / 260. 6-layer BERT at batch 1
+// 57.2 / 56.3 / 56.1 → 54.6 / 55.2 / 54.9 ms, the encoder block 9.34 / 9.40 / 9.25 → 9.18 / 9.11 / 9.20
+// (artifacts compiled from ONNX, three alternated rounds; batch 8, M = 1024, unchanged).
+// DINOML_GEMM_SLICE_KC overrides (DINOML_GEMM_KC turns the rule off).
+const int64_t kSliceKcEnv = env_int("DINOML_GEMM_SLICE_KC", 0);
+constexpr int64_t kSliceSmallKcMaxM = 512;
+Blocking blocking_for_m(const Blocking& bl, const IsaKernels& isa, int64_t M) {
+  if (kEnvKC > 0 || M > kSliceSmallKcMaxM) return bl;
+  Blocking b = bl;
+  if (kSliceKcEnv > 0) {
+    b.kc = kSliceKcEnv;
+    return b;
+  }
+  long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  if (l1 <= 0) l1 = 32 * 1024;
+  const int64_t fit = l1 * 2 / 3 / (kNR * 4 * isa.panels_per_tile) / 16 * 16;
+  b.kc = std::min(bl.kc, std::max<int64_t>(64, fit));
+  return b;
+}
+
 // Runs one checked GEMM. `allow_parallel` is false inside an outer parallel loop (bmm); `path`
 // forces a path (kAuto: by shape) and `force_threads` > 0 a thread count (the profiler's variants).
 int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
@@ -594,6 +621,7 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
   if (p.M == 0 || p.N == 0) return DML_CPU_OK;
   const IsaKernels& isa = *g_isa.load(std::memory_order_relaxed);
   const Blocking& bl = blocking_for(isa);
+  const Blocking blm = blocking_for_m(bl, isa, p.M);  // slice and blocked paths
   // The bias is widened once per call so the tiles' epilogue only ever reads fp32.
   if (p.epi.bias && p.dtype != DML_CPU_F32) {
     float* bf = scratch(kSlotBias, static_cast<size_t>(p.N));
@@ -663,16 +691,16 @@ int run(Call p, bool allow_parallel, int path = kAuto, int force_threads = 0) {
     if (use_slice) {
       if (!std::is_same_v<T, float> && !scratch(kSlotAf, static_cast<size_t>(p.M * p.K)))
         return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the widened A operand");
-      run_skinny<T>(isa, p, bl, threads);
+      run_skinny<T>(isa, p, blm, threads);
       return DML_CPU_OK;
     }
     if (!p.packed) {
       float* buf = scratch(kSlotB, static_cast<size_t>(cdiv(p.N, kNR) * p.K * kNR));
       if (!buf) return fail(DML_CPU_ERR_MEMORY, "gemm: cannot allocate the packed B operand");
-      run_blocked<T>(isa, p, buf, bl, threads, buf);
+      run_blocked<T>(isa, p, buf, blm, threads, buf);
       return DML_CPU_OK;
     }
-    run_blocked<T>(isa, p, p.packed, bl, threads);
+    run_blocked<T>(isa, p, p.packed, blm, threads);
     return DML_CPU_OK;
   });
 }
