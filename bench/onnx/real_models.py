@@ -49,6 +49,7 @@ class Encoder(torch.nn.Module):
 
 
 worst_error = {}
+ops_after = {}  # name -> sorted DinoML ops of the optimised graph
 
 
 def build(name):
@@ -83,22 +84,25 @@ def trained_like(model):
     return model
 
 
-def check(name, work, batches=(1, 2, 5, 8)):
-    """Exports, imports, compiles and runs `name` at each batch size; returns True when the worst
-    |err| vs PyTorch is within TOL (the worst error is in worst_error[name])."""
+def check(name, work, batches=(1, 2, 5, 8), opset=17):
+    """Exports (at `opset`), imports, compiles and runs `name` at each batch size; returns True when
+    the worst |err| vs PyTorch is within TOL (the worst error is in worst_error[name], the optimised
+    graph's ops in ops_after[name]). Opsets < 17 write LayerNorm as ReduceMean/Sub/Pow/Sqrt/Div,
+    which the importer recognises."""
     model, feat = build(name)
     path = os.path.join(work, f"{name}.onnx")
     x0 = torch.randn(2, *feat)
     # Exported with autograd enabled: in eval mode under no_grad, PyTorch 1.13 routes
     # TransformerEncoderLayer through its fused fast path, which has no ONNX export.
     torch.onnx.export(model, (x0,), path, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=17)
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, opset_version=opset)
     t0 = time.time()
     spec = dml.from_onnx(path, dims={"batch": BATCH})
     art = dml.compile(spec, target="cpu", out=os.path.join(work, name))
     compile_s = time.time() - t0
     import json
     ops = sorted({n["op"] for n in json.load(open(os.path.join(art.path, "graph.dinoir.json")))["nodes"]})
+    ops_after[name] = ops
     print(f"  {name}: ops after optimisation: {', '.join(ops)}")
     session = dml.runtime.load(art.path).create_session()
     worst = 0.0

@@ -8,13 +8,13 @@
 // conv2d_bias_relu / conv2d_bias_add_relu (the relu sits between conv and norm).
 #include <cmath>
 
-#include "passes/conv_pass_util.h"
+#include "passes/pass_util.h"
 #include "passes/pass.h"
 
 namespace dinoml::passes {
 
 PassResult fold_batch_norm(ir::Graph& g) {
-  using namespace conv_util;
+  using namespace pass_util;
   PassResult r;
   r.stats["folded"] = 0;
   bool again = true;

@@ -12,13 +12,13 @@
 // anything that would need a broadcast residual.
 #include <optional>
 
-#include "passes/conv_pass_util.h"
+#include "passes/pass_util.h"
 #include "passes/pass.h"
 
 namespace dinoml::passes {
 namespace {
 
-using namespace conv_util;
+using namespace pass_util;
 
 bool is_one(const ir::IntExpr& e) { return e.is_const() && e.const_value() == 1; }
 

@@ -34,5 +34,6 @@ PassResult alias_kv_cache_write(ir::Graph& g);  // kv_cache_write of a state →
 PassResult bind_outputs(ir::Graph& g);        // producers of graph outputs write the output buffer
 PassResult fold_batch_norm(ir::Graph& g);     // batch_norm after a constant-weight conv → conv2d_bias
 PassResult fuse_conv_epilogue(ir::Graph& g);  // conv + bias / relu / residual add + relu → conv2d_bias_*
+PassResult fuse_attention(ir::Graph& g);      // bmm + [scale] + [mask] + softmax + bmm → sdpa
 
 }  // namespace dinoml::passes

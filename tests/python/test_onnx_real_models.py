@@ -32,6 +32,17 @@ def test_real_model_matches_pytorch_across_batch_buckets(name, tmp_path):
     assert ok, f"{name}: worst |err| {real_models.worst_error.get(name)} > {real_models.TOL}"
 
 
+def test_opset14_encoder_fuses_layer_norm_and_attention(tmp_path):
+    """At opset 14 PyTorch writes LayerNorm as ReduceMean/Sub/Pow/Sqrt/Div and attention as
+    MatMul/Softmax/MatMul: the importer's LayerNorm pattern and the fuse_attention pass turn them
+    back into layer_norm and scaled_dot_product_attention, and the results still match PyTorch."""
+    ok = real_models.check("bert_gelu", str(tmp_path), batches=(1, 3, 8), opset=14)
+    assert ok, f"worst |err| {real_models.worst_error.get('bert_gelu')} > {real_models.TOL}"
+    ops = set(real_models.ops_after["bert_gelu"])
+    assert {"layer_norm", "scaled_dot_product_attention", "gemm_rrr_bias_gelu"} <= ops, ops
+    assert not ops & {"softmax", "reduce_mean", "pow", "sqrt", "bmm_rrr", "erf"}, ops
+
+
 def test_cumsum_export_compiles_and_matches_torch(tmp_path):
     """CumSum (as HF-style exports use it for position ids) through the compiled CPU path, float
     and int64, against PyTorch."""

@@ -410,15 +410,13 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       continue;
     }
     if (auto rp = patterns.replace.find(idx); rp != patterns.replace.end()) {
-      if (poisoned.count(rp->second.input)) {
+      if (std::any_of(rp->second.inputs.begin(), rp->second.inputs.end(), [&](const std::string& v) { return poisoned.count(v) > 0; })) {
         ++skipped;
         poison_outputs();
         continue;
       }
       try {
-        const std::string x = im.t(rp->second.input);
-        if (!ir::is_float(im.type(x).dtype)) throw Unsupported("the " + rp->second.dinoml_op + " pattern on a non-float tensor");
-        im.set_value(np.output(0), im.op(rp->second.dinoml_op, {x}));
+        im.set_value(np.output(0), emit_pattern(im, rp->second));
       } catch (const std::exception& e) {
         problems.push_back({display, np.op_type(), strip_prefix(e.what(), display), false});
         poison_outputs();

@@ -57,6 +57,14 @@ void convert_pow(Importer& im, NodeView& n) {
     im.set(n, 0, im.cast(im.op("round", {p}), dt));
     return;
   }
+  // x ** 2 with a constant exponent (LayerNorm's variance, exported decompositions): x · x, which is
+  // what powf(x, 2) returns (both correctly rounded) without a powf call per element, and a plain
+  // multiply that the elementwise fusion vectorises. Only when the exponent does not broadcast x.
+  if (const ops::HostTensor* e = im.in_value(n, 1);
+      e && e->numel() == 1 && e->rank() <= static_cast<int>(im.type(a).shape.size()) && e->get_as(0) == 2.0) {
+    im.set(n, 0, im.op("mul", {a, a}));
+    return;
+  }
   im.set(n, 0, im.op("pow", {a, im.cast(b, dt)}));
 }
 

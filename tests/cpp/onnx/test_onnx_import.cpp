@@ -364,6 +364,126 @@ TEST(OnnxImport, ErfGeluPatternBecomesOneGeluOp) {
     }
 }
 
+// LayerNorm as exporters write it for opsets < 17 becomes one layer_norm op; variants: Pow or
+// d * d, axes as an attribute (opset 14) or an input (opset 18), γ that does not fit the op (applied
+// after it), no affine, two trailing axes; and an intermediate used outside the pattern keeps the
+// decomposition. Each result is compared with a hand-computed LayerNorm.
+TEST(OnnxImport, LayerNormPatternBecomesOneLayerNormOp) {
+  struct Case {
+    const char* name;
+    int opset;
+    bool square_by_mul;
+    int affine;                   // 0 none, 1 γ, 2 γ and β
+    std::vector<int64_t> gshape;  // γ's and β's shape
+    int naxes;
+    bool d_escapes;               // d is also a graph output: no fusion
+  };
+  const std::vector<Case> cases = {{"torch opset 14", 14, false, 2, {4}, 1, false},
+                                   {"d*d, axes input", 18, true, 1, {4}, 1, false},
+                                   {"gamma [1,4]", 14, false, 2, {1, 4}, 1, false},
+                                   {"no affine", 14, false, 0, {}, 1, false},
+                                   {"two axes", 14, false, 2, {3, 4}, 2, false},
+                                   {"d escapes", 14, false, 2, {4}, 1, true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    ModelBuilder mb(c.opset);
+    mb.input("x", onnx::TensorProto::FLOAT, {"2", "3", "4"});
+    std::vector<int64_t> axes = c.naxes == 1 ? std::vector<int64_t>{-1} : std::vector<int64_t>{-1, -2};
+    auto reduce = [&](const std::string& in, const std::string& out) {
+      onnx::NodeProto* n;
+      if (c.opset >= 18) {
+        mb.init_i64("axes_" + out, axes);
+        n = mb.node("ReduceMean", {in, "axes_" + out}, {out});
+      } else {
+        n = mb.node("ReduceMean", {in}, {out});
+        auto* a = n->add_attribute();
+        a->set_name("axes");
+        a->set_type(onnx::AttributeProto::INTS);
+        for (auto v : axes) a->add_ints(v);
+      }
+      add_int_attr(n, "keepdims", 1);
+    };
+    int64_t gn = 1;
+    for (auto d : c.gshape) gn *= d;
+    std::vector<float> gamma(static_cast<size_t>(gn)), beta(static_cast<size_t>(gn));
+    for (int64_t i = 0; i < gn; ++i) {
+      gamma[static_cast<size_t>(i)] = 0.5f + 0.25f * static_cast<float>(i % 5);
+      beta[static_cast<size_t>(i)] = -0.3f + 0.1f * static_cast<float>(i % 7);
+    }
+    mb.init_f32("two", {}, {2.0f});
+    mb.init_f32("eps", {}, {1e-5f});
+    reduce("x", "m");
+    mb.node("Sub", {"x", "m"}, {"d"});
+    if (c.square_by_mul) mb.node("Mul", {"d", "d"}, {"sq"});
+    else mb.node("Pow", {"d", "two"}, {"sq"});
+    reduce("sq", "v");
+    mb.node("Add", {"v", "eps"}, {"ve"});
+    mb.node("Sqrt", {"ve"}, {"s"});
+    mb.node("Div", {"d", "s"}, {c.affine ? "n" : "y"});
+    if (c.affine >= 1) {
+      mb.init_f32("gamma", c.gshape, gamma);
+      mb.node("Mul", {"gamma", "n"}, {c.affine == 2 ? "ng" : "y"});
+    }
+    if (c.affine == 2) {
+      mb.init_f32("beta", c.gshape, beta);
+      mb.node("Add", {"ng", "beta"}, {"y"});
+    }
+    mb.output("y");
+    if (c.d_escapes) mb.output("d");
+    ir::Graph g = onnx_import::import_onnx_bytes(mb.bytes(), "");
+    size_t lns = 0, reduces = 0;
+    for (const auto& n : g.nodes) {
+      lns += n.op == "layer_norm";
+      reduces += n.op == "reduce_mean";
+    }
+    EXPECT_EQ(lns, c.d_escapes ? 0u : 1u);
+    EXPECT_EQ(reduces, c.d_escapes ? 2u : 0u);
+    std::vector<float> x(24);
+    for (int i = 0; i < 24; ++i) x[static_cast<size_t>(i)] = std::sin(0.7f * static_cast<float>(i)) * 3.0f + 0.1f * static_cast<float>(i);
+    auto res = ops::interpret(g, {{"x", f32({2, 3, 4}, x)}}).outputs;
+    const auto& y = res.at("y");
+    const int inner = c.naxes == 1 ? 4 : 12;
+    for (int r = 0; r < 24 / inner; ++r) {
+      double mean = 0, var = 0;
+      for (int i = 0; i < inner; ++i) mean += x[static_cast<size_t>(r * inner + i)];
+      mean /= inner;
+      for (int i = 0; i < inner; ++i) var += std::pow(x[static_cast<size_t>(r * inner + i)] - mean, 2);
+      var /= inner;
+      for (int i = 0; i < inner; ++i) {
+        double want = (x[static_cast<size_t>(r * inner + i)] - mean) / std::sqrt(var + 1e-5);
+        const size_t gi = static_cast<size_t>(i % gn);
+        if (c.affine >= 1) want *= gamma[gi];
+        if (c.affine == 2) want += beta[gi];
+        EXPECT_NEAR(y.get_f64(r * inner + i), want, 1e-5) << "row " << r << " col " << i;
+      }
+    }
+  }
+}
+
+// Pow with a constant exponent 2 imports as x * x (no powf per element); another exponent, or an
+// exponent tensor that would broadcast x, stays a pow.
+TEST(OnnxImport, PowOfConstantTwoIsAMultiply) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    ModelBuilder mb(14);
+    mb.input("x", onnx::TensorProto::FLOAT, {"2", "3"});
+    if (variant == 0) mb.init_f32("e", {}, {2.0f});
+    if (variant == 1) mb.init_f32("e", {}, {3.0f});
+    if (variant == 2) mb.init_f32("e", {1, 1, 1}, {2.0f});  // broadcasts x to rank 3
+    mb.node("Pow", {"x", "e"}, {"y"});
+    mb.output("y");
+    ir::Graph g = onnx_import::import_onnx_bytes(mb.bytes(), "");
+    size_t pows = 0;
+    for (const auto& n : g.nodes) pows += n.op == "pow";
+    EXPECT_EQ(pows, variant == 0 ? 0u : 1u);
+    std::vector<float> x = {1.5f, -2, 0.25f, 3, -0.5f, 7};
+    auto y = ops::interpret(g, {{"x", f32({2, 3}, x)}}).outputs.at("y");
+    EXPECT_EQ(y.numel(), 6);
+    EXPECT_EQ(y.shape.size(), variant == 2 ? 3u : 2u);
+    for (int i = 0; i < 6; ++i) EXPECT_NEAR(y.get_f64(i), std::pow(x[static_cast<size_t>(i)], variant == 1 ? 3 : 2), 1e-5);
+  }
+}
+
 // Regression (UBSan under scripts/sanitize asan): an empty tensor has no buffer, so reading its
 // (empty) raw_data must not memcpy from or to a null pointer.
 TEST(OnnxImport, EmptyTensorProtoReadsAsEmptyTensor) {

@@ -1,5 +1,5 @@
-// Helpers shared by the convolution passes (fold_batch_norm, fuse_conv_epilogue): reading and
-// creating constant tensors, and the "single-use intermediate" test both fusions start from.
+// Helpers shared by graph passes (fold_batch_norm, fuse_conv_epilogue, fuse_attention): reading and
+// creating constant tensors, and the "single-use intermediate" test the fusions start from.
 #pragma once
 #include <memory>
 #include <string>
@@ -8,7 +8,7 @@
 #include "ir/graph.h"
 #include "ops/host_tensor.h"
 
-namespace dinoml::passes::conv_util {
+namespace dinoml::passes::pass_util {
 
 inline bool is_const_tensor(const ir::Graph& g, const std::string& t) {
   return g.tensor(t).kind == ir::TensorKind::constant && g.constant_data.count(t) != 0;
@@ -48,4 +48,4 @@ inline long single_consumer(const ir::Graph& g, const std::map<std::string, std:
   return uses == 1 ? static_cast<long>(it->second[0]) : -1;
 }
 
-}  // namespace dinoml::passes::conv_util
+}  // namespace dinoml::passes::pass_util

@@ -1,0 +1,252 @@
+// fuse_attention: attention written as separate ops (ONNX exports, hand-written graphs)
+//   s = bmm_rrr(q [· c], kᵀ) | bmm_rcr(q [· c], k)     scores, q optionally scaled by a scalar c
+//   s = s · c | s / c                                  (optional) scale on the scores
+//   s = s + mask                                       (optional) additive mask, broadcasting
+//   y = bmm_rrr(softmax(s, last axis), v)
+// becomes one scaled_dot_product_attention(q, k, v[, mask], scale = product of the c's), whose
+// kernels stream over keys instead of writing the [Lq, Lk] scores and reading them back twice.
+// With bmm_rrr the kᵀ operand is turned back into k by a permute of its last two axes, composed
+// with the permute that produced kᵀ when there is one (so a head permute stays one permute, which
+// stride_attention_operands can then turn into a strided view).
+// Fuses only when every intermediate (scaled q, scores, probabilities) is an intermediate read by
+// the next op alone, q, k and v share their rank and batch extents (no broadcast between them),
+// the scalars are constants with a positive product, and the mask has the scores' dtype and
+// broadcasts to them without growing them. Anything else is left as it is.
+#include <cmath>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/pass_util.h"
+#include "passes/pass.h"
+
+namespace dinoml::passes {
+namespace {
+
+struct Match {
+  size_t softmax = 0, scores_bmm = 0, out_bmm = 0;
+  std::string q, k_source, v, mask;
+  std::optional<std::vector<int64_t>> k_perm;  // k = permute(k_source, k_perm); none: k_source is k
+  double scale = 1.0;
+};
+
+class AttentionFuser {
+ public:
+  explicit AttentionFuser(ir::Graph& g) : g_(g) {}
+
+  std::optional<Match> find() {
+    producers_ = g_.producers();
+    consumers_ = g_.consumers();
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+      if (auto m = match(i)) return m;
+    return std::nullopt;
+  }
+
+  void apply(const Match& m) {
+    const ir::Node out = g_.nodes[m.out_bmm];
+    std::string k = m.k_source;
+    std::vector<ir::Node> inserted;
+    if (m.k_perm) {
+      const ir::Tensor& src = g_.tensor(m.k_source);
+      ir::Tensor kt;
+      kt.name = g_.unique_name(out.name + "_k");
+      kt.dtype = src.dtype;
+      for (int64_t d : *m.k_perm) kt.shape.push_back(src.shape[static_cast<size_t>(d)]);
+      g_.add_tensor(kt);
+      ir::Node p;
+      p.name = kt.name;
+      p.op = "permute";
+      p.inputs = {m.k_source};
+      p.outputs = {kt.name};
+      p.attrs["dims"] = *m.k_perm;
+      inserted.push_back(std::move(p));
+      k = kt.name;
+    }
+    ir::Node sdpa;
+    sdpa.name = out.name;
+    sdpa.op = "scaled_dot_product_attention";
+    sdpa.inputs = {m.q, k, m.v};
+    if (!m.mask.empty()) sdpa.inputs.push_back(m.mask);
+    sdpa.outputs = out.outputs;
+    sdpa.attrs["scale"] = m.scale;
+    inserted.push_back(std::move(sdpa));
+    // The new nodes take the output bmm's slot: q, k's source, v and the mask all exist by then.
+    g_.nodes.erase(g_.nodes.begin() + static_cast<std::ptrdiff_t>(m.out_bmm));
+    g_.nodes.insert(g_.nodes.begin() + static_cast<std::ptrdiff_t>(m.out_bmm), inserted.begin(), inserted.end());
+  }
+
+ private:
+  // The node producing `t` when `t` is an intermediate read by exactly one node.
+  std::optional<size_t> sole_producer(const std::string& t) {
+    const ir::Tensor& tt = g_.tensor(t);
+    if (tt.kind != ir::TensorKind::intermediate || tt.view_of) return std::nullopt;
+    auto c = consumers_.find(t);
+    if (c == consumers_.end() || c->second.size() != 1) return std::nullopt;
+    auto p = producers_.find(t);
+    if (p == producers_.end()) return std::nullopt;
+    return p->second;
+  }
+
+  // The value of a constant scalar (one element), if `t` is one.
+  std::optional<double> scalar(const std::string& t) {
+    const ir::Tensor& tt = g_.tensor(t);
+    if (tt.kind != ir::TensorKind::constant || tt.quant || !g_.constant_data.count(t)) return std::nullopt;
+    for (const auto& d : tt.shape)
+      if (!d.is_const() || d.const_value() != 1) return std::nullopt;
+    if (!ir::is_float(tt.dtype)) return std::nullopt;
+    return pass_util::read_constant(g_, t).get_f64(0);
+  }
+
+  // x · c, c · x or x / c with a constant scalar c that does not change x's type: (x, factor).
+  std::optional<std::pair<std::string, double>> scaled(const ir::Node& n) {
+    if ((n.op != "mul" && n.op != "div") || n.inputs.size() != 2 || n.outputs.size() != 1 || !n.attrs.empty())
+      return std::nullopt;
+    const ir::Tensor& y = g_.tensor(n.outputs[0]);
+    for (int s = 0; s < (n.op == "mul" ? 2 : 1); ++s) {
+      const std::string& x = n.inputs[static_cast<size_t>(s)];
+      auto c = scalar(n.inputs[static_cast<size_t>(1 - s)]);
+      if (!c || !(std::isfinite(*c)) || *c == 0.0) continue;
+      const ir::Tensor& xt = g_.tensor(x);
+      if (xt.shape != y.shape || xt.dtype != y.dtype) continue;
+      return std::make_pair(x, n.op == "mul" ? *c : 1.0 / *c);
+    }
+    return std::nullopt;
+  }
+
+  static bool same_batch(const ir::Shape& a, const ir::Shape& b) {
+    if (a.size() != b.size() || a.size() < 3) return false;
+    for (size_t i = 0; i + 2 < a.size(); ++i)
+      if (!(a[i] == b[i])) return false;
+    return true;
+  }
+
+  std::optional<Match> match(size_t ci) {
+    const ir::Node& c = g_.nodes[ci];
+    if (c.op != "bmm_rrr" || c.inputs.size() != 2 || c.outputs.size() != 1) return std::nullopt;
+    Match m;
+    m.out_bmm = ci;
+    m.v = c.inputs[1];
+    auto smi = sole_producer(c.inputs[0]);
+    if (!smi) return std::nullopt;
+    const ir::Node& sm = g_.nodes[*smi];
+    const ir::Tensor& probs = g_.tensor(c.inputs[0]);
+    const int64_t r = static_cast<int64_t>(probs.shape.size());
+    if (sm.op != "softmax" || sm.inputs.size() != 1 || r < 3) return std::nullopt;
+    int64_t axis = sm.attr_int("axis", -1);
+    if (axis < 0) axis += r;
+    if (axis != r - 1) return std::nullopt;
+    m.softmax = *smi;
+    // Walk back from the softmax input: [+ mask] [· c | / c] bmm.
+    std::string s = sm.inputs[0];
+    std::optional<size_t> pi = sole_producer(s);
+    if (!pi) return std::nullopt;
+    if (g_.nodes[*pi].op == "add" && g_.nodes[*pi].inputs.size() == 2 && g_.nodes[*pi].attrs.empty()) {
+      const ir::Node& add = g_.nodes[*pi];
+      const ir::Tensor& sum = g_.tensor(add.outputs[0]);
+      bool found = false;
+      for (int side = 0; side < 2 && !found; ++side) {
+        const std::string& sc = add.inputs[static_cast<size_t>(side)];
+        const std::string& mk = add.inputs[static_cast<size_t>(1 - side)];
+        const ir::Tensor &sct = g_.tensor(sc), &mkt = g_.tensor(mk);
+        if (sct.shape != sum.shape || sct.dtype != sum.dtype || mkt.dtype != sum.dtype || mkt.shape.size() > sum.shape.size())
+          continue;
+        auto sp = sole_producer(sc);
+        if (!sp) continue;
+        const std::string& op = g_.nodes[*sp].op;
+        if (op != "bmm_rrr" && op != "bmm_rcr" && op != "mul" && op != "div") continue;
+        bool fits = true;  // the mask broadcasts to the scores
+        for (size_t a = 0; a < mkt.shape.size(); ++a) {
+          const auto& md = mkt.shape[mkt.shape.size() - 1 - a];
+          const auto& sd = sum.shape[sum.shape.size() - 1 - a];
+          if (!(md == sd) && !(md.is_const() && md.const_value() == 1)) fits = false;
+        }
+        if (!fits) continue;
+        m.mask = mk;
+        s = sc;
+        pi = sp;
+        found = true;
+      }
+      if (!found) return std::nullopt;
+    }
+    if (auto sc = scaled(g_.nodes[*pi])) {
+      m.scale *= sc->second;
+      s = sc->first;
+      pi = sole_producer(s);
+      if (!pi) return std::nullopt;
+    }
+    const ir::Node& b1 = g_.nodes[*pi];
+    if ((b1.op != "bmm_rrr" && b1.op != "bmm_rcr") || b1.inputs.size() != 2) return std::nullopt;
+    m.scores_bmm = *pi;
+    m.q = b1.inputs[0];
+    if (auto qi = sole_producer(m.q)) {
+      if (auto sc = scaled(g_.nodes[*qi])) {
+        m.scale *= sc->second;
+        m.q = sc->first;
+      }
+    }
+    if (!(m.scale > 0.0) || !std::isfinite(m.scale)) return std::nullopt;
+    const std::string& kb = b1.inputs[1];
+    const ir::Tensor& kbt = g_.tensor(kb);
+    const size_t kr = kbt.shape.size();
+    if (b1.op == "bmm_rcr") {
+      m.k_source = kb;
+    } else if (kr >= 3) {
+      std::vector<int64_t> swap(kr);
+      std::iota(swap.begin(), swap.end(), 0);
+      std::swap(swap[kr - 1], swap[kr - 2]);
+      m.k_source = kb;
+      m.k_perm = swap;
+      // kᵀ = permute(k0, p) read by this bmm alone: k = permute(k0, p ∘ swap).
+      if (auto kp = sole_producer(kb); kp && g_.nodes[*kp].op == "permute" && g_.nodes[*kp].inputs.size() == 1) {
+        std::vector<int64_t> p = g_.nodes[*kp].attr_ints("dims");
+        if (p.size() == kr) {
+          for (auto& d : p)
+            if (d < 0) d += static_cast<int64_t>(kr);
+          std::vector<int64_t> composed(kr);
+          for (size_t i = 0; i < kr; ++i) composed[i] = p[static_cast<size_t>(swap[i])];
+          m.k_source = g_.nodes[*kp].inputs[0];
+          m.k_perm = composed;
+          if (std::is_sorted(composed.begin(), composed.end())) m.k_perm.reset();  // identity
+        }
+      }
+    } else {
+      return std::nullopt;
+    }
+    // q [.., Lq, D], k [.., Lk, D], v [.., Lk, Dv]: same rank and batch extents, dtypes alike.
+    const ir::Tensor &qt = g_.tensor(m.q), &vt = g_.tensor(m.v), &src = g_.tensor(m.k_source);
+    ir::Shape ks;
+    if (m.k_perm)
+      for (int64_t d : *m.k_perm) ks.push_back(src.shape[static_cast<size_t>(d)]);
+    else
+      ks = src.shape;
+    if (!ir::is_float(qt.dtype) || src.dtype != qt.dtype || vt.dtype != qt.dtype) return std::nullopt;
+    if (!same_batch(qt.shape, ks) || !same_batch(qt.shape, vt.shape)) return std::nullopt;
+    if (!(qt.shape.back() == ks.back()) || !(ks[ks.size() - 2] == vt.shape[vt.shape.size() - 2])) return std::nullopt;
+    if (g_.tensor(c.outputs[0]).dtype != qt.dtype) return std::nullopt;
+    return m;
+  }
+
+  ir::Graph& g_;
+  std::map<std::string, size_t> producers_;
+  std::map<std::string, std::vector<size_t>> consumers_;
+};
+
+}  // namespace
+
+PassResult fuse_attention(ir::Graph& g) {
+  PassResult r;
+  r.stats["attention"] = 0;
+  r.stats["attention_masked"] = 0;
+  AttentionFuser f(g);
+  while (auto m = f.find()) {
+    f.apply(*m);
+    ++r.stats[m->mask.empty() ? "attention" : "attention_masked"];
+    r.changed = true;
+  }
+  // The scores, softmax, scale and kᵀ permute nodes are now unread.
+  if (r.changed) eliminate_dead_code(g);
+  return r;
+}
+
+}  // namespace dinoml::passes
