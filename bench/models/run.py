@@ -3,7 +3,8 @@
 same machine, same threads, same inputs; outputs are checked against PyTorch.
 
     /usr/bin/python3 bench/models/run.py [--models tb,bert6,resnet18] [--batch 1,8] [--threads 2]
-                                         [--profile] [--seconds 3] [--rounds 3] [--plot out.png] [--json out.json]
+                                         [--profile] [--seconds 3] [--rounds 3] [--from-onnx]
+                                         [--plot out.png] [--json out.json]
 
 Models (random weights, eval mode):
   tb        transformer encoder block: d_model 768, 12 heads, FFN 3072, GELU, post-norm, seq 128
@@ -15,6 +16,8 @@ intra-op threads = --threads), each the median of repeated runs after warm-up. W
 three are measured in turn R times and each keeps its fastest round's median (on a shared VM a
 round can be slowed by other tenants; the per-round ORT/DinoML ratios are printed). Ratios > 1 mean
 DinoML is faster. ONNX Runtime comes from scripts/fetch-ort (installed into .cache/ort).
+With --from-onnx DinoML also compiles the exported ONNX file (opset 14, the one ONNX Runtime runs)
+through its importer, so the two compilers are compared on the very same graph.
 """
 from __future__ import annotations
 
@@ -138,6 +141,9 @@ def main() -> int:
                     help="bf16: DinoML's float32 GEMMs multiply in bfloat16 (AMX / AVX512_BF16); outputs then differ "
                          "from PyTorch by ~1e-2, so such runs are not acceptance numbers")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--from-onnx", action="store_true",
+                    help="also time DinoML on the exported ONNX file (dml.from_onnx: the same graph ONNX Runtime "
+                         "runs), as a column 'DinoML (ONNX)'")
     ap.add_argument("--plot", help="write a PNG bar chart of the latencies")
     ap.add_argument("--json", help="write the results as JSON")
     ap.add_argument("--work", help="directory for artifacts and ONNX files (default: a temp dir)")
@@ -166,7 +172,7 @@ def main() -> int:
         compile_s = time.perf_counter() - t0
         sess = dml.runtime.load(str(art)).create_session()
         onnx_path = work / f"{key}.onnx"
-        if use_ort and not onnx_path.exists():
+        if (use_ort or args.from_onnx) and not onnx_path.exists():
             x0 = {k: torch.from_numpy(v) for k, v in make_feeds(1).items()}
             # Outside no_grad: PyTorch's fused encoder fast path (aten::_transformer_encoder_layer_fwd)
             # is only taken without autograd and has no ONNX export; the exported graph is the
@@ -174,6 +180,12 @@ def main() -> int:
             if True:
                 torch.onnx.export(tmodel, tuple(x0.values()), str(onnx_path), input_names=list(x0), output_names=["y"],
                                   dynamic_axes={k: {0: "batch"} for k in x0}, opset_version=14)
+        onnx_sess = None
+        if args.from_onnx:
+            onnx_art = work / f"{key}_dinoml_onnx"
+            dml.compile(dml.from_onnx(str(onnx_path), dims={"batch": batch}), target="cpu", out=str(onnx_art),
+                        profile=args.profile, fp32_matmul_precision=args.fp32_matmul_precision)
+            onnx_sess = dml.runtime.load(str(onnx_art)).create_session()
         for b in batches:
             feeds = make_feeds(b)
             tfeeds = [torch.from_numpy(v) for v in feeds.values()]
@@ -182,8 +194,11 @@ def main() -> int:
             out = sess.run(feeds)
             got = next(iter(out.values()))
             err = float(np.max(np.abs(got - ref)))
-            rounds = []  # per round: (torch, dinoml, ort) medians
+            rounds = []  # per round: (torch, dinoml, ort, dinoml from onnx) medians
             ort_err = None
+            onnx_err = None
+            if onnx_sess is not None:
+                onnx_err = float(np.max(np.abs(next(iter(onnx_sess.run(feeds).values())) - ref)))
             for _ in range(max(1, args.rounds)):
                 with torch.no_grad():
                     torch_ms, torch_n = timed(lambda: tmodel(*tfeeds), args.runs, args.seconds)
@@ -192,12 +207,15 @@ def main() -> int:
                 if use_ort:
                     ort_ms, ort_n, ort_outs = run_ort(onnx_path, feeds, args.threads, args.runs, args.seconds, work)
                     ort_err = float(np.max(np.abs(ort_outs[0] - ref)))
-                rounds.append((torch_ms, dml_ms, ort_ms))
+                onnx_ms = timed(lambda: onnx_sess.run(feeds), args.runs, args.seconds)[0] if onnx_sess else None
+                rounds.append((torch_ms, dml_ms, ort_ms, onnx_ms))
             torch_ms = min(r[0] for r in rounds)
             dml_ms = min(r[1] for r in rounds)
             row = {"model": key, "batch": b, "dinoml_ms": dml_ms, "torch_ms": torch_ms, "max_abs_err_vs_torch": err,
                    "dinoml_runs": dml_n, "torch_runs": torch_n, "compile_s": compile_s,
-                   "rounds_ms": [{"torch": r[0], "dinoml": r[1], "ort": r[2]} for r in rounds]}
+                   "rounds_ms": [{"torch": r[0], "dinoml": r[1], "ort": r[2], "dinoml_onnx": r[3]} for r in rounds]}
+            if onnx_sess is not None:
+                row.update(dinoml_onnx_ms=min(r[3] for r in rounds), dinoml_onnx_max_abs_err_vs_torch=onnx_err)
             if use_ort:
                 ort_ms = min(r[2] for r in rounds)
                 row.update(ort_ms=ort_ms, ort_runs=ort_n, ort_max_abs_err_vs_torch=ort_err)
@@ -205,7 +223,13 @@ def main() -> int:
             line = (f"{key:9s} batch {b}: DinoML {dml_ms:8.2f} ms | PyTorch {torch_ms:8.2f} ms ({torch_ms / dml_ms:.2f}x)")
             if use_ort:
                 line += f" | ORT {row['ort_ms']:8.2f} ms ({row['ort_ms'] / dml_ms:.2f}x)"
+            if onnx_sess is not None:
+                line += f" | DinoML (ONNX) {row['dinoml_onnx_ms']:8.2f} ms"
+                if use_ort:
+                    line += f" ({row['ort_ms'] / row['dinoml_onnx_ms']:.2f}x ORT)"
             line += f" | max|err| vs torch {err:.1e}"
+            if onnx_sess is not None:
+                line += f" (ONNX {onnx_err:.1e})"
             if len(rounds) > 1 and use_ort:
                 line += " | ORT/DinoML per round " + " ".join(f"{r[2] / r[1]:.2f}" for r in rounds)
             print(line, flush=True)
@@ -246,7 +270,7 @@ def _plot(results, path, meta):
         print("[bench] --plot needs matplotlib (apt-get install python3-matplotlib)", file=sys.stderr)
         return
     labels = [f"{r['model']}\nb={r['batch']}" for r in results]
-    series = [("DinoML", "dinoml_ms"), ("PyTorch", "torch_ms"), ("ONNX Runtime", "ort_ms")]
+    series = [("DinoML", "dinoml_ms"), ("DinoML (ONNX)", "dinoml_onnx_ms"), ("PyTorch", "torch_ms"), ("ONNX Runtime", "ort_ms")]
     series = [s for s in series if all(s[1] in r for r in results)]
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(results)), 4))
     w = 0.8 / len(series)

@@ -55,6 +55,23 @@ void accumulate_generic(int64_t dv, const float* p, const float* v, int64_t ldv,
     }
 }
 
+}  // namespace
+
+void softmax_row_generic(const float* x, float* y, int64_t n) {
+  float mx = kNegInf;
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    const float e = std::exp(x[j] - mx);
+    y[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+}
+
+namespace {
+
 // The tiles of the GEMM's ISA path (its table carries them).
 const IsaTiles* active_tiles() { return gemm::active_isa()->attention; }
 
@@ -185,7 +202,8 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
 
 }  // namespace
 
-const IsaTiles kGenericTiles = {"generic", scores_generic, softmax_block_generic, accumulate_generic};
+const IsaTiles kGenericTiles = {"generic", scores_generic, softmax_block_generic, accumulate_generic,
+                                 softmax_row_generic};
 
 }  // namespace dml_cpu::attention
 

@@ -24,7 +24,14 @@ struct IsaTiles {
   // (ldv: row stride of v, ≥ dv; a strided view of a fused QKV projection has ldv = 3·H·dv).
   void (*accumulate)(int64_t dv, const float* p, const float* v, int64_t ldv, int64_t cols, const float* corr,
                      float* o, int64_t rows);
+  // The softmax op's row (dml_cpu_softmax, reduce.cpp): y[j] = exp(x[j] - max) / Σ exp(x[l] - max) for
+  // j < n; y may be x. A row holding a NaN or an infinite maximum gives what the scalar formula
+  // gives (NaN where it does), so the vector paths fall back to the generic row for it.
+  void (*softmax_row)(const float* x, float* y, int64_t n);
 };
+
+// The portable row (attention.cpp): what the vector rows fall back to.
+void softmax_row_generic(const float* x, float* y, int64_t n);
 
 // Calls f.template operator()<R>(i) for row blocks [i, i + R) covering `rows`: blocks of 4 rows, then
 // one block of the 1-3 left (the ISA tiles' row dispatch).

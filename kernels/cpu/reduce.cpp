@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "attention_isa.h"
+#include "gemm_isa.h"
 #include "kernel_common.h"
 
 namespace dml_cpu {
@@ -187,6 +190,25 @@ void argmax_typed(int64_t outer, int64_t L, int64_t inner, const T* x, int64_t* 
 template <typename T>
 void softmax_typed(int64_t outer, int64_t L, int64_t inner, bool log_out, const T* x, T* y) {
   const bool par = outer * L * inner > kParallelWork;
+  if (inner == 1 && !log_out) {
+    // Contiguous rows: the ISA path's vector row (attention_isa.h), on a float copy for fp16/bf16.
+    const auto row_fn = gemm::active_isa()->attention->softmax_row;
+#pragma omp parallel if (par && outer > 1)
+    {
+      std::vector<float> buf(std::is_same_v<T, float> ? 0 : static_cast<size_t>(L));
+#pragma omp for schedule(static)
+      for (int64_t o = 0; o < outer; ++o) {
+        if constexpr (std::is_same_v<T, float>) {
+          row_fn(x + o * L, y + o * L, L);
+        } else {
+          for (int64_t l = 0; l < L; ++l) buf[static_cast<size_t>(l)] = load_f(x + o * L, l);
+          row_fn(buf.data(), buf.data(), L);
+          for (int64_t l = 0; l < L; ++l) store_f(y + o * L, l, buf[static_cast<size_t>(l)]);
+        }
+      }
+    }
+    return;
+  }
   if (inner == 1) {
 #pragma omp parallel if (par && outer > 1)
     {

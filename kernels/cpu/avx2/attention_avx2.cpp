@@ -118,6 +118,42 @@ void accumulate_avx2(int64_t dv, const float* p, const float* v, int64_t ldv, in
 
 }  // namespace
 
-const IsaTiles kAvx2Tiles = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2};
+// The AVX-512 row's three passes in 8 lanes; the tail (< 8) goes through a padded stack copy.
+static void softmax_row_avx2(const float* x, float* y, int64_t n) {
+  constexpr float kNinf = -std::numeric_limits<float>::infinity();
+  const __m256 ninf = _mm256_set1_ps(kNinf);
+  const int64_t nv = n & ~int64_t{7};
+  alignas(32) float t[8];
+  for (int k = 0; k < 8; ++k) t[k] = nv + k < n ? x[nv + k] : kNinf;
+  __m256 vmx = ninf, nan = _mm256_setzero_ps();
+  for (int64_t j = 0; j <= nv; j += 8) {
+    const __m256 v = j < nv ? _mm256_loadu_ps(x + j) : _mm256_load_ps(t);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    vmx = _mm256_max_ps(vmx, v);
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmx), _mm256_extractf128_ps(vmx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+  const float mx = _mm_cvtss_f32(m4);
+  if (_mm256_movemask_ps(nan) || !std::isfinite(mx)) return softmax_row_generic(x, y, n);
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t j = 0; j <= nv; j += 8) {
+    const __m256 v = j < nv ? _mm256_loadu_ps(x + j) : _mm256_load_ps(t);
+    const __m256 p = _mm256_and_ps(_mm256_cmp_ps(v, ninf, _CMP_NEQ_OQ), avx2::exp_ps(_mm256_sub_ps(v, vm)));
+    if (j < nv) _mm256_storeu_ps(y + j, p);
+    else _mm256_store_ps(t, p);
+    acc = _mm256_add_ps(acc, p);
+  }
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_shuffle_ps(s4, s4, 1));
+  const float inv_s = 1.0f / _mm_cvtss_f32(s4);
+  const __m256 inv = _mm256_set1_ps(inv_s);
+  for (int64_t j = 0; j < nv; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), inv));
+  for (int64_t k = 0; nv + k < n; ++k) y[nv + k] = t[k] * inv_s;
+}
+
+const IsaTiles kAvx2Tiles = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2, softmax_row_avx2};
 
 }  // namespace dml_cpu::attention

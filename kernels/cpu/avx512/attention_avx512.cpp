@@ -127,6 +127,45 @@ void accumulate_avx512(int64_t dv, const float* p, const float* v, int64_t ldv, 
 
 }  // namespace
 
-const IsaTiles kAvx512Tiles = {"avx512", scores_avx512, softmax_block_avx512, accumulate_avx512};
+// Three passes over the row (max; exp and sum; scale), 16 lanes, the tail masked. -inf entries give
+// exactly 0 (exp_ps clamps its argument); NaN anywhere or an infinite maximum: the generic row.
+static void softmax_row_avx512(const float* x, float* y, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int64_t nv = n & ~int64_t{15};
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - nv)) - 1u);
+  __m512 vmx = ninf;
+  __mmask16 nan = 0;
+  for (int64_t j = 0; j < nv; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    vmx = _mm512_max_ps(vmx, v);
+  }
+  if (tail) {
+    const __m512 v = _mm512_mask_loadu_ps(ninf, tail, x + nv);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    vmx = _mm512_max_ps(vmx, v);
+  }
+  const float mx = _mm512_reduce_max_ps(vmx);
+  if (nan || !std::isfinite(mx)) return softmax_row_generic(x, y, n);
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t j = 0; j < nv; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    const __m512 p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_OQ), avx512::exp_ps(_mm512_sub_ps(v, vm)));
+    _mm512_storeu_ps(y + j, p);
+    acc = _mm512_add_ps(acc, p);
+  }
+  if (tail) {
+    const __m512 v = _mm512_mask_loadu_ps(ninf, tail, x + nv);
+    const __m512 p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, ninf, _CMP_NEQ_OQ), avx512::exp_ps(_mm512_sub_ps(v, vm)));
+    _mm512_mask_storeu_ps(y + nv, tail, p);
+    acc = _mm512_add_ps(acc, p);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(acc));
+  for (int64_t j = 0; j < nv; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(y + j), inv));
+  if (tail) _mm512_mask_storeu_ps(y + nv, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + nv), inv));
+}
+
+const IsaTiles kAvx512Tiles = {"avx512", scores_avx512, softmax_block_avx512, accumulate_avx512, softmax_row_avx512};
 
 }  // namespace dml_cpu::attention

@@ -232,3 +232,85 @@ TEST(AttentionKernel, StridedArgumentErrors) {
 }
 
 }  // namespace
+
+// dml_cpu_softmax over contiguous rows uses the ISA path's vector row (attention_isa.h
+// softmax_row): every length 1..70 and a few long ones (vector body + masked / padded tail), -inf
+// entries (exactly 0), huge magnitudes, and the rows that must give what the scalar formula gives:
+// a NaN anywhere or an infinite maximum. fp16 rows go through the same row on a float copy.
+TEST(SoftmaxKernel, RowsMatchReferenceOnEveryIsaPath) {
+  const std::string original = dml_cpu_gemm_isa();
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
+    if (dml_cpu_gemm_select_isa(isa) != DML_CPU_OK) continue;
+    SCOPED_TRACE(isa);
+    std::vector<int64_t> lens;
+    for (int64_t n = 1; n <= 70; ++n) lens.push_back(n);
+    for (int64_t n : {128, 1000, 4099}) lens.push_back(n);
+    for (int64_t n : lens) {
+      const int64_t rows = 3;
+      auto x = rnd(static_cast<size_t>(rows * n), static_cast<uint32_t>(n), -30, 30);
+      x[0] = -INFINITY;                                        // row 0: a masked entry
+      if (n > 2) x[static_cast<size_t>(n + n / 2)] = 1e30f;    // row 1: one dominant entry
+      std::vector<float> y(x.size());
+      ASSERT_EQ(dml_cpu_softmax(DML_CPU_F32, rows, n, 1, 0, x.data(), y.data()), DML_CPU_OK);
+      for (int64_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, double(x[static_cast<size_t>(r * n + j)]));
+        for (int64_t j = 0; j < n; ++j) sum += std::exp(double(x[static_cast<size_t>(r * n + j)]) - mx);
+        for (int64_t j = 0; j < n; ++j) {
+          const double want = std::exp(double(x[static_cast<size_t>(r * n + j)]) - mx) / sum;
+          const float got = y[static_cast<size_t>(r * n + j)];
+          if (n == 1 && r == 0) {
+            EXPECT_TRUE(std::isnan(got)) << "a row of one -inf";
+            continue;
+          }
+          ASSERT_NEAR(got, want, 1e-6 + 2e-6 * want) << "n " << n << " row " << r << " col " << j;
+          if (std::isinf(x[static_cast<size_t>(r * n + j)])) {
+            EXPECT_EQ(got, 0.0f);
+          }
+        }
+      }
+      // In place gives the same bits.
+      std::vector<float> z = x;
+      ASSERT_EQ(dml_cpu_softmax(DML_CPU_F32, rows, n, 1, 0, z.data(), z.data()), DML_CPU_OK);
+      for (size_t i = 0; i < z.size(); ++i)
+        if (!std::isnan(y[i])) {
+          EXPECT_EQ(z[i], y[i]);
+        }
+    }
+    // NaN anywhere in a row: the whole row is NaN; +inf: NaN (inf - inf), as the scalar formula.
+    for (float bad : {NAN, INFINITY}) {
+      for (int64_t n : {5, 16, 37}) {
+        auto x = rnd(static_cast<size_t>(2 * n), 3);
+        x[static_cast<size_t>(n + 2)] = bad;
+        std::vector<float> y(x.size());
+        ASSERT_EQ(dml_cpu_softmax(DML_CPU_F32, 2, n, 1, 0, x.data(), y.data()), DML_CPU_OK);
+        for (int64_t j = 0; j < n; ++j) {
+          EXPECT_FALSE(std::isnan(y[static_cast<size_t>(j)]));
+          if (std::isnan(bad)) {
+            EXPECT_TRUE(std::isnan(y[static_cast<size_t>(n + j)])) << n << " " << j;
+          }
+        }
+        if (!std::isnan(bad)) {
+          EXPECT_TRUE(std::isnan(y[static_cast<size_t>(n + 2)]));
+        }
+      }
+    }
+    // fp16 rows.
+    const int64_t n = 77;
+    auto xf = rnd(static_cast<size_t>(2 * n), 11, -4, 4);
+    std::vector<dml_half> xh, yh(xf.size());
+    for (float& v : xf) {
+      xh.push_back(dml_from_float<dml_half>(v));
+      v = dml_to_float(xh.back());
+    }
+    ASSERT_EQ(dml_cpu_softmax(DML_CPU_F16, 2, n, 1, 0, xh.data(), yh.data()), DML_CPU_OK);
+    for (int64_t r = 0; r < 2; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < n; ++j) mx = std::max(mx, double(xf[static_cast<size_t>(r * n + j)]));
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(xf[static_cast<size_t>(r * n + j)] - mx);
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_NEAR(dml_to_float(yh[static_cast<size_t>(r * n + j)]), std::exp(xf[static_cast<size_t>(r * n + j)] - mx) / sum, 1e-3);
+    }
+  }
+  dml_cpu_gemm_select_isa(original.c_str());
+}
