@@ -63,6 +63,8 @@ std::vector<TensorType> infer_reshape(const InferContext& ctx) {
     target[infer_at] = q ? *q : numel / known;
     return {{in.dtype, target}};
   }
+  // Equal constant counts (0 and 0 included, which exact_div cannot divide) match.
+  if (numel.is_const() && known.is_const() && numel.const_value() == known.const_value()) return {{in.dtype, target}};
   auto q = detail::exact_div(numel, known);
   if (q && is_const(*q, 1)) return {{in.dtype, target}};
   if (numel.is_const() && known.is_const())
