@@ -81,7 +81,7 @@ def _sweep(quick: bool):
              torch=lambda T, x, s: T.relu(T.nn.functional.conv2d(x["x"], x["w"], x["b"], stride=s[6], padding=s[5] // 2)),
              const=("w", "b")),
         dict(op="max_pool2d", shapes=[(1, 64, 112, 112), (8, 64, 112, 112)], inputs=lambda s: {"x": s},
-             build=lambda ops, t, s: ops.max_pool2d(t["x"], kernel=[3, 3], stride=[2, 2], padding=[1, 1, 1, 1]),
+             build=lambda ops, t, s: ops.max_pool2d(t["x"], 3, 2, 1),
              torch=lambda T, x, s: T.nn.functional.max_pool2d(x["x"], 3, 2, 1)),
     ]
 
