@@ -43,6 +43,59 @@ def test_opset14_encoder_fuses_layer_norm_and_attention(tmp_path):
     assert not ops & {"softmax", "reduce_mean", "pow", "sqrt", "bmm_rrr", "erf"}, ops
 
 
+def test_bert_style_masked_attention_export_fuses(tmp_path):
+    """A BERT-style layer as Hugging Face writes it ([B, H, S, D] heads, kᵀ by transpose(-1, -2),
+    scores / sqrt(D) + (1 - mask) · -10000 padding mask, softmax, LayerNorm) exported at opset 14:
+    one masked scaled_dot_product_attention and two layer_norms, matching PyTorch at batch 1, 2, 5
+    with padded rows."""
+    import json
+    import math
+
+    import numpy as np
+
+    import dinoml as dml
+
+    torch.manual_seed(0)
+
+    class Layer(torch.nn.Module):
+        def __init__(self, d=64, h=4):
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+            self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.f1, self.f2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def heads(self, t):
+            b, s, _ = t.shape
+            return t.view(b, s, self.h, self.dh).permute(0, 2, 1, 3)
+
+        def forward(self, x, mask):
+            q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)
+            p = torch.softmax(scores + (1.0 - mask[:, None, None, :]) * -10000.0, dim=-1)
+            c = torch.matmul(p, v).permute(0, 2, 1, 3).reshape(x.shape)
+            x = self.ln1(x + self.o(c))
+            return self.ln2(x + self.f2(torch.nn.functional.gelu(self.f1(x))))
+
+    m = Layer().eval()
+    seq = 24
+    path = str(tmp_path / "layer.onnx")
+    torch.onnx.export(m, (torch.randn(2, seq, 64), torch.ones(2, seq)), path, input_names=["x", "mask"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "mask": {0: "batch"}}, opset_version=14)
+    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
+    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    assert ops.count("scaled_dot_product_attention") == 1 and ops.count("layer_norm") == 2, ops
+    assert not {"softmax", "bmm_rrr", "reduce_mean", "erf"} & set(ops), ops
+    sess = dml.runtime.load(art.path).create_session()
+    for b in (1, 2, 5):
+        x, mask = torch.randn(b, seq, 64), torch.ones(b, seq)
+        mask[-1, 7:] = 0
+        with torch.no_grad():
+            want = m(x, mask).numpy()
+        got = sess.run_numpy({"x": x.numpy(), "mask": mask.numpy()})["y"]
+        np.testing.assert_allclose(got, want, atol=1e-4)
+
+
 def test_cumsum_export_compiles_and_matches_torch(tmp_path):
     """CumSum (as HF-style exports use it for position ids) through the compiled CPU path, float
     and int64, against PyTorch."""
