@@ -51,53 +51,79 @@ void split_row(const T* row, int64_t w, int64_t half, float* out) {
   }
 }
 
-// Row-wise: for each output row, every (valid) tap updates a running maximum over the output
-// columns that tap can reach, so the inner loop is branch-free and vectorises (NaN propagates).
+// NaN-propagating running maximum (NaN once seen stays; max_ps alone would drop it): branch-free,
+// vectorises to compare + blend.
+inline float max_nan(float m, float v) { return (v > m || v != v) ? v : m; }
+
+// Separable: for each output row the valid tap rows are first combined column by column into one
+// row (vertical pass over whole rows: contiguous and vectorised), then every valid column tap
+// updates a running maximum over the output columns it reaches (horizontal pass). The window's
+// elements and the NaN-propagating maximum are those of the direct form (max is associative), so
+// the result is the same, in (kh − 1)·W + kw·Wo operations instead of kh·kw·Wo and with one tap
+// loop per row instead of kh·kw.
 template <typename T>
 void max_pool(const dml_cpu_pool2d_shape& s, const T* x, T* y) {
   const int64_t planes = s.N * s.C;
+  // Stride 2 (ResNet's 3×3/2): the strided column reads do not vectorise, so each input row is
+  // first split into its two column phases (contiguous runs).
+  const bool phases = s.sw == 2;
+  const int64_t half = cdiv(s.W, 2);
+  const int64_t rowlen = phases ? 2 * half : s.W;
+  // Per column tap j: the output columns [lo, hi) it reaches and where it reads in the combined row.
+  std::vector<int64_t> jlo(static_cast<size_t>(s.kw)), jhi(jlo.size()), jbase(jlo.size());
+  for (int64_t j = 0; j < s.kw; ++j) {
+    const int64_t off = j * s.dw - s.pl;
+    jlo[j] = off >= 0 ? 0 : cdiv(-off, s.sw);
+    jhi[j] = std::max(jlo[j], s.W - 1 - off < 0 ? int64_t{0} : std::min(s.Wo, (s.W - 1 - off) / s.sw + 1));
+    // Column ow·2 + off = 2·(ow + ⌊off/2⌋) + (off mod 2): phase (off mod 2), index ow + ⌊off/2⌋.
+    const int64_t fl = off >= 0 ? off / 2 : -((-off + 1) / 2);
+    jbase[j] = phases ? (off - 2 * fl) * half + fl : off;
+  }
 #pragma omp parallel if (planes * s.Ho * s.Wo * s.kh * s.kw > kParallelWork && planes > 1)
   {
     std::vector<float> acc(static_cast<size_t>(s.Wo));
-    // Stride 2 (ResNet's 3×3/2): the strided tap reads do not vectorise, so each input row is first
-    // split into its two column phases (contiguous runs).
-    const bool phases = s.sw == 2;
-    const int64_t half = cdiv(s.W, 2);
-    std::vector<float> phbuf(phases ? static_cast<size_t>(s.H * 2 * half) : 0);
+    std::vector<float> vrow(static_cast<size_t>(rowlen));
+    std::vector<float> phbuf(phases ? static_cast<size_t>(s.H * rowlen) : 0);
+    std::vector<float> fbuf(!phases && !std::is_same_v<T, float> ? static_cast<size_t>(s.H * s.W) : 0);
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {
       const T* xp = x + p * s.H * s.W;
       T* yp = y + p * s.Ho * s.Wo;
       float* m = acc.data();
-      if (phases)  // every input row once: even columns, then odd ones (zero past the row)
-        for (int64_t r = 0; r < s.H; ++r) split_row(xp + r * s.W, s.W, half, phbuf.data() + r * 2 * half);
+      // The plane as float rows of rowlen: phase-split, converted, or the input itself.
+      const float* rows;
+      if (phases) {
+        for (int64_t r = 0; r < s.H; ++r) split_row(xp + r * s.W, s.W, half, phbuf.data() + r * rowlen);
+        rows = phbuf.data();
+      } else if constexpr (std::is_same_v<T, float>) {
+        rows = xp;
+      } else {
+        for (int64_t i = 0; i < s.H * s.W; ++i) fbuf[static_cast<size_t>(i)] = load_f(xp, i);
+        rows = fbuf.data();
+      }
       for (int64_t oh = 0; oh < s.Ho; ++oh) {
         for (int64_t ow = 0; ow < s.Wo; ++ow) m[ow] = -INFINITY;
         const int64_t h0 = oh * s.sh - s.pt;
         int64_t ilo, ihi;
         tap_range(h0, s.kh, s.dh, s.H, ilo, ihi);
-        for (int64_t i = ilo; i < ihi; ++i) {
-          const T* row = xp + (h0 + i * s.dh) * s.W;
-          const float* ph = phases ? phbuf.data() + (h0 + i * s.dh) * 2 * half : nullptr;
+        if (ihi > ilo) {
+          const float* v = rows + (h0 + ilo * s.dh) * rowlen;
+          if (ihi - ilo > 1) {
+            float* vr = vrow.data();
+            const float* r1 = rows + (h0 + (ilo + 1) * s.dh) * rowlen;
+            for (int64_t c = 0; c < rowlen; ++c) vr[c] = max_nan(v[c], r1[c]);
+            for (int64_t i = ilo + 2; i < ihi; ++i) {
+              const float* ri = rows + (h0 + i * s.dh) * rowlen;
+              for (int64_t c = 0; c < rowlen; ++c) vr[c] = max_nan(vr[c], ri[c]);
+            }
+            v = vr;
+          }
           for (int64_t j = 0; j < s.kw; ++j) {
-            const int64_t off = j * s.dw - s.pl;
-            const int64_t lo = off >= 0 ? 0 : cdiv(-off, s.sw);
-            const int64_t hi = s.W - 1 - off < 0 ? 0 : std::min(s.Wo, (s.W - 1 - off) / s.sw + 1);
-            if (phases) {
-              // Column ow·2 + off = 2·(ow + ⌊off/2⌋) + (off mod 2): phase (off mod 2), index ow + ⌊off/2⌋.
-              const int64_t fl = off >= 0 ? off / 2 : -((-off + 1) / 2);
-              const float* v = ph + (off - 2 * fl) * half + fl;
-              for (int64_t ow = lo; ow < hi; ++ow) m[ow] = (v[ow] > m[ow] || v[ow] != v[ow]) ? v[ow] : m[ow];
-            } else if (s.sw == 1) {
-              for (int64_t ow = lo; ow < hi; ++ow) {
-                const float v = load_f(row, ow + off);
-                m[ow] = (v > m[ow] || v != v) ? v : m[ow];
-              }
+            const float* vj = v + jbase[j];
+            if (phases || s.sw == 1) {
+              for (int64_t ow = jlo[j]; ow < jhi[j]; ++ow) m[ow] = max_nan(m[ow], vj[ow]);
             } else {
-              for (int64_t ow = lo; ow < hi; ++ow) {
-                const float v = load_f(row, ow * s.sw + off);
-                m[ow] = (v > m[ow] || v != v) ? v : m[ow];
-              }
+              for (int64_t ow = jlo[j]; ow < jhi[j]; ++ow) m[ow] = max_nan(m[ow], vj[ow * s.sw]);
             }
           }
         }

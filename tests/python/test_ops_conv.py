@@ -135,7 +135,7 @@ def _pool_case(kind, k, stride, pad, dil=(1, 1), ceil=False, cip=True, C=3, Hh=1
                             count_include_pad=cip).numpy()
 
     tag = f"{kind}-k{k[0]}x{k[1]}-s{stride[0]}{stride[1]}-p{pads[0]}{pads[1]}-d{dil[0]}{dil[1]}" \
-          f"{'-ceil' if ceil else ''}{'' if cip else '-nopad'}-{dtype}"
+          f"{'-ceil' if ceil else ''}{'' if cip else '-nopad'}-{dtype}" + ("" if (Hh, W) == (11, 10) else f"-{Hh}x{W}")
     return Case(tag, {"x": Inp(("B", C, Hh, W), dtype)}, build, oracle, dtype,
                 tol=(1e-5, 1e-5) if dtype == "float32" else None)
 
@@ -148,6 +148,11 @@ POOL_CASES = [
     _pool_case("max", (3, 3), (1, 2), 1, dil=(2, 1)),
     _pool_case("max", (2, 2), (3, 3), 1, dil=(2, 2), ceil=True, Hh=10, W=9),
     _pool_case("max", (3, 3), (2, 2), 1, dtype="float16"),
+    # rows wide enough for the kernel's vector loops (separable vertical / horizontal passes)
+    _pool_case("max", (3, 3), (2, 2), 1, C=2, Hh=23, W=45),
+    _pool_case("max", (3, 3), (1, 1), 1, C=2, Hh=9, W=40),
+    _pool_case("max", (2, 3), (3, 3), (1, 1, 1, 1), dil=(2, 2), C=2, Hh=20, W=50),
+    _pool_case("max", (3, 3), (2, 2), 1, C=2, Hh=17, W=36, dtype="bfloat16"),
     _pool_case("avg", (3, 3), (2, 2), 1),
     _pool_case("avg", (3, 3), (2, 2), 1, cip=False),
     _pool_case("avg", (2, 3), (2, 2), (1, 1, 1, 1), ceil=True),
