@@ -187,8 +187,9 @@ Patterns find_patterns(const onnx::GraphProto& g, const std::map<std::string, op
       const auto& cn = g.node(c);
       if (cn.op_type() != op || !cn.domain().empty() || cn.input_size() != 2 || cn.output_size() < 1) break;
       if (std::string(op) == "Add" && r.inputs.size() < 2) break;  // β without γ: left to the converters
-      r.inputs.push_back(cn.input(0) == y ? cn.input(1) : cn.input(0));
-      if (r.inputs.back() == y) break;
+      const std::string& other = cn.input(0) == y ? cn.input(1) : cn.input(0);
+      if (other == y) break;  // y · y: not an affine step
+      r.inputs.push_back(other);
       absorbed.push_back(last);
       last = c;
     }
