@@ -209,7 +209,7 @@ void softmax_typed(int64_t outer, int64_t L, int64_t inner, bool log_out, const 
     }
     return;
   }
-  if (inner == 1) {
+  if (inner == 1) {  // log_softmax rows (softmax rows returned above)
 #pragma omp parallel if (par && outer > 1)
     {
       std::vector<float> buf(static_cast<size_t>(L));
@@ -228,13 +228,8 @@ void softmax_typed(int64_t outer, int64_t L, int64_t inner, bool log_out, const 
           sum += std::exp(b[l]);
         }
         T* out = y + o * L;
-        if (log_out) {
-          const float ls = std::log(sum);
-          for (int64_t l = 0; l < L; ++l) store_f(out, l, b[l] - ls);
-        } else {
-          const float inv = 1.0f / sum;
-          for (int64_t l = 0; l < L; ++l) store_f(out, l, std::exp(b[l]) * inv);
-        }
+        const float ls = std::log(sum);
+        for (int64_t l = 0; l < L; ++l) store_f(out, l, b[l] - ls);
       }
     }
     return;

@@ -225,6 +225,15 @@ std::string shape_to_string(const Shape& s) {
   return out + "]";
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t a = 0; a < from.size(); ++a) {
+    const IntExpr& f = from[from.size() - 1 - a];
+    if (!(f == to[to.size() - 1 - a]) && !(f.is_const() && f.const_value() == 1)) return false;
+  }
+  return true;
+}
+
 bool shape_is_static(const Shape& s) {
   return std::all_of(s.begin(), s.end(), [](const IntExpr& e) { return e.is_const(); });
 }

@@ -74,6 +74,9 @@ nlohmann::json shape_to_json(const Shape& s);
 Shape shape_from_json(const nlohmann::json& j);
 std::string shape_to_string(const Shape& s);  // "[batch, 8]"
 bool shape_is_static(const Shape& s);
+// NumPy broadcasting of `from` to `to` without growing `to`: rank(from) <= rank(to) and each of
+// from's trailing extents equals to's or is the constant 1.
+bool broadcasts_to(const Shape& from, const Shape& to);
 std::vector<int64_t> eval_shape(const Shape& s, const std::map<std::string, int64_t>& dims);
 // Product of all extents as an expression.
 IntExpr shape_numel(const Shape& s);

@@ -77,12 +77,9 @@ class AttentionFuser {
   }
 
  private:
-  // The node producing `t` when `t` is an intermediate read by exactly one node.
+  // The node producing `t` when `t` is an intermediate read once by exactly one node.
   std::optional<size_t> sole_producer(const std::string& t) {
-    const ir::Tensor& tt = g_.tensor(t);
-    if (tt.kind != ir::TensorKind::intermediate || tt.view_of) return std::nullopt;
-    auto c = consumers_.find(t);
-    if (c == consumers_.end() || c->second.size() != 1) return std::nullopt;
+    if (pass_util::single_consumer(g_, consumers_, t) < 0) return std::nullopt;
     auto p = producers_.find(t);
     if (p == producers_.end()) return std::nullopt;
     return p->second;
@@ -149,19 +146,13 @@ class AttentionFuser {
         const std::string& sc = add.inputs[static_cast<size_t>(side)];
         const std::string& mk = add.inputs[static_cast<size_t>(1 - side)];
         const ir::Tensor &sct = g_.tensor(sc), &mkt = g_.tensor(mk);
-        if (sct.shape != sum.shape || sct.dtype != sum.dtype || mkt.dtype != sum.dtype || mkt.shape.size() > sum.shape.size())
+        if (sct.shape != sum.shape || sct.dtype != sum.dtype || mkt.dtype != sum.dtype ||
+            !ir::broadcasts_to(mkt.shape, sum.shape))
           continue;
         auto sp = sole_producer(sc);
         if (!sp) continue;
         const std::string& op = g_.nodes[*sp].op;
         if (op != "bmm_rrr" && op != "bmm_rcr" && op != "mul" && op != "div") continue;
-        bool fits = true;  // the mask broadcasts to the scores
-        for (size_t a = 0; a < mkt.shape.size(); ++a) {
-          const auto& md = mkt.shape[mkt.shape.size() - 1 - a];
-          const auto& sd = sum.shape[sum.shape.size() - 1 - a];
-          if (!(md == sd) && !(md.is_const() && md.const_value() == 1)) fits = false;
-        }
-        if (!fits) continue;
         m.mask = mk;
         s = sc;
         pi = sp;

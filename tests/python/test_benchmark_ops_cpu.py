@@ -41,7 +41,7 @@ def test_sweep_entry_traces(entry):
 def test_cli_runs_one_op():
     exe = BUILD / "dinoml"
     if not exe.exists():
-        pytest.skip(f"{exe} not built")
+        pytest.skip(f"{exe} is not built (scripts/build.sh builds it; scripts/test.sh always does)")
     p = subprocess.run([str(exe), "benchmark-ops", "cpu", "--quick", "--only", "gelu", "--seconds", "0.05"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -216,17 +216,9 @@ std::string emit_pattern(Importer& im, const PatternReplacement& r) {
   for (; j < r.inputs.size(); ++j) {
     std::string p = im.t(r.inputs[j]);
     const auto& tp = im.type(p);
-    if (tp.dtype != tx.dtype || tp.shape.size() > tail.size()) break;
-    if (tp.shape != tail) {
-      bool fits = true;  // broadcast of p to the tail, checked here so a mismatch falls back
-      for (size_t a = 0; a < tp.shape.size(); ++a) {
-        const auto& pd = tp.shape[tp.shape.size() - 1 - a];
-        const auto& td = tail[tail.size() - 1 - a];
-        if (!(pd == td) && !(pd.is_const() && pd.const_value() == 1)) fits = false;
-      }
-      if (!fits) break;
-      p = im.op("expand", {p}, {{"shape", tail}});
-    }
+    // Checked here so that a γ / β of another shape falls back to Mul / Add instead of failing.
+    if (tp.dtype != tx.dtype || !ir::broadcasts_to(tp.shape, tail)) break;
+    if (tp.shape != tail) p = im.op("expand", {p}, {{"shape", tail}});
     ins.push_back(p);
   }
   ir::Attrs attrs = r.attrs;
