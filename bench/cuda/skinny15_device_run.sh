@@ -21,7 +21,7 @@ gb.NVAR = sp.NVAR
 lib = gb.Lib(sys.argv[1]); v = int(sys.argv[2])
 for dt in (torch.bfloat16, torch.float16):
     for (M, N, K) in [(1, 4096, 4096), (16, 4096, 4096), (5, 300, 520), (17, 4100, 1000)]:
-        r = gb.variant_check(lib, dt, M, N, K, v, "none", True, pack=sp.pack_for(v), name="smoke", tag="smoke")
+        r = gb.variant_check(lib, dt, M, N, K, v, "none", True, pack=sp.pack, name="smoke", tag="smoke")
 PY
 done
 timeout ${BENCH_TIMEOUT:-420} python3 bench/cuda/skinny_packed_bench.py "$SO" --out "$OUT" --packed "$VARS" "$@" 2>&1 | tee "$OUT/run.log"
@@ -33,7 +33,7 @@ sys.path.insert(0, "bench/cuda")
 import gemv_bench as gb, skinny_packed_bench as sp
 gb.NVAR = sp.NVAR
 lib = gb.Lib(sys.argv[1]); v, M = int(sys.argv[2]), int(sys.argv[3])
-a = torch.randn(M, 4096, device="cuda").bfloat16(); b = sp.pack_for(v)((torch.randn(4096, 4096, device="cuda") / 64).bfloat16())
+a = torch.randn(M, 4096, device="cuda").bfloat16(); b = sp.pack((torch.randn(4096, 4096, device="cuda") / 64).bfloat16())
 y = torch.empty(M, 4096, device="cuda", dtype=torch.bfloat16)
 for _ in range(3):
     lib.skinny(a, b, None, None, y, "none", v, n=4096)

@@ -32,24 +32,15 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402
 
-NVAR = 62
-# Variants reading the groups-interleaved packing (gemm_skinny.cu PKD 2) and their groups per block.
-INTERLEAVED = {59: 2, 60: 2, 61: 2, 62: 2}
+NVAR = 58
 
 
-def pack(b, ng=1):
-    """[ceil(N/8)][ceil(K/32)][8][32] (ng = 1), or with the ng groups of a block interleaved per chunk:
-    [ceil(N/(8 ng))][ceil(K/32)][ng][8][32] (gemm_skinny.cu PKD 2); zero padded."""
+def pack(b):
     N, K = b.shape
-    Np, Kp = (N + 8 * ng - 1) // (8 * ng) * (8 * ng), (K + 31) // 32 * 32
+    Np, Kp = (N + 7) // 8 * 8, (K + 31) // 32 * 32
     bp = torch.zeros(Np, Kp, device=b.device, dtype=b.dtype)
     bp[:N, :K] = b
-    return bp.view(Np // (8 * ng), 8 * ng, Kp // 32, 32).permute(0, 2, 1, 3).contiguous()
-
-
-def pack_for(v):
-    ng = INTERLEAVED.get(v, 1)
-    return pack if ng == 1 else (lambda b: pack(b, ng))
+    return bp.view(Np // 8, 8, Kp // 32, 32).permute(0, 2, 1, 3).contiguous()
 
 
 def checks(lib, variants, rowmajor=()):
@@ -58,7 +49,7 @@ def checks(lib, variants, rowmajor=()):
 
     def one(dt, M, N, K, v, epi="none", bias=False):
         rm = v in rowmajor
-        out.append(gb.variant_check(lib, dt, M, N, K, v, epi, bias, pack=None if rm else pack_for(v), name="rowmajor" if rm else "packed",
+        out.append(gb.variant_check(lib, dt, M, N, K, v, epi, bias, pack=None if rm else pack, name="rowmajor" if rm else "packed",
                                     tag="check"))
 
     # The C ABI: dml_cuda_gemm with DML_CUDA_GEMM_SKINNY_PACKED (skinny_variant_packed's choice) on a weight
@@ -151,8 +142,7 @@ def bench(lib, dt, M, N, K, copy_bw, packed, base):
     sets = []
     for _ in range(nsets):
         b = (torch.randn(N, K, device="cuda") / math.sqrt(K)).to(dt)
-        sets.append((torch.randn(M, K, device="cuda").to(dt), b, torch.empty(M, N, device="cuda", dtype=dt), pack(b),
-                     {ng: pack(b, ng) for ng in sorted({INTERLEAVED[v] for v in packed if v in INTERLEAVED})}))
+        sets.append((torch.randn(M, K, device="cuda").to(dt), b, torch.empty(M, N, device="cuda", dtype=dt), pack(b)))
     calls = 4 * nsets
     row = {"dtype": str(dt).split(".")[1], "M": M, "N": N, "K": K, "bytes": per_set, "sets": nsets, "calls": calls}
     fns = {"torch": lambda s: torch.matmul(s[0], s[1].t(), out=s[2]),
@@ -161,8 +151,7 @@ def bench(lib, dt, M, N, K, copy_bw, packed, base):
     for v in base:
         fns[f"v{v}"] = lambda s, v=v: lib.skinny(s[0], s[1], None, None, s[2], "none", v)
     for v in packed:
-        fns[f"p{v}"] = lambda s, v=v: lib.skinny(s[0], s[4][INTERLEAVED[v]] if v in INTERLEAVED else s[3], None, None, s[2],
-                                                 "none", v, n=N)
+        fns[f"p{v}"] = lambda s, v=v: lib.skinny(s[0], s[3], None, None, s[2], "none", v, n=N)
     for name, f in fns.items():
         try:
             ms = gb.time_graph([lambda s=s, f=f: f(s) for s in sets], calls)
@@ -188,7 +177,7 @@ def bench_chain(lib, dt, M, shapes, copy_bw, packed):
     for _ in range(nsets):
         for (N, K) in shapes:
             b = (torch.randn(N, K, device="cuda") / math.sqrt(K)).to(dt)
-            ws.append((N, K, b, pack(b), {ng: pack(b, ng) for ng in sorted({INTERLEAVED[v] for v in packed if v in INTERLEAVED})}))
+            ws.append((N, K, b, pack(b)))
     widest = max(max(N, K) for (N, K) in shapes)
     bufs = [torch.randn(M * widest, device="cuda").to(dt), torch.empty(M * widest, device="cuda", dtype=dt)]
     calls = len(ws) * 4
@@ -196,14 +185,14 @@ def bench_chain(lib, dt, M, shapes, copy_bw, packed):
            "bytes_per_call": per_cycle / len(shapes)}
 
     def step(i, how):
-        N, K, b, bp, bpi = ws[i % len(ws)]
+        N, K, b, bp = ws[i % len(ws)]
         a, y = bufs[i % 2][:M * K].view(M, K), bufs[(i + 1) % 2][:M * N].view(M, N)
         if how == "torch":
             torch.matmul(a, b.t(), out=y)
         elif how == "packed":
             lib.gemm("skinny_packed", a, bp, None, None, y, "none", n=N)
         else:
-            lib.skinny(a, bpi[INTERLEAVED[how]] if how in INTERLEAVED else bp, None, None, y, "none", how, n=N)
+            lib.skinny(a, bp, None, None, y, "none", how, n=N)
 
     for how in ["torch", "packed"] + list(packed):
         name = how if isinstance(how, str) else f"p{how}"

@@ -192,13 +192,11 @@ template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_byte
 // preceding kernel's tail, which a prefetch of one loop step into registers cannot.
 // MINB: blocks per multiprocessor the registers must allow (__launch_bounds__; 0: no bound), so that the next
 // kernel's blocks fit next to this one's (PDL).
-// PKD: 1: b is fragment-packed (pack_skinny_weight): [ceil(N/8)][ceil(K/32)][8][32], zero padded, so
-// that one warp load of a chunk (8 rows x 64 bytes) is 512 contiguous bytes; 2: the NG groups of a
-// block interleaved per chunk, [ceil(N/(8·NG))][ceil(K/32)][NG][8][32] (a step's NG loads of a warp
-// are then 512·NG contiguous bytes instead of NG regions 64 KB apart at K = 4096).
+// PKD: b is fragment-packed (pack_skinny_weight): [ceil(N/8)][ceil(K/32)][8][32], zero padded, so
+// that one warp load of a chunk (8 rows x 64 bytes) is 512 contiguous bytes.
 // HALF: at most 8 rows of a (M <= 8): rows g + 8 are known absent, so their loads and registers go.
 // BAT: the loads of a loop step batched ahead of its mma (sk_mma).
-template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, int PKD = 0, bool HALF = false,
+template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
           bool BAT = false>
 __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
@@ -223,9 +221,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   for (int j = 0; j < NG; ++j) {
     const int64_t n = n0 + 8 * j + g;
     bok[j] = n < N;
-    if constexpr (PKD == 2)  // the block's NG groups interleaved per chunk: one warp load of the step is 512·NG contiguous bytes
-      brow[j] = b + (int64_t)blockIdx.x * ((K + 31) / 32) * 256 * NG + 256 * j + 8 * lane;
-    else if constexpr (PKD == 1)
+    if constexpr (PKD)
       brow[j] = b + (bok[j] ? n / 8 : 0) * ((K + 31) / 32) * 256 + 8 * lane;
     else
       brow[j] = b + (bok[j] ? n : 0) * K + 8 * t;
@@ -278,7 +274,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
 #endif
   } else if (PF) {
     SkChunk<NG, SK_U> ch;
-    sk_load_w<T, NG, SK_U, SK_WARPS, PKD == 2 ? 256 * NG : PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
+    sk_load_w<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
     grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
     grid_dep_launch();
     sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
@@ -290,7 +286,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   }
   for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
-    sk_load<T, NG, SK_U, SK_WARPS, PKD == 2 ? 256 * NG : PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_load<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
     sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
@@ -569,7 +565,7 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 
 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
 // prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
-template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, int PKD = 0, bool HALF = false,
+template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
           bool BAT = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
@@ -639,8 +635,7 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
 // 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
 // {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
-// 59..62: as 53 / 56 / {2,2,16} / {2,3,8} on the groups-interleaved packing (PKD 2; the harness packs it).
-constexpr int kNumVariants = 62;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -694,9 +689,6 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
-    // groups interleaved (PKD 2) + PF + BAT: {2,2,8}, {2,2,8} HALF, {2,2,16}, {2,3,8}
-    DML_SK_CASE(59, 2, 2, 8, true, true, 0, 0, 2, false, true) DML_SK_CASE(60, 2, 2, 8, true, true, 0, 0, 2, true, true)
-    DML_SK_CASE(61, 2, 2, 16, true, true, 0, 0, 2, false, true) DML_SK_CASE(62, 2, 3, 8, true, true, 0, 0, 2, false, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
