@@ -755,6 +755,33 @@ Epilogue make_epilogue(int dtype, int kind, const void* bias, const void* d, int
 
 const IsaKernels* active_isa() { return g_isa.load(std::memory_order_relaxed); }
 
+int BatchAxes::init(const char* kernel, int batch_rank, const int64_t* batch_shape, const int64_t* a_batch,
+                    const int64_t* b_batch, int64_t a_mat, int64_t b_mat) {
+  if (batch_rank < 0 || batch_rank > 8)
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": batch rank " + std::to_string(batch_rank) +
+                                          " is outside [0, 8]");
+  if (batch_rank > 0 && (!batch_shape || !a_batch || !b_batch))
+    return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": batch_shape, a_batch and b_batch must not be NULL");
+  rank = batch_rank;
+  count = 1;
+  // Element strides of each operand's batch axes; 0 where the operand broadcasts.
+  for (int i = batch_rank - 1; i >= 0; --i) {
+    if (batch_shape[i] < 0 || (a_batch[i] != batch_shape[i] && a_batch[i] != 1) ||
+        (b_batch[i] != batch_shape[i] && b_batch[i] != 1))
+      return fail(DML_CPU_ERR_ARGUMENT, std::string(kernel) + ": batch axis " + std::to_string(i) +
+                                            " of the operands (" + std::to_string(a_batch[i]) + ", " +
+                                            std::to_string(b_batch[i]) + ") does not broadcast to " +
+                                            std::to_string(batch_shape[i]));
+    shape[i] = batch_shape[i];
+    sa[i] = a_batch[i] == 1 ? 0 : a_mat;
+    sb[i] = b_batch[i] == 1 ? 0 : b_mat;
+    a_mat *= a_batch[i];
+    b_mat *= b_batch[i];
+    count *= batch_shape[i];
+  }
+  return DML_CPU_OK;
+}
+
 }  // namespace dml_cpu::gemm
 
 using namespace dml_cpu;
@@ -807,22 +834,9 @@ extern "C" int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64_
                            void* c) {
   if (int st = check_layout(b_layout, "dml_cpu_bmm")) return st;
   if (int st = check_gemm_args(M, N, K, DML_CPU_EPI_NONE, nullptr, "dml_cpu_bmm")) return st;
-  if (batch_rank < 0 || batch_rank > 8)
-    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_bmm: batch rank " + std::to_string(batch_rank) + " is outside [0, 8]");
-  // Element strides of each operand's batch axes; 0 where the operand broadcasts.
-  int64_t sa[8], sb[8], batch = 1;
-  int64_t acc_a = M * K, acc_b = K * N;
-  for (int i = batch_rank - 1; i >= 0; --i) {
-    if ((a_batch[i] != batch_shape[i] && a_batch[i] != 1) || (b_batch[i] != batch_shape[i] && b_batch[i] != 1))
-      return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_bmm: batch axis " + std::to_string(i) + " of the operands (" +
-                                            std::to_string(a_batch[i]) + ", " + std::to_string(b_batch[i]) +
-                                            ") does not broadcast to " + std::to_string(batch_shape[i]));
-    sa[i] = a_batch[i] == 1 ? 0 : acc_a;
-    sb[i] = b_batch[i] == 1 ? 0 : acc_b;
-    acc_a *= a_batch[i];
-    acc_b *= b_batch[i];
-    batch *= batch_shape[i];
-  }
+  BatchAxes ax;
+  if (int st = ax.init("dml_cpu_bmm", batch_rank, batch_shape, a_batch, b_batch, M * K, K * N)) return st;
+  const int64_t batch = ax.count;
   const size_t es = dtype_size(dtype);
   if (es == 0 || dtype > DML_CPU_BF16)
     return fail(DML_CPU_ERR_UNSUPPORTED, std::string("dml_cpu_bmm: dtype ") + dtype_name(dtype) +
@@ -833,13 +847,8 @@ extern "C" int dml_cpu_bmm(int dtype, int b_layout, int batch_rank, const int64_
   std::atomic<int> status{DML_CPU_OK};
 #pragma omp parallel for schedule(static) if (over_batch)
   for (int64_t bi = 0; bi < batch; ++bi) {
-    int64_t rem = bi, oa = 0, ob = 0;
-    for (int i = batch_rank - 1; i >= 0; --i) {
-      const int64_t idx = rem % batch_shape[i];
-      rem /= batch_shape[i];
-      oa += idx * sa[i];
-      ob += idx * sb[i];
-    }
+    int64_t oa, ob;
+    ax.offsets(bi, oa, ob);
     Call p{dtype, b_layout, M, N, K, static_cast<const char*>(a) + oa * es, static_cast<const char*>(b) + ob * es,
            nullptr, make_epilogue(dtype, DML_CPU_EPI_NONE, nullptr, nullptr, N),
            static_cast<char*>(c) + bi * M * N * es};

@@ -35,4 +35,26 @@ int pack_b_all(int dtype, int layout, int64_t N, int64_t K, const void* b, float
 // The panels of a buffer made by dml_cpu_gemm_pack_b, after checking its header against (N, K).
 const float* packed_b_panels(const void* packed, int64_t N, int64_t K, const char* kernel, int* status);
 
+// The batch axes of dml_cpu_bmm / dml_cpu_bmm_tiled: c[batch…] = a[batch…] · b[batch…], where a_batch /
+// b_batch are the operands' extents (each equal to batch_shape's or 1: broadcast) and a matrix of a
+// holds a_mat elements, one of b b_mat. `offsets` gives batch item bi's element offsets into a and b.
+struct BatchAxes {
+  int rank = 0;
+  int64_t count = 1;  // product of batch_shape
+  int64_t shape[8] = {}, sa[8] = {}, sb[8] = {};
+
+  // DML_CPU_OK, or an error naming `kernel` and the axis that does not broadcast / the bad rank.
+  int init(const char* kernel, int batch_rank, const int64_t* batch_shape, const int64_t* a_batch,
+           const int64_t* b_batch, int64_t a_mat, int64_t b_mat);
+  void offsets(int64_t bi, int64_t& oa, int64_t& ob) const {
+    oa = ob = 0;
+    for (int i = rank - 1; i >= 0; --i) {
+      const int64_t idx = bi % shape[i];
+      bi /= shape[i];
+      oa += idx * sa[i];
+      ob += idx * sb[i];
+    }
+  }
+};
+
 }  // namespace dml_cpu::gemm

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "gemm_driver.h"
 #include "kernel_common.h"
 
 namespace dml_cpu {
@@ -185,18 +186,9 @@ extern "C" int dml_cpu_bmm_tiled(int dtype, int b_layout, int batch_rank, const 
   Blocking bl;
   if (int st = check_args(b_layout, M, N, K, DML_CPU_EPI_NONE, nullptr, "dml_cpu_bmm_tiled")) return st;
   if (int st = make_blocking(mc, kc, nc, 0, "dml_cpu_bmm_tiled", bl)) return st;
-  if (batch_rank < 0 || batch_rank > 8)
-    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_bmm_tiled: batch rank " + std::to_string(batch_rank) + " is outside [0, 8]");
-  int64_t sa[8], sb[8], batch = 1, acc_a = M * K, acc_b = K * N;
-  for (int i = batch_rank - 1; i >= 0; --i) {
-    if ((a_batch[i] != batch_shape[i] && a_batch[i] != 1) || (b_batch[i] != batch_shape[i] && b_batch[i] != 1))
-      return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_bmm_tiled: batch axis " + std::to_string(i) + " does not broadcast");
-    sa[i] = a_batch[i] == 1 ? 0 : acc_a;
-    sb[i] = b_batch[i] == 1 ? 0 : acc_b;
-    acc_a *= a_batch[i];
-    acc_b *= b_batch[i];
-    batch *= batch_shape[i];
-  }
+  gemm::BatchAxes ax;
+  if (int st = ax.init("dml_cpu_bmm_tiled", batch_rank, batch_shape, a_batch, b_batch, M * K, K * N)) return st;
+  const int64_t batch = ax.count;
   // The thread split is the tunable choice: across the batch (each GEMM single-threaded), or
   // one GEMM after another, each parallel over its own tiles.
   Blocking inner = bl;
@@ -206,13 +198,8 @@ extern "C" int dml_cpu_bmm_tiled(int dtype, int b_layout, int batch_rank, const 
     int status = DML_CPU_OK;
 #pragma omp parallel for schedule(static) num_threads(bl.threads) if (over_batch && batch > 1)
     for (int64_t bi = 0; bi < batch; ++bi) {
-      int64_t rem = bi, oa = 0, ob = 0;
-      for (int i = batch_rank - 1; i >= 0; --i) {
-        const int64_t idx = rem % batch_shape[i];
-        rem /= batch_shape[i];
-        oa += idx * sa[i];
-        ob += idx * sb[i];
-      }
+      int64_t oa, ob;
+      ax.offsets(bi, oa, ob);
       int st = gemm_tiled<T>(b_layout, M, N, K, static_cast<const T*>(a) + oa, static_cast<const T*>(b) + ob, nullptr,
                              nullptr, static_cast<T*>(c) + bi * M * N, DML_CPU_EPI_NONE, inner);
       if (st) {

@@ -438,6 +438,49 @@ TEST(GemmKernels, BatchedWithBroadcast) {
  });
 }
 
+// dml_cpu_bmm and the profiler's dml_cpu_bmm_tiled share the batch-axis walk: two batch axes where
+// a broadcasts the outer one and b the inner one give the same products from both, and a batch
+// that does not broadcast (or a bad rank) is refused by both with the kernel's name and the axis.
+TEST(GemmKernels, BatchAxesSharedByBmmAndTiled) {
+  const int64_t M = 5, N = 7, K = 9;
+  const int64_t ys[] = {2, 3}, as[] = {1, 3}, bs[] = {2, 1};
+  Operand a = make(DML_CPU_F32, 3 * M * K, 1, 0), b = make(DML_CPU_F32, 2 * K * N, 2, 0);
+  std::vector<float> c(6 * M * N), ct(6 * M * N);
+  ASSERT_EQ(dml_cpu_bmm(DML_CPU_F32, DML_CPU_B_RRR, 2, ys, as, bs, M, N, K, a.ptr(0), b.ptr(0), c.data()), 0);
+  for (int over : {0, 1}) {
+    ASSERT_EQ(dml_cpu_bmm_tiled(DML_CPU_F32, DML_CPU_B_RRR, 2, ys, as, bs, M, N, K, a.ptr(0), b.ptr(0), ct.data(), 6,
+                                16, 16, over),
+              0);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k) s += a.v[(j * M + m) * K + k] * b.v[(i * K + k) * N + n];
+            const int64_t o = ((i * 3 + j) * M + m) * N + n;
+            ASSERT_NEAR(c[o], s, 1e-5);
+            ASSERT_NEAR(ct[o], s, 1e-5);
+          }
+  }
+  const int64_t bad_a[] = {1, 2};
+  EXPECT_EQ(dml_cpu_bmm(DML_CPU_F32, DML_CPU_B_RRR, 2, ys, bad_a, bs, M, N, K, a.ptr(0), b.ptr(0), c.data()),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("dml_cpu_bmm: batch axis 1 of the operands (2, 1)"),
+            std::string::npos)
+      << dml_cpu_last_error();
+  EXPECT_EQ(dml_cpu_bmm_tiled(DML_CPU_F32, DML_CPU_B_RRR, 2, ys, bad_a, bs, M, N, K, a.ptr(0), b.ptr(0), ct.data(), 6,
+                              16, 16, 0),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("dml_cpu_bmm_tiled: batch axis 1"), std::string::npos)
+      << dml_cpu_last_error();
+  EXPECT_EQ(dml_cpu_bmm(DML_CPU_F32, DML_CPU_B_RRR, 9, ys, as, bs, M, N, K, a.ptr(0), b.ptr(0), c.data()),
+            DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("batch rank 9"), std::string::npos);
+  EXPECT_EQ(dml_cpu_bmm_tiled(DML_CPU_F32, DML_CPU_B_RRR, 1, nullptr, as, bs, M, N, K, a.ptr(0), b.ptr(0), ct.data(), 6,
+                              16, 16, 0),
+            DML_CPU_ERR_ARGUMENT);
+}
+
 }  // namespace
 
 namespace {
