@@ -2,15 +2,17 @@
 // weights), for A/B work on the conv paths (docs/benchmarks.md). bench/ops/conv_bench.py compares
 // the same convs against PyTorch; this tool times the kernel alone, without Python in the process.
 //
-//   conv_kernel_bench [--shape C,O,H,k,s,p] [--batch N] [--variant V] [--copies N] [--reps N]
+//   conv_kernel_bench [--shape C,O,H,k,s,p] [--batch N] [--variant V] [--copies N] [--reps N] [--cold]
 //
 // Without --shape it runs ResNet-18's convolutions (224², batch --batch). --variant: -1 the
 // library's rule (default), 0 GEMM panels / spatially vectorised direct, 1 channel-vectorised
 // direct, 2 / 4 Winograd F(2×2) / F(4×4). --copies N packs N copies of the weights and rotates
 // them, so that with N × the packed size over the last-level cache the weights come from memory,
-// as they do inside a model. Epilogue bias + ReLU. Threads: OMP_NUM_THREADS. To compare two builds
+// as they do inside a model; --cold also sweeps 64 MiB before every call, so x and y start out of cache
+// too. Epilogue bias + ReLU. Threads: OMP_NUM_THREADS. To compare two builds
 // of the kernel library in turns, run this binary with LD_LIBRARY_PATH set to each build.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +29,7 @@ struct Conv {
   int64_t C, O, H, k, s, p;
 };
 
-int run(const Conv& c, int64_t N, int variant, int copies, int reps) {
+int run(const Conv& c, int64_t N, int variant, int copies, int reps, bool cold) {
   const dml_cpu_conv2d_shape sh = {N, c.C, c.H, c.H, c.O, c.k, c.k, c.s, c.s, c.p, c.p, c.p, c.p, 1, 1, 1};
   const int64_t Ho = (c.H + 2 * c.p - c.k) / c.s + 1;
   std::mt19937 rng(0);
@@ -50,7 +52,12 @@ int run(const Conv& c, int64_t N, int variant, int copies, int reps) {
     }
   }
   std::vector<double> ts;
+  std::vector<float> flush(cold ? (64u << 20) / sizeof(float) : 0);
   for (int r = 0; r < reps + 3; ++r) {
+    if (cold) {  // x, y and the weights leave the caches (as inside a model, between one inference and the next)
+      for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const int st = dml_cpu_conv2d(DML_CPU_F32, &sh, x.data(), w.data(), packed[static_cast<size_t>(r % copies)].data(),
                                   b.data(), nullptr, y.data(), DML_CPU_EPI_RELU);
@@ -76,6 +83,7 @@ int main(int argc, char** argv) {
   std::vector<Conv> convs;
   int64_t N = 1;
   int variant = -1, copies = 4, reps = 200;
+  bool cold = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has = i + 1 < argc;
@@ -94,12 +102,14 @@ int main(int argc, char** argv) {
       variant = std::atoi(argv[++i]);
     } else if (a == "--copies" && has) {
       copies = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--cold") {
+      cold = true;
     } else if (a == "--reps" && has) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr,
                    "usage: conv_kernel_bench [--shape C,O,H,k,s,p] [--batch N] [--variant V] [--copies N] "
-                   "[--reps N]\n");
+                   "[--reps N] [--cold]\n");
       return 2;
     }
   }
@@ -112,6 +122,6 @@ int main(int argc, char** argv) {
              {128, 128, 28, 3, 1, 1}, {128, 256, 28, 3, 2, 1}, {128, 256, 28, 1, 2, 0}, {256, 256, 14, 3, 1, 1},
              {256, 512, 14, 3, 2, 1}, {256, 512, 14, 1, 2, 0}, {512, 512, 7, 3, 1, 1}};
   for (const Conv& c : convs)
-    if (int st = run(c, N, variant, copies, reps)) return st;
+    if (int st = run(c, N, variant, copies, reps, cold)) return st;
   return 0;
 }
