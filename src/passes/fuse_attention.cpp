@@ -2,16 +2,24 @@
 //   s = bmm_rrr(q [· c], kᵀ) | bmm_rcr(q [· c], k)     scores, q optionally scaled by a scalar c
 //   s = s · c | s / c                                  (optional) scale on the scores
 //   s = s + mask                                       (optional) additive mask, broadcasting
+//     | where(cond, s, f) | where(cond, f, s)          or a where mask with a constant fill f
 //   y = bmm_rrr(softmax(s, last axis), v)
 // becomes one scaled_dot_product_attention(q, k, v[, mask], scale = product of the c's), whose
 // kernels stream over keys instead of writing the [Lq, Lk] scores and reading them back twice.
 // With bmm_rrr the kᵀ operand is turned back into k by a permute of its last two axes, composed
 // with the permute that produced kᵀ when there is one (so a head permute stays one permute, which
 // stride_attention_operands can then turn into a strided view).
-// Fuses only when every intermediate (scaled q, scores, probabilities) is an intermediate read by
-// the next op alone, q, k and v share their rank and batch extents (no broadcast between them),
-// the scalars are constants with a positive product, and the mask has the scores' dtype and
-// broadcasts to them without growing them. Anything else is left as it is.
+// A where mask (HF-style exports: masked_fill(~mask, finfo.min), torch.where) becomes the
+// additive mask where(cond, 0, f) (where(cond, f, 0) for the swapped form; a constant when cond
+// is one) of cond's shape and the scores' dtype, when f is a constant holding one value that is
+// -inf or <= -1e30: in fp32 s + f == f exactly for every |s| < 2^75 ≈ 3.8e22 (half an ulp of
+// 1e30) and s + -inf == -inf, so the softmax is unchanged, fully masked rows included (uniform
+// for a finite f, NaN for -inf). A larger fill (-1e4, -1e9) is left alone: s + f != f there.
+// Fuses only when every intermediate (scaled q, scores, probabilities, masked scores) is an
+// intermediate read by the next op alone, q, k and v share their rank and batch extents (no
+// broadcast between them), the scalars are constants with a positive product, and the mask (or
+// cond) has the scores' dtype (cond: bool) and broadcasts to them without growing them. Anything
+// else is left as it is.
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -27,6 +35,11 @@ namespace {
 struct Match {
   size_t softmax = 0, scores_bmm = 0, out_bmm = 0;
   std::string q, k_source, v, mask;
+  // A where mask: mask = where(where_cond, 0, fill) (where(where_cond, fill, 0) when fill_if_true),
+  // built by apply(); `mask` stays empty until then.
+  std::string where_cond;
+  double where_fill = 0.0;
+  bool fill_if_true = false;
   std::optional<std::vector<int64_t>> k_perm;  // k = permute(k_source, k_perm); none: k_source is k
   double scale = 1.0;
 };
@@ -63,20 +76,52 @@ class AttentionFuser {
       inserted.push_back(std::move(p));
       k = kt.name;
     }
+    std::string mask = m.mask;
+    if (!m.where_cond.empty()) mask = add_where_mask(m, out.name, inserted);
     ir::Node sdpa;
     sdpa.name = out.name;
     sdpa.op = "scaled_dot_product_attention";
     sdpa.inputs = {m.q, k, m.v};
-    if (!m.mask.empty()) sdpa.inputs.push_back(m.mask);
+    if (!mask.empty()) sdpa.inputs.push_back(mask);
     sdpa.outputs = out.outputs;
     sdpa.attrs["scale"] = m.scale;
     inserted.push_back(std::move(sdpa));
-    // The new nodes take the output bmm's slot: q, k's source, v and the mask all exist by then.
+    // The new nodes take the output bmm's slot: q, k's source, v, the mask and cond all exist by then.
     g_.nodes.erase(g_.nodes.begin() + static_cast<std::ptrdiff_t>(m.out_bmm));
     g_.nodes.insert(g_.nodes.begin() + static_cast<std::ptrdiff_t>(m.out_bmm), inserted.begin(), inserted.end());
   }
 
  private:
+  // mask = where(cond, 0, fill) (or where(cond, fill, 0)) of cond's shape and the scores' dtype: a
+  // constant when cond is one (fold_constants has run already), else a where node appended to
+  // `inserted` reading the two values as rank-0 constants. Returns the mask's name.
+  std::string add_where_mask(const Match& m, const std::string& base, std::vector<ir::Node>& inserted) {
+    const ir::DType dt = g_.tensor(g_.nodes[m.softmax].inputs[0]).dtype;
+    const double if_true = m.fill_if_true ? m.where_fill : 0.0, if_false = m.fill_if_true ? 0.0 : m.where_fill;
+    const ir::Tensor& ct = g_.tensor(m.where_cond);
+    if (pass_util::is_const_tensor(g_, m.where_cond) && !ct.quant && ir::shape_is_static(ct.shape)) {
+      const ops::HostTensor c = pass_util::read_constant(g_, m.where_cond);
+      ops::HostTensor mask(dt, c.shape);
+      for (int64_t i = 0; i < c.numel(); ++i) mask.set_f64(i, c.get_i64(i) ? if_true : if_false);
+      return pass_util::add_constant(g_, base + "_mask", mask);
+    }
+    ops::HostTensor t(dt, {}), f(dt, {});
+    t.set_f64(0, if_true);
+    f.set_f64(0, if_false);
+    ir::Tensor mt;
+    mt.name = g_.unique_name(base + "_mask");
+    mt.dtype = dt;
+    mt.shape = ct.shape;
+    g_.add_tensor(mt);
+    ir::Node w;
+    w.name = mt.name;
+    w.op = "where";
+    w.inputs = {m.where_cond, pass_util::add_constant(g_, base + "_mask_t", t), pass_util::add_constant(g_, base + "_mask_f", f)};
+    w.outputs = {mt.name};
+    inserted.push_back(std::move(w));
+    return mt.name;
+  }
+
   // The node producing `t` when `t` is an intermediate read once by exactly one node.
   std::optional<size_t> sole_producer(const std::string& t) {
     if (pass_util::single_consumer(g_, consumers_, t) < 0) return std::nullopt;
@@ -93,6 +138,47 @@ class AttentionFuser {
       if (!d.is_const() || d.const_value() != 1) return std::nullopt;
     if (!ir::is_float(tt.dtype)) return std::nullopt;
     return pass_util::read_constant(g_, t).get_f64(0);
+  }
+
+  // The one value every element of the float constant `t` holds, if it holds one value.
+  std::optional<double> uniform_constant(const std::string& t) {
+    const ir::Tensor& tt = g_.tensor(t);
+    if (tt.kind != ir::TensorKind::constant || tt.quant || !g_.constant_data.count(t) || !ir::is_float(tt.dtype))
+      return std::nullopt;
+    for (const auto& d : tt.shape)
+      if (!d.is_const()) return std::nullopt;
+    const ops::HostTensor h = pass_util::read_constant(g_, t);
+    if (h.numel() < 1) return std::nullopt;
+    const double v = h.get_f64(0);
+    for (int64_t i = 1; i < h.numel(); ++i)
+      if (!(h.get_f64(i) == v)) return std::nullopt;
+    return v;
+  }
+
+  // Scores masked as sum = where(cond, sc, f) (or where(cond, f, sc)) with a constant fill f for
+  // which sc + f == f: records cond and f in `m` and returns sc, else nothing.
+  std::optional<std::string> where_masked(const ir::Node& w, Match& m) {
+    if (w.op != "where" || w.inputs.size() != 3 || w.outputs.size() != 1 || !w.attrs.empty()) return std::nullopt;
+    const ir::Tensor& sum = g_.tensor(w.outputs[0]);
+    const std::string& cond = w.inputs[0];
+    const ir::Tensor& ct = g_.tensor(cond);
+    if (!ir::is_bool(ct.dtype) || !ir::broadcasts_to(ct.shape, sum.shape)) return std::nullopt;
+    for (int fill_side = 2; fill_side >= 1; --fill_side) {  // where(cond, sc, f), then where(cond, f, sc)
+      const std::string& f = w.inputs[static_cast<size_t>(fill_side)];
+      const std::string& sc = w.inputs[static_cast<size_t>(3 - fill_side)];
+      const ir::Tensor &sct = g_.tensor(sc), &ft = g_.tensor(f);
+      if (sct.shape != sum.shape || sct.dtype != sum.dtype || ft.dtype != sum.dtype ||
+          !ir::broadcasts_to(ft.shape, sum.shape))
+        continue;
+      auto v = uniform_constant(f);
+      // -inf, or so far below any score that adding the score does not change it (see the top).
+      if (!v || !(*v <= -1e30)) continue;
+      m.where_cond = cond;
+      m.where_fill = *v;
+      m.fill_if_true = fill_side == 1;
+      return sc;
+    }
+    return std::nullopt;
   }
 
   // x · c, c · x or x / c with a constant scalar c that does not change x's type: (x, factor).
@@ -134,11 +220,18 @@ class AttentionFuser {
     if (axis < 0) axis += r;
     if (axis != r - 1) return std::nullopt;
     m.softmax = *smi;
-    // Walk back from the softmax input: [+ mask] [· c | / c] bmm.
+    // Walk back from the softmax input: [+ mask | where mask] [· c | / c] bmm.
     std::string s = sm.inputs[0];
     std::optional<size_t> pi = sole_producer(s);
     if (!pi) return std::nullopt;
-    if (g_.nodes[*pi].op == "add" && g_.nodes[*pi].inputs.size() == 2 && g_.nodes[*pi].attrs.empty()) {
+    if (auto sc = where_masked(g_.nodes[*pi], m)) {
+      auto sp = sole_producer(*sc);
+      if (!sp) return std::nullopt;
+      const std::string& op = g_.nodes[*sp].op;
+      if (op != "bmm_rrr" && op != "bmm_rcr" && op != "mul" && op != "div") return std::nullopt;
+      s = *sc;
+      pi = sp;
+    } else if (g_.nodes[*pi].op == "add" && g_.nodes[*pi].inputs.size() == 2 && g_.nodes[*pi].attrs.empty()) {
       const ir::Node& add = g_.nodes[*pi];
       const ir::Tensor& sum = g_.tensor(add.outputs[0]);
       bool found = false;
@@ -229,13 +322,16 @@ PassResult fuse_attention(ir::Graph& g) {
   PassResult r;
   r.stats["attention"] = 0;
   r.stats["attention_masked"] = 0;
+  r.stats["attention_where_masked"] = 0;  // counted in attention_masked too
   AttentionFuser f(g);
   while (auto m = f.find()) {
     f.apply(*m);
-    ++r.stats[m->mask.empty() ? "attention" : "attention_masked"];
+    const bool masked = !m->mask.empty() || !m->where_cond.empty();
+    ++r.stats[masked ? "attention_masked" : "attention"];
+    if (!m->where_cond.empty()) ++r.stats["attention_where_masked"];
     r.changed = true;
   }
-  // The scores, softmax, scale and kᵀ permute nodes are now unread.
+  // The scores, softmax, scale, where and kᵀ permute nodes are now unread.
   if (r.changed) eliminate_dead_code(g);
   return r;
 }

@@ -96,6 +96,71 @@ def test_bert_style_masked_attention_export_fuses(tmp_path):
         np.testing.assert_allclose(got, want, atol=1e-4)
 
 
+@pytest.mark.parametrize("form", ["masked_fill_padding", "where_causal"])
+def test_where_masked_attention_export_fuses(form, tmp_path):
+    """Attention masked with Where instead of an additive mask, as Hugging Face exports write it:
+    scores.masked_fill(~keep, finfo(float32).min) with a [B, 1, 1, S] padding mask (a runtime
+    cond, Where(cond, min, scores)), or torch.where(causal, scores, finfo.min) with a constant
+    [1, 1, S, S] causal mask, exported at opset 14: fuse_attention turns the Where into the additive
+    mask where(cond, 0, min) and fuses one scaled_dot_product_attention (no softmax left). Matches
+    PyTorch at batch 1, 2, 5 within 1e-4, including a batch entry whose keys are all masked
+    (uniform softmax in both)."""
+    import json
+    import math
+
+    import numpy as np
+
+    import dinoml as dml
+
+    torch.manual_seed(0)
+    seq, d, h = 16, 32, 4
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+            self.register_buffer("causal", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+
+        def heads(self, t):
+            b, s, _ = t.shape
+            return t.view(b, s, self.h, self.dh).permute(0, 2, 1, 3)
+
+        def forward(self, x, mask=None):
+            q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+            scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)
+            lowest = torch.finfo(torch.float32).min
+            if form == "masked_fill_padding":
+                scores = scores.masked_fill(~(mask[:, None, None, :] > 0), lowest)
+            else:
+                scores = torch.where(self.causal[None, None], scores, torch.full([], lowest, dtype=scores.dtype))
+            c = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).reshape(x.shape)
+            return self.o(c)
+
+    m = Attn().eval()
+    path = str(tmp_path / "attn.onnx")
+    names = ["x", "mask"] if form == "masked_fill_padding" else ["x"]
+    example = (torch.randn(2, seq, d), torch.ones(2, seq))[: len(names)]
+    torch.onnx.export(m, example, path, input_names=names,
+                      output_names=["y"], dynamic_axes={n: {0: "batch"} for n in names}, opset_version=14)
+    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
+    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    assert ops.count("scaled_dot_product_attention") == 1, ops
+    assert not {"softmax", "bmm_rrr"} & set(ops), ops
+    sess = dml.runtime.load(art.path).create_session()
+    for b in (1, 2, 5):
+        x, mask = torch.randn(b, seq, d), torch.ones(b, seq)
+        mask[0, 11:] = 0
+        if b > 1:
+            mask[-1] = 0  # every key masked: softmax of equal scores, uniform
+        feeds = {"x": x, "mask": mask}
+        with torch.no_grad():
+            want = m(*(feeds[n] for n in names)).numpy()
+        got = sess.run_numpy({n: feeds[n].numpy() for n in names})["y"]
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, atol=1e-4)
+
+
 def test_cumsum_export_compiles_and_matches_torch(tmp_path):
     """CumSum (as HF-style exports use it for position ids) through the compiled CPU path, float
     and int64, against PyTorch."""
