@@ -31,7 +31,10 @@ ir::DType dtype_from_onnx(int onnx_type, const std::string& what);
 std::string onnx_type_name(int onnx_type);
 // TensorProto → host tensor (raw or typed fields, external data resolved against base_dir).
 // `uint16_as_bfloat16`: read UINT16 payloads as bfloat16 bits (ONNX test data stores bfloat16 so).
-ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false);
+// narrow_double: a DOUBLE tensor is read as float32, each value rounded to nearest (what a Cast from
+// double to float computes); only for values whose readers are all Casts (Importer::cast_only_f64).
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false,
+                                  bool narrow_double = false);
 
 // One ONNX node with checked attribute access. Every attribute a converter reads is marked;
 // the importer reports attributes present on the node that the converter never read.
@@ -142,6 +145,10 @@ class Importer {
   std::map<std::string, ops::HostTensor> dml_known;  // DinoML tensor → concrete value
   std::string base_dir;
   std::set<std::string> reserved;  // graph output names: never given to other tensors
+  // ONNX values (constants) whose every reader is a Cast to a type DinoML has: DinoML has no float64,
+  // but a float64 constant read only that way is read as float32 (exporters write Python floats as
+  // double Constants followed by a Cast). Anything else reading float64 stays unsupported.
+  std::set<std::string> cast_only_f64;
 };
 
 // Helpers for converters.

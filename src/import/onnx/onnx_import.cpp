@@ -299,6 +299,41 @@ std::string strip_prefix(const std::string& msg, const std::string& node_name) {
   return msg;
 }
 
+namespace {
+
+// Every value name a node of `g` or of its subgraphs (If / Loop / Scan bodies, at any depth) reads.
+void collect_reads(const onnx::GraphProto& g, std::map<std::string, int>& reads) {
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input())
+      if (!i.empty()) ++reads[i];
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_reads(a.g(), reads);
+      for (const auto& sg : a.graphs()) collect_reads(sg, reads);
+    }
+  }
+}
+
+// The values of the main graph whose every reader is a main-graph Cast to a type other than DOUBLE
+// (and that are not graph outputs): a float64 constant there may be read as float32 (Importer::cast_only_f64).
+std::set<std::string> cast_only_values(const onnx::GraphProto& g) {
+  std::map<std::string, int> reads, cast_reads;
+  collect_reads(g, reads);
+  for (const auto& n : g.node()) {
+    if (n.op_type() != "Cast" || n.input_size() < 1 || n.input(0).empty()) continue;
+    int64_t to = -1;
+    for (const auto& a : n.attribute())
+      if (a.name() == "to") to = a.i();
+    if (to > 0 && to != onnx::TensorProto::DOUBLE) ++cast_reads[n.input(0)];
+  }
+  std::set<std::string> out;
+  for (const auto& [name, k] : cast_reads)
+    if (reads[name] == k) out.insert(name);
+  for (const auto& o : g.output()) out.erase(o.name());
+  return out;
+}
+
+}  // namespace
+
 ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, const ImportOptions& opts) {
   std::vector<ImportProblem> problems;
   auto model_problem = [&](const std::string& what, bool unsupported) { problems.push_back({"", "", what, unsupported}); };
@@ -320,12 +355,14 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   for (const auto& vi : g.output()) im.reserved.insert(sanitize(vi.name()));
   std::set<std::string> poisoned;
 
+  im.cast_only_f64 = cast_only_values(g);
+
   // Initializers.
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
     init_names.insert(t.name());
     try {
-      im.known[t.name()] = tensor_from_proto(t, base_dir);
+      im.known[t.name()] = tensor_from_proto(t, base_dir, false, im.cast_only_f64.count(t.name()) > 0);
     } catch (const Unsupported& e) {
       model_problem(std::string("initializer: ") + e.what(), true);
       poisoned.insert(t.name());

@@ -67,11 +67,57 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
   return bytes;
 }
 
+std::vector<int64_t> proto_shape(const onnx::TensorProto& t, const std::string& what, int64_t* count) {
+  std::vector<int64_t> shape;
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) throw Invalid(what + ": negative extent " + std::to_string(d));
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) throw Invalid(what + ": element count overflows");
+    shape.push_back(d);
+    n *= d;
+  }
+  if (n > (int64_t{1} << 40)) throw Invalid(what + ": implausibly large (" + std::to_string(n) + " elements)");
+  *count = n;
+  return shape;
+}
+
+// A DOUBLE tensor (raw_data, double_data or external data) as float32, rounded to nearest.
+ops::HostTensor narrow_double_tensor(const onnx::TensorProto& t, const std::string& base_dir) {
+  const std::string what = "tensor '" + t.name() + "'";
+  int64_t n = 0;
+  ops::HostTensor h(DType::f32, proto_shape(t, what, &n));
+  const size_t want = static_cast<size_t>(n) * sizeof(double);
+  std::vector<double> v(static_cast<size_t>(n));
+  if (t.data_location() == onnx::TensorProto::EXTERNAL || t.has_raw_data()) {
+    const std::string bytes = t.data_location() == onnx::TensorProto::EXTERNAL ? read_external(t, base_dir, want) : t.raw_data();
+    if (bytes.size() != want)
+      throw Invalid(what + ": " + (t.has_raw_data() ? "raw_data" : "external data") + " holds " +
+                    std::to_string(bytes.size()) + " bytes, the shape " + h.shape_string() + " needs " +
+                    std::to_string(want));
+    if (want) std::memcpy(v.data(), bytes.data(), want);
+  } else {
+    if (t.double_data_size() != n)
+      throw Invalid(what + ": double_data holds " + std::to_string(t.double_data_size()) + " values, the shape " +
+                    h.shape_string() + " needs " + std::to_string(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = t.double_data(static_cast<int>(i));
+  }
+  for (int64_t i = 0; i < n; ++i) h.set_f64(i, static_cast<double>(static_cast<float>(v[static_cast<size_t>(i)])));
+  return h;
+}
+
 }  // namespace
 
-ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16) {
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16,
+                                  bool narrow_double) {
   const std::string what = "tensor '" + t.name() + "'";
   if (t.has_segment()) throw Unsupported(what + ": segmented tensors are not supported");
+  if (t.data_type() == onnx::TensorProto::DOUBLE) {
+    if (!narrow_double)
+      throw Unsupported(what + ": element type DOUBLE is not supported (DinoML has no float64; a float64 constant is "
+                               "accepted only where every reader is a Cast to another type; cast it to float32 in the "
+                               "model)");
+    return narrow_double_tensor(t, base_dir);
+  }
   const bool u16_bits = uint16_as_bfloat16 && t.data_type() == onnx::TensorProto::UINT16;
   DType dt = u16_bits ? DType::bf16 : dtype_from_onnx(t.data_type(), what);
   std::vector<int64_t> shape;

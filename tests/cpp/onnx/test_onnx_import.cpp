@@ -627,3 +627,64 @@ TEST(OnnxImport, CumSumMatchesSequentialPrefixSums) {
         }
       }
 }
+
+// float64 constants (torch.onnx.export writes a Python float as a double Constant followed by a
+// Cast): read as float32 where every reader is a Cast to another type; anywhere else the import
+// says that DinoML has no float64 and what to do.
+TEST(OnnxImport, DoubleConstantsReadOnlyByCastsAreNarrowed) {
+  auto double_tensor = [](onnx::TensorProto* t, const std::string& name, const std::vector<double>& v, bool raw) {
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::DOUBLE);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    if (raw) t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double)));
+    else
+      for (double d : v) t->add_double_data(d);
+  };
+  const std::vector<double> cv = {0.1, -1e300, 3.0}, iv = {1.0 / 3.0, 2.5, -0.75};
+  for (bool raw : {false, true}) {
+    SCOPED_TRACE(raw);
+    ModelBuilder mb(14);
+    mb.input("x", onnx::TensorProto::FLOAT, {"3"});
+    auto* c = mb.node("Constant", {}, {"cd"});
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    double_tensor(a->mutable_t(), "cd", cv, raw);
+    double_tensor(mb.g->add_initializer(), "wd", iv, raw);
+    add_int_attr(mb.node("Cast", {"cd"}, {"cf"}), "to", onnx::TensorProto::FLOAT);
+    add_int_attr(mb.node("Cast", {"wd"}, {"wf"}), "to", onnx::TensorProto::FLOAT);
+    add_int_attr(mb.node("Cast", {"wd"}, {"wf2"}), "to", onnx::TensorProto::FLOAT);  // two Cast readers
+    mb.node("Add", {"x", "cf"}, {"s"});
+    mb.node("Mul", {"s", "wf"}, {"t"});
+    mb.node("Add", {"t", "wf2"}, {"y"});
+    mb.output("y");
+    ir::Graph g = onnx_import::import_onnx_bytes(mb.bytes(), "");
+    const std::vector<float> x = {1.0f, 2.0f, -4.0f};
+    auto y = ops::interpret(g, {{"x", f32({3}, x)}}).outputs.at("y");
+    for (int i = 0; i < 3; ++i) {
+      const float cf = static_cast<float>(cv[static_cast<size_t>(i)]), wf = static_cast<float>(iv[static_cast<size_t>(i)]);
+      const float want = (x[static_cast<size_t>(i)] + cf) * wf + wf;
+      if (std::isinf(want)) EXPECT_TRUE(std::isinf(y.get_f64(i)) && y.get_f64(i) < 0) << i;
+      else EXPECT_FLOAT_EQ(static_cast<float>(y.get_f64(i)), want) << i;
+    }
+  }
+  // A float64 initializer read by something other than a Cast (here also by a Cast) is refused with
+  // its name and what to do; so is a float64 graph output of one.
+  ModelBuilder mb(14);
+  mb.input("x", onnx::TensorProto::FLOAT, {"3"});
+  double_tensor(mb.g->add_initializer(), "wd", iv, false);
+  add_int_attr(mb.node("Cast", {"wd"}, {"wf"}), "to", onnx::TensorProto::FLOAT);
+  mb.node("Add", {"wd", "wd"}, {"w2"});
+  mb.node("Add", {"x", "wf"}, {"y"});
+  mb.output("y");
+  mb.output("w2", onnx::TensorProto::DOUBLE);
+  try {
+    onnx_import::import_onnx_bytes(mb.bytes(), "");
+    ADD_FAILURE() << "imported a float64 initializer read by Add";
+  } catch (const OnnxImportError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("tensor 'wd'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("DOUBLE"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cast it to float32"), std::string::npos) << msg;
+  }
+}
