@@ -2,7 +2,9 @@
 //   s = bmm_rrr(q [· c], kᵀ) | bmm_rcr(q [· c], k)     scores, q optionally scaled by a scalar c
 //   s = s · c | s / c                                  (optional) scale on the scores
 //   s = s + mask                                       (optional) additive mask, broadcasting
-//     | where(cond, s, f) | where(cond, f, s)          or a where mask with a constant fill f
+//     | where(cond, s, f) | where(cond, f, s)          or a where mask with a constant fill f,
+//     | where(cond, s, f) + mask                       also with an additive mask after it (A,
+//     | where(cond, s + mask, f)                       GPT-2) or inside it (B); f may lead there too
 //   y = bmm_rrr(softmax(s, last axis), v)
 // becomes one scaled_dot_product_attention(q, k, v[, mask], scale = product of the c's), whose
 // kernels stream over keys instead of writing the [Lq, Lk] scores and reading them back twice.
@@ -15,17 +17,36 @@
 // -inf or <= -1e30: in fp32 s + f == f exactly for every |s| < 2^75 ≈ 3.8e22 (half an ulp of
 // 1e30) and s + -inf == -inf, so the softmax is unchanged, fully masked rows included (uniform
 // for a finite f, NaN for -inf). A larger fill (-1e4, -1e9) is left alone: s + f != f there.
-// Fuses only when every intermediate (scaled q, scores, probabilities, masked scores) is an
-// intermediate read by the next op alone, q, k and v share their rank and batch extents (no
-// broadcast between them), the scalars are constants with a positive product, and the mask (or
-// cond) has the scores' dtype (cond: bool) and broadcasts to them without growing them. Anything
-// else is left as it is.
+// With an additive mask m as well (HF GPT-2: the causal where, then + attention_mask) the sdpa
+// gets one combined mask, of the broadcast of cond's and m's shapes (so it broadcasts to the
+// scores and is never larger; [B, 1, L, L] for a [1, 1, L, L] causal cond and a [B, 1, 1, L] m):
+//   A: where(cond, s, f) + m  ->  where(cond, 0, f) + m. Kept: fl(s + fl(0 + m)) == fl(s + m);
+//      masked: the original fl(f + m) does not depend on s, the fused fl(s + fl(f + m)) equals it
+//      as |fl(f + m)| >= |f| (m <= 0: padding masks are 0 / finfo.min) or is ±inf / NaN, also when
+//      f + m overflows (finfo.min + finfo.min = -inf in both). A key that only m masks gives
+//      fl(s + finfo.min) == finfo.min in both, so a row whose kept keys are all padded is uniform
+//      over them in both, and a row of -inf only is NaN in both. (A huge positive m, above ~2^98,
+//      that cancels part of f would differ, as would scores of |s| >= 2^75: real masks have
+//      neither.)
+//   B: where(cond, s + m, f)  ->  where(cond, m, f): kept fl(s + m), masked f == fl(s + f) exactly.
+// A runtime m (or cond) leaves a where / add node building the mask, which fuse_elementwise merges
+// with m's and cond's own elementwise chains; with every input constant it is folded right away.
+// An additive mask both inside and after the where is left unfused.
+// Fuses only when every intermediate (scaled q, scores, probabilities, masked scores, s + m, the
+// where before + m) is an intermediate read by the next op alone (m and cond themselves may have
+// other readers: every layer reads the model's attention mask), q, k and v share their rank and
+// batch extents (no broadcast between them), the scalars are constants with a positive product,
+// and the masks (and cond) have the scores' dtype (cond: bool) and broadcast to them without
+// growing them. Anything else is left as it is.
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ops/interpreter.h"
 #include "passes/pass_util.h"
 #include "passes/pass.h"
 
@@ -34,10 +55,12 @@ namespace {
 
 struct Match {
   size_t softmax = 0, scores_bmm = 0, out_bmm = 0;
+  // mask: the additive mask; with a where mask, the one added after the where (form A), if any.
   std::string q, k_source, v, mask;
-  // A where mask: mask = where(where_cond, 0, fill) (where(where_cond, fill, 0) when fill_if_true),
-  // built by apply(); `mask` stays empty until then.
-  std::string where_cond;
+  // A where mask: where(where_cond, kept, fill) (where(where_cond, fill, kept) when fill_if_true),
+  // kept = where_kept (the mask added to the scores inside the where, form B) or 0; the sdpa's
+  // mask is that [+ mask], built by apply().
+  std::string where_cond, where_kept;
   double where_fill = 0.0;
   bool fill_if_true = false;
   std::optional<std::vector<int64_t>> k_perm;  // k = permute(k_source, k_perm); none: k_source is k
@@ -77,7 +100,10 @@ class AttentionFuser {
       k = kt.name;
     }
     std::string mask = m.mask;
-    if (!m.where_cond.empty()) mask = add_where_mask(m, out.name, inserted);
+    if (!m.where_cond.empty()) {
+      mask = add_where_mask(m, out.name, inserted);
+      if (!m.mask.empty()) mask = add_mask_node("add", {mask, m.mask}, out.name + "_mask", inserted);
+    }
     ir::Node sdpa;
     sdpa.name = out.name;
     sdpa.op = "scaled_dot_product_attention";
@@ -92,34 +118,73 @@ class AttentionFuser {
   }
 
  private:
-  // mask = where(cond, 0, fill) (or where(cond, fill, 0)) of cond's shape and the scores' dtype: a
-  // constant when cond is one (fold_constants has run already), else a where node appended to
-  // `inserted` reading the two values as rank-0 constants. Returns the mask's name.
+  // where(cond, kept, fill) (or where(cond, fill, kept)), kept = m.where_kept or 0, of the broadcast
+  // of cond's and kept's shapes and the scores' dtype; 0 and fill are rank-0 constants. Returns
+  // its name (a constant when cond and kept are: a causal tril buffer).
   std::string add_where_mask(const Match& m, const std::string& base, std::vector<ir::Node>& inserted) {
     const ir::DType dt = g_.tensor(g_.nodes[m.softmax].inputs[0]).dtype;
-    const double if_true = m.fill_if_true ? m.where_fill : 0.0, if_false = m.fill_if_true ? 0.0 : m.where_fill;
-    const ir::Tensor& ct = g_.tensor(m.where_cond);
-    if (pass_util::is_const_tensor(g_, m.where_cond) && !ct.quant && ir::shape_is_static(ct.shape)) {
-      const ops::HostTensor c = pass_util::read_constant(g_, m.where_cond);
-      ops::HostTensor mask(dt, c.shape);
-      for (int64_t i = 0; i < c.numel(); ++i) mask.set_f64(i, c.get_i64(i) ? if_true : if_false);
-      return pass_util::add_constant(g_, base + "_mask", mask);
+    ops::HostTensor fill(dt, {});
+    fill.set_f64(0, m.where_fill);
+    const std::string f = pass_util::add_constant(g_, base + "_mask_fill", fill);
+    std::string kept = m.where_kept;
+    if (kept.empty()) kept = pass_util::add_constant(g_, base + "_mask_zero", ops::HostTensor(dt, {}));
+    return add_mask_node("where", m.fill_if_true ? std::vector<std::string>{m.where_cond, f, kept}
+                                                 : std::vector<std::string>{m.where_cond, kept, f},
+                         base + "_mask", inserted);
+  }
+
+  // A new elementwise node `op`(inputs) whose output (named after `base`) has the broadcast of the
+  // inputs' shapes (each broadcasts to the scores, so that does too, no larger than the scores)
+  // and the dtype of the last input: appended to `inserted`, or, when every input is a constant of
+  // a static shape and the result is at most 64 MiB, evaluated into a constant right away with the
+  // reference interpreter (fold_constants has run already). Returns the output's name.
+  std::string add_mask_node(const std::string& op, const std::vector<std::string>& inputs, const std::string& base,
+                            std::vector<ir::Node>& inserted) {
+    ir::Tensor t;
+    t.name = g_.unique_name(base);
+    t.dtype = g_.tensor(inputs.back()).dtype;
+    for (const auto& in : inputs) t.shape = broadcast_within(t.shape, g_.tensor(in).shape);
+    ir::Node n;
+    n.name = t.name;
+    n.op = op;
+    n.inputs = inputs;
+    n.outputs = {t.name};
+    bool fold = ir::shape_is_static(t.shape);
+    if (fold) {
+      uint64_t bytes = ir::dtype_size(t.dtype);
+      for (const auto& e : t.shape) bytes *= static_cast<uint64_t>(e.const_value());
+      fold = bytes <= (64ull << 20);
     }
-    ops::HostTensor t(dt, {}), f(dt, {});
-    t.set_f64(0, if_true);
-    f.set_f64(0, if_false);
-    ir::Tensor mt;
-    mt.name = g_.unique_name(base + "_mask");
-    mt.dtype = dt;
-    mt.shape = ct.shape;
-    g_.add_tensor(mt);
-    ir::Node w;
-    w.name = mt.name;
-    w.op = "where";
-    w.inputs = {m.where_cond, pass_util::add_constant(g_, base + "_mask_t", t), pass_util::add_constant(g_, base + "_mask_f", f)};
-    w.outputs = {mt.name};
-    inserted.push_back(std::move(w));
-    return mt.name;
+    for (const auto& in : inputs) {
+      const ir::Tensor& it = g_.tensor(in);
+      fold = fold && pass_util::is_const_tensor(g_, in) && !it.quant && ir::shape_is_static(it.shape);
+    }
+    g_.add_tensor(t);
+    if (!fold) {
+      inserted.push_back(std::move(n));
+      return t.name;
+    }
+    std::vector<ops::HostTensor> held;
+    for (const auto& in : inputs) held.push_back(ops::constant_tensor(g_, in));
+    std::vector<const ops::HostTensor*> ptrs;
+    for (const auto& h : held) ptrs.push_back(&h);
+    auto outs = ops::run_node(n, ptrs, g_, {});
+    g_.tensor(t.name).kind = ir::TensorKind::constant;
+    g_.constant_data[t.name] = std::make_shared<const std::vector<uint8_t>>(std::move(outs.at(0).data));
+    return t.name;
+  }
+
+  // The NumPy broadcast of a and b when both broadcast to one shape (each extent equal to the
+  // other's or a constant 1): a 1 takes the other's extent.
+  static ir::Shape broadcast_within(const ir::Shape& a, const ir::Shape& b) {
+    ir::Shape out(std::max(a.size(), b.size()), ir::IntExpr(int64_t{1}));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const ir::IntExpr* ea = i < a.size() ? &a[a.size() - 1 - i] : nullptr;
+      const ir::IntExpr* eb = i < b.size() ? &b[b.size() - 1 - i] : nullptr;
+      const bool a_one = !ea || (ea->is_const() && ea->const_value() == 1);
+      out[out.size() - 1 - i] = a_one ? (eb ? *eb : ir::IntExpr(int64_t{1})) : *ea;
+    }
+    return out;
   }
 
   // The node producing `t` when `t` is an intermediate read once by exactly one node.
@@ -155,9 +220,15 @@ class AttentionFuser {
     return v;
   }
 
+  struct WhereMask {
+    std::string scores, cond;
+    double fill = 0.0;
+    bool fill_if_true = false;
+  };
+
   // Scores masked as sum = where(cond, sc, f) (or where(cond, f, sc)) with a constant fill f for
-  // which sc + f == f: records cond and f in `m` and returns sc, else nothing.
-  std::optional<std::string> where_masked(const ir::Node& w, Match& m) {
+  // which sc + f == f: sc, cond and f, else nothing.
+  std::optional<WhereMask> where_masked(const ir::Node& w) {
     if (w.op != "where" || w.inputs.size() != 3 || w.outputs.size() != 1 || !w.attrs.empty()) return std::nullopt;
     const ir::Tensor& sum = g_.tensor(w.outputs[0]);
     const std::string& cond = w.inputs[0];
@@ -173,10 +244,39 @@ class AttentionFuser {
       auto v = uniform_constant(f);
       // -inf, or so far below any score that adding the score does not change it (see the top).
       if (!v || !(*v <= -1e30)) continue;
-      m.where_cond = cond;
-      m.where_fill = *v;
-      m.fill_if_true = fill_side == 1;
-      return sc;
+      return WhereMask{sc, cond, *v, fill_side == 1};
+    }
+    return std::nullopt;
+  }
+
+  static bool is_scores_op(const std::string& op) {
+    return op == "bmm_rrr" || op == "bmm_rcr" || op == "mul" || op == "div";
+  }
+
+  struct AddedMask {
+    std::string scores, mask;
+    size_t producer = 0;  // of `scores`
+  };
+
+  // sum = add(x, mask) | add(mask, x): x has the sum's shape and dtype and is read by the add alone,
+  // its producer a scores op (bmm / scale) or, with `where_scores`, a where mask of the scores
+  // (form A); the mask has the sum's dtype and broadcasts to it. A scores-op x is preferred.
+  std::optional<AddedMask> added_mask(const ir::Node& add, bool where_scores) {
+    if (add.op != "add" || add.inputs.size() != 2 || add.outputs.size() != 1 || !add.attrs.empty()) return std::nullopt;
+    const ir::Tensor& sum = g_.tensor(add.outputs[0]);
+    for (int pass = 0; pass < (where_scores ? 2 : 1); ++pass) {
+      for (int side = 0; side < 2; ++side) {
+        const std::string& sc = add.inputs[static_cast<size_t>(side)];
+        const std::string& mk = add.inputs[static_cast<size_t>(1 - side)];
+        const ir::Tensor &sct = g_.tensor(sc), &mkt = g_.tensor(mk);
+        if (sct.shape != sum.shape || sct.dtype != sum.dtype || mkt.dtype != sum.dtype ||
+            !ir::broadcasts_to(mkt.shape, sum.shape))
+          continue;
+        auto sp = sole_producer(sc);
+        if (!sp) continue;
+        const ir::Node& pn = g_.nodes[*sp];
+        if (pass == 0 ? is_scores_op(pn.op) : where_masked(pn).has_value()) return AddedMask{sc, mk, *sp};
+      }
     }
     return std::nullopt;
   }
@@ -220,39 +320,32 @@ class AttentionFuser {
     if (axis < 0) axis += r;
     if (axis != r - 1) return std::nullopt;
     m.softmax = *smi;
-    // Walk back from the softmax input: [+ mask | where mask] [· c | / c] bmm.
+    // Walk back from the softmax input: [+ mask] [where mask [over + mask]] [· c | / c] bmm, with
+    // at most one additive mask (the where's inside it: form B, after it: form A).
     std::string s = sm.inputs[0];
     std::optional<size_t> pi = sole_producer(s);
     if (!pi) return std::nullopt;
-    if (auto sc = where_masked(g_.nodes[*pi], m)) {
-      auto sp = sole_producer(*sc);
-      if (!sp) return std::nullopt;
-      const std::string& op = g_.nodes[*sp].op;
-      if (op != "bmm_rrr" && op != "bmm_rcr" && op != "mul" && op != "div") return std::nullopt;
-      s = *sc;
-      pi = sp;
-    } else if (g_.nodes[*pi].op == "add" && g_.nodes[*pi].inputs.size() == 2 && g_.nodes[*pi].attrs.empty()) {
-      const ir::Node& add = g_.nodes[*pi];
-      const ir::Tensor& sum = g_.tensor(add.outputs[0]);
-      bool found = false;
-      for (int side = 0; side < 2 && !found; ++side) {
-        const std::string& sc = add.inputs[static_cast<size_t>(side)];
-        const std::string& mk = add.inputs[static_cast<size_t>(1 - side)];
-        const ir::Tensor &sct = g_.tensor(sc), &mkt = g_.tensor(mk);
-        if (sct.shape != sum.shape || sct.dtype != sum.dtype || mkt.dtype != sum.dtype ||
-            !ir::broadcasts_to(mkt.shape, sum.shape))
-          continue;
-        auto sp = sole_producer(sc);
-        if (!sp) continue;
-        const std::string& op = g_.nodes[*sp].op;
-        if (op != "bmm_rrr" && op != "bmm_rcr" && op != "mul" && op != "div") continue;
-        m.mask = mk;
-        s = sc;
-        pi = sp;
-        found = true;
-      }
-      if (!found) return std::nullopt;
+    if (auto a = added_mask(g_.nodes[*pi], /*where_scores=*/true)) {
+      m.mask = a->mask;
+      s = a->scores;
+      pi = a->producer;
     }
+    if (auto w = where_masked(g_.nodes[*pi])) {
+      m.where_cond = w->cond;
+      m.where_fill = w->fill;
+      m.fill_if_true = w->fill_if_true;
+      s = w->scores;
+      pi = sole_producer(s);
+      if (!pi) return std::nullopt;
+      if (m.mask.empty()) {
+        if (auto a = added_mask(g_.nodes[*pi], /*where_scores=*/false)) {
+          m.where_kept = a->mask;
+          s = a->scores;
+          pi = a->producer;
+        }
+      }
+    }
+    if (!is_scores_op(g_.nodes[*pi].op)) return std::nullopt;
     if (auto sc = scaled(g_.nodes[*pi])) {
       m.scale *= sc->second;
       s = sc->first;

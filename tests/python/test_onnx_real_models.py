@@ -161,6 +161,72 @@ def test_where_masked_attention_export_fuses(form, tmp_path):
         np.testing.assert_allclose(got, want, atol=1e-4)
 
 
+@pytest.mark.parametrize("order", ["where_then_add", "add_inside_where"])
+def test_gpt2_style_causal_and_padding_masks_fuse(order, tmp_path):
+    """GPT-2-style attention as Hugging Face writes it: a fused c_attn split into q, k, v, a causal
+    bool buffer tril(ones(S, S)).view(1, 1, S, S) applied with torch.where(causal, scores,
+    finfo.min) and then + attention_mask = (1 - pad_mask[:, None, None, :]) * finfo.min (also the
+    reverse order, where(causal, scores + attention_mask, finfo.min)), exported at opset 14:
+    fuse_attention combines the two masks into one additive mask (where(causal, 0, min) + mask,
+    resp. where(causal, mask, min)) and fuses one scaled_dot_product_attention (no softmax left).
+    Matches PyTorch at batch 1 and 3 within 1e-4 with padded keys, including left padding, whose
+    first rows see only padded keys (uniform over the causal keys in both)."""
+    import json
+    import math
+
+    import numpy as np
+
+    import dinoml as dml
+
+    torch.manual_seed(0)
+    seq, d, h = 16, 32, 4
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.c_attn, self.c_proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            self.register_buffer("bias", torch.tril(torch.ones(seq, seq, dtype=torch.bool)).view(1, 1, seq, seq))
+
+        def heads(self, t):
+            b, s, _ = t.shape
+            return t.view(b, s, self.h, self.dh).permute(0, 2, 1, 3)
+
+        def forward(self, x, pad_mask):
+            q, k, v = (self.heads(t) for t in self.c_attn(x).split(d, dim=2))
+            w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh)
+            lowest = torch.finfo(torch.float32).min
+            attention_mask = (1.0 - pad_mask[:, None, None, :].float()) * lowest
+            fill = torch.full([], lowest, dtype=w.dtype)
+            if order == "where_then_add":
+                w = torch.where(self.bias, w, fill) + attention_mask
+            else:
+                w = torch.where(self.bias, w + attention_mask, fill)
+            c = torch.matmul(torch.softmax(w, dim=-1), v).permute(0, 2, 1, 3).reshape(x.shape)
+            return self.c_proj(c)
+
+    m = Attn().eval()
+    path = str(tmp_path / "gpt2_attn.onnx")
+    names = ["x", "pad_mask"]
+    torch.onnx.export(m, (torch.randn(2, seq, d), torch.ones(2, seq, dtype=torch.long)), path, input_names=names,
+                      output_names=["y"], dynamic_axes={n: {0: "batch"} for n in names}, opset_version=14)
+    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
+    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    assert ops.count("scaled_dot_product_attention") == 1, ops
+    assert not {"softmax", "bmm_rrr"} & set(ops), ops
+    sess = dml.runtime.load(art.path).create_session()
+    for b in (1, 3):
+        x, pad_mask = torch.randn(b, seq, d), torch.ones(b, seq, dtype=torch.long)
+        pad_mask[0, 12:] = 0  # right padding
+        if b > 1:
+            pad_mask[2, :5] = 0  # left padding: rows 0..4 see only padded keys
+        with torch.no_grad():
+            want = m(x, pad_mask).numpy()
+        got = sess.run_numpy({"x": x.numpy(), "pad_mask": pad_mask.numpy()})["y"]
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, atol=1e-4)
+
+
 def test_cumsum_export_compiles_and_matches_torch(tmp_path):
     """CumSum (as HF-style exports use it for position ids) through the compiled CPU path, float
     and int64, against PyTorch."""
