@@ -67,6 +67,7 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
   return bytes;
 }
 
+// The tensor's extents (checked: none negative, the element count neither overflowing nor above 2^40).
 std::vector<int64_t> proto_shape(const onnx::TensorProto& t, const std::string& what, int64_t* count) {
   std::vector<int64_t> shape;
   int64_t n = 1;
@@ -120,16 +121,9 @@ ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string&
   }
   const bool u16_bits = uint16_as_bfloat16 && t.data_type() == onnx::TensorProto::UINT16;
   DType dt = u16_bits ? DType::bf16 : dtype_from_onnx(t.data_type(), what);
-  std::vector<int64_t> shape;
-  int64_t n = 1;
-  for (int64_t d : t.dims()) {
-    if (d < 0) throw Invalid(what + ": negative extent " + std::to_string(d));
-    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) throw Invalid(what + ": element count overflows");
-    shape.push_back(d);
-    n *= d;
-  }
+  int64_t n = 0;
+  const std::vector<int64_t> shape = proto_shape(t, what, &n);
   const size_t es = ir::dtype_size(dt);
-  if (n > (int64_t{1} << 40)) throw Invalid(what + ": implausibly large (" + std::to_string(n) + " elements)");
   const size_t want = static_cast<size_t>(n) * es;
   ops::HostTensor h(dt, shape);
   auto size_error = [&](size_t got, const char* field) {

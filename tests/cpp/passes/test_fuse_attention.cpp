@@ -33,6 +33,26 @@ struct Attn {
   }
 };
 
+// Runs fuse_attention on g (attention with scale 0.5 and a where mask) and checks that it left one
+// scaled_dot_product_attention with a mask input and no softmax / bmm_rrr, counted as where-masked.
+// Returns that node, or nullptr (a failure is recorded) when there is none with four inputs.
+const ir::Node* fuse_one_where_masked_sdpa(ir::Graph& g) {
+  auto r = passes::fuse_attention(g);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(r.stats["attention_masked"], 1);
+  EXPECT_EQ(r.stats["attention_where_masked"], 1);
+  EXPECT_EQ(count_op(g, "scaled_dot_product_attention"), 1);
+  EXPECT_EQ(count_op(g, "softmax"), 0);
+  EXPECT_EQ(count_op(g, "bmm_rrr"), 0);
+  const ir::Node* n = find_op(g, "scaled_dot_product_attention");
+  if (!n || n->inputs.size() != 4u) {
+    ADD_FAILURE() << "no scaled_dot_product_attention with a mask input";
+    return nullptr;
+  }
+  EXPECT_DOUBLE_EQ(n->attr_float("scale"), 0.5);
+  return n;
+}
+
 TEST(FuseAttention, ExportedFormsBecomeOneSdpa) {
   struct Case {
     const char* name;
@@ -172,17 +192,8 @@ TEST(FuseAttention, WhereMaskWithHugeNegativeFillBecomesAdditiveMask) {
     a.b.output(a.b.op1("bmm_rrr", {p, a.v}), "y");
     auto g = a.b.finish();
     auto before = g;
-    auto r = passes::fuse_attention(g);
-    EXPECT_TRUE(r.changed);
-    EXPECT_EQ(r.stats["attention_masked"], 1);
-    EXPECT_EQ(r.stats["attention_where_masked"], 1);
-    EXPECT_EQ(count_op(g, "scaled_dot_product_attention"), 1);
-    EXPECT_EQ(count_op(g, "softmax"), 0);
-    EXPECT_EQ(count_op(g, "bmm_rrr"), 0);
-    const ir::Node* n = find_op(g, "scaled_dot_product_attention");
+    const ir::Node* n = fuse_one_where_masked_sdpa(g);
     ASSERT_NE(n, nullptr);
-    ASSERT_EQ(n->inputs.size(), 4u);
-    EXPECT_DOUBLE_EQ(n->attr_float("scale"), 0.5);
     // The mask has cond's shape (not the scores'), the scores' dtype, and 0 / fill as its values:
     // a constant for the constant causal cond, one where(cond, 0 | fill, fill | 0) for an input.
     const ir::Tensor& mask = g.tensor(n->inputs[3]);
@@ -348,17 +359,8 @@ TEST(FuseAttention, WhereMaskWithAdditiveMaskBecomesOneCombinedMask) {
     t.finish_attention(c.form_b ? t.where(plus_m(t.s), fill, c.swapped) : plus_m(t.where(t.s, fill, c.swapped)));
     auto g = t.a.b.finish();
     auto before = g;
-    auto r = passes::fuse_attention(g);
-    EXPECT_TRUE(r.changed);
-    EXPECT_EQ(r.stats["attention_masked"], 1);
-    EXPECT_EQ(r.stats["attention_where_masked"], 1);
-    EXPECT_EQ(count_op(g, "scaled_dot_product_attention"), 1);
-    EXPECT_EQ(count_op(g, "softmax"), 0);
-    EXPECT_EQ(count_op(g, "bmm_rrr"), 0);
-    const ir::Node* n = find_op(g, "scaled_dot_product_attention");
+    const ir::Node* n = fuse_one_where_masked_sdpa(g);
     ASSERT_NE(n, nullptr);
-    ASSERT_EQ(n->inputs.size(), 4u);
-    EXPECT_DOUBLE_EQ(n->attr_float("scale"), 0.5);
     // One mask of the broadcast of cond's and m's shapes (never the scores' [batch, H, L, L]):
     // form A where(cond, 0, c) + m (the where a constant for the constant cond), form B
     // where(cond, m, c).
