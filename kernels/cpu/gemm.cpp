@@ -259,13 +259,21 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
   const int64_t npb = cdiv(cdiv(panels, nblocks), P) * P;
   nblocks = cdiv(panels, npb);
   const bool f32 = p.dtype == DML_CPU_F32;
+  // The tiles accumulate in a private block of C when the output is not fp32 or K takes several kc
+  // passes. The private block is in tile order (group after group, each [mc][P·16]) so that a pass's
+  // tiles do not walk C's rows: at a power-of-two N those rows are 2^k bytes apart, a group's
+  // columns of every row fall in the same few L2 sets, and each pass evicts the A block from them
+  // (2048³ at 2 threads: 75% of the FMA peak through C, 86% through the private block; docs/benchmarks.md,
+  // session 22). The last pass's finish writes C once, with the epilogue.
+  const bool priv = !f32 || K > bl.kc;
+  const int64_t gw = P * kNR;  // row stride of a group in the private block
   const T* a = static_cast<const T*>(p.a);
   const void* res = p.epi.d;
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* pa = scratch(kSlotA, static_cast<size_t>(mc * bl.kc));
-    float* ct = f32 ? nullptr : scratch(kSlotC, static_cast<size_t>(mc * npb * kNR));
+    float* ct = priv ? scratch(kSlotC, static_cast<size_t>(mc * npb * kNR)) : nullptr;
     alignas(64) float edge[kMR * kNR * kMaxPanelsPerTile];
     if (pack_into) {
 #pragma omp for schedule(static)
@@ -276,8 +284,8 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
       const int64_t m0 = (item / nblocks) * mc, mcur = std::min(mc, M - m0);
       const int64_t j0 = (item % nblocks) * npb, j1 = std::min(panels, j0 + npb);
       const int64_t n0 = j0 * kNR, ncur = std::min(N, j1 * kNR) - n0;
-      float* cd = f32 ? static_cast<float*>(p.c) + m0 * N + n0 : ct;
-      const int64_t ldc = f32 ? N : npb * kNR;
+      float* const cd = priv ? nullptr : static_cast<float*>(p.c) + m0 * N + n0;  // the direct path's block of C
+      const int64_t ldc = N;
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
         const int64_t kc = std::min(bl.kc, K - k0);
         const bool acc = k0 > 0, last = k0 + kc >= K;
@@ -290,7 +298,6 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
           const int64_t nnext = std::min(P, j1 - j - np);  // panels of the next group (0: none)
           for (int64_t ir = 0; ir < mcur; ir += kMR) {
             const int rows = static_cast<int>(std::min(kMR, mcur - ir));
-            float* tile = cd + ir * ldc + jc;
             if (last && res)
               for (int q = 0; q < np; ++q) prefetch_rows(res, m0 + ir, rows, n0 + jc + q * kNR, N, p.epi.dtype);
             // The next group's B slices (kc 64-byte rows each, usually in L3) are fetched into L2 a share per
@@ -302,6 +309,14 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
                 for (int64_t l = t * kc / ntiles, le = (t + 1) * kc / ntiles; l < le; ++l)
                   _mm_prefetch(nb + (q * K * kNR + l * kNR) * sizeof(float), _MM_HINT_T1);
             }
+            if (priv) {
+              // Whole panels into the group's private rows (they hold the padding columns of an N tail).
+              float* tile = ct + (j - j0) * mc * kNR + ir * gw;
+              tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, tile, gw, rows, acc);
+              if (last) isa.finish(tile, gw, rows, cols, m0 + ir, n0 + jc, p.epi, p.c, N);
+              continue;
+            }
+            float* tile = cd + ir * ldc + jc;
             if (cols == width) {
               tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, tile, ldc, rows, acc);
             } else {

@@ -351,6 +351,26 @@ TEST(GemmKernels, PrepackedManyBlocksWithResidual) {
  });
 }
 
+// The blocked path (M past the slice path's 1024 rows) with K over several kc passes: the tiles
+// accumulate in the private tile-order block of C and the last pass's finish writes C with the
+// epilogue (kernels/cpu/gemm.cpp, run_blocked). N = 70 leaves a one-panel group with 6 live columns;
+// every epilogue, fp32 / fp16 / bf16, per call and prepacked, bitwise across thread counts.
+TEST(GemmKernels, BlockedSeveralKPassesWithTail) {
+ for_each_isa([&](const std::string&) {
+  for (int dtype : {DML_CPU_F32, DML_CPU_F16, DML_CPU_BF16})
+    for (int epi : kEpilogues) {
+      if (dtype != DML_CPU_F32 && epi % 3 != 0) continue;
+      Case c;
+      c.dtype = dtype, c.epi = epi, c.M = 1100, c.N = 70, c.K = 530, c.bias = epi % 2 == 0;
+      c.layout = epi % 2;
+      const auto per_call = same_across_threads(c);
+      c.packed = true;
+      if (c.layout == DML_CPU_B_RRR) EXPECT_EQ(same_across_threads(c), per_call) << describe(c);
+      else same_across_threads(c);
+    }
+ });
+}
+
 TEST(GemmKernels, EveryIsaPath) {
   const std::string initial = dml_cpu_gemm_isa();
   for (const char* isa : {"avx512", "avx2", "generic"}) {
