@@ -276,8 +276,10 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
     float* ct = priv ? scratch(kSlotC, static_cast<size_t>(mc * npb * kNR)) : nullptr;
     alignas(64) float edge[kMR * kNR * kMaxPanelsPerTile];
     if (pack_into) {
-#pragma omp for schedule(static)
-      for (int64_t j = 0; j < panels; ++j) pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, j, j + 1);
+      // Each thread a contiguous run of panels (pack_b_panels walks b's rows across the run).
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, panels * t / nt, panels * (t + 1) / nt);
+#pragma omp barrier
     }
 #pragma omp for schedule(dynamic, 1) nowait
     for (int64_t item = 0; item < mblocks * nblocks; ++item) {

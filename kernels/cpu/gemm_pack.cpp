@@ -43,17 +43,30 @@ inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
 
 template <typename T>
 void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1) {
+  if (layout == DML_CPU_B_RRR) {
+    // b[K, N]: a few rows at a time across all the panels, so the reads stream along b's rows. Panel by
+    // panel, each 64-byte read would be a row (N·4 bytes, often a power of two) past the last: a new
+    // page per read and a TLB miss each at large N (2048³, 2 threads: the per-call pack took ~3% of
+    // the GEMM; docs/benchmarks.md, session 22).
+    constexpr int64_t kRows = 8;
+    for (int64_t k0 = 0; k0 < K; k0 += kRows) {
+      const int64_t k1 = std::min(K, k0 + kRows);
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t n0 = j * kNR, nn = std::min(kNR, N - n0);
+        for (int64_t k = k0; k < k1; ++k) {
+          const T* row = b + k * N + n0;
+          float* d = out + (j * K + k) * kNR;
+          for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
+          for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
+        }
+      }
+    }
+    return;
+  }
   for (int64_t j = j0; j < j1; ++j) {
     float* dst = out + j * K * kNR;
     const int64_t n0 = j * kNR, nn = std::min(kNR, N - n0);
-    if (layout == DML_CPU_B_RRR) {
-      for (int64_t k = 0; k < K; ++k) {
-        const T* row = b + k * N + n0;
-        float* d = dst + k * kNR;
-        for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
-        for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
-      }
-    } else if (std::is_same_v<T, float> && nn == kNR) {
+    if (std::is_same_v<T, float> && nn == kNR) {
       // fp32 b[N, K], a whole panel: 8×8 register transposes, the K tail element by element.
       const float* src = reinterpret_cast<const float*>(b) + n0 * K;
       int64_t k = 0;
@@ -153,8 +166,9 @@ int pack_b_all(int dtype, int layout, int64_t N, int64_t K, const void* b, float
   return dispatch_float(dtype, "dml_cpu_gemm_pack_b", [&](auto tag) -> int {
     using T = decltype(tag);
     const T* bt = static_cast<const T*>(b);
-#pragma omp parallel for schedule(static) if (parallel && np > 1 && N * K > kParallelWork)
-    for (int64_t j = 0; j < np; ++j) pack_b_panels(bt, layout, N, K, panels, j, j + 1);
+    const int nt = parallel && np > 1 && N * K > kParallelWork ? std::min<int64_t>(omp_get_max_threads(), np) : 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int t = 0; t < nt; ++t) pack_b_panels(bt, layout, N, K, panels, np * t / nt, np * (t + 1) / nt);
     return DML_CPU_OK;
   });
 }
