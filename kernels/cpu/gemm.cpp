@@ -287,7 +287,6 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
       const int64_t j0 = (item % nblocks) * npb, j1 = std::min(panels, j0 + npb);
       const int64_t n0 = j0 * kNR, ncur = std::min(N, j1 * kNR) - n0;
       float* const cd = priv ? nullptr : static_cast<float*>(p.c) + m0 * N + n0;  // the direct path's block of C
-      const int64_t ldc = N;
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
         const int64_t kc = std::min(bl.kc, K - k0);
         const bool acc = k0 > 0, last = k0 + kc >= K;
@@ -318,17 +317,17 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
               if (last) isa.finish(tile, gw, rows, cols, m0 + ir, n0 + jc, p.epi, p.c, N);
               continue;
             }
-            float* tile = cd + ir * ldc + jc;
+            float* tile = cd + ir * N + jc;
             if (cols == width) {
-              tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, tile, ldc, rows, acc);
+              tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, tile, N, rows, acc);
             } else {
               // N tail: the tile writes whole panels, so it goes through a private buffer.
               if (acc)
-                for (int r = 0; r < rows; ++r) std::memcpy(edge + r * width, tile + r * ldc, cols * sizeof(float));
+                for (int r = 0; r < rows; ++r) std::memcpy(edge + r * width, tile + r * N, cols * sizeof(float));
               tile_group_packed(isa, kc, pa + ir * kc, bp, K * kNR, np, edge, width, rows, acc);
-              for (int r = 0; r < rows; ++r) std::memcpy(tile + r * ldc, edge + r * width, cols * sizeof(float));
+              for (int r = 0; r < rows; ++r) std::memcpy(tile + r * N, edge + r * width, cols * sizeof(float));
             }
-            if (last) isa.finish(tile, ldc, rows, cols, m0 + ir, n0 + jc, p.epi, p.c, N);
+            if (last) isa.finish(tile, N, rows, cols, m0 + ir, n0 + jc, p.epi, p.c, N);
           }
         }
       }

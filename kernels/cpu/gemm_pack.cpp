@@ -39,6 +39,13 @@ inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
   _mm256_storeu_ps(dst + 7 * kNR, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
+// One 16-wide panel row from a row of b[K, N]: its nn live columns, zeros past N.
+template <typename T>
+inline void panel_row(const T* row, int64_t nn, float* d) {
+  for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
+  for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
+}
+
 }  // namespace
 
 template <typename T>
@@ -53,12 +60,7 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
       const int64_t k1 = std::min(K, k0 + kRows);
       for (int64_t j = j0; j < j1; ++j) {
         const int64_t n0 = j * kNR, nn = std::min(kNR, N - n0);
-        for (int64_t k = k0; k < k1; ++k) {
-          const T* row = b + k * N + n0;
-          float* d = out + (j * K + k) * kNR;
-          for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
-          for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
-        }
+        for (int64_t k = k0; k < k1; ++k) panel_row(b + k * N + n0, nn, out + (j * K + k) * kNR);
       }
     }
     return;
@@ -100,12 +102,7 @@ template <typename T>
 void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int64_t k0, int64_t kc, float* out) {
   const int64_t nn = std::min(kNR, N - n0);
   if (layout == DML_CPU_B_RRR) {
-    for (int64_t k = 0; k < kc; ++k) {
-      const T* row = b + (k0 + k) * N + n0;
-      float* d = out + k * kNR;
-      for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
-      for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
-    }
+    for (int64_t k = 0; k < kc; ++k) panel_row(b + (k0 + k) * N + n0, nn, out + k * kNR);
   } else if (std::is_same_v<T, float> && nn == kNR) {
     // fp32 b[N, K], 16 whole rows: 8×8 register transposes, the kc tail element by element.
     const float* src = reinterpret_cast<const float*>(b) + n0 * K + k0;
