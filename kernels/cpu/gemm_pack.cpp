@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "gemm_driver.h"
 
@@ -44,6 +45,31 @@ template <typename T>
 inline void panel_row(const T* row, int64_t nn, float* d) {
   for (int64_t r = 0; r < nn; ++r) d[r] = load_f(row, r);
   for (int64_t r = nn; r < kNR; ++r) d[r] = 0.0f;
+}
+
+// One full 6-row A panel of fp32 rows (row i at src + i*lda), columns [0, kc): dst[k*6 + i]. Four
+// columns at a time: rows 0..3 transposed as a 4×4 block, rows 4..5 interleaved in pairs, stored as
+// six 16-byte vectors (24 contiguous floats); the kc % 4 last columns one by one.
+inline void pack_a_panel6_f32(const float* src, int64_t lda, int64_t kc, float* dst) {
+  static_assert(kMR == 6, "pack_a_panel6_f32 writes 6-row panels");
+  const float *r0 = src, *r1 = src + lda, *r2 = src + 2 * lda, *r3 = src + 3 * lda, *r4 = src + 4 * lda,
+              *r5 = src + 5 * lda;
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4, dst += 24) {
+    __m128 x0 = _mm_loadu_ps(r0 + k), x1 = _mm_loadu_ps(r1 + k), x2 = _mm_loadu_ps(r2 + k), x3 = _mm_loadu_ps(r3 + k);
+    _MM_TRANSPOSE4_PS(x0, x1, x2, x3);  // x_j = rows 0..3 of column k + j
+    const __m128 y4 = _mm_loadu_ps(r4 + k), y5 = _mm_loadu_ps(r5 + k);
+    const __m128 lo = _mm_unpacklo_ps(y4, y5), hi = _mm_unpackhi_ps(y4, y5);  // rows 4, 5 of columns k, k+1 / k+2, k+3
+    _mm_storeu_ps(dst, x0);
+    _mm_storeu_ps(dst + 4, _mm_shuffle_ps(lo, x1, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm_storeu_ps(dst + 8, _mm_shuffle_ps(x1, lo, _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm_storeu_ps(dst + 12, x2);
+    _mm_storeu_ps(dst + 16, _mm_shuffle_ps(hi, x3, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm_storeu_ps(dst + 20, _mm_shuffle_ps(x3, hi, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  for (; k < kc; ++k, dst += 6) {
+    dst[0] = r0[k], dst[1] = r1[k], dst[2] = r2[k], dst[3] = r3[k], dst[4] = r4[k], dst[5] = r5[k];
+  }
 }
 
 }  // namespace
@@ -132,6 +158,12 @@ void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, i
     const int64_t rows = std::min(kMR, mc - p * kMR);
     const T* src[kMR];
     for (int64_t i = 0; i < rows; ++i) src[i] = a + (m0 + p * kMR + i) * lda + k0;
+    if constexpr (std::is_same_v<T, float>) {
+      if (rows == kMR) {
+        pack_a_panel6_f32(a + (m0 + p * kMR) * lda + k0, lda, kc, dst);
+        continue;
+      }
+    }
     if (rows == kMR) {  // full panel: a fixed row count the compiler unrolls (the common case)
       for (int64_t k = 0; k < kc; ++k)
 #pragma GCC unroll 6
