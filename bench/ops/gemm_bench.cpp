@@ -2,7 +2,10 @@
 // call), DinoML with prepacked weights (dml_cpu_gemm_prepacked: what a module with constant
 // weights runs), oneDNN (matmul primitive created once; execute timed alone) and OpenBLAS
 // (cblas_sgemm). Prints GFLOP/s, ratios and the machine's fp32 peak (measured, and computed from
-// the measured clock). Results: docs/benchmarks.md.
+// the measured clock). The 2048³ row is also set against a same-window peak: the GEMM's flops run
+// as 12 independent zmm FMA chains on the same OpenMP team, timed exactly like the GEMM calls
+// (median of each round's calls, best round), so both sides of that ratio see the same clock, the
+// same fork/join and the same share of the machine. Results: docs/benchmarks.md.
 //
 //   gemm_bench [--threads 2] [--quick] [--only square|transformer|[rrr:]MxNxK] [--min-time 0.3] [--stat median|min]
 //              [--rounds R] [--clock wall|thread]
