@@ -15,7 +15,7 @@ for r in $(seq ${ROUNDS:-2}); do
     tag=$(basename "$so" .so)
     echo "=== round $r: $tag"
     timeout ${BENCH_TIMEOUT:-240} python3 bench/cuda/skinny_packed_bench.py "$(readlink -f "$so")" --out "$OUT/${tag}_r$r" \
-      --packed "$VARS" --base 18 --no-checks 2>&1 | tee "$OUT/${tag}_r$r.log" | grep -v "^\s*$" | tail -${TAILN:-30}
+      --packed "$VARS" --base 18 --no-checks > "$OUT/${tag}_r$r.log" 2>&1; grep -v "^\s*$" "$OUT/${tag}_r$r.log" | tail -n ${TAILN:-30}
   done
 done
 if [ -n "$CHECK" ]; then
