@@ -103,63 +103,53 @@ __attribute__((target("avx2,fma"))) double fma_gflops_one_thread(double seconds)
   return best;
 }
 
-// The same with 512-bit FMAs (12 independent zmm chains: 2 pipes × up to 6 cycles of latency),
-// 32 flops per FMA. Only called when CPUID reports AVX-512F.
-__attribute__((target("avx512f"))) double fma512_gflops_one_thread(double seconds) {
-  __m512 c0 = _mm512_set1_ps(1.0f), c1 = _mm512_set1_ps(1.1f), c2 = _mm512_set1_ps(1.2f), c3 = _mm512_set1_ps(1.3f),
-         c4 = _mm512_set1_ps(1.4f), c5 = _mm512_set1_ps(1.5f), c6 = _mm512_set1_ps(1.6f), c7 = _mm512_set1_ps(1.7f),
-         c8 = _mm512_set1_ps(1.8f), c9 = _mm512_set1_ps(1.9f), c10 = _mm512_set1_ps(2.0f), c11 = _mm512_set1_ps(2.1f);
+// `iters` rounds of 12 independent zmm FMA chains (2 pipes × up to 6 cycles of latency), 12·32 flops
+// per round, chains started from `seed` + 0.1·i (distinct, so the compiler keeps all twelve); returns
+// their sum's first lane, which callers keep live. Only called when CPUID reports AVX-512F.
+__attribute__((target("avx512f"), noinline)) float fma512_chains(long iters, float seed) {
+  __m512 c0 = _mm512_set1_ps(seed), c1 = _mm512_set1_ps(seed + .1f), c2 = _mm512_set1_ps(seed + .2f),
+         c3 = _mm512_set1_ps(seed + .3f), c4 = _mm512_set1_ps(seed + .4f), c5 = _mm512_set1_ps(seed + .5f),
+         c6 = _mm512_set1_ps(seed + .6f), c7 = _mm512_set1_ps(seed + .7f), c8 = _mm512_set1_ps(seed + .8f),
+         c9 = _mm512_set1_ps(seed + .9f), c10 = _mm512_set1_ps(seed + 1.f), c11 = _mm512_set1_ps(seed + 1.1f);
   const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
-  const double t0 = now();
-  double best = 0;
-  while (now() - t0 < seconds) {
-    const double s0 = now();
-    for (int r = 0; r < 10000; ++r) {
-      c0 = _mm512_fmadd_ps(c0, m, a); c1 = _mm512_fmadd_ps(c1, m, a); c2 = _mm512_fmadd_ps(c2, m, a);
-      c3 = _mm512_fmadd_ps(c3, m, a); c4 = _mm512_fmadd_ps(c4, m, a); c5 = _mm512_fmadd_ps(c5, m, a);
-      c6 = _mm512_fmadd_ps(c6, m, a); c7 = _mm512_fmadd_ps(c7, m, a); c8 = _mm512_fmadd_ps(c8, m, a);
-      c9 = _mm512_fmadd_ps(c9, m, a); c10 = _mm512_fmadd_ps(c10, m, a); c11 = _mm512_fmadd_ps(c11, m, a);
-    }
-    best = std::max(best, 10000 * 12.0 * 32.0 / (now() - s0) / 1e9);
+  for (long r = 0; r < iters; ++r) {
+    c0 = _mm512_fmadd_ps(c0, m, a); c1 = _mm512_fmadd_ps(c1, m, a); c2 = _mm512_fmadd_ps(c2, m, a);
+    c3 = _mm512_fmadd_ps(c3, m, a); c4 = _mm512_fmadd_ps(c4, m, a); c5 = _mm512_fmadd_ps(c5, m, a);
+    c6 = _mm512_fmadd_ps(c6, m, a); c7 = _mm512_fmadd_ps(c7, m, a); c8 = _mm512_fmadd_ps(c8, m, a);
+    c9 = _mm512_fmadd_ps(c9, m, a); c10 = _mm512_fmadd_ps(c10, m, a); c11 = _mm512_fmadd_ps(c11, m, a);
   }
   __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
                            _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
   s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
   alignas(64) float keep[16];
   _mm512_store_ps(keep, s);
-  if (keep[0] == 12345.0f) std::printf(" ");
+  return keep[0];
+}
+
+// One thread's zmm FMA throughput: the best ~30 µs chunk (10000 rounds) over `seconds`.
+double fma512_gflops_one_thread(double seconds) {
+  const double t0 = now();
+  double best = 0;
+  float sink = 0;
+  while (now() - t0 < seconds) {
+    const double s0 = now();
+    sink += fma512_chains(10000, 1.0f);
+    best = std::max(best, 10000 * 12.0 * 32.0 / (now() - s0) / 1e9);
+  }
+  if (sink == 12345.0f) std::printf(" ");
   return best;
 }
 
-// The same 12 zmm chains as an OpenMP team of `threads` (the GEMM's own threads): together they do
-// `flops` floating-point operations, split evenly, and the call returns when all are done. Timed
-// like a GEMM call (median_time, best round) this is the time an ideal GEMM of that many flops
-// would take on this machine at this moment: the peak measured over the GEMM's own window, fork
-// and join included, instead of the best 30-µs slices of each thread taken at different times.
-__attribute__((target("avx512f"))) void team_fma512(int threads, double flops) {
+// The same chains on an OpenMP team of `threads` (the GEMM's own threads), `flops` operations split
+// evenly; returns when all are done. Timed like a GEMM call (median_time, best round) this is the
+// time an ideal GEMM of that many flops takes on this machine at this moment: the peak over the
+// GEMM's own window, fork and join included, instead of each thread's best 30-µs slices taken at
+// different times.
+void team_fma512(int threads, double flops) {
   const long iters = static_cast<long>(flops / (threads * 12.0 * 32.0));
   float sink = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-  {
-    const float seed = 1.0f + omp_get_thread_num();
-    __m512 c0 = _mm512_set1_ps(seed), c1 = _mm512_set1_ps(seed + .1f), c2 = _mm512_set1_ps(seed + .2f),
-           c3 = _mm512_set1_ps(seed + .3f), c4 = _mm512_set1_ps(seed + .4f), c5 = _mm512_set1_ps(seed + .5f),
-           c6 = _mm512_set1_ps(seed + .6f), c7 = _mm512_set1_ps(seed + .7f), c8 = _mm512_set1_ps(seed + .8f),
-           c9 = _mm512_set1_ps(seed + .9f), c10 = _mm512_set1_ps(seed + 1.f), c11 = _mm512_set1_ps(seed + 1.1f);
-    const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
-    for (long r = 0; r < iters; ++r) {
-      c0 = _mm512_fmadd_ps(c0, m, a); c1 = _mm512_fmadd_ps(c1, m, a); c2 = _mm512_fmadd_ps(c2, m, a);
-      c3 = _mm512_fmadd_ps(c3, m, a); c4 = _mm512_fmadd_ps(c4, m, a); c5 = _mm512_fmadd_ps(c5, m, a);
-      c6 = _mm512_fmadd_ps(c6, m, a); c7 = _mm512_fmadd_ps(c7, m, a); c8 = _mm512_fmadd_ps(c8, m, a);
-      c9 = _mm512_fmadd_ps(c9, m, a); c10 = _mm512_fmadd_ps(c10, m, a); c11 = _mm512_fmadd_ps(c11, m, a);
-    }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
-    alignas(64) float keep[16];
-    _mm512_store_ps(keep, s);
-    sink += keep[0];
-  }
+  sink += fma512_chains(iters, 1.0f + omp_get_thread_num());
   if (sink == 12345.0f) std::printf(" ");
 }
 
@@ -264,8 +254,9 @@ int main(int argc, char** argv) {
   std::printf("measured FMA-loop peak: 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n", fma1, threads, fma_all);
   // With AVX-512 the same loop in zmm: the peak the avx512 GEMM path is measured against.
   double peak = per_core_theory * threads;
-  const bool avx512 = __builtin_cpu_supports("avx512f") && std::strcmp(dml_cpu_gemm_isa(), "avx512") == 0;
-  if (__builtin_cpu_supports("avx512f")) {
+  const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx512 = has_avx512 && std::strcmp(dml_cpu_gemm_isa(), "avx512") == 0;  // the GEMM runs the avx512 path
+  if (has_avx512) {
     std::vector<double> per512(threads);
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { per512[t] = fma512_gflops_one_thread(0.5); });
@@ -274,7 +265,7 @@ int main(int argc, char** argv) {
     for (double g : per512) fma512_all += g;
     std::printf("measured zmm FMA-loop peak (12 independent 512-bit FMA chains per thread): %d threads %.1f GFLOP/s "
                 "(%.1f flops/cycle/core at the clock above)\n", threads, fma512_all, fma512_all / threads / ghz);
-    if (std::strcmp(dml_cpu_gemm_isa(), "avx512") == 0) peak = fma512_all;
+    if (avx512) peak = fma512_all;
   }
   std::printf("peak used for the %% of peak below: %.1f GFLOP/s\n\n", peak);
 

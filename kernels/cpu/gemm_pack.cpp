@@ -160,7 +160,7 @@ void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, i
     for (int64_t i = 0; i < rows; ++i) src[i] = a + (m0 + p * kMR + i) * lda + k0;
     if constexpr (std::is_same_v<T, float>) {
       if (rows == kMR) {
-        pack_a_panel6_f32(a + (m0 + p * kMR) * lda + k0, lda, kc, dst);
+        pack_a_panel6_f32(src[0], lda, kc, dst);
         continue;
       }
     }
