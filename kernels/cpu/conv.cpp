@@ -17,6 +17,7 @@
 // compiler over the output width; threads split the (image, channel) planes.
 #include <immintrin.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -355,6 +356,25 @@ std::vector<const float*>& cv_pixels() {
   return v;
 }
 
+// K rows per block of the channel-vectorised path: its weight slice (kc × 16·kDirectNP floats) takes
+// about 30% of L2 and stays there while the block's pixel tiles pass over it; each tile then
+// accumulates into its C block once per kc rows. Sized for L1 (kc 128) the tiles' C reloads and
+// stores cost more than the slice's L2 reads save: on the Zen 5 guest (1 MiB L2; docs/benchmarks.md,
+// session 24, in-process A/B at 2 threads) kc 1152 against 128 ran ResNet-18's 512-channel 7×7 conv
+// 0.709 → 0.654 ms at batch 1 and 5.20 → 5.05 ms at batch 8, its 256→512 stride-2 conv 2.86 → 2.76 ms
+// at batch 8; 768–2304 measured alike. DINOML_CONV_CV_KC overrides (tuning experiments).
+int64_t cv_kc() {
+  static const int64_t kc = [] {
+    if (kCvKC > 0) return kCvKC;
+    if (const char* v = std::getenv("DINOML_CONV_CV_KC"))
+      if (std::atoll(v) > 0) return static_cast<int64_t>(std::atoll(v));
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 <= 0) l2 = 512 * 1024;
+    return std::clamp<int64_t>(l2 * 3 / 10 / (kNR * kDirectNP * int64_t(sizeof(float))), 128, 2304);
+  }();
+  return kc;
+}
+
 // Portable form of IsaKernels::tile_conv_cv for tables without one.
 void tile_conv_cv_portable(int64_t nc, int taps, const int64_t* toff, int64_t cstride, const float* const* px,
                            const float* b, int64_t bstride, int np, float* c, int64_t ldc, int rows, bool accumulate) {
@@ -384,7 +404,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   const DirectCall dc = direct_call(g);
   const DirectGeo& d = dc.d;
   const int threads = dc.threads, taps = dc.taps;
-  const int64_t cblock = std::max<int64_t>(1, kCvKC / taps);
+  const int64_t cblock = std::max<int64_t>(1, cv_kc() / taps);
   const int64_t M = g.N * g.P, op = cv_panels(g);
   // Pixel blocks of up to kCvMB pixels (every pixel of a small batch: each weight slice then stays
   // in L1 while all the pixel tiles pass over it, and the weights stream from memory once per call);

@@ -36,10 +36,9 @@ constexpr int64_t kDirectChunkFloats = int64_t{1} << 20;
 #define DML_DIRECT_NP 4
 #endif
 constexpr int64_t kDirectNP = DML_DIRECT_NP;
-// K rows per block of the channel-vectorised path: its weight slice (kCvKC × 16·np floats) stays in
-// L1 while the block's pixel tiles pass over it.
+// K rows per block of the channel-vectorised path (0: cv_kc() derives it from the L2 size).
 #ifndef DML_CV_KC
-#define DML_CV_KC 128
+#define DML_CV_KC 0
 #endif
 constexpr int64_t kCvKC = DML_CV_KC;
 
