@@ -147,60 +147,6 @@ __device__ __forceinline__ void sk_mma(float (&acc)[NG][4], const SkChunk<NG, SK
   }
 }
 
-// XS: a's pieces of a loop step are copied global -> shared by cp.async (no registers held while they
-// are in flight, unlike the 16-byte register loads), each lane reading back only what it copied.
-__device__ __forceinline__ void sk_cp16(uint4* smem, const void* gmem, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-#else
-  *smem = valid ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
-#endif
-}
-__device__ __forceinline__ void sk_cp_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
-template <class T, int SK_U, int SK_WARPS, bool HALF>
-__device__ __forceinline__ void sk_copy_x(uint4* xs, int64_t c0, int64_t chunks, int64_t K, int t, int lane, const T* a,
-                                          const T* a_lo, const T* a_hi, bool row_lo, bool row_hi) {
-#pragma unroll
-  for (int u = 0; u < SK_U; ++u) {
-    const int64_t c = c0 + (int64_t)u * SK_WARPS;
-    const bool kin = c < chunks && c * 32 + 8 * t < K;
-    const bool lo = kin && row_lo, hi = kin && row_hi;
-    sk_cp16(xs + (2 * u) * 32 + lane, lo ? a_lo + c * 32 : a, lo);
-    if constexpr (!HALF) sk_cp16(xs + (2 * u + 1) * 32 + lane, hi ? a_hi + c * 32 : a, hi);
-  }
-}
-// sk_mma with a's pieces read from the warp's staging buffer just before their mma (BAT: the first mma
-// waits on every weight load of the step).
-template <class T, int NG, int SK_U, bool HALF>
-__device__ __forceinline__ void sk_mma_xs(float (&acc)[NG][4], const SkChunk<NG, SK_U>& ch, const uint4* xs, int lane,
-                                          bool never) {
-  uint32_t x = 0;
-#pragma unroll
-  for (int u = 0; u < SK_U; ++u)
-#pragma unroll
-    for (int j = 0; j < NG; ++j) x ^= ch.wv[u][j].x;
-  if (never) acc[0][0] += __uint_as_float(x);
-#pragma unroll
-  for (int u = 0; u < SK_U; ++u) {
-    const uint4 xl = xs[(2 * u) * 32 + lane];
-    const uint4 xh = HALF ? make_uint4(0, 0, 0, 0) : xs[(2 * u + 1) * 32 + lane];
-    const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y};
-    const uint32_t a1[4] = {xl.z, xh.z, xl.w, xh.w};
-#pragma unroll
-    for (int j = 0; j < NG; ++j) {
-      const uint32_t b0[2] = {ch.wv[u][j].x, ch.wv[u][j].y};
-      const uint32_t b1[2] = {ch.wv[u][j].z, ch.wv[u][j].w};
-      mma_m16n8k16<T>(acc[j], a0, b0);
-      mma_m16n8k16<T>(acc[j], a1, b1);
-    }
-  }
-}
-
 // Bulk-copy (cp.async.bulk) helpers of the sm_90 paths: the ring (variants 12..17, 19..27) and the
 // register kernel's shared-memory prologue (PK > 0).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -251,7 +197,7 @@ template <int NGM, int KS, int S> __host__ __device__ constexpr int sk_ring_byte
 // HALF: at most 8 rows of a (M <= 8): rows g + 8 are known absent, so their loads and registers go.
 // BAT: the loads of a loop step batched ahead of its mma (sk_mma).
 template <class T, int NG, int SK_U, int SK_WARPS, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
-          bool BAT = false, bool XS = false>
+          bool BAT = false>
 __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_t M, int64_t N, int64_t K, int64_t sa, int64_t sb,
                                                                     const T* __restrict__ a, const T* __restrict__ b,
                                                                     const T* __restrict__ bias, const T* __restrict__ d,
@@ -283,9 +229,6 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   float acc[NG][4];
 #pragma unroll
   for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  // XS: this warp's staging of a's pieces, [U][lo, hi][lane].
-  __shared__ __align__(16) uint4 xs_all[XS ? SK_WARPS * SK_U * 64 : 1];
-  uint4* const xs = xs_all + (XS ? warp * SK_U * 64 : 0);
 
   const int64_t chunks = (K + 31) / 32;
   constexpr int64_t S = SK_WARPS * SK_U;  // chunks per loop step of the block
@@ -334,14 +277,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
     sk_load_w<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
     grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
     grid_dep_launch();
-    if constexpr (XS) {
-      sk_copy_x<T, SK_U, SK_WARPS, HALF>(xs, c0, chunks, K, t, lane, a, a_lo, a_hi, row_lo, row_hi);
-      sk_cp_wait();
-      sk_mma_xs<T, NG, SK_U, HALF>(acc, ch, xs, lane, epi < 0);
-    } else {
-      sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
-      sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
-    }
+    sk_load_x<T, NG, SK_U, SK_WARPS>(ch, c0, chunks, K, t, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
     c0 += S;
   } else {
     grid_dep_wait();    // a, bias, d and y may belong to the preceding kernel
@@ -349,15 +286,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   }
   for (; c0 < chunks; c0 += S) {
     SkChunk<NG, SK_U> ch;
-    if constexpr (XS) {
-      sk_copy_x<T, SK_U, SK_WARPS, HALF>(xs, c0, chunks, K, t, lane, a, a_lo, a_hi, row_lo, row_hi);
-      sk_load_w<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok);
-      sk_cp_wait();
-      sk_mma_xs<T, NG, SK_U, HALF>(acc, ch, xs, lane, epi < 0);
-    } else {
-      sk_load<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
-      sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
-    }
+    sk_load<T, NG, SK_U, SK_WARPS, PKD ? 256 : 32>(ch, c0, chunks, K, t, brow, bok, a_lo, a_hi, row_lo, row_hi);
+    sk_mma<T, NG, SK_U, BAT>(acc, ch, epi < 0);
   }
   // acc[j]: rows g (0, 1) and g + 8 (2, 3), columns 8j + 2t + {0, 1}.
   float(*red)[NG][4][32];
@@ -636,13 +566,13 @@ template <class T, int NGM, int KS, int S, int W, bool PDL, bool XP, int MINB = 
 // The register kernel {NG, U, W}: PDL / PF as skinny_gemm_kernel's; PK > 0 (its shared-memory
 // prologue, sm_90 only) runs variant 18 where that instantiation cannot run.
 template <class T, int NG, int U, int W, bool PDL = false, bool PF = false, int PK = 0, int MINB = 0, bool PKD = false, bool HALF = false,
-          bool BAT = false, bool XS = false>
+          bool BAT = false>
 int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a, const void* b,
            const void* bias, const void* d, void* y, int epi, cudaStream_t s) {
   if constexpr (HALF) {
-    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD, false, BAT, XS>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
+    if (M > 8) return launch<T, NG, U, W, PDL, PF, PK, MINB, PKD, false, BAT>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
   }
-  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF, BAT, XS>;
+  constexpr auto kern = &skinny_gemm_kernel<T, NG, U, W, PF, PK, MINB, PKD, HALF, BAT>;
   constexpr int smem = PK > 0 ? 8 * NG * sk_row_bytes<PK>() : 0;
   if constexpr (PK > 0) {
     if (!sm90_occ<kern, W * 32, smem>().ok) return launch<T, 1, 4, 8, true, true>(M, N, K, batch, sa, sb, a, b, bias, d, y, epi, s);
@@ -705,7 +635,7 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
 // 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
 // {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
-constexpr int kNumVariants = 64;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -759,12 +689,6 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
-    // EXPERIMENT (session 24): six or five warps per block, so that {1,4,W} without HALF (78 registers) fits four blocks per SM
-    // EXPERIMENT (session 24): a staged through shared memory by cp.async (XS): {1,4,8}, {1,4,8} MINB 4, {1,6,8} HALF,
-    // {1,4,8} HALF, {1,3,8}, {1,6,8} MINB 4
-    DML_SK_CASE(59, 1, 4, 8, true, true, 0, 0, true, false, true, true) DML_SK_CASE(60, 1, 4, 8, true, true, 0, 4, true, false, true, true)
-    DML_SK_CASE(61, 1, 6, 8, true, true, 0, 0, true, true, true, true) DML_SK_CASE(62, 1, 4, 8, true, true, 0, 0, true, true, true, true)
-    DML_SK_CASE(63, 1, 3, 8, true, true, 0, 0, true, false, true, true) DML_SK_CASE(64, 1, 6, 8, true, true, 0, 4, true, false, true, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
