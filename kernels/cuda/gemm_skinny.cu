@@ -635,7 +635,7 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
 // 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
 // {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
-constexpr int kNumVariants = 62;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -689,9 +689,6 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
-    // EXPERIMENT (session 24): two row groups per warp with 16 warps per block, registers capped for two blocks per SM
-    DML_SK_CASE(59, 2, 2, 16, true, true, 0, 2, true, false, true) DML_SK_CASE(60, 2, 2, 16, true, true, 0, 2, true, true, true)
-    DML_SK_CASE(61, 2, 3, 16, true, true, 0, 2, true, true, true) DML_SK_CASE(62, 2, 1, 16, true, true, 0, 2, true, false, true)
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
