@@ -301,7 +301,11 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   const ConvItems ci = conv_items(g.N, g.G, ncb, g.mpanels, threads, min_split);
   const int64_t mper = ci.mper, items = ci.count;
   float* shared;
-  if (int st = shared_prepared_buffer(g, d, weight_bound, &shared)) return st;
+  // One prepared input shared by the team only where the threads must share columns (fewer column
+  // units than threads: each thread then reads the whole input). With a column unit per thread each
+  // prepares just the rows its own columns read, in its own cache: ResNet-18's 128→256 stride-2 conv at
+  // batch 1 (two column blocks, weight rows split four ways) 0.52 → 0.40 ms (docs/benchmarks.md, session 24).
+  if (int st = shared_prepared_buffer(g, d, weight_bound && base < threads, &shared)) return st;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {

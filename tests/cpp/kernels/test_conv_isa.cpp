@@ -112,6 +112,9 @@ TEST(ConvKernels, EveryIsaTable) {
       {{1, 8, 11, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2}, 1, DML_CPU_EPI_RELU},
       {{1, 24, 15, 17, 40, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1}, 1, DML_CPU_EPI_ADD},
       {{5, 70, 7, 7, 50, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_ADD_RELU},
+      // Weight-bound direct conv whose two column blocks go one per thread (each prepares its own input
+      // rows, no shared buffer), batch 2.
+      {{2, 16, 28, 28, 160, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
       // Variant 1 over several K blocks (its block is ~30% of L2 in K rows: 136 channels of a 3x3 conv,
       // 1228 of a 1x1 one with 1 MiB of L2), the last one partial: the tiles accumulate into C.
       {{1, 300, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1, DML_CPU_EPI_ADD_RELU},
