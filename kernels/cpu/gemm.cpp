@@ -62,6 +62,12 @@ constexpr int64_t kParallelMacs = int64_t{1} << 18;
 // Blocked path: M blocks per thread to aim for, and the fewest rows a block keeps for that.
 const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
 const bool kPrefetchNextB = env_int("DINOML_GEMM_PREFETCH_B", 1) != 0;
+// A per-call packed B larger than this (bytes; beyond any L2 here) is written with non-temporal stores
+// where the packing allows (fp32 b[N, K]): it is read back from L3 or memory either way, and the
+// stores then need no read for ownership nor evict A and C. 2 threads on the Zen 5 guest, in-process
+// A/B (docs/benchmarks.md, session 24), GFLOP/s median: 2048³ 381.1 → 385.7, 4096³ 378.6 → 383.4,
+// 2048 × 768 × 768 369.8 → 376.7, 2048 × 3072 × 768 377.9 → 377.8. DINOML_GEMM_STREAM_PACK_BYTES.
+const int64_t kStreamPackBytes = env_int("DINOML_GEMM_STREAM_PACK_BYTES", int64_t{1} << 20);
 const bool kPrefetchNextSliceB = env_int("DINOML_GEMM_PREFETCH_SLICE_B", 1) != 0;
 // Packed weights on the slice path: each thread grabs runs of about groups / (threads · this)
 // consecutive groups, so the next group's B rows can be prefetched by the thread that will read them
@@ -278,7 +284,8 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
     if (pack_into) {
       // Each thread a contiguous run of panels (pack_b_panels walks b's rows across the run).
       const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-      pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, panels * t / nt, panels * (t + 1) / nt);
+      pack_b_panels(static_cast<const T*>(p.b), p.layout, N, K, pack_into, panels * t / nt, panels * (t + 1) / nt,
+                    panels * K * kNR * int64_t(sizeof(float)) > kStreamPackBytes);
 #pragma omp barrier
     }
 #pragma omp for schedule(dynamic, 1) nowait

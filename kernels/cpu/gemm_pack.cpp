@@ -40,6 +40,39 @@ inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
   _mm256_storeu_ps(dst + 7 * kNR, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
+// The 16×8 block rows[0..16)[k0..k0+8) of fp32 b[N, K] written transposed as 8 whole panel rows with
+// non-temporal stores (dst 32-byte aligned): each 64-byte line is written in one go, so it needs no
+// read for ownership and does not evict the GEMM's operands from cache.
+inline void transpose8x16_into_panel_nt(const float* src, int64_t ld, float* dst) {
+  __m256 lo[8], hi[8];
+  for (int h = 0; h < 2; ++h) {
+    const float* s = src + h * 8 * ld;
+    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ld), r2 = _mm256_loadu_ps(s + 2 * ld),
+           r3 = _mm256_loadu_ps(s + 3 * ld), r4 = _mm256_loadu_ps(s + 4 * ld), r5 = _mm256_loadu_ps(s + 5 * ld),
+           r6 = _mm256_loadu_ps(s + 6 * ld), r7 = _mm256_loadu_ps(s + 7 * ld);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    __m256* o = h ? hi : lo;
+    o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+  }
+  for (int i = 0; i < 8; ++i) {
+    _mm256_stream_ps(dst + i * kNR, lo[i]);
+    _mm256_stream_ps(dst + i * kNR + 8, hi[i]);
+  }
+}
+
 // One 16-wide panel row from a row of b[K, N]: its nn live columns, zeros past N.
 template <typename T>
 inline void panel_row(const T* row, int64_t nn, float* d) {
@@ -75,7 +108,7 @@ inline void pack_a_panel6_f32(const float* src, int64_t lda, int64_t kc, float* 
 }  // namespace
 
 template <typename T>
-void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1) {
+void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1, bool nt) {
   if (layout == DML_CPU_B_RRR) {
     // b[K, N]: a few rows at a time across all the panels, so the reads stream along b's rows. Panel by
     // panel, each 64-byte read would be a row (N·4 bytes, often a power of two) past the last: a new
@@ -95,9 +128,13 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
     float* dst = out + j * K * kNR;
     const int64_t n0 = j * kNR, nn = std::min(kNR, N - n0);
     if (std::is_same_v<T, float> && nn == kNR) {
-      // fp32 b[N, K], a whole panel: 8×8 register transposes, the K tail element by element.
+      // fp32 b[N, K], a whole panel: 8×8 register transposes (streamed: 16×8 ones writing whole lines),
+      // the K tail element by element.
       const float* src = reinterpret_cast<const float*>(b) + n0 * K;
       int64_t k = 0;
+      if (nt && reinterpret_cast<uintptr_t>(dst) % 32 == 0) {
+        for (; k + 8 <= K; k += 8) transpose8x16_into_panel_nt(src + k, K, dst + k * kNR);
+      }
       for (; k + 8 <= K; k += 8) {
         transpose8x8_into_panel(src + k, K, dst + k * kNR);
         transpose8x8_into_panel(src + 8 * K + k, K, dst + k * kNR + 8);
@@ -122,6 +159,7 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
       }
     }
   }
+  if (nt) _mm_sfence();  // the streamed lines are visible to the other threads before their barrier
 }
 
 template <typename T>
@@ -178,7 +216,7 @@ void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, i
 }
 
 #define DML_GEMM_PACK_INSTANTIATE(T)                                                                           \
-  template void pack_b_panels<T>(const T*, int, int64_t, int64_t, float*, int64_t, int64_t);                  \
+  template void pack_b_panels<T>(const T*, int, int64_t, int64_t, float*, int64_t, int64_t, bool);                  \
   template void pack_b_slice<T>(const T*, int, int64_t, int64_t, int64_t, int64_t, int64_t, float*);          \
   template void pack_a_block<T>(const T*, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
 DML_GEMM_PACK_INSTANTIATE(float)

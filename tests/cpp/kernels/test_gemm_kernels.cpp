@@ -371,6 +371,17 @@ TEST(GemmKernels, BlockedSeveralKPassesWithTail) {
  });
 }
 
+// A per-call packed B over kStreamPackBytes (1 MiB: 38 panels × 600 rows × 64 bytes = 1.4 MiB), fp32
+// b[N, K]: the panels are written with non-temporal stores; same values as the prepacked B, any threads.
+TEST(GemmKernels, BlockedStreamedPackOfLargeB) {
+  Case c;
+  c.dtype = DML_CPU_F32, c.epi = DML_CPU_EPI_RELU, c.M = 1100, c.N = 600, c.K = 600, c.bias = true;
+  c.layout = DML_CPU_B_RCR;
+  const auto per_call = same_across_threads(c);
+  c.packed = true;
+  EXPECT_EQ(same_across_threads(c), per_call) << describe(c);
+}
+
 TEST(GemmKernels, EveryIsaPath) {
   const std::string initial = dml_cpu_gemm_isa();
   for (const char* isa : {"avx512", "avx2", "generic"}) {
