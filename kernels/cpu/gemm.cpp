@@ -63,10 +63,11 @@ constexpr int64_t kParallelMacs = int64_t{1} << 18;
 const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
 const bool kPrefetchNextB = env_int("DINOML_GEMM_PREFETCH_B", 1) != 0;
 // A per-call packed B larger than this (bytes; beyond any L2 here) is written with non-temporal stores
-// where the packing allows (fp32 b[N, K]): it is read back from L3 or memory either way, and the
-// stores then need no read for ownership nor evict A and C. 2 threads on the Zen 5 guest, in-process
-// A/B (docs/benchmarks.md, session 24), GFLOP/s median: 2048³ 381.1 → 385.7, 4096³ 378.6 → 383.4,
-// 2048 × 768 × 768 369.8 → 376.7, 2048 × 3072 × 768 377.9 → 377.8. DINOML_GEMM_STREAM_PACK_BYTES.
+// (fp32 whole panels): it is read back from L3 or memory either way, and the stores then need no read
+// for ownership nor evict A and C. 2 threads on the Zen 5 guest (docs/benchmarks.md, session 24),
+// GFLOP/s median, b[N, K] in-process A/B: 2048³ 381.1 → 385.7, 4096³ 378.6 → 383.4, 2048 × 768 × 768
+// 369.8 → 376.7, 2048 × 3072 × 768 377.9 → 377.8; b[K, N] 2048³ between processes 405.0 / 398.9 →
+// 407.9 / 414.2. DINOML_GEMM_STREAM_PACK_BYTES.
 const int64_t kStreamPackBytes = env_int("DINOML_GEMM_STREAM_PACK_BYTES", int64_t{1} << 20);
 const bool kPrefetchNextSliceB = env_int("DINOML_GEMM_PREFETCH_SLICE_B", 1) != 0;
 // Packed weights on the slice path: each thread grabs runs of about groups / (threads · this)

@@ -20,7 +20,7 @@ struct PackedHeader {
 static_assert(sizeof(PackedHeader) == kPackedHeaderBytes, "packed header must be 64 bytes");
 
 // Panels [j0, j1) of the logical b[K, N] (layout RRR: b[K, N], RCR: b[N, K]) into `out`. `nt`: fp32
-// b[N, K] panels are written with non-temporal stores (for a packed B larger than L2, read back from
+// whole panels are written with non-temporal stores (for a packed B larger than L2, read back from
 // memory anyway: no read for ownership, the operands in cache stay).
 template <typename T>
 void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1, bool nt = false);

@@ -115,13 +115,25 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
     // page per read and a TLB miss each at large N (2048³, 2 threads: the per-call pack took ~3% of
     // the GEMM; docs/benchmarks.md, session 22).
     constexpr int64_t kRows = 8;
+    // Streamed: fp32 whole panel rows into 32-byte aligned lines, two 32-byte halves back to back.
+    const bool stream = nt && std::is_same_v<T, float> && reinterpret_cast<uintptr_t>(out) % 32 == 0;
     for (int64_t k0 = 0; k0 < K; k0 += kRows) {
       const int64_t k1 = std::min(K, k0 + kRows);
       for (int64_t j = j0; j < j1; ++j) {
         const int64_t n0 = j * kNR, nn = std::min(kNR, N - n0);
+        if (stream && nn == kNR) {
+          for (int64_t k = k0; k < k1; ++k) {
+            const float* r = reinterpret_cast<const float*>(b) + k * N + n0;
+            float* d = out + (j * K + k) * kNR;
+            _mm256_stream_ps(d, _mm256_loadu_ps(r));
+            _mm256_stream_ps(d + 8, _mm256_loadu_ps(r + 8));
+          }
+          continue;
+        }
         for (int64_t k = k0; k < k1; ++k) panel_row(b + k * N + n0, nn, out + (j * K + k) * kNR);
       }
     }
+    if (stream) _mm_sfence();
     return;
   }
   for (int64_t j = j0; j < j1; ++j) {

@@ -372,14 +372,17 @@ TEST(GemmKernels, BlockedSeveralKPassesWithTail) {
 }
 
 // A per-call packed B over kStreamPackBytes (1 MiB: 38 panels × 600 rows × 64 bytes = 1.4 MiB), fp32
-// b[N, K]: the panels are written with non-temporal stores; same values as the prepacked B, any threads.
+// b[N, K] and b[K, N]: the panels are written with non-temporal stores (N = 600: the last panel of 8
+// columns the ordinary way); same values as the prepacked B, at any thread count.
 TEST(GemmKernels, BlockedStreamedPackOfLargeB) {
-  Case c;
-  c.dtype = DML_CPU_F32, c.epi = DML_CPU_EPI_RELU, c.M = 1100, c.N = 600, c.K = 600, c.bias = true;
-  c.layout = DML_CPU_B_RCR;
-  const auto per_call = same_across_threads(c);
-  c.packed = true;
-  EXPECT_EQ(same_across_threads(c), per_call) << describe(c);
+  for (int layout : {DML_CPU_B_RCR, DML_CPU_B_RRR}) {
+    Case c;
+    c.dtype = DML_CPU_F32, c.epi = DML_CPU_EPI_RELU, c.M = 1100, c.N = 600, c.K = 600, c.bias = true;
+    c.layout = layout;
+    const auto per_call = same_across_threads(c);
+    c.packed = true;
+    EXPECT_EQ(same_across_threads(c), per_call) << describe(c);
+  }
 }
 
 TEST(GemmKernels, EveryIsaPath) {
