@@ -17,9 +17,9 @@
 namespace dml_cpu::gemm {
 namespace {
 
-// The 8×8 block rows[0..8)[k0..k0+8) of fp32 b[N, K] (row stride K) written transposed into a packed
-// panel: dst[i*kNR + r] = rows[r][k0 + i]. AVX2 (the library's baseline): 8 loads, 24 shuffles, 8 stores.
-inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
+// The 8×8 block src[r*ld + i] (r, i < 8) transposed into o[i][r]: 8 loads, 24 shuffles (AVX2, the
+// library's baseline).
+inline void transpose8x8(const float* src, int64_t ld, __m256 (&o)[8]) {
   __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ld), r2 = _mm256_loadu_ps(src + 2 * ld),
          r3 = _mm256_loadu_ps(src + 3 * ld), r4 = _mm256_loadu_ps(src + 4 * ld), r5 = _mm256_loadu_ps(src + 5 * ld),
          r6 = _mm256_loadu_ps(src + 6 * ld), r7 = _mm256_loadu_ps(src + 7 * ld);
@@ -30,43 +30,31 @@ inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
                u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
                u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
                u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-  _mm256_storeu_ps(dst + 0 * kNR, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(dst + 1 * kNR, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(dst + 2 * kNR, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(dst + 3 * kNR, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(dst + 4 * kNR, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(dst + 5 * kNR, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(dst + 6 * kNR, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(dst + 7 * kNR, _mm256_permute2f128_ps(u3, u7, 0x31));
+  o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-// The 16×8 block rows[0..16)[k0..k0+8) of fp32 b[N, K] written transposed as 8 whole panel rows with
-// non-temporal stores (dst 32-byte aligned): each 64-byte line is written in one go, so it needs no
-// read for ownership and does not evict the GEMM's operands from cache.
+// The 8×8 block rows[0..8)[k0..k0+8) of fp32 b[N, K] (row stride K) written transposed into a packed
+// panel: dst[i*kNR + r] = rows[r][k0 + i].
+inline void transpose8x8_into_panel(const float* src, int64_t ld, float* dst) {
+  __m256 o[8];
+  transpose8x8(src, ld, o);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * kNR, o[i]);
+}
+
+// The 16×8 block rows[0..16)[k0..k0+8) written transposed as 8 whole panel rows with non-temporal
+// stores (dst 32-byte aligned): each 64-byte line is written in one go, so it needs no read for
+// ownership and does not evict the GEMM's operands from cache.
 inline void transpose8x16_into_panel_nt(const float* src, int64_t ld, float* dst) {
   __m256 lo[8], hi[8];
-  for (int h = 0; h < 2; ++h) {
-    const float* s = src + h * 8 * ld;
-    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ld), r2 = _mm256_loadu_ps(s + 2 * ld),
-           r3 = _mm256_loadu_ps(s + 3 * ld), r4 = _mm256_loadu_ps(s + 4 * ld), r5 = _mm256_loadu_ps(s + 5 * ld),
-           r6 = _mm256_loadu_ps(s + 6 * ld), r7 = _mm256_loadu_ps(s + 7 * ld);
-    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
-                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
-                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
-                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-    __m256* o = h ? hi : lo;
-    o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-  }
+  transpose8x8(src, ld, lo);
+  transpose8x8(src + 8 * ld, ld, hi);
   for (int i = 0; i < 8; ++i) {
     _mm256_stream_ps(dst + i * kNR, lo[i]);
     _mm256_stream_ps(dst + i * kNR + 8, hi[i]);
