@@ -411,7 +411,7 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
   const int64_t cblock = std::max<int64_t>(1, cv_kc() / taps);
   const int64_t M = g.N * g.P, op = cv_panels(g);
   // Pixel blocks of up to kCvMB pixels (every pixel of a small batch: each weight slice then stays
-  // in L1 while all the pixel tiles pass over it, and the weights stream from memory once per call);
+  // in L2 while all the pixel tiles pass over it, and the weights stream from memory once per call);
   // channel blocks of up to kCvOB panels, split further until every thread has work (each block's
   // weights are then read by one thread only).
   constexpr int64_t kCvMB = 512, kCvOB = 4, kCvSub = 96;
@@ -450,8 +450,8 @@ int run_direct_cv(const Geo& g, const T* x, const float* W, const T* bias, const
       for (int64_t c0 = 0; c0 < g.Cg; c0 += cblock) {
         const int64_t nc = std::min(cblock, g.Cg - c0);
         for (int64_t i = 0; i < mlen; ++i) pxc[i] = px[i] + c0 * d.cstride;
-        // Pixel sub-blocks keep the input they broadcast from in L1 (a weight slice, ≤ 32 KiB, is
-        // re-read from L2 per sub-block).
+        // Pixel sub-blocks keep the input they broadcast from in L1 (the weight slice, cv_kc() rows,
+        // is read from L2 per tile).
         for (int64_t s0 = 0; s0 < mlen; s0 += kCvSub)
           for (int64_t p = p0; p < p1; p += kDirectNP) {
             const int np = static_cast<int>(std::min<int64_t>(kDirectNP, p1 - p));
