@@ -17,7 +17,6 @@
 // compiler over the output width; threads split the (image, channel) planes.
 #include <immintrin.h>
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -369,12 +368,9 @@ std::vector<const float*>& cv_pixels() {
 // at batch 8; 768–2304 measured alike. DINOML_CONV_CV_KC overrides (tuning experiments).
 int64_t cv_kc() {
   static const int64_t kc = [] {
-    if (kCvKC > 0) return kCvKC;
-    if (const char* v = std::getenv("DINOML_CONV_CV_KC"))
-      if (std::atoll(v) > 0) return static_cast<int64_t>(std::atoll(v));
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 <= 0) l2 = 512 * 1024;
-    return std::clamp<int64_t>(l2 * 3 / 10 / (kNR * kDirectNP * int64_t(sizeof(float))), 128, 2304);
+    const int64_t env = env_int("DINOML_CONV_CV_KC", 0);
+    if (env > 0) return env;
+    return std::clamp<int64_t>(l2_cache_bytes() * 3 / 10 / (kNR * kDirectNP * int64_t(sizeof(float))), 128, 2304);
   }();
   return kc;
 }

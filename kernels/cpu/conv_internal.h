@@ -36,11 +36,6 @@ constexpr int64_t kDirectChunkFloats = int64_t{1} << 20;
 #define DML_DIRECT_NP 4
 #endif
 constexpr int64_t kDirectNP = DML_DIRECT_NP;
-// K rows per block of the channel-vectorised path (0: cv_kc() derives it from the L2 size).
-#ifndef DML_CV_KC
-#define DML_CV_KC 0
-#endif
-constexpr int64_t kCvKC = DML_CV_KC;
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

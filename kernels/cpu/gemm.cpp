@@ -37,10 +37,6 @@ namespace {
 // Up to these M, B is not packed as a whole per call (that pass would cost as much as the product):
 // fp32 b[N, K] is read in place by dot products, other cases pack 16-column L1 slices on the fly.
 // Read once at load; DINOML_GEMM_DOT_MAX_M / DINOML_GEMM_SLICE_MAX_M override (tuning experiments).
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
 const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
 const int64_t kSliceMaxMEnv = env_int("DINOML_GEMM_SLICE_MAX_M", 0);  // else the table's slice_max_m, else 64
 constexpr int64_t kDotKC = 512;
@@ -117,9 +113,7 @@ const int64_t kEnvKC = env_int("DINOML_GEMM_KC", 0), kEnvMC = env_int("DINOML_GE
 // large because B panels come from the shared L3. An ISA table may fix kc/mc (measured values);
 // DINOML_GEMM_KC / _MC / _NC override both (tuning experiments).
 Blocking cache_blocking(int64_t panels, int64_t isa_kc, int64_t isa_mc) {
-  long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (l1 <= 0) l1 = 32 * 1024;
-  if (l2 <= 0) l2 = 512 * 1024;
+  const int64_t l1 = l1_cache_bytes(), l2 = l2_cache_bytes();
   Blocking b;
   b.kc = isa_kc > 0 ? isa_kc : std::clamp<int64_t>(l1 / 2 / (kNR * 4 * panels), 128, 512);
   if (kEnvKC > 0) b.kc = kEnvKC;
@@ -619,8 +613,7 @@ bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
   if (p.M <= kTinyM) return true;
   if (panels < 2 * static_cast<int64_t>(threads)) return false;
   if (p.M <= kSkinnyPackedMaxM) return true;
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (l2 <= 0) l2 = 512 * 1024;
+  const int64_t l2 = l2_cache_bytes();
   const int64_t groups = cdiv(panels, isa.panels_per_tile);
   if (groups < 4 * static_cast<int64_t>(threads)) return false;
   return p.M * p.K * int64_t{4} <= kSliceMaxABytes && p.M * isa.panels_per_tile * kNR * int64_t{4} <= l2 / 4;
@@ -647,9 +640,7 @@ Blocking blocking_for_m(const Blocking& bl, const IsaKernels& isa, int64_t M, in
     b.kc = kSliceKcEnv;
     return b;
   }
-  long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-  if (l1 <= 0) l1 = 32 * 1024;
-  const int64_t fit = l1 * 2 / 3 / (kNR * 4 * isa.panels_per_tile) / 16 * 16;
+  const int64_t fit = l1_cache_bytes() * 2 / 3 / (kNR * 4 * isa.panels_per_tile) / 16 * 16;
   b.kc = std::min(bl.kc, std::max<int64_t>(64, fit));
   return b;
 }

@@ -2,6 +2,7 @@
 // by the GEMM epilogue and the norms. Not installed; generated modules never include it.
 #pragma once
 #include <stdint.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstddef>
@@ -15,6 +16,28 @@
 #include "dinoml_cpu_kernels.h"
 
 namespace dml_cpu {
+
+// An integer tuning knob from the environment (read once, at load, by its caller); `fallback` when
+// unset or empty.
+inline int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoll(v) : fallback;
+}
+// This CPU's L1 data / L2 cache sizes in bytes (sysconf; 32 KiB / 512 KiB where it does not say).
+inline int64_t l1_cache_bytes() {
+  static const int64_t b = [] {
+    const long v = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return v > 0 ? int64_t{v} : int64_t{32} * 1024;
+  }();
+  return b;
+}
+inline int64_t l2_cache_bytes() {
+  static const int64_t b = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? int64_t{v} : int64_t{512} * 1024;
+  }();
+  return b;
+}
 
 // Records the failure message for dml_cpu_last_error() and returns `status`, so kernels can write
 // `return fail(DML_CPU_ERR_ARGUMENT, "...")`.
