@@ -12,7 +12,7 @@
 // row group slot w / 8 and K eighth w % 8; a block owns an equal share of the N/8 row groups, four at
 // a time; the eight K-eighth partials of a group are summed in shared memory.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a bench/cuda/skinny_persist_probe.cu -o /tmp/spp && /tmp/spp
+//   nvcc -O3 -std=c++17 -arch=sm_90a -Ikernels/cuda -Iinclude bench/cuda/skinny_persist_probe.cu -o /tmp/spp && /tmp/spp
 //
 // Prints, per (M, N, K) and U: µs per call (CUDA graph of calls rotating over > 400 MB of weight sets,
 // programmatic dependent launch with the first step's weight loads issued before griddepcontrol.wait,
@@ -23,29 +23,18 @@
 #include <cmath>
 #include <cstring>
 
+#include "mbarrier.cuh"  // the library's mbarrier helpers (kernels/cuda)
+#include "mma.cuh"        // and its mma.sync wrapper
 #include "probe_common.cuh"
 
 namespace {
 
 using bf16 = __nv_bfloat16;
+#if DML_MBARRIER_DEVICE
+using namespace dml_cuda::mbar;
+#endif
 constexpr int kWarps = 32, kSlots = kWarps / 8, kMaxPieces = 64;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
                "r"(bytes), "r"(bar)
@@ -56,12 +45,6 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr));
   return r;
 }
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // a's row stride in shared memory: K elements + 64 bytes (64 mod 128), so the 8 lanes of a phase of 16-byte reads
 // (2 rows × 4 pieces) fall into distinct banks.
 __host__ __device__ constexpr int row_bytes(int K) { return K * 2 + 64; }
@@ -69,6 +52,7 @@ __host__ __device__ constexpr int row_bytes(int K) { return K * 2 + 64; }
 template <int U, bool HALF>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     persist_kernel(const bf16* __restrict__ wp, const bf16* __restrict__ a, float* __restrict__ y, int M, int N, int K) {
+#if DML_MBARRIER_DEVICE  // sm_90 device code (the host pass sees an empty body)
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) uint64_t bars[kMaxPieces];
   __shared__ float red[kSlots][8][4][32];
@@ -135,8 +119,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
         const uint4 xl = lds128(abase + g * RB + off);
         const uint4 xh = HALF ? make_uint4(0, 0, 0, 0) : lds128(abase + (g + 8) * RB + off);
         const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
-        mma(acc, a0, wv[u].x, wv[u].y);
-        mma(acc, a1, wv[u].z, wv[u].w);
+        const uint32_t b0[2] = {wv[u].x, wv[u].y}, b1[2] = {wv[u].z, wv[u].w};
+        dml_cuda::mma_m16n8k16<bf16>(acc, a0, b0);
+        dml_cuda::mma_m16n8k16<bf16>(acc, a1, b1);
       }
     }
 #pragma unroll
@@ -153,6 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32, 1)
     }
     __syncthreads();
   }
+#endif
 }
 
 void pack_host(const std::vector<uint16_t>& b, int N, int K, std::vector<uint16_t>& p) {
