@@ -3,6 +3,16 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a bench/cuda/skinny_timeline.cu -o skinny_timeline && ./skinny_timeline [K [DUMP.csv]]
 //
+// With the library's own kernel timed by the same harness next to the replica (configs "lib51", "lib54"):
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -DSKTL_LIB -Ikernels/cuda -Ikernels/common -Iinclude \
+//        bench/cuda/skinny_timeline.cu kernels/cuda/status.cu -o skinny_timeline
+//
+// Environment: SKTL_A = const (every element of a 0x3c3c, as before), random (one random a) or rotate
+// (a random a per weight set, as gemv_bench.py's rows rotate a with the weights); SKTL_SET = gap (only
+// the replica of variant 51 / 54, the constant-a ablation and the library's 51 / 54); SKTL_M = the
+// comma-separated M values (default 1,4,8,16).
+//
 // The kernel is a replica of the library's packed register kernel (gemm_skinny.cu, variant 43:
 // fragment-packed bf16 weight, 8 rows per block, W warps, U chunk loads in flight per lane, the first
 // loop step's weight loads issued before griddepcontrol.wait), without epilogue options, so that its
@@ -20,6 +30,12 @@
 #include <cstring>
 #include <string>
 
+#ifdef SKTL_LIB
+#include "gemm_skinny.cu"  // dml_cuda::skinny_gemm_kernel, the library's kernel (anonymous namespace: this TU)
+#endif
+// The probes' streaming load under another name, so that argument-dependent lookup from the library's
+// kernel (its bf16 pointers' namespace is the global one) does not also find it.
+#define ld_stream probe_ld_stream
 #include "probe_common.cuh"
 
 __device__ __forceinline__ uint64_t gtime() {
@@ -216,6 +232,7 @@ struct Cfg {
   int mode;
   Opt o;
   bool pdl;
+  bool lib = false;  // the library's kernel: no timeline recorded
 };
 
 // One call of gemv_kernel<U, W, S, MODE>: a block per 8 weight rows, PDL where the config asks.
@@ -228,6 +245,20 @@ void go(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __n
   const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)((N + 7) / 8)), W * 32, smem, s, c.pdl, at);
   CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S, MODE>, M, N, K, a, b, y, o, tl));
 }
+
+#ifdef SKTL_LIB
+// The library's packed register kernel with PF and BAT (variants 51..56 of gemm_skinny.cu), no bias, no
+// residual, no activation.
+template <int NG, int U, int W, bool HALF>
+void go_lib(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
+            __nv_bfloat16* y, Opt, uint64_t*) {
+  auto kern = dml_cuda::skinny_gemm_kernel<__nv_bfloat16, NG, U, W, true, 0, 0, true, HALF, true>;
+  cudaLaunchAttribute at[1];
+  const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)((N + 8 * NG - 1) / (8 * NG))), W * 32, 0, s, c.pdl, at);
+  CK(cudaLaunchKernelEx(&cfg, kern, M, N, K, (int64_t)0, (int64_t)0, a, b, (const __nv_bfloat16*)nullptr,
+                        (const __nv_bfloat16*)nullptr, y, 0));
+}
+#endif
 
 int main(int argc, char** argv) {
   const ProbeEnv env = probe_start();
@@ -262,22 +293,52 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < nsets; ++i) CK(cudaMemcpy(wb + (size_t)i * wbytes, h.data(), wbytes, cudaMemcpyHostToDevice));
   }
-  const uint16_t a_bits = 0x3c3c;  // every element of a
-  std::vector<double> ref(N, 0.0);
-  for (size_t e = 0; e < h.size(); ++e) {
-    const int64_t grp = e / (K * 8), r = (e % 256) / 32;
-    ref[grp * 8 + r] += (double)bf2f(h[e]) * bf2f(a_bits);
+  const char* amode_env = std::getenv("SKTL_A");
+  const std::string amode = amode_env ? amode_env : "const";
+  if (amode != "const" && amode != "random" && amode != "rotate") {
+    std::fprintf(stderr, "SKTL_A=%s: const, random or rotate\n", amode.c_str());
+    return 2;
   }
+  std::vector<uint16_t> ha((size_t)16 * K, 0x3c3c);  // const: bf16 0x3c3c = 0.01147 everywhere
+  if (amode != "const") {
+    uint32_t st = 11;
+    for (auto& v : ha) {
+      st = st * 1664525u + 1013904223u;
+      const float f = ((st >> 8) & 0xffff) / 65536.0f - 0.5f;
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      v = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+  }
+  std::vector<double> ref((size_t)16 * N, 0.0);  // call 0's y (weight set 0, a set 0), every row
+  for (size_t e = 0; e < h.size(); ++e) {
+    const int64_t grp = e / (K * 8), c = (e / 256) % (K / 32), r = (e % 256) / 32, k = c * 32 + e % 32;
+    const double w = bf2f(h[e]);
+    for (int m = 0; m < 16; ++m) ref[m * N + grp * 8 + r] += w * bf2f(ha[m * K + k]);
+  }
+  const int asets = amode == "rotate" ? nsets : 1;
+  std::printf("[a] %s (%d set%s)\n", amode.c_str(), asets, asets > 1 ? "s" : "");
   __nv_bfloat16 *a, *y;
-  CK(cudaMalloc(&a, 16 * K * 2));
+  CK(cudaMalloc(&a, (size_t)asets * 16 * K * 2));
   CK(cudaMalloc(&y, (size_t)calls * 16 * N * 2));
-  CK(cudaMemset(a, 0x3c, 16 * K * 2));  // bf16 0x3c3c = 0.01147
+  for (int i = 0; i < asets; ++i) CK(cudaMemcpy(a + (size_t)i * 16 * K, ha.data(), 16 * K * 2, cudaMemcpyHostToDevice));
   uint64_t* tl;
   const size_t tl_words = (size_t)calls * (N / 8) * 5;
   CK(cudaMalloc(&tl, tl_words * 8));
 
   const Opt pf{true, false, 0}, pf_end{true, false, 1}, nopf{false, false, 0};
-  const std::vector<Cfg> cfgs = {
+  const char* set_env = std::getenv("SKTL_SET");
+  const bool gap = set_env && std::string(set_env) == "gap";
+  const std::vector<Cfg> gap_cfgs = {
+      {"loads batched, U4 W8 (replica of 54)", go<4, 8, 0, 5>, 5, pf, true},
+      {"loads batched, U2 W8 (replica of 51)", go<2, 8, 0, 5>, 5, pf, true},
+      {"ablation: a constant (no a loads)", go<4, 8, 0, 1>, 1, pf, true},
+#ifdef SKTL_LIB
+      {"lib51 {1,2,8}", go_lib<1, 2, 8, false>, 0, pf, true, true},
+      {"lib54 {1,4,8} HALF (M <= 8)", go_lib<1, 4, 8, true>, 0, pf, true, true},
+#endif
+  };
+  const std::vector<Cfg> all_cfgs = {
       {"lib43 (U4 W8, PF, launch at start)", go<4, 8>, 0, pf, true},
       {"U4 W8, PF, launch at end", go<4, 8>, 0, pf_end, true},
       {"U4 W8, no PF", go<4, 8>, 0, nopf, true},
@@ -304,7 +365,18 @@ int main(int argc, char** argv) {
       {"loads batched, U3 W8", go<3, 8, 0, 5>, 5, pf, true},
       {"loads batched, U4 W4", go<4, 4, 0, 5>, 5, pf, true},
   };
-  for (int64_t M : {1, 4, 8, 16}) {
+  const std::vector<Cfg>& cfgs = gap ? gap_cfgs : all_cfgs;
+  std::vector<int64_t> Ms;
+  {
+    const char* m_env = std::getenv("SKTL_M");
+    std::string ms = m_env ? m_env : "1,4,8,16";
+    for (size_t p = 0; p < ms.size();) {
+      const size_t q = ms.find(',', p);
+      Ms.push_back(std::atoll(ms.substr(p, q == std::string::npos ? std::string::npos : q - p).c_str()));
+      p = q == std::string::npos ? ms.size() : q + 1;
+    }
+  }
+  for (int64_t M : Ms) {
     const double bytes = (double)(M * K + N * K + M * N) * 2;
     std::printf("\n== M = %lld, N = %lld, K = %lld, bf16, %d calls over %d weight sets\n", (long long)M, (long long)N, (long long)K,
                 calls, nsets);
@@ -312,31 +384,36 @@ int main(int argc, char** argv) {
                 "life", "early");
     for (const Cfg& c : cfgs) {
       if (c.mode == 3 && M * K * 2 > 16 * 1024) continue;
+      if (c.lib && std::strstr(c.name, "HALF") && M > 8) continue;
       auto chain = [&](bool rec) {
         for (int i = 0; i < calls; ++i) {
           Opt o = c.o;
           o.rec = rec;
-          c.launch(c, s, M, N, K, a, reinterpret_cast<const __nv_bfloat16*>(wb + (size_t)(i % nsets) * wbytes), y + (size_t)i * 16 * N, o,
+          c.launch(c, s, M, N, K, a + (size_t)(i % nsets % asets) * 16 * K, reinterpret_cast<const __nv_bfloat16*>(wb + (size_t)(i % nsets) * wbytes), y + (size_t)i * 16 * N, o,
                  tl + (size_t)i * (N / 8) * 5);
         }
       };
       double us[2];
       for (int rec = 0; rec < 2; ++rec) us[rec] = graph_median_us(s, e0, e1, calls, [&] { chain(rec); });
-      // check call 0's output (every weight set holds the same packed weight hw; a is constant)
+      // check call 0's output (every weight set holds the same packed weight; call 0 reads a set 0)
       {
         std::vector<uint16_t> hy(M * N);
         CK(cudaMemcpy(hy.data(), y, M * N * 2, cudaMemcpyDeviceToHost));
         double num = 0, den = 0;
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; ++n) {
-            const double d = bf2f(hy[m * N + n]) - ref[n];
+            const double d = bf2f(hy[m * N + n]) - ref[m * N + n];
             num += d * d;
-            den += ref[n] * ref[n];
+            den += ref[m * N + n] * ref[m * N + n];
           }
         if ((c.mode == 0 || c.mode >= 3) && !(std::sqrt(num / den) < 1e-2)) {
           std::printf("%s: WRONG RESULT (rel. L2 %.3e)\n", c.name, std::sqrt(num / den));
           return 1;
         }
+      }
+      if (c.lib) {  // no timeline
+        std::printf("%-38s %8.2f %7.1f |\n", c.name, us[0], 100.0 * bytes / (us[0] * 1e-6) / copy_bw);
+        continue;
       }
       // timeline of the last replay (recording)
       std::vector<uint64_t> h(tl_words);
