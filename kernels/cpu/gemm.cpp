@@ -72,6 +72,13 @@ const bool kPrefetchNextSliceB = env_int("DINOML_GEMM_PREFETCH_SLICE_B", 1) != 0
 // 6-layer BERT-base, batch 1 (M = 128), 2 threads on the Xeon (session 18): 34.7 ms without the
 // prefetch, 33.4 with it and grabs of 1, 31.9 with this at 2 (1 and 3 within noise of 2).
 const int64_t kSliceChunkDiv = env_int("DINOML_GEMM_SLICE_CHUNK_DIV", 2);
+// The slice path's groups go to the threads in equal contiguous ranges (as run_dot_t's items), so each
+// core reads the same B slices and writes the same C columns on every call: with grabs the
+// assignment changes from call to call and the operands move between the cores' L2s. 2 threads on
+// the Zen 4 guest (docs/benchmarks.md, session 25; GFLOP/s, grabs → ranges, two alternated runs):
+// 512³ per call 221.8 / 219.8 → 227.6 / 227.7, 256³ 214.3 / 213.2 → 216.8 / 216.4, 128 × 768 × 768
+// per call 220.6 / 220.3 → 224.6 / 224.8. DINOML_GEMM_SLICE_STATIC=0: dynamic grabs.
+const bool kSliceStatic = env_int("DINOML_GEMM_SLICE_STATIC", 1) != 0;
 constexpr int64_t kMinBlockedMc = 96;
 // The slice path's epilogue per row tile (DINOML_GEMM_SLICE_FINISH_TILE=0: once per group at the end).
 const bool kSliceFinishTile = env_int("DINOML_GEMM_SLICE_FINISH_TILE", 1) != 0;
@@ -349,8 +356,9 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
     af = conv;
   }
   const int64_t panels = cdiv(N, kNR);
-  // Groups of P panels (one wide tile each, from panel 0: gemm_isa.h) handed out dynamically, a few per
-  // grab so small problems do not pay an atomic per group.
+  // Groups of P panels (one wide tile each, from panel 0: gemm_isa.h): each thread a contiguous range
+  // (kSliceStatic), or handed out dynamically, a few per grab so small problems do not pay an atomic
+  // per group.
   const int64_t P = isa.panels_per_tile, groups = cdiv(panels, P), width = P * kNR;
   int64_t chunk = grab_size(groups, M * width * K, threads);
   if (p.packed && kSliceChunkDiv > 0) chunk = std::max(chunk, groups / (kSliceChunkDiv * threads));
@@ -358,8 +366,8 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
   {
     float* slice = p.packed ? nullptr : scratch(kSlotA, static_cast<size_t>(bl.kc * width));
     float* ct = scratch(kSlotC, static_cast<size_t>(M * width));
-#pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t g = 0; g < groups; ++g) {
+    // next_mine: group g + 1 is this thread's next one (its B rows may be prefetched).
+    auto do_group = [&](int64_t g, bool next_mine) {
       const int64_t j = g * P, n0 = j * kNR;
       const int np = static_cast<int>(std::min(P, panels - j));
       const int64_t cols = std::min(np * kNR, N - n0);
@@ -378,8 +386,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
           bp = p.packed + (j * K + k0) * kNR;
           bstride = K * kNR;
         } else {
-          for (int q = 0; q < np; ++q)
-            pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0 + q * kNR, k0, kc, slice + q * bl.kc * kNR);
+          pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0, k0, kc, slice, np, bl.kc * kNR);
           bp = slice;
           bstride = bl.kc * kNR;
         }
@@ -395,7 +402,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
         if (p.packed && kPrefetchNextSliceB) {
           if (k0 + kc < K) {
             nb = reinterpret_cast<const char*>(bp + kc * kNR), nkc = std::min(bl.kc, K - k0 - kc), nnp = np;
-          } else if (g + 1 < groups && (g + 1) % chunk != 0) {  // the next group of this thread's grab
+          } else if (next_mine) {  // the next group is this thread's
             nb = reinterpret_cast<const char*>(p.packed + (j + P) * K * kNR), nkc = std::min(bl.kc, K);
             nnp = std::min(P, panels - j - P);
           }
@@ -424,6 +431,14 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
         }
       }
       if (!kSliceFinishTile && !direct) isa.finish(ct, width, M, cols, 0, n0, p.epi, p.c, N);
+    };
+    if (kSliceStatic) {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t lo = groups * t / nt, hi = groups * (t + 1) / nt;
+      for (int64_t g = lo; g < hi; ++g) do_group(g, g + 1 < hi);
+    } else {
+#pragma omp for schedule(dynamic, chunk) nowait
+      for (int64_t g = 0; g < groups; ++g) do_group(g, g + 1 < groups && (g + 1) % chunk != 0);
     }
   }
 }
@@ -632,14 +647,40 @@ bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
 // DINOML_GEMM_SLICE_KC overrides (DINOML_GEMM_KC turns the rule off).
 const int64_t kSliceKcEnv = env_int("DINOML_GEMM_SLICE_KC", 0);
 constexpr int64_t kSliceSmallKcMaxM = 512;
+// Where 512-bit FMAs issue at half rate (AMD family 19h, Zen 4: two 256-bit halves, 32 fp32 flops per
+// cycle per core against 64 on Zen 5 or a Xeon), a 6 × 64 tile reads its B slice at half the bytes per
+// cycle, which L2 sustains: the L1-sized K chunks then only add C passes. The slice path there takes K
+// in chunks of kHalfRateSliceKc (one chunk, C written by the tiles, up to K = 1024). 2 threads on the
+// Zen 4 guest (docs/benchmarks.md, session 25; GFLOP/s per call / prepacked, kc 80 (the L1 rule) → 1024):
+// 512³ 213.1 / 216.6 → 221.0 / 228.9 (kc 512), 512 × 3072 × 768 210.2 / 214.4 → 221.5 / 229.0 (kc 768),
+// 128 × 768 × 3072 198.4 / 220.0 → 207.0 / 227.4, 128 × 4096 × 4096 186.1 / 213.7 → 203.9 / 220.5 (768);
+// kc 768–1536 measured alike.
+bool zmm_half_rate() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned base = (a >> 8) & 0xfu, family = base + (base == 0xfu ? (a >> 20) & 0xffu : 0u);
+  return family == 0x19u;
+}
+const bool kZmmHalfRate = zmm_half_rate();
+constexpr int64_t kHalfRateSliceKc = 1024;
+
 Blocking blocking_for_m(const Blocking& bl, const IsaKernels& isa, int64_t M, int64_t K) {
-  // K within the table's kc: one chunk (the slice path then writes C from the tiles, run_skinny).
-  if (kEnvKC > 0 || M > kSliceSmallKcMaxM || (kSliceDirectC && K <= bl.kc)) return bl;
+  if (kEnvKC > 0 || M > kSliceSmallKcMaxM) return bl;
   Blocking b = bl;
-  if (kSliceKcEnv > 0) {
+  if (kSliceKcEnv > 0 && !(kSliceDirectC && K <= bl.kc)) {
     b.kc = kSliceKcEnv;
     return b;
   }
+  if (kZmmHalfRate && std::strcmp(isa.name, "avx512") == 0) {
+    b.kc = std::max(bl.kc, kHalfRateSliceKc);
+    // The blocked path (prepacked B with fewer than two panels per thread) keeps its A block in L2.
+    b.mc = std::clamp<int64_t>(l2_cache_bytes() * 2 / 5 / (b.kc * 4) / kMR * kMR, 4 * kMR, bl.mc);
+    return b;
+  }
+  // K within the table's kc: one chunk (the slice path then writes C from the tiles, run_skinny).
+  if (kSliceDirectC && K <= bl.kc) return bl;
   const int64_t fit = l1_cache_bytes() * 2 / 3 / (kNR * 4 * isa.panels_per_tile) / 16 * 16;
   b.kc = std::min(bl.kc, std::max<int64_t>(64, fit));
   return b;

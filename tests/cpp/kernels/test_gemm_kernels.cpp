@@ -337,6 +337,26 @@ TEST(GemmKernels, PrepackedSliceBeyond256Rows) {
  });
 }
 
+// The slice path (M ≤ 512) with K over several chunks of the longest K block a rule takes (1024 where
+// 512-bit FMAs run at half rate, kernels/cpu/gemm.cpp blocking_for_m; L1-sized elsewhere) and a last
+// partial one; N = 150 ends in a group of a whole and a 6-column panel, packed per call for b[K, N] by
+// one walk over b's rows. Checked against the reference, bitwise across thread counts, and per call
+// against prepacked where both take the slice path.
+TEST(GemmKernels, SliceLongKChunks) {
+ for_each_isa([&](const std::string&) {
+  for (int layout : {DML_CPU_B_RRR, DML_CPU_B_RCR})
+    for (const auto& s : {std::array<int64_t, 3>{100, 150, 2300}, {40, 150, 1030}}) {
+      Case c;
+      c.epi = DML_CPU_EPI_GELU, c.M = s[0], c.N = s[1], c.K = s[2], c.bias = true, c.layout = layout;
+      const auto per_call = same_across_threads(c);
+      c.packed = true;
+      // (b[N, K] per call at M ≤ 96 takes the transposed skinny path: another order of the sums.)
+      if (layout == DML_CPU_B_RRR || c.M > 96) EXPECT_EQ(same_across_threads(c), per_call) << describe(c);
+      else same_across_threads(c);
+    }
+ });
+}
+
 // Each ISA path this CPU can run passes the same checks.
 // Transformer-sized M with packed weights and a residual: several M blocks per thread handed out
 // dynamically (kernels/cpu/gemm.cpp), the residual prefetched before the last K chunk and the next
