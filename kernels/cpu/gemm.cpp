@@ -649,12 +649,14 @@ const int64_t kSliceKcEnv = env_int("DINOML_GEMM_SLICE_KC", 0);
 constexpr int64_t kSliceSmallKcMaxM = 512;
 // Where 512-bit FMAs issue at half rate (AMD family 19h, Zen 4: two 256-bit halves, 32 fp32 flops per
 // cycle per core against 64 on Zen 5 or a Xeon), a 6 × 64 tile reads its B slice at half the bytes per
-// cycle, which L2 sustains: the L1-sized K chunks then only add C passes. The slice path there takes K
-// in chunks of kHalfRateSliceKc (one chunk, C written by the tiles, up to K = 1024). 2 threads on the
-// Zen 4 guest (docs/benchmarks.md, session 25; GFLOP/s per call / prepacked, kc 80 (the L1 rule) → 1024):
-// 512³ 213.1 / 216.6 → 221.0 / 228.9 (kc 512), 512 × 3072 × 768 210.2 / 214.4 → 221.5 / 229.0 (kc 768),
-// 128 × 768 × 3072 198.4 / 220.0 → 207.0 / 227.4, 128 × 4096 × 4096 186.1 / 213.7 → 203.9 / 220.5 (768);
-// kc 768–1536 measured alike.
+// cycle, which L2 sustains: the L1-sized K chunks (M ≤ 512) or the table's 256 (M ≤ 1024) then only add
+// C passes. Up to the slice path's 1024 rows those CPUs take K in chunks of kHalfRateSliceKc (one chunk,
+// C written by the tiles, up to K = 1024). 2 threads on the Zen 4 guest (docs/benchmarks.md, session 25;
+// GFLOP/s per call / prepacked): kc 80 (the L1 rule) → 1024: 512³ 213.1 / 216.6 → 227.4 / 232.0,
+// 512 × 3072 × 768 210.2 / 214.4 → 226.3 / 229.0, 128 × 768 × 3072 198.4 / 220.0 → 211.5 / 229.8,
+// 128 × 4096 × 4096 186.1 / 213.7 → 202.1 / 218.9; kc 256 → 1024: 1024³ 208.9 / 216.7 → 219.5 / 229.2,
+// 1024 × 768 × 768 215.3 / 219.8 → 229.7 / 232.0, 1024 × 3072 × 768 213.3 / 216.2 → 222.0 / 226.0
+// (kc 768–1536 alike). The blocked path past 1024 rows keeps the table's kc (2048³: 1024 no better).
 bool zmm_half_rate() {
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
@@ -667,18 +669,19 @@ const bool kZmmHalfRate = zmm_half_rate();
 constexpr int64_t kHalfRateSliceKc = 1024;
 
 Blocking blocking_for_m(const Blocking& bl, const IsaKernels& isa, int64_t M, int64_t K) {
-  if (kEnvKC > 0 || M > kSliceSmallKcMaxM) return bl;
+  if (kEnvKC > 0) return bl;
   Blocking b = bl;
-  if (kSliceKcEnv > 0 && !(kSliceDirectC && K <= bl.kc)) {
+  if (M <= kSliceSmallKcMaxM && kSliceKcEnv > 0 && !(kSliceDirectC && K <= bl.kc)) {
     b.kc = kSliceKcEnv;
     return b;
   }
-  if (kZmmHalfRate && std::strcmp(isa.name, "avx512") == 0) {
+  if (kZmmHalfRate && M <= kSliceUnpackedMaxM && std::strcmp(isa.name, "avx512") == 0) {
     b.kc = std::max(bl.kc, kHalfRateSliceKc);
     // The blocked path (prepacked B with fewer than two panels per thread) keeps its A block in L2.
     b.mc = std::clamp<int64_t>(l2_cache_bytes() * 2 / 5 / (b.kc * 4) / kMR * kMR, 4 * kMR, bl.mc);
     return b;
   }
+  if (M > kSliceSmallKcMaxM) return bl;
   // K within the table's kc: one chunk (the slice path then writes C from the tiles, run_skinny).
   if (kSliceDirectC && K <= bl.kc) return bl;
   const int64_t fit = l1_cache_bytes() * 2 / 3 / (kNR * 4 * isa.panels_per_tile) / 16 * 16;
