@@ -386,7 +386,8 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
           bp = p.packed + (j * K + k0) * kNR;
           bstride = K * kNR;
         } else {
-          pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0, k0, kc, slice, np, bl.kc * kNR);
+          for (int q = 0; q < np; ++q)
+            pack_b_slice(static_cast<const T*>(p.b), p.layout, N, K, n0 + q * kNR, k0, kc, slice + q * bl.kc * kNR);
           bp = slice;
           bstride = bl.kc * kNR;
         }

@@ -24,11 +24,9 @@ static_assert(sizeof(PackedHeader) == kPackedHeaderBytes, "packed header must be
 // memory anyway: no read for ownership, the operands in cache stay).
 template <typename T>
 void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int64_t j0, int64_t j1, bool nt = false);
-// Rows [k0, k0+kc) of the np panels starting at column n0, panel q as kc×16 floats at out + q·ostride
-// (slice path, per thread).
+// Rows [k0, k0+kc) of the panel starting at column n0, as kc×16 floats (skinny path, per thread).
 template <typename T>
-void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int64_t k0, int64_t kc, float* out, int np = 1,
-                  int64_t ostride = 0);
+void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int64_t k0, int64_t kc, float* out);
 // Rows [m0, m0+mc) × depth [k0, k0+kc) of a (row stride lda) into 6-row panels, zero-padded.
 template <typename T>
 void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, int64_t kc, float* out);

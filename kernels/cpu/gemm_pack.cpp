@@ -163,21 +163,7 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
 }
 
 template <typename T>
-void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int64_t k0, int64_t kc, float* out, int np,
-                  int64_t ostride) {
-  if (layout == DML_CPU_B_RRR && np > 1) {
-    // b[K, N]: the group's np panels row by row, so each of b's rows (N floats apart) is visited once for
-    // its np·64 contiguous bytes instead of once per panel.
-    for (int64_t k = 0; k < kc; ++k) {
-      const T* row = b + (k0 + k) * N + n0;
-      for (int q = 0; q < np; ++q) panel_row(row + q * kNR, std::min(kNR, N - n0 - q * kNR), out + q * ostride + k * kNR);
-    }
-    return;
-  }
-  if (np > 1) {
-    for (int q = 0; q < np; ++q) pack_b_slice(b, layout, N, K, n0 + q * kNR, k0, kc, out + q * ostride, 1, ostride);
-    return;
-  }
+void pack_b_slice(const T* b, int layout, int64_t N, int64_t K, int64_t n0, int64_t k0, int64_t kc, float* out) {
   const int64_t nn = std::min(kNR, N - n0);
   if (layout == DML_CPU_B_RRR) {
     for (int64_t k = 0; k < kc; ++k) panel_row(b + (k0 + k) * N + n0, nn, out + k * kNR);
@@ -231,7 +217,7 @@ void pack_a_block(const T* a, int64_t lda, int64_t m0, int64_t mc, int64_t k0, i
 
 #define DML_GEMM_PACK_INSTANTIATE(T)                                                                           \
   template void pack_b_panels<T>(const T*, int, int64_t, int64_t, float*, int64_t, int64_t, bool);                  \
-  template void pack_b_slice<T>(const T*, int, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int, int64_t);          \
+  template void pack_b_slice<T>(const T*, int, int64_t, int64_t, int64_t, int64_t, int64_t, float*);          \
   template void pack_a_block<T>(const T*, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
 DML_GEMM_PACK_INSTANTIATE(float)
 DML_GEMM_PACK_INSTANTIATE(dml_half)

@@ -339,8 +339,7 @@ TEST(GemmKernels, PrepackedSliceBeyond256Rows) {
 
 // The slice path (M ≤ 512) with K over several chunks of the longest K block a rule takes (1024 where
 // 512-bit FMAs run at half rate, kernels/cpu/gemm.cpp blocking_for_m; L1-sized elsewhere) and a last
-// partial one; N = 150 ends in a group of a whole and a 6-column panel, packed per call for b[K, N] by
-// one walk over b's rows. Checked against the reference, bitwise across thread counts, and per call
+// partial one; N = 150 ends in a group of a whole and a 6-column panel. Checked against the reference, bitwise across thread counts, and per call
 // against prepacked where both take the slice path.
 TEST(GemmKernels, SliceLongKChunks) {
  for_each_isa([&](const std::string&) {
