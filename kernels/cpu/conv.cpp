@@ -601,6 +601,7 @@ static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel)
   g.sw = s->sw;
   g.dh = s->dh;
   g.dw = s->dw;
+  g.N = std::max<int64_t>(0, s->N);  // 0: unknown (the rule then assumes a batch of 1)
   g.H = std::max<int64_t>(0, s->H);  // 0: unknown (the rule then ignores the image size)
   g.W = std::max<int64_t>(0, s->W);
   g.pt = std::max<int64_t>(0, s->pt);
@@ -614,12 +615,20 @@ static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel)
 }
 
 // The rule's choice of variant 1 (channel-vectorised direct): where the output image is known
-// (H, W given to the packing call) and small, with a table that has the tile.
+// (H, W given to the packing call) and small, with a table that has the tile — unless the batch is
+// known to be ≥ 2 (N given to the packing call), Winograd fits and one image fills at least a panel
+// of its tiles (F(2x2) on 7×7 and up): its dense panels span images, so it gains with the batch
+// where the channel-vectorised form does not. ResNet-18's 512-channel 7×7 convs at batch 1 / 2 / 4
+// / 8: 1.23 / 2.44 / 4.85 / 8.5 ms channel-vectorised, 1.28 / 2.15 / 3.89 / 6.3 ms F(2x2) on dense
+// panels (docs/benchmarks.md, session 26). The CPU lowering makes the same choice per shape bucket
+// (lower_conv.cpp).
 static bool cv_rule(const Geo& g) {
   if (!gemm::active_isa()->tile_conv_cv || g.H < 1 || g.W < 1) return false;
   const int64_t ho = (g.H + g.pt + g.pb - g.dh * (g.kh - 1) - 1) / g.sh + 1,
                 wo = (g.W + g.pl + g.pr - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-  return ho > 0 && wo > 0 && ho * wo <= kCvMaxPixels;
+  if (ho <= 0 || wo <= 0 || ho * wo > kCvMaxPixels) return false;
+  const int m = winograd_variant(g);
+  return m == 0 || g.N < 2 || cdiv(ho, m) * cdiv(wo, m) < kNR;
 }
 
 // Variant -1: the library's rule (cv_rule, then winograd_variant); 0 GEMM panels (implicit GEMM, or

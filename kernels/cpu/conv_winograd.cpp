@@ -141,6 +141,52 @@ inline void interleave_row(const float (*out)[kNR], float* rowbuf) {
   }
 }
 
+// Where the tiles' grid wastes lanes (the grid column tx = tw of every tile row, the last panel of each
+// image: 7×7 outputs, F(2x2): 16 tiles on a 20-position grid in two panels, half the lanes dropped)
+// and where the transformed weights dominate, the tiles of all images go into dense panels instead:
+// lane l of dense panel P is tile 16·P + l of the batch (image-major, then tile row, then column).
+// Each (panel, channel) then gathers its tiles' inputs, runs of consecutive grid tiles, into a
+// 16-lane staging block the input transform reads as it reads the grid. Fewer panels, and a column
+// block spans images, so U streams from memory once per block instead of once per image: ResNet-18's
+// 512-channel 7×7 convs at batch 8 (docs/benchmarks.md, session 26). DINOML_CONV_WINO_DENSE (read at
+// load): 0 never, 1 always, unset: where the grid uses < 85% of its lanes.
+static int wino_dense_mode() {
+  static const int mode = static_cast<int>(env_int("DINOML_CONV_WINO_DENSE", -1));
+  return mode;
+}
+
+// A run of consecutive lanes holding consecutive tiles of one tile row of one image.
+struct TileRun {
+  int64_t l0, len, n, ty, tx;
+};
+// The runs of panel `panel` (grid mode: of image n's grid; dense: of the batch's tiles).
+inline int tile_runs(bool dense, int64_t panel, int64_t n, int64_t Wq, int64_t th, int64_t tw, int64_t tiles,
+                     TileRun (&runs)[kNR]) {
+  int nr = 0;
+  for (int64_t l = 0; l < kNR;) {
+    int64_t tn = n, ty, tx;
+    if (dense) {
+      const int64_t t = panel * kNR + l;
+      if (t >= tiles) break;
+      tn = t / (th * tw);
+      ty = t % (th * tw) / tw;
+      tx = t % tw;
+    } else {
+      const int64_t q = panel * kNR + l;
+      ty = q / Wq;
+      tx = q % Wq;
+      if (ty >= th || tx >= tw) {
+        ++l;
+        continue;
+      }
+    }
+    const int64_t len = std::min(kNR - l, tw - tx);
+    runs[nr++] = {l, len, tn, ty, tx};
+    l += len;
+  }
+  return nr;
+}
+
 template <int M, typename T>
 int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U, const T* bias, const T* r, T* y,
                         int epi) {
@@ -153,21 +199,29 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   const DirectGeo d = direct_geo(tg);
   const int64_t th = tg.Ho, tw = tg.Wo, C = g.Cg, tiles = g.N * th * tw;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t tpanels = d.panels;  // per image, over the Wq-wide tile grid
+  const int mode = wino_dense_mode();
+  const bool dense = mode == 1 || (mode != 0 && th * tw * 100 < 85 * d.panels * kNR);
+  // Column panels: per image over the Wq-wide tile grid, or (dense) over all the batch's tiles.
+  const int64_t tpanels = dense ? cdiv(tiles, kNR) : d.panels;
+  const int64_t units = dense ? 1 : g.N;
   // Weight-bound (transformed weights more than 4× the transformed input: late layers at small
-  // batch): one column block holds every tile of an image and threads split the weight rows, so each
-  // U panel is read from memory by one thread (the input transform is repeated per thread instead;
-  // it is the small side here). Otherwise column blocks of a V block (XI × C × TB floats) ≤ 512 KiB.
+  // batch): one column block holds every tile of an image (dense: of the batch) and threads split the
+  // weight rows, so each U panel is read from memory by one thread (the input transform is repeated
+  // per thread instead; it is the small side here). Otherwise column blocks of a V block
+  // (XI × C × TB floats) ≤ 512 KiB.
   const bool weight_bound = g.O > 4 * tiles && g.mpanels >= 2 * threads && threads > 1 && tpanels <= 16;
   const int64_t TB = weight_bound ? tpanels * kNR : std::clamp<int64_t>((131072 / (XI * C)) / kNR * kNR, kWinoJP * kNR, 128);
-  const int64_t ncb = weight_bound ? 1 : balanced_blocks(tpanels, TB / kNR, g.N, threads);
-  const ConvItems ci = conv_items(g.N, 1, ncb, g.mpanels, threads, weight_bound ? threads : 1);
+  const int64_t ncb = weight_bound ? 1 : balanced_blocks(tpanels, TB / kNR, units, threads);
+  const ConvItems ci = conv_items(units, 1, ncb, g.mpanels, threads, weight_bound ? threads : 1);
   const int64_t mper = ci.mper;
   const int64_t maxp = cdiv(tpanels, ncb);  // most panels in one column block (block_panels)
   const bool relu = epi == DML_CPU_EPI_RELU || epi == DML_CPU_EPI_ADD_RELU;
   const bool add = epi == DML_CPU_EPI_ADD || epi == DML_CPU_EPI_ADD_RELU;
-  int64_t toff[XI];
-  for (int t = 0; t < XI; ++t) toff[t] = d.toff[static_cast<size_t>(t)];
+  int64_t toff[XI], stage_off[XI];
+  for (int t = 0; t < XI; ++t) {
+    toff[t] = d.toff[static_cast<size_t>(t)];
+    stage_off[t] = t * kNR;
+  }
   float* shared;
   if (int st = shared_prepared_buffer(tg, d, weight_bound, &shared)) return st;
   int status = DML_CPU_OK;
@@ -183,24 +237,49 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
       const auto [n, grp, cb, ms] = ci.at(it);
       int64_t pf, pl;
       block_panels(cb, ncb, tpanels, pf, pl);
-      in.columns(tg, d, x, n, pf * kNR, std::min(pl * kNR, d.Q));
       const float* const xp = in.xp;
+      if (dense) {  // the rows of every image the block's tiles read
+        const int64_t t0 = pf * kNR, t1 = std::min(pl * kNR, tiles), ti = th * tw;
+        for (int64_t im = t0 / ti; im * ti < t1; ++im) {
+          const int64_t a = std::max(t0, im * ti) - im * ti, b = std::min(t1, (im + 1) * ti) - im * ti;
+          in.columns(tg, d, x, im, a / tw * d.Wq, (b - 1) / tw * d.Wq + tw);
+        }
+      } else {
+        in.columns(tg, d, x, n, pf * kNR, std::min(pl * kNR, d.Q));
+      }
       const int64_t panels = pl - pf, ldv = panels * kNR;
       const int64_t mp0 = ms * mper, mp1 = std::min(g.mpanels, mp0 + mper), rows0 = mp0 * kMR;
-      // V_ξ panels: vbuf[ξ * xs + (p * C + c) * 16 + lane], 16 grid tiles per panel.
-      const float* xn = xp + n * g.C * d.cstride + pf * kNR;
+      // V_ξ panels: vbuf[ξ * xs + (p * C + c) * 16 + lane], 16 tiles per panel.
       // Stride between ξ planes, one cache line more than the plane: the transforms touch all 36 (16)
       // planes at once, and at a multiple of 4 KiB they would share one L1 set (64 channels × 3 panels:
       // 12 KiB: 64 channels at 56², 1 thread, measured 1.04 -> 0.73 ms per call with the padding).
       const int64_t xs = panels * C * kNR + kNR;
-      for (int64_t p = 0; p < panels; ++p)
-        for (int64_t c = 0; c < C; ++c) {
-          const float* src = xn + c * d.cstride + p * kNR;
-          float* vo = vbuf + (p * C + c) * kNR;
-          if (c + 1 < C)  // the next channel's inputs: 36 short runs in 16 planes, too scattered for the prefetchers
-            for (int t = 0; t < XI; ++t) _mm_prefetch(reinterpret_cast<const char*>(src + d.cstride + toff[t]), _MM_HINT_T0);
-          in_tf(src, toff, vo, xs);
+      if (dense) {
+        alignas(64) float stage[XI * kNR];
+        for (int64_t p = 0; p < panels; ++p) {
+          TileRun runs[kNR];
+          const int nr = tile_runs(true, pf + p, 0, d.Wq, th, tw, tiles, runs);
+          std::fill(stage, stage + XI * kNR, 0.0f);  // lanes past the last tile stay 0
+          for (int64_t c = 0; c < C; ++c) {
+            for (int ri = 0; ri < nr; ++ri) {
+              const TileRun& u = runs[ri];
+              const float* src = xp + (u.n * g.C + c) * d.cstride + u.ty * d.Wq + u.tx;
+              for (int t = 0; t < XI; ++t) std::memcpy(stage + t * kNR + u.l0, src + toff[t], u.len * sizeof(float));
+            }
+            in_tf(stage, stage_off, vbuf + (p * C + c) * kNR, xs);
+          }
         }
+      } else {
+        const float* xn = xp + n * g.C * d.cstride + pf * kNR;
+        for (int64_t p = 0; p < panels; ++p)
+          for (int64_t c = 0; c < C; ++c) {
+            const float* src = xn + c * d.cstride + p * kNR;
+            float* vo = vbuf + (p * C + c) * kNR;
+            if (c + 1 < C)  // the next channel's inputs: 36 short runs in 16 planes, too scattered for the prefetchers
+              for (int t = 0; t < XI; ++t) _mm_prefetch(reinterpret_cast<const char*>(src + d.cstride + toff[t]), _MM_HINT_T0);
+            in_tf(src, toff, vo, xs);
+          }
+      }
       // XI GEMMs: M_ξ[rows, ldv] (mbuf[ξ * xsm + row * ldv + col]) = U_ξ · V_ξ.
       const int64_t mrows = (mp1 - mp0) * kMR, xsm = mrows * ldv + kNR;  // M_ξ plane stride: as xs
       for (int xi = 0; xi < XI; ++xi) {
@@ -225,21 +304,8 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
       // back, then bias / residual / relu are applied while storing its runs of whole tiles.
       const int64_t rows = std::min(g.O, mp1 * kMR) - rows0;
       for (int64_t p = 0; p < panels; ++p) {
-        // Runs of valid lanes (tx < tw, ty < th): consecutive grid tiles of one tile row.
-        int64_t run_l0[kNR], run_len[kNR], run_ty[kNR], run_tx[kNR], nruns = 0;
-        for (int64_t l = 0; l < kNR;) {
-          const int64_t q = (pf + p) * kNR + l, ty = q / d.Wq, tx = q % d.Wq;
-          if (ty >= th || tx >= tw) {
-            ++l;
-            continue;
-          }
-          const int64_t len = std::min(kNR - l, tw - tx);
-          run_l0[nruns] = l;
-          run_len[nruns] = len;
-          run_ty[nruns] = ty;
-          run_tx[nruns++] = tx;
-          l += len;
-        }
+        TileRun runs[kNR];
+        const int nr = tile_runs(dense, pf + p, n, d.Wq, th, tw, tiles, runs);
         const float* mp_ = mbuf + p * kNR;
         for (int64_t ro = 0; ro < rows; ++ro) {
           const int64_t o = rows0 + ro;
@@ -249,12 +315,13 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
           out_tf(mp_ + ro * ldv, xsm, b, out);
           for (int a = 0; a < M; ++a) {
             interleave_row<M>(out + a * M, rowbuf);
-            for (int64_t ri = 0; ri < nruns; ++ri) {
-              const int64_t oy = M * run_ty[ri] + a, ox = M * run_tx[ri];
+            for (int ri = 0; ri < nr; ++ri) {
+              const TileRun& u = runs[ri];
+              const int64_t oy = M * u.ty + a, ox = M * u.tx;
               if (oy >= g.Ho) continue;
-              const int64_t cnt = std::min(M * run_len[ri], g.Wo - ox);
-              const int64_t yo = ((n * g.O + o) * g.Ho + oy) * g.Wo + ox;
-              const float* s = rowbuf + M * run_l0[ri];
+              const int64_t cnt = std::min(M * u.len, g.Wo - ox);
+              const int64_t yo = ((u.n * g.O + o) * g.Ho + oy) * g.Wo + ox;
+              const float* s = rowbuf + M * u.l0;
               T* yr = y + yo;
               if (add) {
                 const T* rr = r + yo;

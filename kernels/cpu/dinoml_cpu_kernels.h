@@ -211,10 +211,11 @@ DML_CPU_API int dml_cpu_softmax_rows(int dtype, int64_t outer, int64_t axis_len,
 typedef struct dml_cpu_conv2d_shape {
   int64_t N, C, H, W, O, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw, groups;
 } dml_cpu_conv2d_shape;
-/* Packing reads O, C, kh, kw, strides, dilations and groups of `s` (N is ignored; H, W and the
- * pads are optional, 0 = unknown). The rule: where H, W are given, the output image is at most
- * 100 pixels and the CPU's kernel table has the tile (AVX-512), the channel-vectorised direct form
- * (16-channel weight panels); else 3x3 stride-1 undilated ungrouped convs with C, O >= 16 as
+/* Packing reads O, C, kh, kw, strides, dilations and groups of `s` (N, H, W and the pads are
+ * optional, 0 = unknown). The rule: where H, W are given, the output image is at most 100 pixels
+ * and the CPU's kernel table has the tile (AVX-512), the channel-vectorised direct form (16-channel
+ * weight panels) — except where N >= 2 is given and Winograd F(2x2) fits with at least 16 tiles per
+ * image (it then runs on panels spanning the batch's images); else 3x3 stride-1 undilated ungrouped convs with C, O >= 16 as
  * Winograd F(4x4) / F(2x2, 3x3) transformed weights (DINOML_CONV_WINOGRAD=0 at load disables
  * that); the rest as 6-row GEMM panels (the direct spatial path on AVX-512, implicit GEMM else). */
 DML_CPU_API int64_t dml_cpu_conv2d_packed_w_size(const dml_cpu_conv2d_shape* s);

@@ -153,6 +153,36 @@ def test_conv_variants_are_candidates_and_each_runs(tmp_path):
         assert ext.cli_main(["validate", art.path]) == 0  # against the reference interpreter
 
 
+class SmallImageConv(dml.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = dml.nn.Conv2d(192, 192, 3, padding=1)  # O·C > 128·256: F(2x2), 16 tiles on a 7×7 image
+
+    def forward(self, x):
+        return dml.ops.relu(self.c(x))
+
+
+def test_small_image_conv_takes_winograd_in_batch_buckets(tmp_path):
+    # Unprofiled, the library's rule packs a small static image in the channel-vectorised form (batch
+    # 1); a bucket of batch >= 2 takes Winograd F(2x2) on panels spanning the images instead, and the
+    # module dispatches on the bucket. Both buckets match the reference interpreter.
+    rng = np.random.default_rng(5)
+    w = {"c.weight": (rng.standard_normal((192, 192, 3, 3)) / np.sqrt(9 * 192)).astype(np.float32),
+         "c.bias": rng.standard_normal(192).astype(np.float32)}
+    batch = dml.Dim("batch", min=1, max=5, buckets=(1, 5))
+    spec = dml.trace(SmallImageConv(), inputs={"x": dml.TensorSpec([batch, 192, 7, 7], "float32")}, constants=w,
+                     name="small_image_conv")
+    art = dml.compile(spec, target="cpu", out=str(tmp_path / "a"))
+    (e,) = [e for e in art.kernel_manifest if e.get("family") == "conv"]
+    per = {b["bucket"]: b for b in e["selected_per_bucket"]}
+    assert per[0]["kernel"] == "dml.conv2d.prepacked" and per[0]["reason"] == "default (not profiled)"
+    assert per[1]["kernel"] == "dml.conv2d.winograd_f2.prepacked"
+    assert per[1]["reason"].startswith("default (not profiled): batch >= 2") and not per[1]["measured"]
+    src = (Path(art.path) / "debug" / "module.cpp").read_text()
+    assert "switch (b)" in src and ", p, 2)" in src and ", p, -1)" in src
+    assert ext.cli_main(["validate", art.path]) == 0  # every bucket's edge against the reference interpreter
+
+
 # ---- native bf16 GEMM (AVX512_BF16) as a candidate of bf16 graphs ----------------------------
 
 class Bf16Mlp(dml.Module):

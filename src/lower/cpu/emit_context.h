@@ -119,6 +119,9 @@ struct TunableHooks {
   std::function<int(const KernelCandidate&)> rank;          // lower first (stable); index 0 = default
   std::function<void(const KernelCandidate&)> prepare;      // once per emitted candidate (e.g. init code)
   std::function<std::string(const KernelCandidate&)> call;  // call text; empty function = candidate_call
+  // Unprofiled buckets only: the candidate (by name) a bucket's dims call for instead of the default,
+  // with the reason for the plan; an empty name keeps the default.
+  std::function<std::pair<std::string, std::string>(size_t bucket)> bucket_default;
 };
 nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
                             std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "",

@@ -89,6 +89,21 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
                                                 std::to_string(it->second.offset) + ", p, " + v + ")");
     };
     hooks.call = [&](const KernelCandidate& c) { return conv_call(packed.at(c.variant)); };
+    // The library's rule packs without the batch (the buckets share the packed weights), so for a
+    // small static image (its channel-vectorised form) it assumes batch 1. Buckets of batch >= 2
+    // take Winograd instead where it fits with a panel of tiles per image, as the library's rule does
+    // when given N (conv.cpp cv_rule; 100 = kCvMaxPixels, 16 tiles = one panel).
+    if (wino && x.shape[2].is_const() && x.shape[3].is_const()) {
+      const int64_t ho = (x.shape[2].const_value() + win.pt + win.pb - win.dh * (win.kh - 1) - 1) / win.sh + 1,
+                    wo = (x.shape[3].const_value() + win.pl + win.pr - win.dw * (win.kw - 1) - 1) / win.sw + 1;
+      const int64_t m = f4 ? 4 : 2;
+      if (ho > 0 && wo > 0 && ho * wo <= 100 && ((ho + m - 1) / m) * ((wo + m - 1) / m) >= 16)
+        hooks.bucket_default = [&, m](size_t b) -> std::pair<std::string, std::string> {
+          if (b >= cx.plan.buckets.size() || x.shape[0].eval(cx.plan.buckets[b].dims_lo) < 2) return {};
+          return {m == 4 ? "dml.conv2d.winograd_f4.prepacked" : "dml.conv2d.winograd_f2.prepacked",
+                  "batch >= 2 on a small image: Winograd on panels spanning the images"};
+        };
+    }
     return emit_tunable(cx, n, CandidateFamily::conv, "", body, pre, "  }\n", &hooks);
   }
   body << pre << checked_call(n, conv_call("NULL")) << "  }\n";

@@ -147,7 +147,15 @@ json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, co
   if (cands.empty()) throw BuildError("no " + std::string(family_name(family)) + " kernel candidate runs on this CPU");
   std::vector<std::string> names;
   for (const auto& c : cands) names.push_back(c.name);
-  const TunableSelection s = select_tunable(cx, n, names, 0, "default (not profiled)", "on this CPU");
+  TunableSelection s = select_tunable(cx, n, names, 0, "default (not profiled)", "on this CPU");
+  if (hooks && hooks->bucket_default && !(cx.choices && cx.choices->count(n.name)))
+    for (size_t b = 0; b < s.idx.size(); ++b) {
+      const auto [kernel, reason] = hooks->bucket_default(b);
+      const auto it = std::find(names.begin(), names.end(), kernel);
+      if (kernel.empty() || it == names.end()) continue;
+      s.idx[b] = static_cast<size_t>(it - names.begin());
+      s.sel[b] = KernelChoice{kernel, "default (not profiled): " + reason, false, json()};
+    }
   for (size_t i : s.idx)
     if (!cands[i].isa.empty()) cx.extra_isa.push_back(cands[i].isa);
   // What the emitted candidates need: the chosen ones, or all of them in a bootstrap module.

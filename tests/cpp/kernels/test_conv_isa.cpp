@@ -135,6 +135,13 @@ TEST(ConvKernels, EveryIsaTable) {
       {{2, 16, 10, 9, 18, 3, 3, 1, 1, 2, 0, 0, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
       {{1, 272, 6, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
       {{2, 16, 256, 254, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_RELU},
+      // Winograd on dense panels of the batch's tiles (the grid would use < 85% of its lanes): panels
+      // that span images, a partial last panel (3 images × 9 tiles), weight-bound (threads split the
+      // weight rows of one block holding every tile), and F(4x4) on a 6×5 image.
+      {{5, 24, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD_RELU},
+      {{3, 20, 5, 6, 22, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_RELU},
+      {{2, 32, 7, 7, 160, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 2, DML_CPU_EPI_ADD},
+      {{3, 16, 6, 5, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4, DML_CPU_EPI_NONE},
       // Private prepared inputs (each thread prepares the rows its column blocks read, halo rows
       // included) on one image of many rows: direct 3×3, 3×3/2 and Winograd F(4×4).
       {{1, 16, 40, 37, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 0, DML_CPU_EPI_ADD_RELU},
@@ -159,6 +166,29 @@ TEST(ConvKernels, EveryIsaTable) {
     }
   }
   omp_set_num_threads(saved);
+  EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
+}
+
+// The rule on a small image (7×7, C > 128: F(2x2), 16 tiles per image): the channel-vectorised form
+// where the batch is unknown or 1 (on a table with its tile), Winograd F(2x2) where N >= 2 is given;
+// the packed sizes tell the forms apart. Run at both batches.
+TEST(ConvKernels, SmallImageRuleTakesWinogradForBatches) {
+  const std::string initial = dml_cpu_gemm_isa();
+  if (dml_cpu_gemm_select_isa("avx512") != 0) GTEST_SKIP() << "the channel-vectorised tile needs AVX-512";
+  dml_cpu_conv2d_shape s = {0, 136, 7, 7, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const int64_t cv = dml_cpu_conv2d_packed_w_size_variant(&s, 1), f2 = dml_cpu_conv2d_packed_w_size_variant(&s, 2);
+  ASSERT_GT(cv, 0);
+  ASSERT_GT(f2, 0);
+  ASSERT_NE(cv, f2);
+  EXPECT_EQ(dml_cpu_conv2d_packed_w_size(&s), cv);
+  s.N = 1;
+  EXPECT_EQ(dml_cpu_conv2d_packed_w_size(&s), cv);
+  s.N = 3;
+  EXPECT_EQ(dml_cpu_conv2d_packed_w_size(&s), f2);
+  for (int64_t n : {1, 3}) {
+    s.N = n;
+    check_conv({s, -1, DML_CPU_EPI_ADD_RELU}, true);
+  }
   EXPECT_EQ(dml_cpu_gemm_select_isa(initial.c_str()), 0);
 }
 
