@@ -60,7 +60,15 @@ struct Opt {
   bool pf = true, rec = false;
   int launch = 0;
   int never = 0;  // always 0; the kernel cannot know it (MODE 5)
+  int64_t sa = 0, sb = 0;  // F & 2: batch strides (0), as the library's kernel takes them
+  int epi = 0;             // F & 4: the library's epilogue code (0: none); F & 8: never = epi < 0
 };
+// F (MODE 5 only; the library's kernel features one at a time, to find what its 51 loses against this
+// replica): 1 the weight loads guarded as the library guards them (c < chunks && k < K && row in N);
+// 2 the batch (blockIdx.z) and M-tile (blockIdx.y) offsets; 4 the output through tile::store with bias
+// and residual pointers (null) and the epilogue code (SKTL_LIB only); 8 `never` from a kernel argument
+// (epi < 0) instead of the options struct.
+
 // S > 0: the weight goes through a per-lane cp.async pipeline of S loop steps in shared memory (each
 // lane copies and later reads its own 16-byte slots, so no barrier is needed): the S first steps are
 // issued before griddepcontrol.wait, and each step's slot is refilled with step + S after its mma.
@@ -68,18 +76,28 @@ struct Opt {
 // weight is xor-folded instead of multiplied (no mma), 3 a's rows copied to shared memory once after
 // the wait (dynamic shared memory of M x K bf16: run where that is at most 16 KB) and read from there,
 // 5 the step's loads batched ahead of its mma (gemm_skinny.cu's BAT).
-template <int U, int W, int S = 0, int MODE = 0>
+template <int U, int W, int S = 0, int MODE = 0, int F = 0>
 __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int64_t K, const __nv_bfloat16* __restrict__ a,
                                                       const __nv_bfloat16* __restrict__ b, __nv_bfloat16* __restrict__ y, Opt o,
-                                                      uint64_t* __restrict__ tl) {
+                                                      uint64_t* __restrict__ tl, int epi) {
   __shared__ float red[W][4][32];
   const uint64_t t0 = o.rec ? gtime() : 0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t n0 = (int64_t)blockIdx.x * 8, chunks = (K + 31) / 32;
-  const bool row_lo = g < M, row_hi = g + 8 < M;
-  const __nv_bfloat16* a_lo = a + g * K + 8 * t;
+  int64_t m0 = 0;
+  if constexpr ((F & 2) != 0) {
+    const int64_t z = blockIdx.z;
+    a += z * o.sa;
+    b += z * o.sb;
+    y += z * M * N;
+    m0 = (int64_t)blockIdx.y * 16;
+  }
+  const bool row_lo = m0 + g < M, row_hi = m0 + g + 8 < M;
+  const __nv_bfloat16* a_lo = a + (m0 + g) * K + 8 * t;
   const __nv_bfloat16* a_hi = a_lo + 8 * K;
-  const __nv_bfloat16* brow = b + (n0 / 8) * chunks * 256 + 8 * lane;
+  const bool bok = (F & 1) == 0 || n0 + g < N;
+  const __nv_bfloat16* brow = b + (bok ? n0 / 8 : 0) * chunks * 256 + 8 * lane;
+  const bool never = (F & 8) != 0 ? epi < 0 : o.never != 0;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   constexpr int64_t ST = (int64_t)U * W;
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -87,7 +105,14 @@ __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int6
   int64_t c0 = warp;
   auto load_w = [&](int64_t c) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) wv[u] = c + u * W < chunks ? ld_stream(brow + (c + u * W) * 256) : zero;
+    for (int u = 0; u < U; ++u) {
+      if constexpr ((F & 1) != 0) {
+        const int64_t cc = c + u * W;
+        wv[u] = (cc < chunks && cc * 32 + 8 * t < K && bok) ? ld_stream(brow + cc * 256) : zero;
+      } else {
+        wv[u] = c + u * W < chunks ? ld_stream(brow + (c + u * W) * 256) : zero;
+      }
+    }
   };
   extern __shared__ __align__(16) unsigned char dyn[];
   auto load_x = [&](int64_t c) {
@@ -112,7 +137,7 @@ __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int6
       uint32_t x = 0;
 #pragma unroll
       for (int u = 0; u < U; ++u) x ^= wv[u].x ^ xl[u].x ^ xh[u].x;
-      if (o.never) acc[0] += __uint_as_float(x);
+      if (never) acc[0] += __uint_as_float(x);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -194,7 +219,14 @@ __global__ void __launch_bounds__(W * 32) gemv_kernel(int64_t M, int64_t N, int6
     float v = 0.f;
 #pragma unroll
     for (int w = 0; w < W; ++w) v += red[w][r][ln];
-    if (m < M && n0 + col < N) y[m * N + n0 + col] = __float2bfloat16_rn(v);
+#ifdef SKTL_LIB
+    if constexpr ((F & 4) != 0) {
+      dml_cuda::tile::store<__nv_bfloat16>(y, (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)nullptr, M, N, m0 + m, n0 + col,
+                                           v, epi);
+      continue;
+    }
+#endif
+    if (m0 + m < M && n0 + col < N) y[(m0 + m) * N + n0 + col] = __float2bfloat16_rn(v);
   }
   if (o.launch == 1) dep_launch();
   if (o.rec && threadIdx.x == 0) {
@@ -236,14 +268,14 @@ struct Cfg {
 };
 
 // One call of gemv_kernel<U, W, S, MODE>: a block per 8 weight rows, PDL where the config asks.
-template <int U, int W, int S = 0, int MODE = 0>
+template <int U, int W, int S = 0, int MODE = 0, int F = 0>
 void go(const Cfg& c, cudaStream_t s, int64_t M, int64_t N, int64_t K, const __nv_bfloat16* a, const __nv_bfloat16* b,
         __nv_bfloat16* y, Opt o, uint64_t* tl) {
   const size_t smem = MODE == 3 ? (size_t)M * K * 2 : (size_t)W * S * U * 512;
-  if (smem > 48 * 1024) CK(cudaFuncSetAttribute(gemv_kernel<U, W, S, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  if (smem > 48 * 1024) CK(cudaFuncSetAttribute(gemv_kernel<U, W, S, MODE, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchAttribute at[1];
   const cudaLaunchConfig_t cfg = launch_config(dim3((unsigned)((N + 7) / 8)), W * 32, smem, s, c.pdl, at);
-  CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S, MODE>, M, N, K, a, b, y, o, tl));
+  CK(cudaLaunchKernelEx(&cfg, gemv_kernel<U, W, S, MODE, F>, M, N, K, a, b, y, o, tl, o.epi));
 }
 
 #ifdef SKTL_LIB
@@ -336,6 +368,13 @@ int main(int argc, char** argv) {
 #ifdef SKTL_LIB
       {"lib51 {1,2,8}", go_lib<1, 2, 8, false>, 0, pf, true, true},
       {"lib54 {1,4,8} HALF (M <= 8)", go_lib<1, 4, 8, true>, 0, pf, true, true},
+      {"51 replica + F1 (load guards)", go<2, 8, 0, 5, 1>, 5, pf, true},
+      {"51 replica + F2 (y/z offsets)", go<2, 8, 0, 5, 2>, 5, pf, true},
+      {"51 replica + F4 (tile::store)", go<2, 8, 0, 5, 4>, 5, pf, true},
+      {"51 replica + F8 (never = epi<0)", go<2, 8, 0, 5, 8>, 5, pf, true},
+      {"51 replica + F1|2", go<2, 8, 0, 5, 3>, 5, pf, true},
+      {"51 replica + F15 (all)", go<2, 8, 0, 5, 15>, 5, pf, true},
+      {"lib51 {1,2,8} again", go_lib<1, 2, 8, false>, 0, pf, true, true},
 #endif
   };
   const std::vector<Cfg> all_cfgs = {
