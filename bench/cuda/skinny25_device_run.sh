@@ -17,5 +17,5 @@ BIN=${1:?usage: skinny25_device_run.sh TL_LIB_BINARY [OUTDIR]}
 OUTDIR=${2:-${OUT:-.}}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv
 for A in const random rotate; do
-  SKTL_SET=gap SKTL_A=$A SKTL_M=1,8,16 "$BIN" 4096 2>&1 | tee "$OUTDIR/h200_session25_gap_$A.log"
+  SKTL_SET=gap SKTL_A=$A SKTL_M=1,8,16 "$BIN" 4096 2>&1 | tee "$OUTDIR/h200_session26_gap_$A.log"
 done
