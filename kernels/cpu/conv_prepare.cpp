@@ -60,10 +60,13 @@ inline __m256i lanes_below(int64_t n) {
 
 // Phase rows out[b][s] = row(s·sw + b) for s < n, b < sw (every column phase of one padded row), where
 // load(pos) returns row(pos .. pos + 8) as a vector. sw 2 and 4 deinterleave 8 outputs per phase with
-// AVX2 shuffles, the last (partial) group with masked stores; `load` is asked for up to ⌈n/8⌉·8·sw
-// positions (it returns zeros past the row).
+// AVX2 shuffles, the last (partial) group with masked stores unless `spill` (the caller writes the
+// floats past each out[b] + n later: the next row of the same phase plane); `load` is asked for up to
+// ⌈n/8⌉·8·sw positions (it returns zeros past the row). vmaskmovps stores are microcoded on AMD
+// (Zen 4): 4 of them per row made the row split of Winograd F(4x4)'s 16 phases a quarter of a
+// 64-channel 56² conv; spilling them measured (docs/benchmarks.md, session 26).
 template <class Load>
-void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load) {
+void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load, bool spill = false) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t s = 0; s < n; s += 8) {
     __m256 v[4];
@@ -80,7 +83,7 @@ void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load) {
       v[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
       v[3] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
     }
-    if (s + 8 <= n) {
+    if (s + 8 <= n || spill) {
       for (int64_t b = 0; b < sw; ++b) _mm256_storeu_ps(out[b] + s, v[b]);
     } else {  // the output rows end here: the next row may be another thread's
       const __m256i mask = lanes_below(n - s);
@@ -128,11 +131,13 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
     const int64_t padw = d.Wq * g.sw;
     const int64_t lo = std::min(padw, g.pl), hi = std::max(lo, std::min(padw, g.pl + g.W));  // inside the input
     float* outs[16];
-    for (int64_t a = 0; a < g.sh; ++a) {
-      bool used = false;
-      for (int64_t b = 0; b < g.sw; ++b) used = used || d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
-      if (!used) continue;
-      for (int64_t rr = r0; rr < r1; ++rr) {
+    // Padded rows in input order (row rr of row phase a is padded row rr·sh + a), so the input streams
+    // through once instead of once per row phase.
+    for (int64_t rr = r0; rr < r1; ++rr)
+      for (int64_t a = 0; a < g.sh; ++a) {
+        bool used = false;
+        for (int64_t b = 0; b < g.sw; ++b) used = used || d.phase_slot[static_cast<size_t>(a * g.sw + b)] >= 0;
+        if (!used) continue;
         const int64_t ih = rr * g.sh + a - g.pt;
         for (int64_t b = 0; b < g.sw; ++b) {
           const int64_t slot = d.phase_slot[static_cast<size_t>(a * g.sw + b)];
@@ -145,7 +150,9 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
         const T* in = src + ih * g.W + (lo - g.pl);
         if (g.sw == 2 || g.sw == 4) {
           if constexpr (std::is_same_v<T, float>) {
-            deinterleave(g.sw, d.Wq, outs, MaskedRow{in, lo, hi - lo});
+            // Where what a full last group writes past the row lands in rows [rr + 1, r1) of the same
+            // phase plane (or the scratch row), which this loop writes next: no masked stores.
+            deinterleave(g.sw, d.Wq, outs, MaskedRow{in, lo, hi - lo}, rr * d.Wq + cdiv(d.Wq, 8) * 8 <= r1 * d.Wq);
             continue;
           }
         }
@@ -159,7 +166,6 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
             for (int64_t b = 0; b < g.sw; ++b) outs[b][s2] = padded[s2 * g.sw + b];
         }
       }
-    }
     return;
   }
   for (int64_t a = 0; a < g.sh; ++a)
