@@ -62,9 +62,9 @@ inline __m256i lanes_below(int64_t n) {
 // load(pos) returns row(pos .. pos + 8) as a vector. sw 2 and 4 deinterleave 8 outputs per phase with
 // AVX2 shuffles, the last (partial) group with masked stores unless `spill` (the caller writes the
 // floats past each out[b] + n later: the next row of the same phase plane); `load` is asked for up to
-// ⌈n/8⌉·8·sw positions (it returns zeros past the row). vmaskmovps stores are microcoded on AMD
-// (Zen 4): 4 of them per row made the row split of Winograd F(4x4)'s 16 phases a quarter of a
-// 64-channel 56² conv; spilling them measured (docs/benchmarks.md, session 26).
+// ⌈n/8⌉·8·sw positions (it returns zeros past the row). (vmaskmovps stores are microcoded on AMD;
+// spilling instead measured within noise on the Zen 4 guest, session 26: the rows' input order was
+// what mattered, see prepare_rows.)
 template <class Load>
 void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load, bool spill = false) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
