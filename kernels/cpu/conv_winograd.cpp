@@ -149,7 +149,8 @@ inline void interleave_row(const float (*out)[kNR], float* rowbuf) {
 // 16-lane staging block the input transform reads as it reads the grid. Fewer panels, and a column
 // block spans images, so U streams from memory once per block instead of once per image: ResNet-18's
 // 512-channel 7×7 convs at batch 8 (docs/benchmarks.md, session 26). DINOML_CONV_WINO_DENSE (read at
-// load): 0 never, 1 always, unset: where the grid uses < 85% of its lanes.
+// load): 0 never, 1 always, unset: where the dense panels are < 85% of the grid's (the staging costs
+// more than it saves otherwise: 256 channels at 14², batch 1, 4 panels either way: 0.74 -> 0.82 ms).
 static int wino_dense_mode() {
   static const int mode = static_cast<int>(env_int("DINOML_CONV_WINO_DENSE", -1));
   return mode;
@@ -200,7 +201,7 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
   const int64_t th = tg.Ho, tw = tg.Wo, C = g.Cg, tiles = g.N * th * tw;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int mode = wino_dense_mode();
-  const bool dense = mode == 1 || (mode != 0 && th * tw * 100 < 85 * d.panels * kNR);
+  const bool dense = mode == 1 || (mode != 0 && cdiv(tiles, kNR) * 100 < 85 * g.N * d.panels);
   // Column panels: per image over the Wq-wide tile grid, or (dense) over all the batch's tiles.
   const int64_t tpanels = dense ? cdiv(tiles, kNR) : d.panels;
   const int64_t units = dense ? 1 : g.N;
