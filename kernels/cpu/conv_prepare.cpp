@@ -60,13 +60,10 @@ inline __m256i lanes_below(int64_t n) {
 
 // Phase rows out[b][s] = row(s·sw + b) for s < n, b < sw (every column phase of one padded row), where
 // load(pos) returns row(pos .. pos + 8) as a vector. sw 2 and 4 deinterleave 8 outputs per phase with
-// AVX2 shuffles, the last (partial) group with masked stores unless `spill` (the caller writes the
-// floats past each out[b] + n later: the next row of the same phase plane); `load` is asked for up to
-// ⌈n/8⌉·8·sw positions (it returns zeros past the row). (vmaskmovps stores are microcoded on AMD;
-// spilling instead measured within noise on the Zen 4 guest, session 26: the rows' input order was
-// what mattered, see prepare_rows.)
+// AVX2 shuffles, the last (partial) group with masked stores; `load` is asked for up to ⌈n/8⌉·8·sw
+// positions (it returns zeros past the row).
 template <class Load>
-void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load, bool spill = false) {
+void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load) {
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t s = 0; s < n; s += 8) {
     __m256 v[4];
@@ -83,7 +80,7 @@ void deinterleave(int64_t sw, int64_t n, float* const* out, Load&& load, bool sp
       v[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
       v[3] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
     }
-    if (s + 8 <= n || spill) {
+    if (s + 8 <= n) {
       for (int64_t b = 0; b < sw; ++b) _mm256_storeu_ps(out[b] + s, v[b]);
     } else {  // the output rows end here: the next row may be another thread's
       const __m256i mask = lanes_below(n - s);
@@ -150,9 +147,7 @@ void prepare_rows(const Geo& g, const DirectGeo& d, const T* x, float* xp, int64
         const T* in = src + ih * g.W + (lo - g.pl);
         if (g.sw == 2 || g.sw == 4) {
           if constexpr (std::is_same_v<T, float>) {
-            // Where what a full last group writes past the row lands in rows [rr + 1, r1) of the same
-            // phase plane (or the scratch row), which this loop writes next: no masked stores.
-            deinterleave(g.sw, d.Wq, outs, MaskedRow{in, lo, hi - lo}, rr * d.Wq + cdiv(d.Wq, 8) * 8 <= r1 * d.Wq);
+            deinterleave(g.sw, d.Wq, outs, MaskedRow{in, lo, hi - lo});
             continue;
           }
         }
