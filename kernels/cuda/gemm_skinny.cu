@@ -320,6 +320,162 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   }
 }
 
+// ---- Variants 59..: the packed weight, M <= 16, one batch item: the register kernel without what the
+// packed form makes unnecessary ----
+// The packed weight is zero padded to whole 8-row groups and 32-element chunks, so a weight load
+// needs no row or K guard, only `chunk < chunks` (the last loop step); with M <= 16 there is one
+// block row and no batch, so no blockIdx.y / z offsets. Each removed guard was a few ISETP per step
+// and, together, registers past the 64 that four 256-thread blocks per multiprocessor allow
+// (bench/cuda/skinny_timeline.cu's F ablations, docs/benchmarks.md session 26). Otherwise the
+// register kernel above (PF, BAT): NG 8-row groups per warp sharing a's fragments, U chunks per
+// step, W warps splitting K. Before griddepcontrol.wait a block also fetches, beyond its first PRE
+// (1 or 2) loop steps into registers: L2P more steps into L2 (cp.async.bulk.prefetch.L2; a group's
+// packed chunks are contiguous) and SMP more steps into shared memory (cp.async.bulk, one
+// mbarrier), read from there after the wait: the weight is not written by the preceding kernel.
+template <class T, int NG, int U, int W, int PRE, int L2P, int SMP, bool HALF, int MINB, int XF>
+__global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a,
+                                                                   const T* __restrict__ b, const T* __restrict__ bias,
+                                                                   const T* __restrict__ d, T* __restrict__ y, int epi) {
+  static_assert(PRE == 1 || PRE == 2, "PRE: one or two loop steps in registers before the wait");
+  __shared__ float red[W][NG][4][32];
+  constexpr int ST = U * W;  // chunks per loop step of the block
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t chunks = (K + 31) / 32, G = (N + 7) / 8, grp0 = (int64_t)blockIdx.x * NG;
+  const bool row_lo = g < M, row_hi = !HALF && g + 8 < M;
+  const T* a_lo = a + g * K + 8 * t;
+  const T* a_hi = a_lo + 8 * K;
+  const T* brow[NG];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) brow[j] = b + min(grp0 + j, G - 1) * chunks * 256 + 8 * lane;  // past N: never stored
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  float acc[NG][4];
+#pragma unroll
+  for (int j = 0; j < NG; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  auto load_w = [&](SkChunk<NG, U>& ch, int64_t c) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < NG; ++j) ch.wv[u][j] = c + u * W < chunks ? ld_stream(brow[j] + (c + u * W) * 256) : zero;
+  };
+  auto load_x = [&](SkChunk<NG, U>& ch, int64_t c) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t cc = c + u * W;
+      const bool kin = cc < chunks && cc * 32 + 8 * t < K;  // K % 8 == 0: a 16-byte piece is all in or all out
+      ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + cc * 32) : zero;
+      ch.xh[u] = (!HALF && kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + cc * 32) : zero;
+    }
+  };
+  SkChunk<NG, U> c0, c1;
+  int64_t c = warp;
+  load_w(c0, c);
+  if constexpr (PRE == 2) load_w(c1, c + ST);
+#if DML_SK_TMA_DEVICE
+  const int64_t cpre = (int64_t)PRE * ST;  // the first chunk after the register steps
+  int64_t smc = 0;                         // SMP: chunks per group held in shared memory
+  extern __shared__ __align__(128) unsigned char sk_pro[];  // SMP: [NG][SMP * ST chunks][512 bytes]
+  __shared__ __align__(8) uint64_t pro_full;
+  if constexpr (L2P > 0) {
+    if (threadIdx.x < NG && grp0 + threadIdx.x < G && cpre < chunks) {
+      const int64_t n = min((int64_t)L2P * ST, chunks - cpre);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(b + ((grp0 + threadIdx.x) * chunks + cpre) * 256),
+                   "r"(static_cast<uint32_t>(n * 512))
+                   : "memory");
+    }
+  }
+  if constexpr (SMP > 0) {
+    smc = max((int64_t)0, min((int64_t)SMP * ST, chunks - cpre));
+    if (threadIdx.x == 0) {
+      mbar_init(smem_u32(&pro_full), 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const uint32_t bytes = static_cast<uint32_t>(smc * 512);
+      mbar_expect_tx(smem_u32(&pro_full), bytes * NG);
+      if (bytes) {
+        const uint64_t pol = sk_evict_first();
+        for (int j = 0; j < NG; ++j)
+          sk_bulk_g2s(smem_u32(sk_pro) + static_cast<uint32_t>(j * SMP * ST * 512), brow[j] - 8 * lane + cpre * 256, bytes,
+                      smem_u32(&pro_full), pol);
+      }
+    }
+  }
+  if constexpr ((XF & 1) != 0) {  // this block's share of a into L2 (only L2: the preceding kernel may still write it)
+    if (threadIdx.x == 0) {
+      const int64_t abytes = M * K * 2, share = ((abytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16,
+                    off = (int64_t)blockIdx.x * share;
+      if (off < abytes)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(reinterpret_cast<const char*>(a) + off),
+                     "r"(static_cast<uint32_t>(min(share, abytes - off)))
+                     : "memory");
+    }
+  }
+#endif
+  grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
+  grid_dep_launch();
+  if constexpr (PRE == 1 && (XF & 2) != 0) {  // the second step's weight issued with the first step's a
+    load_w(c1, c + ST);
+    load_x(c0, c);
+    uint32_t dep = 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < NG; ++j) dep ^= c1.wv[u][j].x;
+    if (epi < 0) acc[0][0] += __uint_as_float(dep);  // never: keeps c1's loads ahead of the first mma
+    sk_mma<T, NG, U, true>(acc, c0, epi < 0);
+    c += ST;
+    load_x(c1, c);
+    sk_mma<T, NG, U, true>(acc, c1, epi < 0);
+    c += ST;
+  } else {
+    load_x(c0, c);
+    sk_mma<T, NG, U, true>(acc, c0, epi < 0);
+    c += ST;
+  }
+  if constexpr (PRE == 2) {
+    load_x(c1, c);
+    sk_mma<T, NG, U, true>(acc, c1, epi < 0);
+    c += ST;
+  }
+#if DML_SK_TMA_DEVICE
+  if constexpr (SMP > 0) {
+    mbar_wait(smem_u32(&pro_full), 0);
+    for (; c < cpre + smc; c += ST) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < NG; ++j) {
+          const int64_t cc = c + u * W;
+          c0.wv[u][j] = cc < cpre + smc
+                            ? sk_lds128(smem_u32(sk_pro) + static_cast<uint32_t>((j * SMP * ST + (cc - cpre)) * 512 + lane * 16))
+                            : zero;
+        }
+      load_x(c0, c);
+      sk_mma<T, NG, U, true>(acc, c0, epi < 0);
+    }
+  }
+#endif
+  for (; c < chunks; c += ST) {
+    load_w(c0, c);
+    load_x(c0, c);
+    sk_mma<T, NG, U, true>(acc, c0, epi < 0);
+  }
+#pragma unroll
+  for (int j = 0; j < NG; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
+  __syncthreads();
+  for (int o = threadIdx.x; o < SK_MT * 8 * NG; o += W * 32) {
+    const int m = o / (8 * NG), n = o % (8 * NG), j = n / 8, col = n % 8;
+    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) v += red[w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m, grp0 * 8 + n, v, epi);
+  }
+}
+
 // ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
 // Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
 // on them (load, then multiply), so on the H200 its steady state streamed ~3.5 TB/s where cuBLAS
@@ -587,6 +743,30 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
                        static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi);
 }
 
+// The packed kernel {NG, U, W} (variants 59..): M <= 16 only (variant 51 above that), HALF only up to
+// M = 8; PDL with the weight fetched before the wait, so only for a weight no preceding kernel writes
+// (the packed weight is a constant). L2P / SMP need sm_90 (the bulk-copy engine): elsewhere the same
+// kernel without them.
+template <class T, int NG, int U, int W, int PRE = 1, int L2P = 0, int SMP = 0, bool HALF = false, int MINB = 0, int XF = 0>
+int launch_packed(int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d, void* y, int epi,
+                  cudaStream_t s) {
+  if (M > SK_MT) return launch<T, 1, 2, 8, true, true, 0, 0, true, false, true>(M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
+  if constexpr (HALF) {
+    if (M > 8) return launch_packed<T, NG, U, W, PRE, L2P, SMP, false, MINB, XF>(M, N, K, a, b, bias, d, y, epi, s);
+  }
+  constexpr auto kern = &skinny_packed_kernel<T, NG, U, W, PRE, L2P, SMP, HALF, MINB, XF>;
+  constexpr int smem = NG * SMP * U * W * 512;
+  if constexpr (L2P > 0 || SMP > 0 || (XF & 1) != 0) {
+    if (!sm90_occ<kern, W * 32, smem>().ok)
+      return launch_packed<T, NG, U, W, PRE, 0, 0, HALF, MINB, XF & ~1>(M, N, K, a, b, bias, d, y, epi, s);
+  }
+  const int64_t gx = (N + 8 * NG - 1) / (8 * NG);
+  if (gx > INT32_MAX) return fail("own skinny GEMM on a packed weight: grid too large (N = " + std::to_string(N) + ")");
+  return launch_kernel(kern, dim3(static_cast<unsigned>(gx)), W * 32, smem, device_has_pdl(), s, "own skinny GEMM kernel (packed)",
+                       "own skinny GEMM kernel (packed, programmatic dependent launch)", M, N, K, static_cast<const T*>(a),
+                       static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi);
+}
+
 // Grid of the TMA kernel: the fewest blocks that keep at most NGM row groups per block, at least
 // one block per free slot (BPS per multiprocessor at most) up to one block per row group.
 inline int64_t tma_blocks(int64_t N, int64_t items, int ngm, int slots) {
@@ -635,7 +815,15 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // 48..50: packed + PF with HALF (M <= 8): {1,4,8}, {1,8,8}, {2,4,8}.
 // 51..58: packed + PF with the step's loads batched (BAT): {1,2,8}, {1,3,8}, {2,2,8}, {1,4,8} HALF,
 // {1,3,8} HALF, {2,2,8} HALF, {1,2,4}; 58: row-major {1,2,8} PF BAT.
-constexpr int kNumVariants = 58;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// 59..68: the packed kernel (skinny_packed_kernel, M <= 16): {1,2,8}, {1,4,8} HALF, {1,2,8} PRE 2,
+// {1,2,8} L2P 2, {1,2,8} SMP 2, {2,2,8}, {2,2,8} MINB 4, {1,4,8} HALF PRE 2, {1,4,8} HALF SMP 1,
+// {2,2,8} HALF; 69..74 with XF (1: a's share prefetched into L2 before the wait; 2: the second step's
+// weight loaded with the first step's a): {1,2,8} XF 1 / 2 / 3, {1,4,8} HALF SMP 1 XF 1, {1,4,8} HALF XF 1,
+// {1,4,8} HALF SMP 1 XF 3.
+constexpr int kNumVariants = 74;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+
+// Variants that read the fragment-packed weight (skinny_gemm_packed only).
+constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
 
 template <class T>
 int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
@@ -689,6 +877,17 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_CASE(53, 2, 2, 8, true, true, 0, 0, true, false, true) DML_SK_CASE(54, 1, 4, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(55, 1, 3, 8, true, true, 0, 0, true, true, true) DML_SK_CASE(56, 2, 2, 8, true, true, 0, 0, true, true, true)
     DML_SK_CASE(57, 1, 2, 4, true, true, 0, 0, true, false, true) DML_SK_CASE(58, 1, 2, 8, true, true, 0, 0, false, false, true)
+#define DML_SK_PCASE(i, ...) \
+  case i: return launch_packed<T, ##__VA_ARGS__>(M, N, K, a, b, bias, d, y, epi, s);
+    // the packed kernel, M <= 16: {NG, U, W, PRE, L2P, SMP, HALF, MINB}
+    DML_SK_PCASE(59, 1, 2, 8) DML_SK_PCASE(60, 1, 4, 8, 1, 0, 0, true) DML_SK_PCASE(61, 1, 2, 8, 2)
+    DML_SK_PCASE(62, 1, 2, 8, 1, 2) DML_SK_PCASE(63, 1, 2, 8, 1, 0, 2) DML_SK_PCASE(64, 2, 2, 8)
+    DML_SK_PCASE(65, 2, 2, 8, 1, 0, 0, false, 4) DML_SK_PCASE(66, 1, 4, 8, 2, 0, 0, true)
+    DML_SK_PCASE(67, 1, 4, 8, 1, 0, 1, true) DML_SK_PCASE(68, 2, 2, 8, 1, 0, 0, true)
+    DML_SK_PCASE(69, 1, 2, 8, 1, 0, 0, false, 0, 1) DML_SK_PCASE(70, 1, 2, 8, 1, 0, 0, false, 0, 2)
+    DML_SK_PCASE(71, 1, 2, 8, 1, 0, 0, false, 0, 3) DML_SK_PCASE(72, 1, 4, 8, 1, 0, 1, true, 0, 1)
+    DML_SK_PCASE(73, 1, 4, 8, 1, 0, 0, true, 0, 1) DML_SK_PCASE(74, 1, 4, 8, 1, 0, 1, true, 0, 3)
+#undef DML_SK_PCASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -858,8 +1057,8 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
   if (variant == 0) variant = skinny_variant_packed(M);
-  if (variant < 42 || variant > 57)
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57)");
+  if (!packed_variant(variant))
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..74)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
