@@ -332,15 +332,17 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
 // (1 or 2) loop steps into registers: L2P more steps into L2 (cp.async.bulk.prefetch.L2; a group's
 // packed chunks are contiguous) and SMP more steps into shared memory (cp.async.bulk, one
 // mbarrier), read from there after the wait: the weight is not written by the preceding kernel.
-template <class T, int NG, int U, int W, int PRE, int L2P, int SMP, bool HALF, int MINB, int XF>
+template <class T, int NG, int U, int W, int PRE, int L2P, int SMP, bool HALF, int MINB, int XF, int WN>
 __global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a,
                                                                    const T* __restrict__ b, const T* __restrict__ bias,
                                                                    const T* __restrict__ d, T* __restrict__ y, int epi) {
   static_assert(PRE == 1 || PRE == 2, "PRE: one or two loop steps in registers before the wait");
+  static_assert(W % WN == 0 && (WN == 1 || (L2P == 0 && SMP == 0)), "WN: warp groups along N, without L2P / SMP");
   __shared__ float red[W][NG][4][32];
-  constexpr int ST = U * W;  // chunks per loop step of the block
+  constexpr int KW = W / WN;  // warps of a group splitting K
+  constexpr int ST = U * KW;  // chunks per loop step of a group
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t chunks = (K + 31) / 32, G = (N + 7) / 8, grp0 = (int64_t)blockIdx.x * NG;
+  const int64_t chunks = (K + 31) / 32, G = (N + 7) / 8, grp0 = ((int64_t)blockIdx.x * WN + warp / KW) * NG;
   const bool row_lo = g < M, row_hi = !HALF && g + 8 < M;
   const T* a_lo = a + g * K + 8 * t;
   const T* a_hi = a_lo + 8 * K;
@@ -355,19 +357,19 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, 
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int j = 0; j < NG; ++j) ch.wv[u][j] = c + u * W < chunks ? ld_stream(brow[j] + (c + u * W) * 256) : zero;
+      for (int j = 0; j < NG; ++j) ch.wv[u][j] = c + u * KW < chunks ? ld_stream(brow[j] + (c + u * KW) * 256) : zero;
   };
   auto load_x = [&](SkChunk<NG, U>& ch, int64_t c) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t cc = c + u * W;
+      const int64_t cc = c + u * KW;
       const bool kin = cc < chunks && cc * 32 + 8 * t < K;  // K % 8 == 0: a 16-byte piece is all in or all out
       ch.xl[u] = (kin && row_lo) ? *reinterpret_cast<const uint4*>(a_lo + cc * 32) : zero;
       ch.xh[u] = (!HALF && kin && row_hi) ? *reinterpret_cast<const uint4*>(a_hi + cc * 32) : zero;
     }
   };
   SkChunk<NG, U> c0, c1;
-  int64_t c = warp;
+  int64_t c = warp % KW;
   load_w(c0, c);
   if constexpr (PRE == 2) load_w(c1, c + ST);
 #if DML_SK_TMA_DEVICE
@@ -446,7 +448,7 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, 
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int j = 0; j < NG; ++j) {
-          const int64_t cc = c + u * W;
+          const int64_t cc = c + u * KW;
           c0.wv[u][j] = cc < cpre + smc
                             ? sk_lds128(smem_u32(sk_pro) + static_cast<uint32_t>((j * SMP * ST + (cc - cpre)) * 512 + lane * 16))
                             : zero;
@@ -466,13 +468,13 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, 
 #pragma unroll
     for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
   __syncthreads();
-  for (int o = threadIdx.x; o < SK_MT * 8 * NG; o += W * 32) {
-    const int m = o / (8 * NG), n = o % (8 * NG), j = n / 8, col = n % 8;
+  for (int o = threadIdx.x; o < SK_MT * 8 * NG * WN; o += W * 32) {
+    const int m = o / (8 * NG * WN), n = o % (8 * NG * WN), w0 = n / (8 * NG) * KW, j = n % (8 * NG) / 8, col = n % 8;
     const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
     float v = 0.0f;
 #pragma unroll
-    for (int w = 0; w < W; ++w) v += red[w][j][r][ln];
-    tile::store<T>(y, bias, d, M, N, m, grp0 * 8 + n, v, epi);
+    for (int w = 0; w < KW; ++w) v += red[w0 + w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m, (int64_t)blockIdx.x * 8 * NG * WN + n, v, epi);
   }
 }
 
@@ -747,20 +749,20 @@ int launch(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t s
 // M = 8; PDL with the weight fetched before the wait, so only for a weight no preceding kernel writes
 // (the packed weight is a constant). L2P / SMP need sm_90 (the bulk-copy engine): elsewhere the same
 // kernel without them.
-template <class T, int NG, int U, int W, int PRE = 1, int L2P = 0, int SMP = 0, bool HALF = false, int MINB = 0, int XF = 0>
+template <class T, int NG, int U, int W, int PRE = 1, int L2P = 0, int SMP = 0, bool HALF = false, int MINB = 0, int XF = 0, int WN = 1>
 int launch_packed(int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d, void* y, int epi,
                   cudaStream_t s) {
   if (M > SK_MT) return launch<T, 1, 2, 8, true, true, 0, 0, true, false, true>(M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   if constexpr (HALF) {
-    if (M > 8) return launch_packed<T, NG, U, W, PRE, L2P, SMP, false, MINB, XF>(M, N, K, a, b, bias, d, y, epi, s);
+    if (M > 8) return launch_packed<T, NG, U, W, PRE, L2P, SMP, false, MINB, XF, WN>(M, N, K, a, b, bias, d, y, epi, s);
   }
-  constexpr auto kern = &skinny_packed_kernel<T, NG, U, W, PRE, L2P, SMP, HALF, MINB, XF>;
+  constexpr auto kern = &skinny_packed_kernel<T, NG, U, W, PRE, L2P, SMP, HALF, MINB, XF, WN>;
   constexpr int smem = NG * SMP * U * W * 512;
   if constexpr (L2P > 0 || SMP > 0 || (XF & 1) != 0) {
     if (!sm90_occ<kern, W * 32, smem>().ok)
-      return launch_packed<T, NG, U, W, PRE, 0, 0, HALF, MINB, XF & ~1>(M, N, K, a, b, bias, d, y, epi, s);
+      return launch_packed<T, NG, U, W, PRE, 0, 0, HALF, MINB, XF & ~1, WN>(M, N, K, a, b, bias, d, y, epi, s);
   }
-  const int64_t gx = (N + 8 * NG - 1) / (8 * NG);
+  const int64_t gx = (N + 8 * NG * WN - 1) / (8 * NG * WN);
   if (gx > INT32_MAX) return fail("own skinny GEMM on a packed weight: grid too large (N = " + std::to_string(N) + ")");
   return launch_kernel(kern, dim3(static_cast<unsigned>(gx)), W * 32, smem, device_has_pdl(), s, "own skinny GEMM kernel (packed)",
                        "own skinny GEMM kernel (packed, programmatic dependent launch)", M, N, K, static_cast<const T*>(a),
@@ -819,8 +821,11 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // {1,2,8} L2P 2, {1,2,8} SMP 2, {2,2,8}, {2,2,8} MINB 4, {1,4,8} HALF PRE 2, {1,4,8} HALF SMP 1,
 // {2,2,8} HALF; 69..74 with XF (1: a's share prefetched into L2 before the wait; 2: the second step's
 // weight loaded with the first step's a): {1,2,8} XF 1 / 2 / 3, {1,4,8} HALF SMP 1 XF 1, {1,4,8} HALF XF 1,
-// {1,4,8} HALF SMP 1 XF 3.
-constexpr int kNumVariants = 74;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// {1,4,8} HALF SMP 1 XF 3. 75..80 with WN warp groups along N (each KW = W / WN warps splitting K; a
+// block of 8·NG·WN columns, so a is read from L2 once per block and the groups share it through L1):
+// {1,2,16} WN 2, {1,2,8} WN 2, {1,4,16} HALF WN 2, {1,2,16} WN 2 XF 1, {1,2,16} WN 4, {1,4,8} HALF WN 2,
+// {1,3,16} WN 2, {2,2,16} WN 2.
+constexpr int kNumVariants = 82;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -887,6 +892,12 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_PCASE(69, 1, 2, 8, 1, 0, 0, false, 0, 1) DML_SK_PCASE(70, 1, 2, 8, 1, 0, 0, false, 0, 2)
     DML_SK_PCASE(71, 1, 2, 8, 1, 0, 0, false, 0, 3) DML_SK_PCASE(72, 1, 4, 8, 1, 0, 1, true, 0, 1)
     DML_SK_PCASE(73, 1, 4, 8, 1, 0, 0, true, 0, 1) DML_SK_PCASE(74, 1, 4, 8, 1, 0, 1, true, 0, 3)
+    // WN warp groups along N sharing a's loads (L1): {1,2,16} WN 2, {1,2,8} WN 2, {1,4,16} HALF WN 2,
+    // {1,2,16} WN 2 XF 1, {1,2,16} WN 4, {1,4,8} HALF WN 2
+    DML_SK_PCASE(75, 1, 2, 16, 1, 0, 0, false, 0, 0, 2) DML_SK_PCASE(76, 1, 2, 8, 1, 0, 0, false, 0, 0, 2)
+    DML_SK_PCASE(77, 1, 4, 16, 1, 0, 0, true, 0, 0, 2) DML_SK_PCASE(78, 1, 2, 16, 1, 0, 0, false, 0, 1, 2)
+    DML_SK_PCASE(79, 1, 2, 16, 1, 0, 0, false, 0, 0, 4) DML_SK_PCASE(80, 1, 4, 8, 1, 0, 0, true, 0, 0, 2)
+    DML_SK_PCASE(81, 1, 3, 16, 1, 0, 0, false, 0, 0, 2) DML_SK_PCASE(82, 2, 2, 16, 1, 0, 0, false, 0, 0, 2)
 #undef DML_SK_PCASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
@@ -1058,7 +1069,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
   }
   if (variant == 0) variant = skinny_variant_packed(M);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..74)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..82)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
