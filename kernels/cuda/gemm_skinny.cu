@@ -320,6 +320,29 @@ __global__ void __launch_bounds__(SK_WARPS * 32, MINB) skinny_gemm_kernel(int64_
   }
 }
 
+// The packed kernels' epilogue: a block of W warps in WN groups along N (each KW = W / WN warps
+// splitting K, NG 8-column groups per warp) sums its warps' fp32 tiles in shared memory, and one
+// thread per output applies the epilogue and stores. M <= 16, one block row.
+template <class T, int NG, int W, int WN>
+__device__ __forceinline__ void sk_packed_store(float (&red)[W][NG][4][32], const float (&acc)[NG][4], int64_t M, int64_t N,
+                                                const T* bias, const T* d, T* y, int epi) {
+  constexpr int KW = W / WN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < NG; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
+  __syncthreads();
+  for (int o = threadIdx.x; o < SK_MT * 8 * NG * WN; o += W * 32) {
+    const int m = o / (8 * NG * WN), n = o % (8 * NG * WN), w0 = n / (8 * NG) * KW, j = n % (8 * NG) / 8, col = n % 8;
+    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < KW; ++w) v += red[w0 + w][j][r][ln];
+    tile::store<T>(y, bias, d, M, N, m, (int64_t)blockIdx.x * 8 * NG * WN + n, v, epi);
+  }
+}
+
 // ---- Variants 59..: the packed weight, M <= 16, one batch item: the register kernel without what the
 // packed form makes unnecessary ----
 // The packed weight is zero padded to whole 8-row groups and 32-element chunks, so a weight load
@@ -463,20 +486,107 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, 
     load_x(c0, c);
     sk_mma<T, NG, U, true>(acc, c0, epi < 0);
   }
-#pragma unroll
-  for (int j = 0; j < NG; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) red[warp][j][r][lane] = acc[j][r];
-  __syncthreads();
-  for (int o = threadIdx.x; o < SK_MT * 8 * NG * WN; o += W * 32) {
-    const int m = o / (8 * NG * WN), n = o % (8 * NG * WN), w0 = n / (8 * NG) * KW, j = n % (8 * NG) / 8, col = n % 8;
-    const int ln = (m % 8) * 4 + col / 2, r = (m >= 8 ? 2 : 0) + col % 2;
-    float v = 0.0f;
-#pragma unroll
-    for (int w = 0; w < KW; ++w) v += red[w0 + w][j][r][ln];
-    tile::store<T>(y, bias, d, M, N, m, (int64_t)blockIdx.x * 8 * NG * WN + n, v, epi);
-  }
+  sk_packed_store<T, NG, W, WN>(red, acc, M, N, bias, d, y, epi);
 }
+
+// ---- Variants 83..: the packed kernel with a staged in shared memory (sm_90) ----
+// Why: at M = 16 a's fragments take twice the weight's registers per loop step (two 16-byte loads
+// of a per chunk against one of the weight), which caps the weight bytes a warp keeps in flight (U).
+// Here the bulk-copy engine copies a in slabs of SLAB = U·KW chunks (all its rows, one cp.async.bulk
+// per row, two buffers, one mbarrier each) into shared memory, read back as fragments right before
+// each mma, so registers hold only the weight: two steps of it, the next slab's loads issued before
+// this slab's mma. One __syncthreads per slab frees its buffer for the slab after next. The first
+// slab's weight is loaded before griddepcontrol.wait (PDL), a's copies after it.
+template <int U, int W, int WN, bool HALF> __host__ __device__ constexpr int sk_smema_pitch() { return U * (W / WN) * 64 + 64; }
+template <int U, int W, int WN, bool HALF> __host__ __device__ constexpr int sk_smema_bytes() {
+  return 2 * (HALF ? 8 : 16) * sk_smema_pitch<U, W, WN, HALF>();
+}
+template <class T, int U, int W, int WN, bool HALF, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a,
+                                                                  const T* __restrict__ b, const T* __restrict__ bias,
+                                                                  const T* __restrict__ d, T* __restrict__ y, int epi) {
+  constexpr int PITCH = sk_smema_pitch<U, W, WN, HALF>();
+  static_assert(W % WN == 0 && PITCH % 128 == 64, "a's rows 64 bytes apart mod 128: an 8-lane phase hits distinct banks");
+  __shared__ float red[W][1][4][32];
+  float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#if DML_SK_TMA_DEVICE
+  constexpr int KW = W / WN, SLAB = U * KW, ROWS = HALF ? 8 : 16;
+  extern __shared__ __align__(128) unsigned char sk_abuf[];  // [2][ROWS][PITCH]
+  __shared__ __align__(8) uint64_t full[2];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, kw = warp % KW;
+  const int64_t chunks = (K + 31) / 32, G = (N + 7) / 8, grp = (int64_t)blockIdx.x * WN + warp / KW;
+  const int64_t nslab = (chunks + SLAB - 1) / SLAB;
+  const T* brow = b + min(grp, G - 1) * chunks * 256 + 8 * lane;  // past N: never stored
+  const bool row_lo = g < M, row_hi = !HALF && g + 8 < M;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 w0[U], w1[U];
+  auto load_w = [&](uint4(&w)[U], int64_t sl) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t cc = sl * SLAB + kw + u * KW;
+      w[u] = cc < chunks ? ld_stream(brow + cc * 256) : zero;
+    }
+  };
+  load_w(w0, 0);
+  if (threadIdx.x == 0) {
+    mbar_init(smem_u32(&full[0]), 1);
+    mbar_init(smem_u32(&full[1]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
+  grid_dep_launch();
+  const int rows = static_cast<int>(min(M, (int64_t)ROWS));
+  auto issue = [&](int64_t sl) {  // thread 0: slab sl of a's rows into buffer sl % 2
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));  // every block reads a
+    const int64_t k0 = sl * SLAB * 32;
+    const uint32_t bytes = static_cast<uint32_t>((min(K, k0 + SLAB * 32) - k0) * 2), bar = smem_u32(&full[sl & 1]);
+    mbar_expect_tx(bar, bytes * rows);
+    for (int r = 0; r < rows; ++r)
+      sk_bulk_g2s(smem_u32(sk_abuf) + static_cast<uint32_t>(((sl & 1) * ROWS + r) * PITCH), a + r * K + k0, bytes, bar, pol);
+  };
+  if (threadIdx.x == 0) {
+    issue(0);
+    if (nslab > 1) issue(1);
+  }
+  const uint32_t abase = smem_u32(sk_abuf) + static_cast<uint32_t>(g * PITCH + t * 16 + kw * 64);
+  auto step = [&](const uint4(&w)[U], int64_t sl) {
+    mbar_wait(smem_u32(&full[sl & 1]), static_cast<uint32_t>((sl >> 1) & 1));
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t cc = sl * SLAB + kw + u * KW;
+      const bool kin = cc < chunks && cc * 32 + 8 * t < K;  // the slab's copy ends at K: nothing past it is read
+      const uint32_t at = abase + static_cast<uint32_t>((sl & 1) * ROWS * PITCH + u * KW * 64);
+      const uint4 xl = kin && row_lo ? sk_lds128(at) : zero;
+      const uint4 xh = !HALF && kin && row_hi ? sk_lds128(at + 8 * PITCH) : zero;
+      const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
+      const uint32_t b0[2] = {w[u].x, w[u].y}, b1[2] = {w[u].z, w[u].w};
+      mma_m16n8k16<T>(acc[0], a0, b0);
+      mma_m16n8k16<T>(acc[0], a1, b1);
+    }
+  };
+  auto release = [&](int64_t sl) {  // every warp is done with buffer sl % 2: slab sl + 2 goes there
+    __syncthreads();
+    if (threadIdx.x == 0 && sl + 2 < nslab) {
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      issue(sl + 2);
+    }
+  };
+  for (int64_t sl = 0; sl < nslab; sl += 2) {
+    if (sl + 1 < nslab) load_w(w1, sl + 1);
+    step(w0, sl);
+    release(sl);
+    if (sl + 1 < nslab) {
+      if (sl + 2 < nslab) load_w(w0, sl + 2);
+      step(w1, sl + 1);
+      release(sl + 1);
+    }
+  }
+#endif
+  sk_packed_store<T, 1, W, WN>(red, acc, M, N, bias, d, y, epi);
+}
+
 
 // ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
 // Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
@@ -769,6 +879,28 @@ int launch_packed(int64_t M, int64_t N, int64_t K, const void* a, const void* b,
                        static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi);
 }
 
+// The packed kernel with a in shared memory (variants 83..): M <= 16 (variant 51 above), HALF up to
+// M = 8; sm_90 only (the bulk-copy engine and mbarriers; elsewhere variant 59).
+template <class T, int U, int W, int WN, bool HALF, int MINB>
+int launch_smema(int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d, void* y, int epi,
+                 cudaStream_t s) {
+  if (M > SK_MT) return launch<T, 1, 2, 8, true, true, 0, 0, true, false, true>(M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
+  if constexpr (HALF) {
+    if (M > 8) return launch_smema<T, U, W, WN, false, MINB>(M, N, K, a, b, bias, d, y, epi, s);
+  }
+  constexpr auto kern = &skinny_smema_kernel<T, U, W, WN, HALF, MINB>;
+  constexpr int smem = sk_smema_bytes<U, W, WN, HALF>();
+  if (!sm90_occ<kern, W * 32, smem>().ok) return launch_packed<T, 1, 2, 8>(M, N, K, a, b, bias, d, y, epi, s);
+  if (reinterpret_cast<uintptr_t>(a) & 15) return fail("own skinny GEMM (a in shared memory): a must be 16-byte aligned");
+  const int64_t gx = (N + 8 * WN - 1) / (8 * WN);
+  if (gx > INT32_MAX) return fail("own skinny GEMM on a packed weight: grid too large (N = " + std::to_string(N) + ")");
+  return launch_kernel(kern, dim3(static_cast<unsigned>(gx)), W * 32, smem, device_has_pdl(), s,
+                       "own skinny GEMM kernel (packed, a in shared memory)",
+                       "own skinny GEMM kernel (packed, a in shared memory, programmatic dependent launch)", M, N, K,
+                       static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d),
+                       static_cast<T*>(y), epi);
+}
+
 // Grid of the TMA kernel: the fewest blocks that keep at most NGM row groups per block, at least
 // one block per free slot (BPS per multiprocessor at most) up to one block per row group.
 inline int64_t tma_blocks(int64_t N, int64_t items, int ngm, int slots) {
@@ -824,8 +956,9 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // {1,4,8} HALF SMP 1 XF 3. 75..80 with WN warp groups along N (each KW = W / WN warps splitting K; a
 // block of 8·NG·WN columns, so a is read from L2 once per block and the groups share it through L1):
 // {1,2,16} WN 2, {1,2,8} WN 2, {1,4,16} HALF WN 2, {1,2,16} WN 2 XF 1, {1,2,16} WN 4, {1,4,8} HALF WN 2,
-// {1,3,16} WN 2, {2,2,16} WN 2.
-constexpr int kNumVariants = 82;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// {1,3,16} WN 2, {2,2,16} WN 2. 83..88: a in shared memory (skinny_smema_kernel, sm_90), {U, W, WN}:
+// {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}.
+constexpr int kNumVariants = 88;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -899,6 +1032,12 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_PCASE(79, 1, 2, 16, 1, 0, 0, false, 0, 0, 4) DML_SK_PCASE(80, 1, 4, 8, 1, 0, 0, true, 0, 0, 2)
     DML_SK_PCASE(81, 1, 3, 16, 1, 0, 0, false, 0, 0, 2) DML_SK_PCASE(82, 2, 2, 16, 1, 0, 0, false, 0, 0, 2)
 #undef DML_SK_PCASE
+#define DML_SK_ACASE(i, ...) \
+  case i: return launch_smema<T, ##__VA_ARGS__>(M, N, K, a, b, bias, d, y, epi, s);
+    // a in shared memory: {U, W, WN, HALF, MINB}
+    DML_SK_ACASE(83, 4, 16, 2, false, 2) DML_SK_ACASE(84, 2, 16, 2, false, 2) DML_SK_ACASE(85, 2, 8, 1, false, 4)
+    DML_SK_ACASE(86, 4, 16, 2, true, 2) DML_SK_ACASE(87, 4, 8, 1, true, 4) DML_SK_ACASE(88, 3, 16, 2, false, 2)
+#undef DML_SK_ACASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -1069,7 +1208,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
   }
   if (variant == 0) variant = skinny_variant_packed(M);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..82)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..88)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
