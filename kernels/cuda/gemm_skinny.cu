@@ -957,8 +957,8 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // block of 8·NG·WN columns, so a is read from L2 once per block and the groups share it through L1):
 // {1,2,16} WN 2, {1,2,8} WN 2, {1,4,16} HALF WN 2, {1,2,16} WN 2 XF 1, {1,2,16} WN 4, {1,4,8} HALF WN 2,
 // {1,3,16} WN 2, {2,2,16} WN 2. 83..88: a in shared memory (skinny_smema_kernel, sm_90), {U, W, WN}:
-// {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}.
-constexpr int kNumVariants = 88;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}, {4,16,4}, {4,32,4}.
+constexpr int kNumVariants = 90;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -1037,6 +1037,7 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     // a in shared memory: {U, W, WN, HALF, MINB}
     DML_SK_ACASE(83, 4, 16, 2, false, 2) DML_SK_ACASE(84, 2, 16, 2, false, 2) DML_SK_ACASE(85, 2, 8, 1, false, 4)
     DML_SK_ACASE(86, 4, 16, 2, true, 2) DML_SK_ACASE(87, 4, 8, 1, true, 4) DML_SK_ACASE(88, 3, 16, 2, false, 2)
+    DML_SK_ACASE(89, 4, 16, 4, false, 1) DML_SK_ACASE(90, 4, 32, 4, false, 1)
 #undef DML_SK_ACASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
@@ -1208,7 +1209,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
   }
   if (variant == 0) variant = skinny_variant_packed(M);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..88)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..90)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
