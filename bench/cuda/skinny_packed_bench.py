@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402
 
-NVAR = 90
+NVAR = 94
 
 
 def pack(b):
@@ -215,8 +215,9 @@ def main():
     ap.add_argument("--no-checks", action="store_true")
     ap.add_argument("--check-base", default="", help="row-major variants (of --base) to check too, e.g. 58")
     ap.add_argument("--chain", action="store_true", help="time dependent chains (a = the previous call's y) instead of the rows")
-    ap.add_argument("--rows", default="acceptance", choices=["acceptance", "wide"],
-                    help="acceptance: the N = 4096 weights and others; wide: N = 11008 / 14336, K = 4096 at M = 1..16")
+    ap.add_argument("--rows", default="acceptance", choices=["acceptance", "wide", "msweep"],
+                    help="acceptance: the N = 4096 weights and others; wide: N = 11008 / 14336, K = 4096 at M = 1..16; "
+                         "msweep: the 7B-class weights (N:K 4096:4096 / 11008 / 14336, 11008:4096, 14336:4096) at M = 1..16")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     gb.NVAR = NVAR
@@ -254,6 +255,9 @@ def main():
                                                                            (4096, 1024), (1024, 4096)]])
     if args.rows == "wide":
         rows = [(torch.bfloat16, M, N, 4096) for N in (11008, 14336) for M in (1, 2, 4, 8, 12, 16)]
+    if args.rows == "msweep":
+        rows = [(torch.bfloat16, M, N, K) for (N, K) in [(4096, 4096), (4096, 11008), (4096, 14336), (11008, 4096), (14336, 4096)]
+                for M in (1, 2, 3, 4, 6, 8, 9, 12, 16)]
     res["rows"] = []
     names = ["torch", "skinny_pf", "packed"] + [f"v{v}" for v in base] + [f"p{v}" for v in packed]
     for (dt, M, N, K) in rows:

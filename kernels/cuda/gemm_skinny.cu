@@ -957,8 +957,9 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // block of 8·NG·WN columns, so a is read from L2 once per block and the groups share it through L1):
 // {1,2,16} WN 2, {1,2,8} WN 2, {1,4,16} HALF WN 2, {1,2,16} WN 2 XF 1, {1,2,16} WN 4, {1,4,8} HALF WN 2,
 // {1,3,16} WN 2, {2,2,16} WN 2. 83..88: a in shared memory (skinny_smema_kernel, sm_90), {U, W, WN}:
-// {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}, {4,16,4}, {4,32,4}.
-constexpr int kNumVariants = 90;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}, {4,16,4}, {4,32,4}. 91..94: WN 2
+// with XF 1 (as 78) on {1,3,16}, {1,4,16} HALF, {1,4,8} HALF, {2,2,16}.
+constexpr int kNumVariants = 94;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -1031,6 +1032,9 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_PCASE(77, 1, 4, 16, 1, 0, 0, true, 0, 0, 2) DML_SK_PCASE(78, 1, 2, 16, 1, 0, 0, false, 0, 1, 2)
     DML_SK_PCASE(79, 1, 2, 16, 1, 0, 0, false, 0, 0, 4) DML_SK_PCASE(80, 1, 4, 8, 1, 0, 0, true, 0, 0, 2)
     DML_SK_PCASE(81, 1, 3, 16, 1, 0, 0, false, 0, 0, 2) DML_SK_PCASE(82, 2, 2, 16, 1, 0, 0, false, 0, 0, 2)
+    // WN with XF 1 (as 78): {1,3,16} WN 2, {1,4,16} HALF WN 2, {1,4,8} HALF WN 2, {2,2,16} WN 2
+    DML_SK_PCASE(91, 1, 3, 16, 1, 0, 0, false, 0, 1, 2) DML_SK_PCASE(92, 1, 4, 16, 1, 0, 0, true, 0, 1, 2)
+    DML_SK_PCASE(93, 1, 4, 8, 1, 0, 0, true, 0, 1, 2) DML_SK_PCASE(94, 2, 2, 16, 1, 0, 0, false, 0, 1, 2)
 #undef DML_SK_PCASE
 #define DML_SK_ACASE(i, ...) \
   case i: return launch_smema<T, ##__VA_ARGS__>(M, N, K, a, b, bias, d, y, epi, s);
@@ -1177,14 +1181,22 @@ int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* pac
   return check_launch("skinny weight packing kernel");
 }
 
-// The packed variants with PF and the step's loads batched (BAT): {1,4,8} without a's rows 8..15
-// (HALF, 54) up to M = 8, {1,2,8} (51) above. H200, % of the D2D copy, bf16, a rotated with the
-// weights (bench/cuda/h200_session15_bat_run1.log), against session 14's rule (43 / 48 up to M = 8,
-// 44 above): N = 4096, K = 4096, M = 1 / 4 / 8 / 16: 82.5 / 80.5 / 78.3 / 73.0 (76.2 / 73.6 / 71.0 /
-// 68.4); K = 11008: 93.4 / 92.4 / 91.3 / 86.1 (88.8 / 86.8 / 84.0 / 82.9); K = 14336, M = 1 / 16:
-// 95.9 / 88.9 (92.5 / 86.7); M = 1, N = 11008 / 14336, K = 4096: 90.3 / 93.0 (88.8 / 89.9).
-// Without BAT the U loads of a step were not in flight together (sk_mma).
-int skinny_variant_packed(int64_t M) { return M <= 8 ? 54 : 51; }
+// The packed kernel's variant by shape (session 29; % of the D2D copy, bf16, weights rotated,
+// bench/cuda/skinny_packed_bench.py, logs bench/cuda/*_session29_*.log and docs/benchmarks.md):
+// - M <= 8, N >= 3072: 67 ({1,4,8} HALF SMP 1). H200 (session 27) at 4096^2, M = 1 / 4 / 8: 86.9 / 84.6 /
+//   81.5 (54, the rule before: 82.6 / 79.6 / 78.5); H100 94.2 / 93.3 / 90.8 (86.6 / 86.2 / 85.3).
+// - M <= 8, N < 3072: 54 ({1,4,8} HALF; N = 2048, M = 1: H100 74.3 vs 67's 69.2, H200 63.5 vs 60.9).
+// - M 9..16, N < 3072: 67 (H100, N = 2048 / 1024: 73.8 / 46.3 vs 59's 67.1 / 41.4).
+// - M 9..16, 3072 <= N <= 4096: 78 ({1,2,16} WN 2 XF 1; H100 at K = 4096 / 11008 / 14336: 87.0 / 92.0 /
+//   92.7 vs 59's 84.7 / 91.8 / 92.9 and 51's 83.1 / 91.0 / 91.9).
+// - M 9..16, N > 4096: 59 ({1,2,8}; H100 N = 11008 / 14336: 91.1 / 91.3 vs 78's 88.6 / 85.4).
+// M > 16 runs variant 51 whatever is asked (launch_packed).
+int skinny_variant_packed(int64_t M, int64_t N, int64_t K) {
+  (void)K;
+  if (M <= 8) return N >= 3072 ? 67 : 54;
+  if (N < 3072) return 67;
+  return N <= 4096 ? 78 : 59;
+}
 
 int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
                        void* y, int epi, cudaStream_t s, int variant) {
@@ -1207,9 +1219,9 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
           static_cast<const __half*>(d), static_cast<__half*>(y), epi);
     return check_launch("own skinny GEMM (packed weight, unaligned a)");
   }
-  if (variant == 0) variant = skinny_variant_packed(M);
+  if (variant == 0) variant = skinny_variant_packed(M, N, K);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..90)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..94)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
