@@ -644,15 +644,15 @@ def cases():
             out.append(Case("gemm_gelu_epi", dt, {"x": [4096, 1024]}, {"w": ([4096, 1024], "w"), "b": ([4096], "small")},
                             {}, [{}], lambda ops, W, X: {"gelu": ops.gemm_rcr_bias_gelu(X["x"], W["w"], W["b"])},
                             lambda torch, W, X: {"gelu": torch.nn.functional.gelu(torch.nn.functional.linear(X["x"], W["w"], W["b"]))}))
-        if dt != "float32":  # constant M <= 16 with a constant weight, 1024 <= N, K: sm_90a artifacts default to the
-            # skinny kernels launched with PDL weight prefetch (DML_CUDA_GEMM_SKINNY_PF: kernels/cuda/gemm_skinny.cu)
-            out.append(Case("gemm_skinny_pf", dt, {"x": [5, 2048], "x16": [16, 2048]},
-                            {"w": ([1024, 2048], "w"), "b": ([1024], "small")}, {}, [{}],
+        if dt != "float32":  # constant M <= 16 with a constant weight, 1024 <= N, K < 2048 (N < 3072): sm_90a artifacts
+            # default to the skinny kernels launched with PDL weight prefetch (DML_CUDA_GEMM_SKINNY_PF: kernels/cuda/gemm_skinny.cu)
+            out.append(Case("gemm_skinny_pf", dt, {"x": [5, 1536], "x16": [16, 1536]},
+                            {"w": ([1024, 1536], "w"), "b": ([1024], "small")}, {}, [{}],
                             lambda ops, W, X: {"m5": ops.gemm_rcr_bias(X["x"], W["w"], W["b"]),
                                                "m16": ops.gemm_rcr(X["x16"], W["w"])},
                             lambda torch, W, X: {"m5": torch.nn.functional.linear(X["x"], W["w"], W["b"]),
                                                  "m16": torch.nn.functional.linear(X["x16"], W["w"])}))
-        if dt != "float32":  # the same with N >= 3072, K >= 2048: sm_90a artifacts default to the skinny kernel on a
+        if dt != "float32":  # the same with K >= 2048: sm_90a artifacts default to the skinny kernel on a
             # weight packed at module init (DML_CUDA_GEMM_SKINNY_PACKED); N % 8 != 0 and K % 32 != 0 exercise the padding
             out.append(Case("gemm_skinny_packed", dt, {"x": [1, 2056], "x9": [9, 2056], "x16": [16, 2056]},
                             {"w": ([3076, 2056], "w"), "b": ([3076], "small")}, {}, [{}],

@@ -124,19 +124,20 @@ constexpr const char* kSkinnyPfName = "skinny_pdl_weight_prefetch";
 constexpr const char* kSkinnyPackedName = "skinny_packed_pdl";
 
 // Where the packed launch is the unprofiled default (sm_90a, constant M, N, K): inside skinny_default
-// for K >= 2048 with N >= 3072 or M <= 8, and for the wide weights 4096 < N <= 14336, 2048 <= K <= 4096
-// at M <= 8. H200, % of the D2D copy, bf16, the rule of session 15 (skinny_variant_packed: the step's
-// loads batched; bench/cuda/h200_session15_bat_final.log, ..._bat_wide.log), packed vs the prefetch
-// launch: N = 4096, K = 4096, M = 1 / 16: 82.6 / 73.2 vs 72.1 / 61.8; K = 11008: 93.7 / 86.1 vs 86.1 /
-// 80.8; N = 2048, K = 4096, M = 1: 61.9 vs 55.8 (M = 16: 47.3 vs 47.9); N = 1024, K = 4096, M = 1: 38.9
-// vs 36.5 (M = 16: 27.8 vs 31.0). K = 1024 stays with the prefetch launch (its shared-memory prologue:
-// 53.8 vs 52.2 at M = 1). The wide weights at M = 1 / 2 / 4 / 8 vs cuBLASLt (torch): N = 11008
-// 91.4 / 91.2 / 90.4 / 89.2 vs 80.2-85.1; N = 14336 93.6 / 93.5 / 93.3 / 91.5 vs 88.6-90.1. At
-// M >= 12 cuBLASLt leads (81-90 vs 78-82) and keeps them.
+// for K >= 2048, and for K < 2048 at M <= 8 with N >= 3072; and for the wide weights
+// 4096 < N <= 14336, 2048 <= K <= 4096 at M <= 8. With session 29's rule (skinny_variant_packed by
+// (M, N, K)), H100, % of the D2D copy, bf16 (bench/cuda/h100_session29_run2_rows_r*.log), packed vs the
+// prefetch launch: N = 4096, K = 4096, M = 1 / 16: 94.4 / 86.8 vs 80.1 / 75.7; K = 1024, M = 1: 78.0 vs
+// 68.6 (M = 16: 62.4 vs 66.4, which keeps the prefetch launch); N = 2048, K = 4096, M = 1 / 16: 74.4 /
+// 73.8 vs 68.5 / 62.4; N = 1024: 51.2 / 46.3 vs 51.2 / 44.7. The wide weights at M <= 8 vs cuBLASLt
+// (torch): N = 11008 / 14336, K = 4096: 97.8-100.3 vs 81-90. At M 9..16 they stay with cuBLASLt: on the
+// H200 it led there with session 15's rule (N = 14336, M = 16: 91.4 vs 90.3), on the H100 the packed
+// launch does (91.3-93.0 vs 82-89) — `--profile` times both. Session 15's H200 numbers with the old rule:
+// bench/cuda/h200_session15_bat_final.log, ..._bat_wide.log.
 bool skinny_packed_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   if (!M.is_const() || !N.is_const() || !K.is_const()) return false;
   const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
-  if (skinny_default(o, M, N, K)) return k >= 2048 && (n >= 3072 || m <= 8);
+  if (skinny_default(o, M, N, K)) return k >= 2048 || (m <= 8 && n >= 3072);
   return o.arch.name == "sm_90a" && m >= 1 && m <= 8 && n > 4096 && n <= 14336 && k >= 2048 && k <= 4096;
 }
 

@@ -134,7 +134,7 @@ TEST(CudaSkinnyLowering, DefaultWhereItMeasuredFaster) {
 
 // The packed-weight launch (DML_CUDA_GEMM_SKINNY_PACKED): a constant weight copied once at module
 // init by dml_cuda_pack_skinny_weight into DmlModuleState::dpack. The default inside the skinny
-// region for K >= 2048 with N >= 3072 or M <= 8 (H200: faster than the prefetch launch there) and
+// region for K >= 2048, and below at M <= 8 with N >= 3072 (faster than the prefetch launch there) and
 // for the wide weights at M <= 8 (4096 < N <= 14336, 2048 <= K <= 4096: faster than cuBLASLt); the
 // weight is packed only where the launch can run (default, execution-plan choice, bootstrap module).
 TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
@@ -162,10 +162,16 @@ TEST(CudaSkinnyLowering, PackedWeightWhereItIsChosen) {
       EXPECT_EQ(gemm_entry(m)["selected"], packed ? kPacked : "cublaslt") << gemm_entry(m).dump();
       EXPECT_EQ(m.source.find("dml_cuda_pack_skinny_weight") != std::string::npos, packed) << rows << " " << n;
     }
-  // Inside the skinny region below N = 3072 with K >= 2048: packed at M <= 8, the prefetch launch above.
-  for (int64_t rows : {8, 9}) {
+  // Inside the skinny region below N = 3072 with K >= 2048: packed at every M <= 16.
+  for (int64_t rows : {8, 9, 16}) {
     auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr", 4096, rows, 2048), "cublaslt", "sm_90a");
-    EXPECT_EQ(gemm_entry(m)["selected"], rows <= 8 ? kPacked : kSkinnyPf) << gemm_entry(m).dump();
+    EXPECT_EQ(gemm_entry(m)["selected"], kPacked) << gemm_entry(m).dump();
+  }
+  // K < 2048: packed at M <= 8 with N >= 3072, the prefetch launch at M > 8 or below N = 3072.
+  for (const auto& [rows, n, packed] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+           {1, 4096, true}, {8, 3072, true}, {9, 4096, false}, {16, 4096, false}, {8, 3064, false}}) {
+    auto m = lower_it(one_gemm(DType::bf16, "gemm_rcr", 1024, rows, n), "cublaslt", "sm_90a");
+    EXPECT_EQ(gemm_entry(m)["selected"], packed ? kPacked : kSkinnyPf) << rows << " " << n << " " << gemm_entry(m).dump();
   }
   // Inside the skinny region with K = 1024: the prefetch launch, nothing packed.
   auto small = lower_it(one_gemm(DType::bf16, "gemm_rcr_bias", 1024, 1, 1024), "cublaslt", "sm_90a");
