@@ -9,7 +9,7 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 LIB=$(readlink -f "${1:-gpu-s27/libs27.so}")
-VARS=${VARS:-51,54,59,67,69,72,75,78,80,81,91,92,93,94}
+VARS=${VARS:-51,54,59,67,69,72,78,81,91,92,95,96,97,98}
 OUT=${OUT:-/tmp/skinny29_out}
 device_setup "$OUT/gpu.txt"
 B=bench/cuda/skinny_packed_bench.py

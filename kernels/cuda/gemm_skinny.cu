@@ -588,6 +588,98 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, i
 }
 
 
+// ---- Variants 95..: the packed kernel with all of a resident in shared memory (sm_90) ----
+// Why: the shared-memory-a kernel above reuses two buffers, so every slab ends in a __syncthreads
+// (the slowest warp paces the block) — it measured below the register kernels on the H100. Here a's
+// rows (M <= 16, K * 2 bytes each, rows SKR_PITCH apart) are copied once, whole, by the bulk-copy
+// engine in slabs of `per` loop steps, each with its own single-use mbarrier: a warp waits only for
+// the slab its next step reads, never for another warp. Registers hold only the weight (two loop
+// steps of U chunks in flight). At K = 4096, M = 16 a takes 128 KB: one block per multiprocessor,
+// so WN groups along N make the grid about the multiprocessor count (N = 4096: WN 4, 128 blocks).
+constexpr int SKR_MAXBAR = 64;          // slabs (mbarriers) at most
+constexpr int SKR_SMEM = 200 * 1024;    // a's shared memory at most (larger K: variant 78)
+__host__ __device__ constexpr int64_t skr_pitch(int64_t K) { return (K * 2 + 127) / 128 * 128 + 64; }  // 64 mod 128
+template <class T, int U, int W, int WN, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a,
+                                                                 const T* __restrict__ b, const T* __restrict__ bias,
+                                                                 const T* __restrict__ d, T* __restrict__ y, int epi) {
+  static_assert(W % WN == 0, "WN groups of W / WN warps");
+  __shared__ float red[W][1][4][32];
+  float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+#if DML_SK_TMA_DEVICE
+  constexpr int KW = W / WN, ST = U * KW;  // chunks per loop step of a group
+  extern __shared__ __align__(128) unsigned char sk_ares[];  // [rows][pitch]
+  __shared__ __align__(8) uint64_t full[SKR_MAXBAR];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, kw = warp % KW;
+  // 32-bit chunk arithmetic (the launch bounds K): registers are what this kernel is short of
+  const int chunks = static_cast<int>((K + 31) / 32), Ki = static_cast<int>(K);
+  const int64_t G = (N + 7) / 8, grp = (int64_t)blockIdx.x * WN + warp / KW;
+  const int nstep = (chunks + ST - 1) / ST, per = (nstep + SKR_MAXBAR - 1) / SKR_MAXBAR, nslab = (nstep + per - 1) / per;
+  const uint32_t pitch = static_cast<uint32_t>(skr_pitch(K));
+  const T* brow = b + min(grp, G - 1) * chunks * 256 + 8 * lane;  // past N: never stored
+  const bool row_lo = g < M, row_hi = g + 8 < M;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 w0[U], w1[U];
+  auto load_w = [&](uint4(&w)[U], int st) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int cc = st * ST + kw + u * KW;
+      w[u] = cc < chunks ? ld_stream(brow + cc * 256) : zero;
+    }
+  };
+  load_w(w0, 0);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < nslab; ++i) mbar_init(smem_u32(&full[i]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
+  grid_dep_launch();
+  if (warp == 0) {  // lane r copies a's row r, slab by slab
+    const int rows = static_cast<int>(min(M, (int64_t)16));
+    const int sk = per * ST * 32;  // elements of a row per slab
+    if (lane == 0)
+      for (int i = 0; i < nslab; ++i)
+        mbar_expect_tx(smem_u32(&full[i]), static_cast<uint32_t>((min(Ki, (i + 1) * sk) - i * sk) * 2 * rows));
+    __syncwarp();
+    if (lane < rows) {
+      uint64_t pol;
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));  // every block reads a
+      for (int i = 0; i < nslab; ++i) {
+        const int k0 = i * sk;
+        sk_bulk_g2s(smem_u32(sk_ares) + static_cast<uint32_t>(lane * pitch + k0 * 2), a + (int64_t)lane * K + k0,
+                    static_cast<uint32_t>((min(Ki, k0 + sk) - k0) * 2), smem_u32(&full[i]), pol);
+      }
+    }
+  }
+  const uint32_t abase = smem_u32(sk_ares) + static_cast<uint32_t>(g * pitch + t * 16 + kw * 64);
+  auto step = [&](const uint4(&w)[U], int st) {
+    mbar_wait(smem_u32(&full[st / per]), 0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int cc = st * ST + kw + u * KW;
+      const bool kin = cc < chunks && cc * 32 + 8 * t < Ki;  // nothing past K was copied
+      const uint32_t at = abase + static_cast<uint32_t>((st * ST + u * KW) * 64);
+      const uint4 xl = kin && row_lo ? sk_lds128(at) : zero;
+      const uint4 xh = kin && row_hi ? sk_lds128(at + 8 * pitch) : zero;
+      const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
+      const uint32_t b0[2] = {w[u].x, w[u].y}, b1[2] = {w[u].z, w[u].w};
+      mma_m16n8k16<T>(acc[0], a0, b0);
+      mma_m16n8k16<T>(acc[0], a1, b1);
+    }
+  };
+  for (int st = 0; st < nstep; st += 2) {
+    if (st + 1 < nstep) load_w(w1, st + 1);
+    step(w0, st);
+    if (st + 1 < nstep) {
+      if (st + 2 < nstep) load_w(w0, st + 2);
+      step(w1, st + 1);
+    }
+  }
+#endif
+  sk_packed_store<T, 1, W, WN>(red, acc, M, N, bias, d, y, epi);
+}
+
 // ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
 // Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
 // on them (load, then multiply), so on the H200 its steady state streamed ~3.5 TB/s where cuBLAS
@@ -901,6 +993,26 @@ int launch_smema(int64_t M, int64_t N, int64_t K, const void* a, const void* b, 
                        static_cast<T*>(y), epi);
 }
 
+// The packed kernel with all of a resident in shared memory (variants 95..): M <= 16 (variant 51
+// above); sm_90 only, and a's rows must fit SKR_SMEM (elsewhere variant 78).
+template <class T, int U, int W, int WN, int MINB>
+int launch_resa(int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d, void* y, int epi,
+                cudaStream_t s) {
+  if (M > SK_MT) return launch<T, 1, 2, 8, true, true, 0, 0, true, false, true>(M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
+  constexpr auto kern = &skinny_resa_kernel<T, U, W, WN, MINB>;
+  const int64_t smem = std::min<int64_t>(M, 16) * skr_pitch(K);
+  if (!sm90_occ<kern, W * 32, SKR_SMEM>().ok || smem > SKR_SMEM)
+    return launch_packed<T, 1, 2, 16, 1, 0, 0, false, 0, 1, 2>(M, N, K, a, b, bias, d, y, epi, s);
+  if (reinterpret_cast<uintptr_t>(a) & 15) return fail("own skinny GEMM (a resident in shared memory): a must be 16-byte aligned");
+  const int64_t gx = (N + 8 * WN - 1) / (8 * WN);
+  if (gx > INT32_MAX) return fail("own skinny GEMM on a packed weight: grid too large (N = " + std::to_string(N) + ")");
+  return launch_kernel(kern, dim3(static_cast<unsigned>(gx)), W * 32, static_cast<int>(smem), device_has_pdl(), s,
+                       "own skinny GEMM kernel (packed, a resident in shared memory)",
+                       "own skinny GEMM kernel (packed, a resident in shared memory, programmatic dependent launch)", M, N, K,
+                       static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(bias), static_cast<const T*>(d),
+                       static_cast<T*>(y), epi);
+}
+
 // Grid of the TMA kernel: the fewest blocks that keep at most NGM row groups per block, at least
 // one block per free slot (BPS per multiprocessor at most) up to one block per row group.
 inline int64_t tma_blocks(int64_t N, int64_t items, int ngm, int slots) {
@@ -958,8 +1070,9 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // {1,2,16} WN 2, {1,2,8} WN 2, {1,4,16} HALF WN 2, {1,2,16} WN 2 XF 1, {1,2,16} WN 4, {1,4,8} HALF WN 2,
 // {1,3,16} WN 2, {2,2,16} WN 2. 83..88: a in shared memory (skinny_smema_kernel, sm_90), {U, W, WN}:
 // {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}, {4,16,4}, {4,32,4}. 91..94: WN 2
-// with XF 1 (as 78) on {1,3,16}, {1,4,16} HALF, {1,4,8} HALF, {2,2,16}.
-constexpr int kNumVariants = 94;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// with XF 1 (as 78) on {1,3,16}, {1,4,16} HALF, {1,4,8} HALF, {2,2,16}. 95..98: a resident in shared
+// memory (skinny_resa_kernel, sm_90), {U, W, WN}: {4,32,4}, {8,16,4}, {4,16,4}, {6,16,4}.
+constexpr int kNumVariants = 98;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -1043,6 +1156,11 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_ACASE(86, 4, 16, 2, true, 2) DML_SK_ACASE(87, 4, 8, 1, true, 4) DML_SK_ACASE(88, 3, 16, 2, false, 2)
     DML_SK_ACASE(89, 4, 16, 4, false, 1) DML_SK_ACASE(90, 4, 32, 4, false, 1)
 #undef DML_SK_ACASE
+#define DML_SK_RCASE(i, ...) \
+  case i: return launch_resa<T, ##__VA_ARGS__>(M, N, K, a, b, bias, d, y, epi, s);
+    // a resident in shared memory: {U, W, WN, MINB}
+    DML_SK_RCASE(95, 4, 32, 4, 1) DML_SK_RCASE(96, 8, 16, 4, 1) DML_SK_RCASE(97, 4, 16, 4, 1) DML_SK_RCASE(98, 6, 16, 4, 1)
+#undef DML_SK_RCASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
 #undef DML_SK_CASE
@@ -1221,7 +1339,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
   }
   if (variant == 0) variant = skinny_variant_packed(M, N, K);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..94)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..98)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
