@@ -596,7 +596,6 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, i
 // the slab its next step reads, never for another warp. Registers hold only the weight (two loop
 // steps of U chunks in flight). At K = 4096, M = 16 a takes 128 KB: one block per multiprocessor,
 // so WN groups along N make the grid about the multiprocessor count (N = 4096: WN 4, 128 blocks).
-constexpr int SKR_MAXBAR = 64;          // slabs (mbarriers) at most
 constexpr int SKR_SMEM = 200 * 1024;    // a's shared memory at most (larger K: variant 78)
 __host__ __device__ constexpr int64_t skr_pitch(int64_t K) { return (K * 2 + 127) / 128 * 128 + 64; }  // 64 mod 128
 template <class T, int U, int W, int WN, int MINB>
@@ -608,6 +607,7 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
   float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
 #if DML_SK_TMA_DEVICE
   constexpr int KW = W / WN, ST = U * KW;  // chunks per loop step of a group
+  constexpr int SKR_MAXBAR = 64;           // slabs (mbarriers) at most
   extern __shared__ __align__(128) unsigned char sk_ares[];  // [rows][pitch]
   __shared__ __align__(8) uint64_t full[SKR_MAXBAR];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, kw = warp % KW;
