@@ -598,7 +598,7 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, i
 // so WN groups along N make the grid about the multiprocessor count (N = 4096: WN 4, 128 blocks).
 constexpr int SKR_SMEM = 200 * 1024;    // a's shared memory at most (larger K: variant 78)
 __host__ __device__ constexpr int64_t skr_pitch(int64_t K) { return (K * 2 + 127) / 128 * 128 + 64; }  // 64 mod 128
-template <class T, int U, int W, int WN, int MINB>
+template <class T, int U, int W, int WN, int MINB, int CL>
 __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ a,
                                                                  const T* __restrict__ b, const T* __restrict__ bias,
                                                                  const T* __restrict__ d, T* __restrict__ y, int epi) {
@@ -632,23 +632,38 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
     for (int i = 0; i < nslab; ++i) mbar_init(smem_u32(&full[i]), 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (CL > 1) {  // the cluster's barriers initialised before any CTA multicasts into them
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  } else {
+    __syncthreads();
+  }
   grid_dep_wait();  // a, bias, d and y may belong to the preceding kernel
   grid_dep_launch();
-  if (warp == 0) {  // lane r copies a's row r, slab by slab
+  if (warp == 0) {  // lane r copies a's row r, slab by slab (CL > 1: rows of this CTA's rank, to the whole cluster)
     const int rows = static_cast<int>(min(M, (int64_t)16));
     const int sk = per * ST * 32;  // elements of a row per slab
     if (lane == 0)
       for (int i = 0; i < nslab; ++i)
         mbar_expect_tx(smem_u32(&full[i]), static_cast<uint32_t>((min(Ki, (i + 1) * sk) - i * sk) * 2 * rows));
     __syncwarp();
-    if (lane < rows) {
+    uint32_t rank = 0;
+    if constexpr (CL > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    if (lane < rows && lane % CL == static_cast<int>(rank)) {
       uint64_t pol;
       asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));  // every block reads a
       for (int i = 0; i < nslab; ++i) {
         const int k0 = i * sk;
-        sk_bulk_g2s(smem_u32(sk_ares) + static_cast<uint32_t>(lane * pitch + k0 * 2), a + (int64_t)lane * K + k0,
-                    static_cast<uint32_t>((min(Ki, k0 + sk) - k0) * 2), smem_u32(&full[i]), pol);
+        const uint32_t dst = smem_u32(sk_ares) + static_cast<uint32_t>(lane * pitch + k0 * 2), bar = smem_u32(&full[i]),
+                       bytes = static_cast<uint32_t>((min(Ki, k0 + sk) - k0) * 2);
+        if constexpr (CL > 1) {  // the same offsets in every CTA of the cluster, each completing its own barrier
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
+              " [%0], [%1], %2, [%3], %4, %5;\n" ::"r"(dst),
+              "l"(a + (int64_t)lane * K + k0), "r"(bytes), "r"(bar), "h"(static_cast<uint16_t>((1u << CL) - 1)), "l"(pol)
+              : "memory");
+        } else {
+          sk_bulk_g2s(dst, a + (int64_t)lane * K + k0, bytes, bar, pol);
+        }
       }
     }
   }
@@ -675,6 +690,9 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
       if (st + 2 < nstep) load_w(w0, st + 2);
       step(w1, st + 1);
     }
+  }
+  if constexpr (CL > 1) {  // no CTA leaves while its multicasts into the others may be in flight
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
   }
 #endif
   sk_packed_store<T, 1, W, WN>(red, acc, M, N, bias, d, y, epi);
@@ -995,17 +1013,36 @@ int launch_smema(int64_t M, int64_t N, int64_t K, const void* a, const void* b, 
 
 // The packed kernel with all of a resident in shared memory (variants 95..): M <= 16 (variant 51
 // above); sm_90 only, and a's rows must fit SKR_SMEM (elsewhere variant 78).
-template <class T, int U, int W, int WN, int MINB>
+template <class T, int U, int W, int WN, int MINB, int CL = 1>
 int launch_resa(int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d, void* y, int epi,
                 cudaStream_t s) {
   if (M > SK_MT) return launch<T, 1, 2, 8, true, true, 0, 0, true, false, true>(M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
-  constexpr auto kern = &skinny_resa_kernel<T, U, W, WN, MINB>;
+  constexpr auto kern = &skinny_resa_kernel<T, U, W, WN, MINB, CL>;
   const int64_t smem = std::min<int64_t>(M, 16) * skr_pitch(K);
   if (!sm90_occ<kern, W * 32, SKR_SMEM>().ok || smem > SKR_SMEM)
     return launch_packed<T, 1, 2, 16, 1, 0, 0, false, 0, 1, 2>(M, N, K, a, b, bias, d, y, epi, s);
   if (reinterpret_cast<uintptr_t>(a) & 15) return fail("own skinny GEMM (a resident in shared memory): a must be 16-byte aligned");
-  const int64_t gx = (N + 8 * WN - 1) / (8 * WN);
+  const int64_t gx = (N + 8 * WN * CL - 1) / (8 * WN * CL) * CL;  // whole clusters (groups past N: never stored)
   if (gx > INT32_MAX) return fail("own skinny GEMM on a packed weight: grid too large (N = " + std::to_string(N) + ")");
+  if constexpr (CL > 1) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(gx));
+    cfg.blockDim = dim3(W * 32);
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = device_has_pdl() ? 2 : 1;
+    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, static_cast<const T*>(a), static_cast<const T*>(b),
+                                    static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi),
+                 "own skinny GEMM kernel (packed, a multicast to a cluster's shared memory)");
+  }
   return launch_kernel(kern, dim3(static_cast<unsigned>(gx)), W * 32, static_cast<int>(smem), device_has_pdl(), s,
                        "own skinny GEMM kernel (packed, a resident in shared memory)",
                        "own skinny GEMM kernel (packed, a resident in shared memory, programmatic dependent launch)", M, N, K,
@@ -1071,8 +1108,9 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // {1,3,16} WN 2, {2,2,16} WN 2. 83..88: a in shared memory (skinny_smema_kernel, sm_90), {U, W, WN}:
 // {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}, {4,16,4}, {4,32,4}. 91..94: WN 2
 // with XF 1 (as 78) on {1,3,16}, {1,4,16} HALF, {1,4,8} HALF, {2,2,16}. 95..98: a resident in shared
-// memory (skinny_resa_kernel, sm_90), {U, W, WN}: {4,32,4}, {8,16,4}, {4,16,4}, {6,16,4}.
-constexpr int kNumVariants = 98;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// memory (skinny_resa_kernel, sm_90), {U, W, WN}: {4,32,4}, {8,16,4}, {4,16,4}, {6,16,4}; 99..102 the
+// same with a multicast to a cluster of CL CTAs, {U, W, WN, CL}: {8,16,4,2}, {8,16,4,4}, {6,16,4,4}, {8,16,4,8}.
+constexpr int kNumVariants = 102;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -1160,6 +1198,9 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
   case i: return launch_resa<T, ##__VA_ARGS__>(M, N, K, a, b, bias, d, y, epi, s);
     // a resident in shared memory: {U, W, WN, MINB}
     DML_SK_RCASE(95, 4, 32, 4, 1) DML_SK_RCASE(96, 8, 16, 4, 1) DML_SK_RCASE(97, 4, 16, 4, 1) DML_SK_RCASE(98, 6, 16, 4, 1)
+    // ... multicast to a cluster of CL CTAs (each CTA copies rows of its rank): {U, W, WN, MINB, CL}
+    DML_SK_RCASE(99, 8, 16, 4, 1, 2) DML_SK_RCASE(100, 8, 16, 4, 1, 4) DML_SK_RCASE(101, 6, 16, 4, 1, 4)
+    DML_SK_RCASE(102, 8, 16, 4, 1, 8)
 #undef DML_SK_RCASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
@@ -1339,7 +1380,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
   }
   if (variant == 0) variant = skinny_variant_packed(M, N, K);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..98)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..102)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
