@@ -9,7 +9,7 @@
 set -o pipefail
 . "$(dirname "$0")/device_env.sh"
 LIB=$(readlink -f "${1:-gpu-s27/libs27.so}")
-VARS=${VARS:-51,54,59,67,69,72,78,91,92,96,98,99,100,101,102}
+VARS=${VARS:-51,54,59,67,69,78,91,96,99,103,104,105,106}
 OUT=${OUT:-/tmp/skinny29_out}
 device_setup "$OUT/gpu.txt"
 B=bench/cuda/skinny_packed_bench.py

@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gemv_bench as gb  # noqa: E402
 
-NVAR = 102
+NVAR = 106
 
 
 def pack(b):

@@ -14,7 +14,7 @@ int mma_gemm(int dtype, bool rcr, int64_t M, int64_t N, int64_t K, int64_t batch
 // Own skinny GEMM (gemm_skinny.cu, sm_80+ mma.sync): fp16/bf16, small M, B as [N, K] (RCR) only,
 // K % 8 == 0 and 16-byte aligned operands (skinny_gemm_supported); streams the weight once.
 // variant: 1..58 (gemm_skinny.cu's launch_variant: register kernels 1..11, 18, 28..34 and 38..41, the sm_90
-// bulk-copy ring 12..17, 19..27 and 35..37, row-major with batched loads 58; 42..57 and 59..102 read a packed b
+// bulk-copy ring 12..17, 19..27 and 35..37, row-major with batched loads 58; 42..57 and 59..106 read a packed b
 // and one batch item: the device harness times them through here), 0 = chosen by skinny_variant (which also looks at K).
 bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t sb, const void* a, const void* b);
 int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch);
@@ -26,7 +26,7 @@ int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch);
 int skinny_gemm(int dtype, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64_t sb, const void* a,
                 const void* b, const void* bias, const void* d, void* y, int epi, cudaStream_t s, int variant = 0);
 // DML_CUDA_GEMM_SKINNY_PACKED: b fragment-packed ([ceil(N/8)][ceil(K/32)][8][32], skinny_pack_weight),
-// fp16/bf16, K % 8 == 0, one batch item. variant 0: skinny_variant_packed's (42..57 and 59..102 are the packed ones).
+// fp16/bf16, K % 8 == 0, one batch item. variant 0: skinny_variant_packed's (42..57 and 59..106 are the packed ones).
 int64_t skinny_packed_elems(int64_t N, int64_t K);
 int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* packed, cudaStream_t s);
 int skinny_variant_packed(int64_t M, int64_t N, int64_t K);

@@ -1109,8 +1109,8 @@ int launch_tma(int64_t M, int64_t N, int64_t K, int64_t batch, int64_t sa, int64
 // {4,16,2}, {2,16,2}, {2,8,1}, {4,16,2} HALF, {4,8,1} HALF, {3,16,2}, {4,16,4}, {4,32,4}. 91..94: WN 2
 // with XF 1 (as 78) on {1,3,16}, {1,4,16} HALF, {1,4,8} HALF, {2,2,16}. 95..98: a resident in shared
 // memory (skinny_resa_kernel, sm_90), {U, W, WN}: {4,32,4}, {8,16,4}, {4,16,4}, {6,16,4}; 99..102 the
-// same with a multicast to a cluster of CL CTAs, {U, W, WN, CL}: {8,16,4,2}, {8,16,4,4}, {6,16,4,4}, {8,16,4,8}.
-constexpr int kNumVariants = 102;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
+// same with a multicast to a cluster of CL CTAs, {U, W, WN, CL}: {8,16,4,2}, {8,16,4,4}, {6,16,4,4}, {8,16,4,8}; 103..106 cluster 2: {6,16,4}, {4,32,4}, {8,24,4}, {4,16,4}.
+constexpr int kNumVariants = 106;  // 1..11 above, the bulk-copy ring (12..17, 19..27, 35..37), 18 = 1 with PF, 28..34, 38..47
 
 // Variants that read the fragment-packed weight (skinny_gemm_packed only).
 constexpr bool packed_variant(int v) { return (v >= 42 && v <= 57) || (v >= 59 && v <= kNumVariants); }
@@ -1200,7 +1200,8 @@ int launch_variant(int v, int64_t M, int64_t N, int64_t K, int64_t batch, int64_
     DML_SK_RCASE(95, 4, 32, 4, 1) DML_SK_RCASE(96, 8, 16, 4, 1) DML_SK_RCASE(97, 4, 16, 4, 1) DML_SK_RCASE(98, 6, 16, 4, 1)
     // ... multicast to a cluster of CL CTAs (each CTA copies rows of its rank): {U, W, WN, MINB, CL}
     DML_SK_RCASE(99, 8, 16, 4, 1, 2) DML_SK_RCASE(100, 8, 16, 4, 1, 4) DML_SK_RCASE(101, 6, 16, 4, 1, 4)
-    DML_SK_RCASE(102, 8, 16, 4, 1, 8)
+    DML_SK_RCASE(102, 8, 16, 4, 1, 8) DML_SK_RCASE(103, 6, 16, 4, 1, 2) DML_SK_RCASE(104, 4, 32, 4, 1, 2)
+    DML_SK_RCASE(105, 8, 24, 4, 1, 2) DML_SK_RCASE(106, 4, 16, 4, 1, 2)
 #undef DML_SK_RCASE
     default: return fail("own skinny GEMM: variant " + std::to_string(v) + " (1.." + std::to_string(kNumVariants) + ")");
   }
@@ -1341,20 +1342,23 @@ int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* pac
 }
 
 // The packed kernel's variant by shape (session 29; % of the D2D copy, bf16, weights rotated,
-// bench/cuda/skinny_packed_bench.py, logs bench/cuda/*_session29_*.log and docs/benchmarks.md):
-// - M <= 8, N >= 3072: 67 ({1,4,8} HALF SMP 1). H200 (session 27) at 4096^2, M = 1 / 4 / 8: 86.9 / 84.6 /
-//   81.5 (54, the rule before: 82.6 / 79.6 / 78.5); H100 94.2 / 93.3 / 90.8 (86.6 / 86.2 / 85.3).
-// - M <= 8, N < 3072: 54 ({1,4,8} HALF; N = 2048, M = 1: H100 74.3 vs 67's 69.2, H200 63.5 vs 60.9).
-// - M 9..16, N < 3072: 67 (H100, N = 2048 / 1024: 73.8 / 46.3 vs 59's 67.1 / 41.4).
-// - M 9..16, 3072 <= N <= 4096: 78 ({1,2,16} WN 2 XF 1; H100 at K = 4096 / 11008 / 14336: 87.0 / 92.0 /
-//   92.7 vs 59's 84.7 / 91.8 / 92.9 and 51's 83.1 / 91.0 / 91.9).
-// - M 9..16, N > 4096: 59 ({1,2,8}; H100 N = 11008 / 14336: 91.1 / 91.3 vs 78's 88.6 / 85.4).
+// bench/cuda/skinny_packed_bench.py; logs bench/cuda/h200_session29_run*_*.log, h100_session29_*):
+// - M <= 8, N >= 3072: 67 ({1,4,8} HALF SMP 1). H200 at 4096^2, M = 1 / 4 / 8: 87.3 / 84.8 / 81.0 (54,
+//   the rule before: 83.5 / 79.5 / 78.5 in the same run); K = 11008 / 14336 95.7-100.6; H100 89.6-100.
+// - M <= 8, N < 3072: 54 ({1,4,8} HALF; N = 2048, M = 1: H200 63.8 vs 67's 61.1, H100 74.3 vs 69.2).
+// - M 9..16, N < 3072: 67 (N = 2048, M = 16: H200 57.7 vs 59's 51.5; H100 73.8 vs 67.1).
+// - M 9..16, 3072 <= N <= 4096: 99 (a resident in shared memory, multicast to a cluster of two CTAs;
+//   where a does not fit, as at K = 11008, variant 78). H200 at 4096^2, M = 9 / 12 / 16: 81.6 / 80.9 /
+//   80.0 (78: 78.0 / 77.5 / 76.3; 59: 78.0 / 77.3 / 76.3): the copies of a are what the L2 runs short
+//   of there. H100: 84.6-84.9 at M = 16 (78: 86.7-87.6).
+// - M 9..16, N > 4096: 59 ({1,2,8}; H200 N = 11008 / 14336, M = 16: 80.4 / 82.6; cuBLASLt 86.5 / 91.6
+//   there, which the lowering keeps as the default).
 // M > 16 runs variant 51 whatever is asked (launch_packed).
 int skinny_variant_packed(int64_t M, int64_t N, int64_t K) {
   (void)K;
   if (M <= 8) return N >= 3072 ? 67 : 54;
   if (N < 3072) return 67;
-  return N <= 4096 ? 78 : 59;
+  return N <= 4096 ? 99 : 59;
 }
 
 int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,
@@ -1380,7 +1384,7 @@ int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a
   }
   if (variant == 0) variant = skinny_variant_packed(M, N, K);
   if (!packed_variant(variant))
-    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..102)");
+    return fail("own skinny GEMM on a packed weight: variant " + std::to_string(variant) + " (42..57, 59..106)");
   if (dtype == 2) return launch_variant<__nv_bfloat16>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
   return launch_variant<__half>(variant, M, N, K, 1, 0, 0, a, b, bias, d, y, epi, s);
 }
