@@ -1350,15 +1350,16 @@ int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* pac
 // - M 9..16, 3072 <= N <= 4096: 99 (a resident in shared memory, multicast to a cluster of two CTAs;
 //   where a does not fit, as at K = 11008, variant 78). H200 at 4096^2, M = 9 / 12 / 16: 81.6 / 80.9 /
 //   80.0 (78: 78.0 / 77.5 / 76.3; 59: 78.0 / 77.3 / 76.3): the copies of a are what the L2 runs short
-//   of there. H100: 84.6-84.9 at M = 16 (78: 86.7-87.6).
+//   of there. H100: 84.2-84.9 at M = 16 (78: 86.6-87.6). Below K = 2048 variant 78 (K = 1024, M = 16:
+//   H200 47.3 vs 43.6, H100 62.5 vs 51.4), where the lowering defaults to the prefetch launch anyway.
 // - M 9..16, N > 4096: 59 ({1,2,8}; H200 N = 11008 / 14336, M = 16: 80.4 / 82.6; cuBLASLt 86.5 / 91.6
 //   there, which the lowering keeps as the default).
 // M > 16 runs variant 51 whatever is asked (launch_packed).
 int skinny_variant_packed(int64_t M, int64_t N, int64_t K) {
-  (void)K;
   if (M <= 8) return N >= 3072 ? 67 : 54;
   if (N < 3072) return 67;
-  return N <= 4096 ? 99 : 59;
+  if (N > 4096) return 59;
+  return K >= 2048 ? 99 : 78;
 }
 
 int skinny_gemm_packed(int dtype, int64_t M, int64_t N, int64_t K, const void* a, const void* b, const void* bias, const void* d,

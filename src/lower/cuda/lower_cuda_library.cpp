@@ -126,14 +126,14 @@ constexpr const char* kSkinnyPackedName = "skinny_packed_pdl";
 // Where the packed launch is the unprofiled default (sm_90a, constant M, N, K): inside skinny_default
 // for K >= 2048, and for K < 2048 at M <= 8 with N >= 3072; and for the wide weights
 // 4096 < N <= 14336, 2048 <= K <= 4096 at M <= 8. With session 29's rule (skinny_variant_packed by
-// (M, N, K)), H100, % of the D2D copy, bf16 (bench/cuda/h100_session29_run2_rows_r*.log), packed vs the
-// prefetch launch: N = 4096, K = 4096, M = 1 / 16: 94.4 / 86.8 vs 80.1 / 75.7; K = 1024, M = 1: 78.0 vs
-// 68.6 (M = 16: 62.4 vs 66.4, which keeps the prefetch launch); N = 2048, K = 4096, M = 1 / 16: 74.4 /
-// 73.8 vs 68.5 / 62.4; N = 1024: 51.2 / 46.3 vs 51.2 / 44.7. The wide weights at M <= 8 vs cuBLASLt
-// (torch): N = 11008 / 14336, K = 4096: 97.8-100.3 vs 81-90. At M 9..16 they stay with cuBLASLt: on the
-// H200 it led there with session 15's rule (N = 14336, M = 16: 91.4 vs 90.3), on the H100 the packed
-// launch does (91.3-93.0 vs 82-89) — `--profile` times both. Session 15's H200 numbers with the old rule:
-// bench/cuda/h200_session15_bat_final.log, ..._bat_wide.log.
+// (M, N, K)), % of the D2D copy, bf16, packed vs the prefetch launch (H200,
+// bench/cuda/h200_session29_run5_*.log, with variant 99 for the rule's M 9..16; H100 h100_session29_run6_*):
+// N = 4096, K = 4096, M = 1 / 16: 87.3 / 80.0 vs 70.6 / 61.9 (H100 94.6 / 84.4 vs 80.3 / 75.8); K = 1024,
+// M = 1: 62.5 vs 54.4 (H100 77.7 vs 68.7; M = 16: 47.3 vs 48.4, H100 62.5 vs 67.0, which keeps the
+// prefetch launch); N = 2048, K = 4096, M = 1 / 16: 63.9 / 57.8 vs 56.6 / 47.6; N = 1024: 38.6 / 32.4 vs
+// 36.5 / 31.3. The wide weights at M <= 8 vs cuBLASLt (torch): N = 11008 / 14336, K = 4096: 92.3-99.0 vs
+// 85-92.5. At M 9..16 they stay with cuBLASLt (H200, M = 16: 86.5 / 91.6 vs 81.2 / 84.2) — `--profile`
+// times both.
 bool skinny_packed_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   if (!M.is_const() || !N.is_const() || !K.is_const()) return false;
   const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
