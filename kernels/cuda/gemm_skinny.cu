@@ -497,6 +497,37 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_packed_kernel(int64_t M, 
 // each mma, so registers hold only the weight: two steps of it, the next slab's loads issued before
 // this slab's mma. One __syncthreads per slab frees its buffer for the slab after next. The first
 // slab's weight is loaded before griddepcontrol.wait (PDL), a's copies after it.
+#if DML_SK_TMA_DEVICE
+// The two shared-memory-a kernels' pieces (variants 83..): a warp's U weight chunks first + u·KW of
+// its 8-row group (zero past `chunks`), and their mma with a's fragments read from shared memory at
+// at0 + u·KW·64 (rows 0..7; rows 8..15 `hi` bytes further), zero past K or past M.
+template <int U, int KW, class T, class I>
+__device__ __forceinline__ void sk_load_wchunks(uint4 (&w)[U], const T* brow, I first, I chunks) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const I cc = first + u * KW;
+    w[u] = cc < chunks ? ld_stream(brow + cc * 256) : make_uint4(0, 0, 0, 0);
+  }
+}
+template <class T, int U, int KW, class I>
+__device__ __forceinline__ void sk_mma_smem_a(float (&acc)[4], const uint4 (&w)[U], uint32_t at0, uint32_t hi, I first, I chunks,
+                                              I K, int t, bool row_lo, bool row_hi) {
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const I cc = first + u * KW;
+    const bool kin = cc < chunks && cc * 32 + 8 * t < K;  // nothing past K was copied
+    const uint32_t at = at0 + static_cast<uint32_t>(u * KW * 64);
+    const uint4 xl = kin && row_lo ? sk_lds128(at) : zero;
+    const uint4 xh = kin && row_hi ? sk_lds128(at + hi) : zero;
+    const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
+    const uint32_t b0[2] = {w[u].x, w[u].y}, b1[2] = {w[u].z, w[u].w};
+    mma_m16n8k16<T>(acc, a0, b0);
+    mma_m16n8k16<T>(acc, a1, b1);
+  }
+}
+
+#endif
 template <int U, int W, int WN, bool HALF> __host__ __device__ constexpr int sk_smema_pitch() { return U * (W / WN) * 64 + 64; }
 template <int U, int W, int WN, bool HALF> __host__ __device__ constexpr int sk_smema_bytes() {
   return 2 * (HALF ? 8 : 16) * sk_smema_pitch<U, W, WN, HALF>();
@@ -520,13 +551,7 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, i
   const bool row_lo = g < M, row_hi = !HALF && g + 8 < M;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 w0[U], w1[U];
-  auto load_w = [&](uint4(&w)[U], int64_t sl) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t cc = sl * SLAB + kw + u * KW;
-      w[u] = cc < chunks ? ld_stream(brow + cc * 256) : zero;
-    }
-  };
+  auto load_w = [&](uint4(&w)[U], int64_t sl) { sk_load_wchunks<U, KW>(w, brow, sl * SLAB + kw, chunks); };
   load_w(w0, 0);
   if (threadIdx.x == 0) {
     mbar_init(smem_u32(&full[0]), 1);
@@ -553,18 +578,8 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, i
   const uint32_t abase = smem_u32(sk_abuf) + static_cast<uint32_t>(g * PITCH + t * 16 + kw * 64);
   auto step = [&](const uint4(&w)[U], int64_t sl) {
     mbar_wait(smem_u32(&full[sl & 1]), static_cast<uint32_t>((sl >> 1) & 1));
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t cc = sl * SLAB + kw + u * KW;
-      const bool kin = cc < chunks && cc * 32 + 8 * t < K;  // the slab's copy ends at K: nothing past it is read
-      const uint32_t at = abase + static_cast<uint32_t>((sl & 1) * ROWS * PITCH + u * KW * 64);
-      const uint4 xl = kin && row_lo ? sk_lds128(at) : zero;
-      const uint4 xh = !HALF && kin && row_hi ? sk_lds128(at + 8 * PITCH) : zero;
-      const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
-      const uint32_t b0[2] = {w[u].x, w[u].y}, b1[2] = {w[u].z, w[u].w};
-      mma_m16n8k16<T>(acc[0], a0, b0);
-      mma_m16n8k16<T>(acc[0], a1, b1);
-    }
+    sk_mma_smem_a<T, U, KW>(acc[0], w, abase + static_cast<uint32_t>((sl & 1) * ROWS * PITCH), 8 * PITCH, sl * SLAB + kw, chunks, K, t,
+                            row_lo, row_hi);  // the slab's copy ends at K
   };
   auto release = [&](int64_t sl) {  // every warp is done with buffer sl % 2: slab sl + 2 goes there
     __syncthreads();
@@ -620,13 +635,7 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
   const bool row_lo = g < M, row_hi = g + 8 < M;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 w0[U], w1[U];
-  auto load_w = [&](uint4(&w)[U], int st) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int cc = st * ST + kw + u * KW;
-      w[u] = cc < chunks ? ld_stream(brow + cc * 256) : zero;
-    }
-  };
+  auto load_w = [&](uint4(&w)[U], int st) { sk_load_wchunks<U, KW>(w, brow, st * ST + kw, chunks); };
   load_w(w0, 0);
   if (threadIdx.x == 0) {
     for (int i = 0; i < nslab; ++i) mbar_init(smem_u32(&full[i]), 1);
@@ -670,18 +679,8 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
   const uint32_t abase = smem_u32(sk_ares) + static_cast<uint32_t>(g * pitch + t * 16 + kw * 64);
   auto step = [&](const uint4(&w)[U], int st) {
     mbar_wait(smem_u32(&full[st / per]), 0);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int cc = st * ST + kw + u * KW;
-      const bool kin = cc < chunks && cc * 32 + 8 * t < Ki;  // nothing past K was copied
-      const uint32_t at = abase + static_cast<uint32_t>((st * ST + u * KW) * 64);
-      const uint4 xl = kin && row_lo ? sk_lds128(at) : zero;
-      const uint4 xh = kin && row_hi ? sk_lds128(at + 8 * pitch) : zero;
-      const uint32_t a0[4] = {xl.x, xh.x, xl.y, xh.y}, a1[4] = {xl.z, xh.z, xl.w, xh.w};
-      const uint32_t b0[2] = {w[u].x, w[u].y}, b1[2] = {w[u].z, w[u].w};
-      mma_m16n8k16<T>(acc[0], a0, b0);
-      mma_m16n8k16<T>(acc[0], a1, b1);
-    }
+    sk_mma_smem_a<T, U, KW>(acc[0], w, abase + static_cast<uint32_t>(st * ST * 64), 8 * pitch, st * ST + kw, chunks, Ki, t, row_lo,
+                            row_hi);
   };
   for (int st = 0; st < nstep; st += 2) {
     if (st + 1 < nstep) load_w(w1, st + 1);
