@@ -549,7 +549,6 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_smema_kernel(int64_t M, i
   const int64_t nslab = (chunks + SLAB - 1) / SLAB;
   const T* brow = b + min(grp, G - 1) * chunks * 256 + 8 * lane;  // past N: never stored
   const bool row_lo = g < M, row_hi = !HALF && g + 8 < M;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 w0[U], w1[U];
   auto load_w = [&](uint4(&w)[U], int64_t sl) { sk_load_wchunks<U, KW>(w, brow, sl * SLAB + kw, chunks); };
   load_w(w0, 0);
@@ -633,7 +632,6 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
   const uint32_t pitch = static_cast<uint32_t>(skr_pitch(K));
   const T* brow = b + min(grp, G - 1) * chunks * 256 + 8 * lane;  // past N: never stored
   const bool row_lo = g < M, row_hi = g + 8 < M;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 w0[U], w1[U];
   auto load_w = [&](uint4(&w)[U], int st) { sk_load_wchunks<U, KW>(w, brow, st * ST + kw, chunks); };
   load_w(w0, 0);
@@ -878,25 +876,41 @@ bool device_has_pdl() {
   return ok;
 }
 
-// Launches kern<<<grid, threads, smem, s>>>(args...); PDL: with programmatic stream serialization
-// (sm_90+; cudaLaunchKernelEx), so the kernel may start while the preceding one in the stream
-// finishes (it waits in griddepcontrol.wait).
+// cudaLaunchKernelEx with thread-block clusters of `cluster` blocks along x (> 1; grid.x a multiple
+// of it) and/or programmatic stream serialization (PDL, sm_90+: the kernel may start while the
+// preceding one in the stream finishes; it waits in griddepcontrol.wait).
+template <class... P, class... A>
+int launch_kernel_ex(void (*kern)(P...), dim3 grid, int threads, int smem, int cluster, bool pdl, cudaStream_t s, const char* what,
+                     A... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  return check(cudaLaunchKernelEx(&cfg, kern, static_cast<P>(args)...), what);
+}
+
+// Launches kern<<<grid, threads, smem, s>>>(args...), with PDL through launch_kernel_ex.
 template <class... P, class... A>
 int launch_kernel(void (*kern)(P...), dim3 grid, int threads, int smem, bool pdl, cudaStream_t s, const char* what,
                   const char* what_pdl, A... args) {
-  if (pdl) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return check(cudaLaunchKernelEx(&cfg, kern, static_cast<P>(args)...), what_pdl);
-  }
+  if (pdl) return launch_kernel_ex(kern, grid, threads, smem, 1, true, s, what_pdl, args...);
   kern<<<grid, threads, smem, s>>>(static_cast<P>(args)...);
   return check_launch(what);
 }
@@ -1023,25 +1037,11 @@ int launch_resa(int64_t M, int64_t N, int64_t K, const void* a, const void* b, c
   if (reinterpret_cast<uintptr_t>(a) & 15) return fail("own skinny GEMM (a resident in shared memory): a must be 16-byte aligned");
   const int64_t gx = (N + 8 * WN * CL - 1) / (8 * WN * CL) * CL;  // whole clusters (groups past N: never stored)
   if (gx > INT32_MAX) return fail("own skinny GEMM on a packed weight: grid too large (N = " + std::to_string(N) + ")");
-  if constexpr (CL > 1) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(gx));
-    cfg.blockDim = dim3(W * 32);
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = device_has_pdl() ? 2 : 1;
-    return check(cudaLaunchKernelEx(&cfg, kern, M, N, K, static_cast<const T*>(a), static_cast<const T*>(b),
-                                    static_cast<const T*>(bias), static_cast<const T*>(d), static_cast<T*>(y), epi),
-                 "own skinny GEMM kernel (packed, a multicast to a cluster's shared memory)");
-  }
+  if constexpr (CL > 1)
+    return launch_kernel_ex(kern, dim3(static_cast<unsigned>(gx)), W * 32, static_cast<int>(smem), CL, device_has_pdl(), s,
+                            "own skinny GEMM kernel (packed, a multicast to a cluster's shared memory)", M, N, K,
+                            static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(bias),
+                            static_cast<const T*>(d), static_cast<T*>(y), epi);
   return launch_kernel(kern, dim3(static_cast<unsigned>(gx)), W * 32, static_cast<int>(smem), device_has_pdl(), s,
                        "own skinny GEMM kernel (packed, a resident in shared memory)",
                        "own skinny GEMM kernel (packed, a resident in shared memory, programmatic dependent launch)", M, N, K,
