@@ -27,6 +27,28 @@ endif()
 if(DINOML_CUDA AND CMAKE_CUDA_COMPILER)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  if(NOT TARGET CUDA::cublasLt)
+    # A toolkit without cuBLAS (a minimal nvcc install): NVIDIA's cuBLAS wheel, which
+    # scripts/venv.sh installs into .venv/ in that case, has the header and libcublasLt.so.13.
+    file(GLOB _dml_lt_dirs ${CMAKE_SOURCE_DIR}/.venv/lib/python3*/site-packages/nvidia/cu13)
+    find_path(DINOML_CUBLAS_ROOT include/cublasLt.h HINTS ${_dml_lt_dirs} NO_DEFAULT_PATH)
+    if(DINOML_CUBLAS_ROOT AND EXISTS ${DINOML_CUBLAS_ROOT}/lib/libcublasLt.so.13)
+      add_library(CUDA::cublasLt SHARED IMPORTED)
+      set_target_properties(CUDA::cublasLt PROPERTIES
+        IMPORTED_LOCATION ${DINOML_CUBLAS_ROOT}/lib/libcublasLt.so.13
+        INTERFACE_INCLUDE_DIRECTORIES ${DINOML_CUBLAS_ROOT}/include)
+      message(STATUS "DinoML CUDA: cuBLASLt from ${DINOML_CUBLAS_ROOT}")
+    endif()
+  endif()
+endif()
+if(DINOML_CUDA AND CMAKE_CUDA_COMPILER AND NOT TARGET CUDA::cublasLt)
+  message(WARNING "DinoML CUDA: nvcc found but no cuBLASLt (run scripts/venv.sh, which installs NVIDIA's "
+                  "cuBLAS wheel into .venv/, or install the toolkit's libcublas): the CUDA kernel library is skipped")
+  set(DINOML_CUDA_USABLE OFF)
+elseif(DINOML_CUDA AND CMAKE_CUDA_COMPILER)
+  set(DINOML_CUDA_USABLE ON)
+endif()
+if(DINOML_CUDA_USABLE)
   file(GLOB DINOML_CUDA_KERNELS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cuda/*.cu)
   add_library(dinoml_cuda_kernels SHARED ${DINOML_CUDA_KERNELS_SRC})
   # The top-level -Wall/-Wextra/-ffile-prefix-map are host-compiler flags nvcc would reject.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages DinoML needs (idempotent; skips apt when all are present).
 set -euo pipefail
-PKGS=(g++ cmake ninja-build pkg-config libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
-      libsqlite3-dev pybind11-dev python3-dev python3-pybind11 python3-numpy python3-pytest python3-pytest-xdist)
-if [[ "${DINOML_WITH_TORCH:-1}" == 1 ]]; then PKGS+=(python3-torch python3-torchvision); fi
+# The Python packages (numpy, pytest, torch, onnx, onnxruntime, ...) go into the project venv
+# (scripts/venv.sh), not the system: Debian gives the interpreter, its headers and venv.
+PKGS=(g++ cmake ninja-build pkg-config ccache libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
+      libsqlite3-dev pybind11-dev python3-dev python3-venv python3-pybind11)
 # scripts/fuzz (libFuzzer + sanitizer runtimes); opt-in so the normal set-up stays lean.
 if [[ "${DINOML_WITH_FUZZ:-0}" == 1 ]]; then PKGS+=(clang-14 libclang-rt-14-dev llvm-14); fi
 # GEMM provider candidates (kernels/cpu/providers) and bench/ops/gemm_bench: oneDNN, OpenBLAS.

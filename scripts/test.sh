@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
+scripts/venv.sh
 scripts/build.sh
 BUILD_DIR=${DINOML_BUILD_DIR:-build}
 export DINOML_CACHE_DIR=${DINOML_CACHE_DIR:-$(mktemp -d /tmp/dinoml-test-cache.XXXXXX)}
