@@ -18,6 +18,8 @@ reqs=$("$VENV/bin/python" - "$EXTRAS" <<'PY'
 import sys, tomllib
 proj = tomllib.load(open("pyproject.toml", "rb"))["project"]
 out = list(proj.get("dependencies", []))
+# The build requirements too (pybind11's CMake package is taken from the venv by scripts/build.sh).
+out += tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]
 for extra in filter(None, sys.argv[1].replace(",", " ").split()):
     out += proj["optional-dependencies"][extra]
 print("\n".join(dict.fromkeys(out)))
