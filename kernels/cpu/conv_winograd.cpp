@@ -148,7 +148,7 @@ inline void interleave_row(const float (*out)[kNR], float* rowbuf) {
 // Each (panel, channel) then gathers its tiles' inputs, runs of consecutive grid tiles, into a
 // 16-lane staging block the input transform reads as it reads the grid. Fewer panels, and a column
 // block spans images, so U streams from memory once per block instead of once per image: ResNet-18's
-// 512-channel 7×7 convs at batch 8 (docs/benchmarks.md, session 26). DINOML_CONV_WINO_DENSE (read at
+// 512-channel 7×7 convs at batch 8. DINOML_CONV_WINO_DENSE (read at
 // load): 0 never, 1 always, unset: where the dense panels are < 85% of the grid's (the staging costs
 // more than it saves otherwise: 256 channels at 14², batch 1, 4 panels either way: 0.74 -> 0.82 ms).
 static int wino_dense_mode() {
