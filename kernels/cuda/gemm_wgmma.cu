@@ -209,7 +209,7 @@ int wgmma_tile_n(int64_t M, int64_t N) {
     return n > 0 ? n : 132;
   }();
   // Fewer estimated waves wins, counted in 128×128 tile times: a 128×256 tile costs about 1.8 of
-  // them (on the H200 it ran at ~1.12× the 128×128 tile's TFLOP/s on large squares). So 128×256
+  // them (it runs at ~1.12× the 128×128 tile's TFLOP/s on large squares). So 128×256
   // for large problems, 128×128 where the larger tiles would leave a mostly empty last wave.
   const int64_t tm = (M + WG_BM - 1) / WG_BM;
   const int64_t w256 = (tm * ((N + 255) / 256) + sms - 1) / sms, w128 = (tm * ((N + 127) / 128) + sms - 1) / sms;

@@ -338,9 +338,9 @@ void tile_conv_cv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
 
 // G consecutive floats at p repeated over the 16 lanes; with `rem` < G only the first rem are read
 // (the others are 0).
-// G = 2 as an integer broadcast (vpbroadcastq): on Zen 4 the FP-domain vbroadcastsd zmm, m64 held
-// the M = 8 tile to 75% of the FMA rate (88 against 117.5 GFLOP/s, one thread, a 6-row tile over L1-hot
-// rows), the integer one runs at the FMA rate (117.5; 128- and 256-bit broadcasts measured 88 either way).
+// G = 2 as an integer broadcast (vpbroadcastq): on Zen 4 the FP-domain vbroadcastsd zmm, m64 holds
+// the M = 8 tile to 75% of the FMA rate (as do 128- and 256-bit FP broadcasts); the integer one
+// runs at the FMA rate.
 // Same bits.
 template <int G>
 inline __m512 bcast_group(const float* p) {
