@@ -35,8 +35,12 @@ def _footer(meta: dict) -> list[str]:
 def models_table(doc: dict) -> list[str]:
     rows = doc["results"]
     has_ort = any(r.get("ort_ms") is not None for r in rows)
+    has_onnx = any(r.get("dinoml_onnx_ms") is not None for r in rows)
     head = "| model | batch | DinoML ms | PyTorch ms | ×PyTorch |"
     sep = "|---|---|---|---|---|"
+    if has_onnx:
+        head += " DinoML from ONNX ms |"
+        sep += "---|"
     if has_ort:
         head += " ORT ms | ×ORT |"
         sep += "---|---|"
@@ -45,6 +49,8 @@ def models_table(doc: dict) -> list[str]:
     out = [head, sep]
     for r in rows:
         line = f"| {r['model']} | {r['batch']} | {_ms(r['dinoml_ms'])} | {_ms(r['torch_ms'])} | {_ratio(r['torch_ms'], r['dinoml_ms'])} |"
+        if has_onnx:
+            line += f" {_ms(r.get('dinoml_onnx_ms'))} |"
         if has_ort:
             line += f" {_ms(r.get('ort_ms'))} | {_ratio(r.get('ort_ms'), r['dinoml_ms'])} |"
         line += f" {r['max_abs_err_vs_torch']:.1e} |"
