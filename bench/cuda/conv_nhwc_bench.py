@@ -1,7 +1,9 @@
 """Device harness of the channels-last tensor-core conv (kernels/cuda/conv_nhwc.cu, pool_nhwc.cu).
 
-Run by bench/cuda/conv_nhwc_device_run.sh, which builds a small library from conv.cu,
-conv_nhwc.cu, pool_nhwc.cu and status.cu. Through ctypes on torch tensors:
+    python3 bench/cuda/conv_nhwc_bench.py LIB.so --out DIR [--batch 32]
+
+LIB.so: the harness library (`bench/cuda/device_run.sh conv` builds it and runs this) or an artifact's
+libdinoml_cuda_kernels.so. Through ctypes on torch tensors:
 
 * checks: every ResNet-50 conv shape (batch 32, 224x224) with each tile against torch's conv in
   float32 on the upcast operands (TF32 off), with bias / ReLU / residual epilogues, plus odd

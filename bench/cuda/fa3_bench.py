@@ -1,5 +1,5 @@
 """Device harness of the sm_90a flash-attention kernel (kernels/cuda/attention_wgmma.cu):
-correctness against a float64 reference and throughput against torch SDPA on the H200.
+correctness against a float64 reference and throughput against torch SDPA on sm_90a.
 
 Run on the GPU machine from the repository root (or a copy of kernels/, include/, bench/cuda/):
     python3 bench/cuda/fa3_bench.py --out DIR

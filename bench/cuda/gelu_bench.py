@@ -1,20 +1,13 @@
 """Device harness of the own sm_90a GEMM with the overlapped fused epilogue (kernels/cuda/gemm_wgmma_epi.cu,
-DML_CUDA_GEMM_WGMMA_EPI) on the H200, through the kernel library's C ABI (ctypes); session 8, issue 4
-"fused gemm+bias+GELU >= 1.15x eager". Variants (gelu_bench_gemm): 1 = persistent 128x256 with
-epilogue warps (the C ABI's), 2 = two 128x128 blocks per SM, 3-6 = variant 1 with the epilogue loop
-unrolled 2 / 8 times, streaming output stores, tile raster groups of 8. Session 9's call-1 log
-(bench/cuda/h200_session9_gelu9_call1.*, commit bfbde60) had seven: 1 = session 8's GELU form,
-3 = p_fast (session 9's form, now variant 1), 4 = + the consumers on the last tile, 5 / 6 = four
-epilogue warps with consumer-issued TMA (with / without 4's tail), 7 = 4's tail alone. The session-8 logs
-(bench/cuda/h200_session8_gelu_run*) were taken with the kernel file's earlier numbering (commit
-afd0b82: 4 = persistent, 1 = two blocks, 2 = 128x256 one block, 3 = two blocks with erff,
-5 = persistent 128x128 with 7 epilogue warps, 6 = persistent with the activation in the consumers).
+DML_CUDA_GEMM_WGMMA_EPI), through the kernel library's C ABI (ctypes). Target: fused gemm + bias + GELU
+at >= 1.15x torch eager. Variants (gelu_bench_gemm): 1 = persistent 128x256 with epilogue warps (the
+one the C ABI uses), 2 = two 128x128 blocks per SM, 3-6 = variant 1 with the epilogue loop unrolled
+2 / 8 times, streaming output stores, tile raster groups of 8.
 
     python3 bench/cuda/gelu_bench.py LIB.so --out DIR [--smoke] [--no-time]
 
-LIB.so: gemm.cu, gemm_mma.cu, gemm_wgmma.cu, gemm_wgmma_pp.cu, gemm_wgmma_epi.cu, gemm_skinny.cu,
-status.cu and bench/cuda/{gemv,wgmma,gelu}_bench_entry.cu linked with cuBLASLt
-(bench/cuda/gelu_device_run.sh). Steps:
+LIB.so: the harness library (every kernels/cuda/*.cu and bench/cuda/*_bench_entry.cu linked with
+cuBLASLt; `bench/cuda/device_run.sh gelu` builds it and runs this). Steps:
   * checks (fresh random inputs, NaN-poisoned outputs, float64 reference, rel. L2 next to torch's
     own error on the same inputs, as gemv_bench.py): dml_cuda_gemm with DML_CUDA_GEMM_WGMMA_EPI over
     tails (odd M, N not a multiple of the tile, N % 8 != 0, K = 8 / 64 / 72 ...), every epilogue

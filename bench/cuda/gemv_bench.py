@@ -1,10 +1,10 @@
 """Device harness of the own skinny GEMM (kernels/cuda/gemm_skinny.cu) and of the library's fused
-gemm + bias + GELU, on the H200, through the kernel library's C ABI (ctypes).
+gemm + bias + GELU, on sm_90a, through the kernel library's C ABI (ctypes).
 
     python3 bench/cuda/gemv_bench.py LIB.so --out DIR
 
-LIB.so is libdinoml_cuda_kernels (every kernels/cuda/*.cu) linked with bench/cuda/gemv_bench_entry.cu
-(bench/cuda/gemv_device_run.sh builds it). Steps:
+LIB.so is the harness library: every kernels/cuda/*.cu and bench/cuda/*_bench_entry.cu
+(`bench/cuda/device_run.sh gemv` builds it and runs this). Steps:
   * D2D copy bandwidth (1 GiB, read + write bytes / time), the yardstick of the M <= 16 timings;
   * checks (fresh random inputs, NaN-poisoned outputs, float64 reference): dml_cuda_gemm with
     DML_CUDA_GEMM_SKINNY over M = 1..40, tails in N and K, every epilogue, both dtypes, dml_cuda_bmm
@@ -17,7 +17,7 @@ LIB.so is libdinoml_cuda_kernels (every kernels/cuda/*.cu) linked with bench/cud
 Also checks chains of dependent skinny calls in a CUDA graph (programmatic dependent launch) and the
 persistent wgmma kernels (DML_CUDA_GEMM_WGMMA_PP / _PERSIST: shapes, epilogues, fallbacks).
 --quick: bf16 M = 1 / 16 skinny rows, erf GELU only; --smoke: only a few persistent-kernel checks
-(bench/cuda/gemm2_device_run.sh runs it first in its own process); --no-pp: leave those kernels out.
+(run it first in its own process: a hang must not cost the rest); --no-pp: leave those kernels out.
 Writes DIR/gemv_bench.json; prints tables last.
 """
 from __future__ import annotations

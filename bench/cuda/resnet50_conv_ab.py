@@ -3,7 +3,7 @@
 The artifact of tests/gpu/cases.py's resnet50_bench (batch 32, bf16; built by scripts/gpu-check
 prepare) calls dml_cuda_conv2d_nhwc with the AUTO tile for every conv, so the rule the kernel
 library applies decides which kernels run. DML_CUDA_CONV_NHWC_AUTO (read once per process) picks
-it: "" = the default rule, "mma" = the mma.sync kernel's own rule (session 6), "wgmma" = the sm_90a
+it: "" = the default rule, "mma" = the mma.sync kernel's own rule, "wgmma" = the sm_90a
 wgmma conv kernel for every conv it takes (plain 1x1 too), "wgmma_gemm" = plain 1x1 convs as the own
 TMA + wgmma GEMM. Each mode runs in its own process, in alternating rounds;
 each sample is the median per-run time of CUDA-event-timed back-to-back runs, and the first round

@@ -1,18 +1,18 @@
-"""Session-14 device harness: the own skinny GEMM reading a fragment-packed weight (issue 4, "M <= 16
-at >= 80% of the D2D copy").
+"""Device harness of the own skinny GEMM reading a fragment-packed weight (target: M <= 16 at >= 80%
+of the D2D copy's bandwidth). `bench/cuda/device_run.sh skinny` builds the harness library and runs the
+acceptance rows, the M sweep and the chains with this.
 
     python3 bench/cuda/skinny_packed_bench.py LIB.so --out DIR [--packed 42,43,...] [--base 1,18,25] [--check-base 58]
-        [--rows acceptance|wide | --chain]
+        [--rows acceptance|wide|msweep | --chain]
 
---chain (session 15) times dependent chains instead of the rows: each call's a is the previous call's y
-(L2-hot, as in a decoder), its weight a fresh one; checks() adds a 6-step CUDA-graph chain of the packed
-launch. First run in session 16 (bench/cuda/h200_session16_chain.log: 1002/1002 checks).
+--chain times dependent chains instead of the rows: each call's a is the previous call's y (L2-hot, as
+in a decoder), its weight a fresh one; checks() adds a 6-step CUDA-graph chain of the packed launch.
 
-Why: bench/cuda/read_floor.cu measured the register kernel's load pattern (a warp load = 8 weight rows
-x 64 bytes) at 71% of the copy for a 4096 x 4096 bf16 weight where the same kernel geometry reading 512
-contiguous bytes per warp load reaches 83-85%. The packed layout ([ceil(N/8)][ceil(K/32)][8][32], zero
-padded) makes every warp load of the register kernel 512 contiguous bytes; the lowering can pack a
-constant weight once.
+Why packed: the register kernel's row-major load pattern (a warp load = 8 weight rows x 64 bytes)
+streams a 4096 x 4096 bf16 weight at ~71% of the copy where the same geometry reading 512 contiguous
+bytes per warp load reaches 83-85%. The packed layout ([ceil(N/8)][ceil(K/32)][8][32], zero padded)
+makes every warp load of the register kernel 512 contiguous bytes; the lowering packs a constant
+weight once.
 
 Checks (fresh random inputs, NaN-poisoned outputs, rel. L2 against float64 next to torch's own error):
 M = 1..40, the N / K tails, the 7B shapes, every epilogue, both dtypes. Timings as gemv_bench.py's

@@ -1,5 +1,5 @@
 """Device harness of the own sm_90a GEMM (kernels/cuda/gemm_wgmma.cu): correctness against a
-float64 reference and throughput against torch.matmul (cuBLAS) on the H200.
+float64 reference and throughput against torch.matmul (cuBLAS) on sm_90a.
 
 Run on the GPU machine from the repository root (or a copy of kernels/, include/, bench/cuda/):
     python3 bench/cuda/wgmma_bench.py --out DIR
@@ -11,7 +11,7 @@ It builds DIR/libwgmma_bench.so with nvcc (sm_90a), checks the SASS for HGMMA, t
     rotated so small problems do not run from L2), median of the replays, ours (tile 128x128,
     128x256 and the automatic choice, and the persistent kernels of gemm_wgmma_pp.cu as tile codes
     1 = ping-pong, 2 = 128x256 shared tiles) vs torch.matmul.
---lib PATH uses a prebuilt library holding wgmma_bench_entry.cu (bench/cuda/gemm2_device_run.sh);
+--lib PATH uses a prebuilt library holding wgmma_bench_entry.cu (`bench/cuda/device_run.sh gemm`);
 --no-pp leaves the persistent kernels out.
 Writes DIR/wgmma_bench.json and prints a table last.
 """

@@ -2,19 +2,21 @@
 vocab 32000, random weights) in Q4_0 and Q4_K_M: 128-token prefill and greedy decode tokens/s,
 same thread count (default 2), measured in one run, ratios printed.
 
-    OMP_NUM_THREADS=2 PYTHONPATH=python /usr/bin/python3 bench/llama/bench.py [--quants q4_0,q4_k_m]
+    OMP_NUM_THREADS=2 PYTHONPATH=python /usr/bin/python3 bench/llama/bench.py [--quants q4_0,q4_k_m] [--json OUT]
 
 Timing surface: DinoML = session.run calls from Python (dinoml.tools.generate); llama.cpp =
 llama_decode calls from Python (examples/llama/llama_cpp_ref.py, its own process; libllama from
 npm @node-llama-cpp/linux-x64, which picks its zen4 CPU backend here). Best of --repeat runs on
 each side; the prompt is 128 tokens, decode is 32 tokens after it. GGUF files are written once
 into .cache/llama-bench/ (DinoML's writer and reference quantizers, about a minute each).
+--json OUT writes {"meta": {cpu, threads, commit, ...}, "results": [...]} for bench/report.py.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -38,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="compile with --profile (kernel selection by timing)")
     ap.add_argument("--reuse", action="store_true", help="reuse artifacts already in .cache/llama-bench/")
+    ap.add_argument("--json", help="write the results as JSON (bench/report.py reads it)")
     a = ap.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(a.threads)
     cache = os.path.join(ROOT, ".cache", "llama-bench")
@@ -89,7 +92,33 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for q, dp, lp, dd, ld, same in rows:
         print(f"| {q} | {dp:.1f} | {lp:.1f} | {dp / lp:.2f}× | {dd:.1f} | {ld:.1f} | {dd / ld:.2f}× | {same} |")
+    if a.json:
+        meta = {"machine": platform.machine(), "cpu": _cpu_model(), "threads": a.threads, "prompt": a.prompt,
+                "decode_tokens": a.n - 1, "repeat": a.repeat, "profile": a.profile, "commit": _commit(),
+                "command": "bench/llama/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+        results = [{"quant": q, "dinoml_prefill_tok_s": dp, "llama_cpp_prefill_tok_s": lp, "dinoml_decode_tok_s": dd,
+                    "llama_cpp_decode_tok_s": ld, "same_greedy_tokens": same} for q, dp, lp, dd, ld, same in rows]
+        with open(a.json, "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1)
     return 0
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+    except OSError:
+        return "?"
 
 
 if __name__ == "__main__":

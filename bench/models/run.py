@@ -234,7 +234,8 @@ def main() -> int:
                 line += " | ORT/DinoML per round " + " ".join(f"{r[2] / r[1]:.2f}" for r in rounds)
             print(line, flush=True)
     meta = {"machine": platform.processor() or platform.machine(), "cpu": _cpu_model(), "threads": args.threads,
-            "profile": args.profile, "fp32_matmul_precision": args.fp32_matmul_precision, "commit": _commit(), "torch": torch.__version__}
+            "profile": args.profile, "fp32_matmul_precision": args.fp32_matmul_precision, "commit": _commit(), "torch": torch.__version__,
+            "command": "bench/models/run.py " + " ".join(sys.argv[1:])}
     print(json.dumps(meta))
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=1))

@@ -79,7 +79,7 @@ __attribute__((target("avx2,fma"))) double fma_gflops_one_thread(double seconds)
   // Ten named accumulators: an array here can end up in memory at -O2, adding store-forwarding
   // latency to every chain. Each starts from a different value: with equal starts the compiler
   // proves the ten chains equal and keeps one, which then runs at the FMA latency and overstated the
-  // peak by 25% (sessions 2-4 reported 259.5 GFLOP/s for this 2 × 3.2 GHz machine).
+  // peak by 25%.
   __m256 c0 = _mm256_set1_ps(1.0f), c1 = _mm256_set1_ps(1.1f), c2 = _mm256_set1_ps(1.2f), c3 = _mm256_set1_ps(1.3f),
          c4 = _mm256_set1_ps(1.4f), c5 = _mm256_set1_ps(1.5f), c6 = _mm256_set1_ps(1.6f), c7 = _mm256_set1_ps(1.7f),
          c8 = _mm256_set1_ps(1.8f), c9 = _mm256_set1_ps(1.9f);

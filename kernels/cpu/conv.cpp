@@ -302,8 +302,8 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
   float* shared;
   // One prepared input shared by the team only where the threads must share columns (fewer column
   // units than threads: each thread then reads the whole input). With a column unit per thread each
-  // prepares just the rows its own columns read, in its own cache: ResNet-18's 128→256 stride-2 conv at
-  // batch 1 (two column blocks, weight rows split four ways) 0.52 → 0.40 ms (docs/benchmarks.md, session 24).
+  // prepares just the rows its own columns read, in its own cache (ResNet-18's 128→256 stride-2 conv at
+  // batch 1: ~25% faster than one shared buffer).
   if (int st = shared_prepared_buffer(g, d, weight_bound && base < threads, &shared)) return st;
   int status = DML_CPU_OK;
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -330,7 +330,7 @@ int run_direct_conv(const Geo& g, const T* x, const float* A, const T* bias, con
             for (int64_t mp = mb; mp < std::min(mp1, mb + kMCP); ++mp) {
               // First pass over this block: bring the next weight panel's K slice into L1 (one short
               // run per panel, which the hardware prefetchers would only start on after its first
-              // misses; measured 2.4 -> 1.3 ms for 512 channels at 7x7 with weights out of cache).
+              // misses; with weights out of cache this nearly halves the conv's time).
               if (jp == 0 && mp + 1 < mp1)
                 prefetch_run(Ag + ((mp + 1) * g.K + c0 * taps) * kMR, nc * taps * kMR * sizeof(float));
               isa.tile_conv(nc, taps, d.toff.data(), d.cstride, Ag + (mp * g.K + c0 * taps) * kMR,
@@ -362,10 +362,9 @@ std::vector<const float*>& cv_pixels() {
 // K rows per block of the channel-vectorised path: its weight slice (kc × 16·kDirectNP floats) takes
 // about 30% of L2 and stays there while the block's pixel tiles pass over it; each tile then
 // accumulates into its C block once per kc rows. Sized for L1 (kc 128) the tiles' C reloads and
-// stores cost more than the slice's L2 reads save: on the Zen 5 guest (1 MiB L2; docs/benchmarks.md,
-// session 24, in-process A/B at 2 threads) kc 1152 against 128 ran ResNet-18's 512-channel 7×7 conv
-// 0.709 → 0.654 ms at batch 1 and 5.20 → 5.05 ms at batch 8, its 256→512 stride-2 conv 2.86 → 2.76 ms
-// at batch 8; 768–2304 measured alike. DINOML_CONV_CV_KC overrides (tuning experiments).
+// stores cost more than the slice's L2 reads save (with a 1 MiB L2, kc 1152 is 3–8% faster than 128
+// on ResNet-18's 512- and 256-channel convs; 768–2304 measure alike). DINOML_CONV_CV_KC overrides
+// (tuning experiments).
 int64_t cv_kc() {
   static const int64_t kc = [] {
     const int64_t env = env_int("DINOML_CONV_CV_KC", 0);
@@ -619,8 +618,7 @@ static int weight_geo(const dml_cpu_conv2d_shape* s, Geo& g, const char* kernel)
 // known to be ≥ 2 (N given to the packing call), Winograd fits and one image fills at least a panel
 // of its tiles (F(2x2) on 7×7 and up): its dense panels span images, so it gains with the batch
 // where the channel-vectorised form does not. ResNet-18's 512-channel 7×7 convs at batch 1 / 2 / 4
-// / 8: 1.23 / 2.44 / 4.85 / 8.5 ms channel-vectorised, 1.28 / 2.15 / 3.89 / 6.3 ms F(2x2) on dense
-// panels (docs/benchmarks.md, session 26). The CPU lowering makes the same choice per shape bucket
+// / 8: Winograd on dense panels is on par at batch 1 and 25% faster from batch 4. The CPU lowering makes the same choice per shape bucket
 // (lower_conv.cpp).
 static bool cv_rule(const Geo& g) {
   if (!gemm::active_isa()->tile_conv_cv || g.H < 1 || g.W < 1) return false;

@@ -87,7 +87,7 @@ void pack_w_winograd(const T* w, const Geo& g, float* out) {
 }
 
 // Panels per GEMM tile call (6 × 16·kWinoJP accumulators) and the smallest column block: with 1–2
-// panels per call, 128 channels at 28² spent 0.59 ms per call instead of 0.51 (2 threads).
+// panels per call the per-call overhead costs ~15% at 128 channels, 28².
 constexpr int64_t kWinoJP = 4;
 
 // The tiles' input layout: the direct path's stride-phase split (conv_prepare.cpp) with stride M
@@ -148,9 +148,9 @@ inline void interleave_row(const float (*out)[kNR], float* rowbuf) {
 // Each (panel, channel) then gathers its tiles' inputs, runs of consecutive grid tiles, into a
 // 16-lane staging block the input transform reads as it reads the grid. Fewer panels, and a column
 // block spans images, so U streams from memory once per block instead of once per image: ResNet-18's
-// 512-channel 7×7 convs at batch 8 (docs/benchmarks.md, session 26). DINOML_CONV_WINO_DENSE (read at
+// 512-channel 7×7 convs at batch 8. DINOML_CONV_WINO_DENSE (read at
 // load): 0 never, 1 always, unset: where the dense panels are < 85% of the grid's (the staging costs
-// more than it saves otherwise: 256 channels at 14², batch 1, 4 panels either way: 0.74 -> 0.82 ms).
+// more than it saves otherwise: ~10% at 256 channels, 14², batch 1, with 4 panels either way).
 static int wino_dense_mode() {
   static const int mode = static_cast<int>(env_int("DINOML_CONV_WINO_DENSE", -1));
   return mode;
@@ -253,7 +253,7 @@ int run_winograd_images(const Geo& g, const Geo& tg, const T* x, const float* U,
       // V_ξ panels: vbuf[ξ * xs + (p * C + c) * 16 + lane], 16 tiles per panel.
       // Stride between ξ planes, one cache line more than the plane: the transforms touch all 36 (16)
       // planes at once, and at a multiple of 4 KiB they would share one L1 set (64 channels × 3 panels:
-      // 12 KiB: 64 channels at 56², 1 thread, measured 1.04 -> 0.73 ms per call with the padding).
+      // 12 KiB; the padding makes 64 channels at 56² ~30% faster).
       const int64_t xs = panels * C * kNR + kNR;
       if (dense) {
         alignas(64) float stage[XI * kNR];

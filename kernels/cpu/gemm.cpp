@@ -41,15 +41,14 @@ const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
 const int64_t kSliceMaxMEnv = env_int("DINOML_GEMM_SLICE_MAX_M", 0);  // else the table's slice_max_m, else 64
 constexpr int64_t kDotKC = 512;
 // Largest M for the transposed skinny path (run_dot_t, tables with skinny_t_min_m): up to here packing
-// Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2. Measured with the 6×64 AVX-512
-// tiles (session 11, b[N, K], vs oneDNN): 96 against the earlier 256 moves 256³ 0.66× → 0.94× (2
-// threads) / 0.82× → 0.95× (1 thread), M = 200 0.84× → 0.97×, M = 128 N = 768 0.91× → 1.00×; it
-// costs 128×4096×4096 1.06–1.11× → 0.98–1.00×. DINOML_GEMM_DOT_T_MAX_M overrides.
+// Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2. With the 6×64 AVX-512 tiles
+// (b[N, K], against oneDNN) 96 is where the blocked path starts to win at 256³ and M = 200, at a
+// small cost for tall-K shapes (128×4096×4096). DINOML_GEMM_DOT_T_MAX_M overrides.
 const int64_t kDotTMaxM = env_int("DINOML_GEMM_DOT_T_MAX_M", 96);
 // With packed weights, M up to this reads A in place (slice path: no A packing, each C tile
 // finished once) when there are enough 16-column panels to split over the threads; A is re-read
-// from L2 per panel, which measured cheaper than packing it up to M = 256 (256³: 0.90× → 0.98×
-// oneDNN, docs/benchmarks.md session 5). DINOML_GEMM_SKINNY_PACKED_MAX_M overrides.
+// from L2 per panel, which measures cheaper than packing it up to M = 256.
+// DINOML_GEMM_SKINNY_PACKED_MAX_M overrides.
 const int64_t kSkinnyPackedMaxM = env_int("DINOML_GEMM_SKINNY_PACKED_MAX_M", 256);
 constexpr int64_t kTinyM = 16;  // at or below: always the slice path (packed or not)
 // Below this many multiply-adds a GEMM stays on one thread: waking the team costs ~5 µs.
@@ -60,31 +59,27 @@ const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
 const bool kPrefetchNextB = env_int("DINOML_GEMM_PREFETCH_B", 1) != 0;
 // A per-call packed B larger than this (bytes; beyond any L2 here) is written with non-temporal stores
 // (fp32 whole panels): it is read back from L3 or memory either way, and the stores then need no read
-// for ownership nor evict A and C. 2 threads on the Zen 5 guest (docs/benchmarks.md, session 24),
-// GFLOP/s median, b[N, K] in-process A/B: 2048³ 381.1 → 385.7, 4096³ 378.6 → 383.4, 2048 × 768 × 768
-// 369.8 → 376.7, 2048 × 3072 × 768 377.9 → 377.8; b[K, N] 2048³ between processes 405.0 / 398.9 →
-// 407.9 / 414.2. DINOML_GEMM_STREAM_PACK_BYTES.
+// for ownership nor evict A and C (a 1–2% gain on the large square and BERT-sized GEMMs at 2
+// threads). DINOML_GEMM_STREAM_PACK_BYTES.
 const int64_t kStreamPackBytes = env_int("DINOML_GEMM_STREAM_PACK_BYTES", int64_t{1} << 20);
 const bool kPrefetchNextSliceB = env_int("DINOML_GEMM_PREFETCH_SLICE_B", 1) != 0;
 // Packed weights on the slice path: each thread grabs runs of about groups / (threads · this)
 // consecutive groups, so the next group's B rows can be prefetched by the thread that will read them
 // (with grabs of one group the threads alternate and a prefetch lands in the other core's L2).
-// 6-layer BERT-base, batch 1 (M = 128), 2 threads on the Xeon (session 18): 34.7 ms without the
-// prefetch, 33.4 with it and grabs of 1, 31.9 with this at 2 (1 and 3 within noise of 2).
+// On BERT-base at batch 1 (M = 128, 2 threads) the prefetch with runs of 2 groups is ~8% faster than
+// no prefetch; 1 and 3 are within noise of 2.
 const int64_t kSliceChunkDiv = env_int("DINOML_GEMM_SLICE_CHUNK_DIV", 2);
 // The slice path's groups go to the threads in equal contiguous ranges (as run_dot_t's items), so each
 // core reads the same B slices and writes the same C columns on every call: with grabs the
-// assignment changes from call to call and the operands move between the cores' L2s. 2 threads on
-// the Zen 4 guest (docs/benchmarks.md, session 25; GFLOP/s, grabs → ranges, two alternated runs):
-// 512³ per call 221.8 / 219.8 → 227.6 / 227.7, 256³ 214.3 / 213.2 → 216.8 / 216.4, 128 × 768 × 768
-// per call 220.6 / 220.3 → 224.6 / 224.8. DINOML_GEMM_SLICE_STATIC=0: dynamic grabs.
+// assignment changes from call to call and the operands move between the cores' L2s (1–3% on the
+// per-call 128..512-row GEMMs at 2 threads). DINOML_GEMM_SLICE_STATIC=0: dynamic grabs.
 const bool kSliceStatic = env_int("DINOML_GEMM_SLICE_STATIC", 1) != 0;
 constexpr int64_t kMinBlockedMc = 96;
 // The slice path's epilogue per row tile (DINOML_GEMM_SLICE_FINISH_TILE=0: once per group at the end).
 const bool kSliceFinishTile = env_int("DINOML_GEMM_SLICE_FINISH_TILE", 1) != 0;
 // The slice path's one-chunk GEMMs (K ≤ the table's kc, which then also holds for M ≤ 512) with an
 // fp32 output and no residual write C from the tiles (DINOML_GEMM_SLICE_DIRECT_C=0: through a
-// private C block that finish copies out, and kc = 128 up to M = 512, as before session 20).
+// private C block that finish copies out, and kc = 128 up to M = 512).
 const bool kSliceDirectC = env_int("DINOML_GEMM_SLICE_DIRECT_C", 1) != 0;
 
 // The residual rows [m0, m0+rows) × columns [n0, n0+16) of an ADD epilogue are usually not cached
@@ -271,8 +266,8 @@ void run_blocked(const IsaKernels& isa, const Call& p, const float* pb, const Bl
   // passes. The private block is in tile order (group after group, each [mc][P·16]) so that a pass's
   // tiles do not walk C's rows: at a power-of-two N those rows are 2^k bytes apart, a group's
   // columns of every row fall in the same few L2 sets, and each pass evicts the A block from them
-  // (2048³ at 2 threads: 75% of the FMA peak through C, 86% through the private block; docs/benchmarks.md,
-  // session 22). The last pass's finish writes C once, with the epilogue.
+  // (at 2048³ accumulating through C reaches ~75% of the FMA peak, through the private block ~86%).
+  // The last pass's finish writes C once, with the epilogue.
   const bool priv = !f32 || K > bl.kc;
   const int64_t gw = P * kNR;  // row stride of a group in the private block
   const T* a = static_cast<const T*>(p.a);
@@ -374,8 +369,8 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
       // K in one chunk, fp32 C without a residual operand, the group's full width: the tiles write
       // C itself (no private C block and no copy out of it) and the epilogue, if any, runs in place
       // on each row tile. Same operations and order, so the same bits. Only for one chunk: with
-      // several, C's rows (N floats apart, often a multiple of 4 KiB) re-read per chunk measured
-      // 10–20% slower than the private block (Zen 5, session 20: 128 × 3072 × 768 per call).
+      // several, C's rows (N floats apart, often a multiple of 4 KiB) re-read per chunk are
+      // 10–20% slower than the private block (set-aliasing in L1/L2).
       const bool direct = kSliceDirectC && K <= bl.kc && cols == width && !p.epi.d && p.epi.dtype == DML_CPU_F32;
       const bool plain = p.epi.kind == DML_CPU_EPI_NONE && !p.epi.bias;
       for (int64_t k0 = 0; k0 < K; k0 += bl.kc) {
@@ -426,8 +421,7 @@ void run_skinny(const IsaKernels& isa, const Call& p, const Blocking& bl, int th
           tile_group_rows(isa, kc, af + m * K + k0, K, bp, bstride, np, ct + m * width, width, rows, k0 > 0);
           // The last K chunk finishes each row tile while it is in L1: the M × 16·P block is not
           // (at M = 512 a finish over the whole block re-read it from L2, 10% of the GEMM's perf
-          // samples). 2 threads on the Xeon (session 19, alternated, GFLOP/s): 512³ per call 300 →
-          // 310, 256³ 273 → 287, 128 × 3072 × 768 per call 266 → 285 / prepacked 305 → 312.
+          // samples); finishing per row tile gains 3–7% at 128..512 rows.
           if (kSliceFinishTile && k0 + kc >= K) isa.finish(ct + m * width, width, rows, cols, m, n0, p.epi, p.c, N);
         }
       }
@@ -474,8 +468,7 @@ void run_gemv_packed(const IsaKernels& isa, const Call& p, const float* a, int t
 // The grouped Aᵀ of run_dot_t (group > 1, M·group ≤ 16): at[t·16 + m·group + g] = a[m, t·group + g],
 // zero past K and in the lanes past M. No division per element: with the runtime `group` GCC emitted
 // two idivs per element, which at M = 8, K = 768 cost more than the tiles (perf: 5.2% of samples in
-// the fill against 4.3% in tile_grouped; gemm_bench M8 N768 K768 per call at 2 threads 1.12× → 1.45×
-// oneDNN, docs/benchmarks.md session 17).
+// the fill against 4.3% in tile_grouped).
 void fill_grouped_at(const float* a, int64_t M, int64_t K, int group, float* at) {
   const int64_t steps = cdiv(K, group), full = K / group;
   const int used = static_cast<int>(M) * group;
@@ -499,9 +492,8 @@ void fill_grouped_at(const float* a, int64_t M, int64_t K, int group, float* at)
 // epilogue.
 constexpr int64_t kTRows = 48;
 // Items go to the threads in equal static ranges, so each core reads the same weight rows on every
-// call and its share of a weight that fits the cores' L2s together stays there (2 threads on the
-// Xeon, session 19, three alternated runs, rcr per call, GFLOP/s dynamic → static: 16 × 768 × 768
-// 210 → 228, M = 8 / 16 / 32 / 64 at N, K of 768..4096 +2..8% (4096 × 4096 within noise).
+// call and its share of a weight that fits the cores' L2s together stays there (2–8% at M ≤ 64 for
+// N, K of 768..4096; weights larger than the L2s gain nothing).
 // DINOML_GEMM_DOT_T_STATIC=0 restores grabs of `chunk` items.
 const bool kDotTStatic = env_int("DINOML_GEMM_DOT_T_STATIC", 1) != 0;
 // `group` > 1 (M ≤ 16/group, tables with tile_rows_a_grouped): Aᵀ is one panel whose lane j·group + t
@@ -611,18 +603,14 @@ enum Path { kAuto = 0, kBlocked = 1, kSlice = 2, kDot = 3 };
 // Above, with at least 4 groups of 16·P columns per thread, while A (read in place once per group)
 // stays within kSliceMaxABytes and a group's C block (M × 16·P floats, kept in L2 across the K
 // chunks) within a quarter of L2: the blocked path instead re-reads and re-writes its C block
-// (mc × N, larger than L2 for N ≥ 768) once per K chunk. At 2 threads on the Zen 5 guest
-// (docs/benchmarks.md, session 16; prepacked / oneDNN, three alternated rounds) blocked → slice:
-// M = 512, N × K = 768 × 768 / 3072 × 768: 0.91–0.95 → 0.99–1.08; M = 1024 (BERT-base at batch 8),
-// 768 × 768 / 2304 × 768 / 3072 × 768 / 768 × 3072 / 4096 × 4096: 0.87–0.98 → 0.96–1.09. At M = 2048
-// (C block half of L2) the slice path was no better (K = 768) or slower (K ≥ 2048: A ≥ 16 MiB).
+// (mc × N, larger than L2 for N ≥ 768) once per K chunk. That wins at M = 512 and 1024 (BERT-base
+// at batch 8); at M = 2048 (C block half of L2) the slice path is no better (K = 768) or slower
+// (K ≥ 2048: A ≥ 16 MiB), hence the A bound.
 const int64_t kSliceMaxABytes = env_int("DINOML_GEMM_SLICE_MAX_A_BYTES", int64_t{16} << 20);
 // Per call (B not prepacked), M above the table's slice_max_m and up to this takes the slice path
 // where a prepacked B would (packed_slice): its B slices are packed on the fly, each once, and the
-// blocked path's per-call packing of all of B and its per-K-chunk C traffic are saved. 2 threads on
-// the Xeon (session 19, two alternated runs, GFLOP/s blocked → slice): 1024³ 268 / 275 → 291 / 277,
-// 1024 × 3072 × 768 272 / 267 → 287 / 278; at M = 2048 no gain (2048³ 285 / 284 → 287 / 273,
-// 2048 × 768 × 768 306 / 293 → 295 / 298), so it stops at 1024. DINOML_GEMM_SLICE_UNPACKED_MAX_M.
+// blocked path's per-call packing of all of B and its per-K-chunk C traffic are saved. That gains up
+// to M = 1024; at M = 2048 it gains nothing, so it stops at 1024. DINOML_GEMM_SLICE_UNPACKED_MAX_M.
 const int64_t kSliceUnpackedMaxM = env_int("DINOML_GEMM_SLICE_UNPACKED_MAX_M", 1024);
 bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
   const int64_t panels = cdiv(p.N, kNR);
@@ -639,12 +627,8 @@ bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
 // stay bitwise equal whichever path each takes): small enough that a group's B slice (kc × 16·P floats)
 // stays in L1 beside A's rows: on avx512 (P = 4, 48 KiB L1) 128 rather than the table's 256. The
 // table's kc was measured at M = 1024 and 2048³, where the C block (M × 16·P, re-read per chunk from
-// L2) makes fewer chunks win; at M ≤ 512 (C block ≤ 128 KiB) the L1-resident slice does. 2 threads on
-// the Xeon (session 19, prepacked GFLOP/s, kc 256 → 128, two alternated runs): 128 × 3072 × 768
-// 310 / 309 → 331 / 324, 128 × 2304 × 768 311 / 306 → 335 / 327, 512 × 768 × 768 317 / 317 → 333 / 331,
-// 512³ per call 295 / 300 → 323 / 321; M = 1024: 1024³ 277 / 296 → 248 / 260. 6-layer BERT at batch 1
-// 57.2 / 56.3 / 56.1 → 54.6 / 55.2 / 54.9 ms, the encoder block 9.34 / 9.40 / 9.25 → 9.18 / 9.11 / 9.20
-// (artifacts compiled from ONNX, three alternated rounds; batch 8, M = 1024, unchanged).
+// L2) makes fewer chunks win; at M ≤ 512 (C block ≤ 128 KiB) the L1-resident slice does (5–10% at
+// 128..512 rows; at M = 1024 the table's kc stays faster).
 // DINOML_GEMM_SLICE_KC overrides (DINOML_GEMM_KC turns the rule off).
 const int64_t kSliceKcEnv = env_int("DINOML_GEMM_SLICE_KC", 0);
 constexpr int64_t kSliceSmallKcMaxM = 512;
@@ -652,12 +636,8 @@ constexpr int64_t kSliceSmallKcMaxM = 512;
 // cycle per core against 64 on Zen 5 or a Xeon), a 6 × 64 tile reads its B slice at half the bytes per
 // cycle, which L2 sustains: the L1-sized K chunks (M ≤ 512) or the table's 256 (M ≤ 1024) then only add
 // C passes. Up to the slice path's 1024 rows those CPUs take K in chunks of kHalfRateSliceKc (one chunk,
-// C written by the tiles, up to K = 1024). 2 threads on the Zen 4 guest (docs/benchmarks.md, session 25;
-// GFLOP/s per call / prepacked): kc 80 (the L1 rule) → 1024: 512³ 213.1 / 216.6 → 227.4 / 232.0,
-// 512 × 3072 × 768 210.2 / 214.4 → 226.3 / 229.0, 128 × 768 × 3072 198.4 / 220.0 → 211.5 / 229.8,
-// 128 × 4096 × 4096 186.1 / 213.7 → 202.1 / 218.9; kc 256 → 1024: 1024³ 208.9 / 216.7 → 219.5 / 229.2,
-// 1024 × 768 × 768 215.3 / 219.8 → 229.7 / 232.0, 1024 × 3072 × 768 213.3 / 216.2 → 222.0 / 226.0
-// (kc 768–1536 alike). The blocked path past 1024 rows keeps the table's kc (2048³: 1024 no better).
+// C written by the tiles, up to K = 1024): 3–8% over the L1 rule on Zen 4, with kc 768–1536 alike.
+// The blocked path past 1024 rows keeps the table's kc (2048³: 1024 is no better).
 bool zmm_half_rate() {
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return false;

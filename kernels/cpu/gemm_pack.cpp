@@ -100,8 +100,7 @@ void pack_b_panels(const T* b, int layout, int64_t N, int64_t K, float* out, int
   if (layout == DML_CPU_B_RRR) {
     // b[K, N]: a few rows at a time across all the panels, so the reads stream along b's rows. Panel by
     // panel, each 64-byte read would be a row (N·4 bytes, often a power of two) past the last: a new
-    // page per read and a TLB miss each at large N (2048³, 2 threads: the per-call pack took ~3% of
-    // the GEMM; docs/benchmarks.md, session 22).
+    // page per read and a TLB miss each at large N.
     constexpr int64_t kRows = 8;
     // Streamed: fp32 whole panel rows into 32-byte aligned lines, two 32-byte halves back to back.
     const bool stream = nt && std::is_same_v<T, float> && reinterpret_cast<uintptr_t>(out) % 32 == 0;

@@ -25,8 +25,8 @@
 namespace dml_cpu::qgemm {
 namespace {
 
-// Up to this M the int8 path is the default: measured on this machine (docs/benchmarks.md,
-// bench/ops/qgemm_bench), the dequantize path wins once the weight decode is spread over enough rows.
+// Up to this M the int8 path is the default (bench/ops/qgemm_bench measures both): the dequantize
+// path wins once the weight decode is spread over enough rows.
 const int64_t kIntDotMaxM = [] {
   const char* v = std::getenv("DINOML_QGEMM_DOT_MAX_M");
   return v && *v ? std::atoll(v) : int64_t{32};

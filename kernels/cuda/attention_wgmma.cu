@@ -20,13 +20,13 @@
 // fa3_persist_kernel (persistent grid, below: causal tiles paired, Q double-buffered, loads of the
 // next tile overlapping the current one; options: FA3-style ping-pong of the consumer warpgroups,
 // scale folded into ex2, deferred output stores). wgmma_sdpa's `variant` picks one form
-// (attention_wgmma.h); the library runs wgmma_sdpa_default_variant(D), chosen from the session-6
-// harness runs (bench/cuda/h200_session6_attn_run*.log).
-// Session 5 tried and dropped (git history, bench/cuda/h200_session5_fa3_run2.*): separate K/V
-// "empty" barriers, a softmax that recomputes the mask, and an intra-warpgroup overlap variant
-// (S of the next block issued with P·V of the previous one, P double-buffered): 0.51-0.63x SDPA.
-// Session 6: the merged ping-pong (variant 4/7) first lost 25% because a wgmma sat behind a branch
-// (ptxas C7520 serialization); peeled, it is on par with the others, not ahead.
+// (attention_wgmma.h); the library runs wgmma_sdpa_default_variant(D), the fastest per head dim in
+// bench/cuda/fa3_bench.py.
+// Not done, because slower (0.51-0.63x SDPA): separate K/V "empty" barriers, a softmax that
+// recomputes the mask, and an intra-warpgroup overlap variant (S of the next block issued with P·V
+// of the previous one, P double-buffered). The merged ping-pong (variant 4/7) keeps its wgmma out of
+// any branch: behind one, ptxas serializes it (C7520) and it loses 25%; peeled, it is on par with
+// the others, not ahead.
 // Not done vs FlashAttention-3: intra-warpgroup overlap on top of this loop, TMA output stores.
 // Everything device-side exists only in the sm_90a pass (DML_WGMMA_DEVICE); elsewhere the kernel
 // is empty and the host never launches it (wgmma_sdpa_supported checks compute 9.0).

@@ -21,7 +21,7 @@ bool wgmma_sdpa_supported(int dtype, int64_t D, int64_t Dv, int mask_kind, const
 // of the two consumer warpgroups' S GEMMs, 4 ping-pong of a merged GEMM block (P·V of block n-1
 // and S of block n); 5/6/7 = 2/3/4 with the softmax scale folded into the exponent (one FFMA +
 // ex2 per score; scale > 0, else as 2/3/4); 8/9 = 6/5 with each tile's output stores deferred into
-// the next tile's first S GEMM. Defaults from bench/cuda/h200_session6_attn_run{2,3}.log.
+// the next tile's first S GEMM. Defaults: the fastest per head dim in bench/cuda/fa3_bench.py.
 inline int wgmma_sdpa_default_variant(int64_t D) { return D == 64 ? 5 : 9; }
 
 // Strided operands: flat batch entry b = outer·h1 + inner (outer = b / h1); row r of q (k, v, y)

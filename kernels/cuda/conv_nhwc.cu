@@ -320,7 +320,7 @@ int launch_nhwc(NhwcGeo g, const T* x, const T* wp, const T* bias, const T* res,
 }
 
 // The gather path (C % 8 != 0 or a non-channels-last input: the stem, chain edges) has one tile,
-// 64x64x32 (the fastest on the ResNet-50 stem, bench/cuda/h200_session6_conv.kernels_run1.log);
+// 64x64x32 (the fastest on the ResNet-50 stem);
 // the tile choice applies to the vector path.
 template <class T, int BM, int BN, int BK, int WM, int WN, int ST>
 int launch_nhwc(bool vec, const NhwcGeo& g, const T* x, const T* wp, const T* bias, const T* res, T* y, int flags,
@@ -330,7 +330,7 @@ int launch_nhwc(bool vec, const NhwcGeo& g, const T* x, const T* wp, const T* bi
 }
 
 // The unprofiled tile: the largest tile that still gives every multiprocessor a block.
-// Measured on the H200 over ResNet-50's 53 convs (bench/cuda/h200_session6_conv.run2_kernels.log):
+// Measured on the H200 over ResNet-50's 53 convs (`bench/cuda/device_run.sh conv`):
 // K steps of 64 win wherever C >= 64 (fewer barriers per MMA); 128x128 once there are at least
 // half a wave of such blocks, else 128x64 (layer 4: 13 pixel tiles). C < 64 keeps K steps of 32.
 int auto_tile(const NhwcGeo& g) {
@@ -425,9 +425,8 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
     else if (plain && mode == 0) tile = DML_CUDA_CONV_TILE_GEMM_CUBLASLT;
     else if (plain && mode == 3) tile = DML_CUDA_CONV_TILE_GEMM_WGMMA;
     else {
-      // Measured on the H200 (bench/cuda/h200_session7_conv2_run1.log, ResNet-50 b32): 128x128 (one
-      // block per SM) wins from half a wave of its blocks on (layer 3's 3x3: 98 blocks, 0.030 ms vs
-      // 0.041 for 128x64), 128x64 below that (layer 4's 3x3: 52 / 104 blocks), 64x64 only where
+      // Measured on the H200 (ResNet-50 b32): 128x128 (one block per SM) wins from half a wave of
+      // its blocks on (layer 3's 3x3: 98 blocks), 128x64 below that (layer 4's 3x3: 52 / 104 blocks), 64x64 only where
       // even 128x64 gives less than half a wave; O = 64 (layer 1) takes 128x64.
       const int64_t mid_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 63) / 64);
       if (g.O > 64 && 2 * wide_blocks >= sms) tile = DML_CUDA_CONV_TILE_WGMMA_128x128;

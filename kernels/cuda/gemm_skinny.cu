@@ -16,9 +16,8 @@
 // (gemm_tile.cuh: bias, residual, activation) and stores.
 // Variant 11 is variant 1 launched with programmatic dependent launch (sm_90): it may start while
 // the preceding kernel in the stream finishes, waits for it (griddepcontrol.wait) before any load
-// or store, then lets the next kernel launch (griddepcontrol.launch_dependents). On the H200 it
-// measured the same as variant 1 (bench/cuda/h200_session7_gemm2_run*), so the rule does not pick
-// it. Tried there and dropped (same logs): a bulk L2 prefetch (cp.async.bulk.prefetch.L2) of each
+// or store, then lets the next kernel launch (griddepcontrol.launch_dependents). It measures the
+// same as variant 1, so the rule does not pick it. Not done, because slower: a bulk L2 prefetch (cp.async.bulk.prefetch.L2) of each
 // block's weight rows 2-4 loop steps ahead (44-62% of the copy bandwidth instead of 60-85%), and a
 // software-pipelined loop (next step's loads issued before this step's MMAs: 78-148 registers, so
 // fewer blocks per SM; 43-73%, never ahead of the plain loop).
@@ -117,8 +116,8 @@ __device__ __forceinline__ void sk_load(SkChunk<NG, SK_U>& ch, int64_t c0, int64
 // BAT: the step's first mma waits on every load of the step (weight and a). Without that dependency
 // ptxas sinks each 16-byte load to just before the mma that uses it, after the previous mma, so a
 // step's loads are not in flight together but one after the other, each a full memory latency
-// (seen in the SASS of bench/cuda/skinny_timeline.cu; on the H200 the batched loop reads 4096² at
-// 80–85% of the D2D copy where the sunk one reaches 75–78%: docs/benchmarks.md, session 15).
+// (visible in the SASS; the batched loop reads a 4096² weight at 80–85% of the D2D copy where the
+// sunk one reaches 75–78%).
 // `never` is false at run time but the compiler cannot know it, so the dependency stays and costs a
 // few integer operations per step.
 template <class T, int NG, int SK_U, bool BAT = false>
@@ -348,8 +347,8 @@ __device__ __forceinline__ void sk_packed_store(float (&red)[W][NG][4][32], cons
 // The packed weight is zero padded to whole 8-row groups and 32-element chunks, so a weight load
 // needs no row or K guard, only `chunk < chunks` (the last loop step); with M <= 16 there is one
 // block row and no batch, so no blockIdx.y / z offsets. Each removed guard was a few ISETP per step
-// and, together, registers past the 64 that four 256-thread blocks per multiprocessor allow
-// (bench/cuda/skinny_timeline.cu's F ablations, docs/benchmarks.md session 26). Otherwise the
+// and, together, registers past the 64 that four 256-thread blocks per multiprocessor allow.
+// Otherwise the
 // register kernel above (PF, BAT): NG 8-row groups per warp sharing a's fragments, U chunks per
 // step, W warps splitting K. Before griddepcontrol.wait a block also fetches, beyond its first PRE
 // (1 or 2) loop steps into registers: L2P more steps into L2 (cp.async.bulk.prefetch.L2; a group's
@@ -697,8 +696,8 @@ __global__ void __launch_bounds__(W * 32, MINB) skinny_resa_kernel(int64_t M, in
 
 // ---- Variants 12..: the weight streamed through a shared-memory ring by the bulk-copy engine (sm_90) ----
 // Why: the register kernel above keeps at most NG·U 16-byte loads per lane in flight and then stalls
-// on them (load, then multiply), so on the H200 its steady state streamed ~3.5 TB/s where cuBLAS
-// streams ~4.4 (bench/cuda/h200_session5_gemv.log, slope over K at N = 4096). Here one producer
+// on them (load, then multiply), so on the H200 its steady state streams ~3.5 TB/s where cuBLAS
+// streams ~4.4 (slope over K at N = 4096). Here one producer
 // warp keeps S stages of the block's weight rows in flight with cp.async.bulk (global -> shared,
 // completion counted on an mbarrier per stage), independent of the consumers' registers; W
 // consumer warps split each stage's K range (in-block split-K, as above), read the weight from
@@ -1245,7 +1244,7 @@ bool skinny_gemm_supported(int dtype, bool rcr, int64_t K, int64_t sa, int64_t s
 }
 
 // The ring variant skinny_variant picks (16 consumer warps, 2 stages of 32 rows x 1024 elements, a's
-// pieces one step ahead) and the K from which it always does (H200, bench/cuda/h200_session8_skinny_run3.log).
+// pieces one step ahead) and the K from which it always does (measured on the H200).
 constexpr int kRingVariant = 22;
 constexpr int64_t kRingMinK = 8192;
 // DML_CUDA_GEMM_SKINNY_PF's variants (skinny_variant_prefetch): the ring with PDL, and the register
@@ -1275,8 +1274,8 @@ int skinny_variant(int64_t M, int64_t N, int64_t K, int64_t batch) {
     return o;
   }();
   // Fewest waves of blocks first, then the fullest last wave. On the H200 (7B-class shapes, M <= 16)
-  // this picks the variant that measured fastest of the ten: 1 for N = 4096, 3 for N = 11008, 7 for
-  // N = 14336 (bench/cuda/h200_session5_gemv.log); a partly empty extra wave costs more than
+  // this picks the variant that measures fastest of the ten: 1 for N = 4096, 3 for N = 11008, 7 for
+  // N = 14336; a partly empty extra wave costs more than
   // fewer rows per block.
   const int64_t items = ((M + SK_MT - 1) / SK_MT) * batch;
   // The bulk-copy ring (sm_90, its binary loaded here) where its grid of one block per
@@ -1310,7 +1309,7 @@ int skinny_variant_prefetch(int64_t M, int64_t N, int64_t K, int64_t batch) {
   // griddepcontrol.wait (variant 25). Where it picks variant 1: variant 18 (variant 1 with PDL, its
   // first loop step's weight loads issued before the wait), or for K <= 1024 variant 32 ({2,4,8},
   // the whole weight row range copied to shared memory before the wait). H200, % of the D2D copy,
-  // bf16 M = 1 / 16 (bench/cuda/h200_session9_skinny9_run1.log): N = 4096, K = 11008 85.9 / 79.8
+  // bf16 M = 1 / 16: N = 4096, K = 11008 85.9 / 79.8
   // (the ring without PDL 78.9 / 75.7, cuBLASLt 75.4 / 74.1); K = 14336 88.8 / 85.2 (82.4 / 81.3;
   // 85.6 / 83.8); N = 2048, K = 4096 55.8 / 47.5 (46.8 / 41.7); N = K = 4096 variant 18 70.6 / 61.4
   // (variant 25: 68.5 / 62.5); N = 4096, K = 1024 variant 32 54.0 / 46.8 (variant 18: 47.1 / 37.5).
@@ -1340,10 +1339,10 @@ int skinny_pack_weight(int dtype, int64_t N, int64_t K, const void* b, void* pac
   return check_launch("skinny weight packing kernel");
 }
 
-// The packed kernel's variant by shape (session 29; % of the D2D copy, bf16, weights rotated,
-// bench/cuda/skinny_packed_bench.py; logs bench/cuda/h200_session29_run*_*.log, h100_session29_*):
-// - M <= 8, N >= 3072: 67 ({1,4,8} HALF SMP 1). H200 at 4096^2, M = 1 / 4 / 8: 87.3 / 84.8 / 81.0 (54,
-//   the rule before: 83.5 / 79.5 / 78.5 in the same run); K = 11008 / 14336 95.7-100.6; H100 89.6-100.
+// The packed kernel's variant by shape (% of the D2D copy, bf16, weights rotated; measured with
+// `bench/cuda/device_run.sh skinny` on H200 and H100):
+// - M <= 8, N >= 3072: 67 ({1,4,8} HALF SMP 1). H200 at 4096^2, M = 1 / 4 / 8: 87.3 / 84.8 / 81.0 (54:
+//   83.5 / 79.5 / 78.5 in the same run); K = 11008 / 14336 95.7-100.6; H100 89.6-100.
 // - M <= 8, N < 3072: 54 ({1,4,8} HALF; N = 2048, M = 1: H200 63.8 vs 67's 61.1, H100 74.3 vs 69.2).
 // - M 9..16, N < 3072: 67 (N = 2048, M = 16: H200 57.7 vs 59's 51.5; H100 73.8 vs 67.1).
 // - M 9..16, 3072 <= N <= 4096: 99 (a resident in shared memory, multicast to a cluster of two CTAs;

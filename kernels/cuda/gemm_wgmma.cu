@@ -18,9 +18,8 @@
 // driver entry point: the library does not link libcuda) and passed as __grid_constant__.
 // Everything device-side exists only in the sm_90a pass (DML_WGMMA_DEVICE); on other archs the
 // kernel is empty and the host never launches it (wgmma_gemm_supported checks compute 9.0).
-// Tried and dropped (git history, bench/cuda/h200_session5_wgmma_cluster_experiment*): 2-block
-// clusters sharing B through TMA multicast were correct but no faster on the H200 (576-637 vs
-// 619-665 TFLOP/s), so L2 bandwidth is not what limits this kernel; two 128×128 blocks per SM (one
+// Not done, and why: 2-block clusters sharing B through TMA multicast are correct but no faster
+// (L2 bandwidth is not what limits this kernel); two 128×128 blocks per SM (one
 // block's epilogue under the other's main loop) do not compile: ptxas needs ≥ 90 registers per
 // thread for a consumer's 64×128 accumulators, and two 384-thread blocks leave 80.
 #include <cstdint>
@@ -210,7 +209,7 @@ int wgmma_tile_n(int64_t M, int64_t N) {
     return n > 0 ? n : 132;
   }();
   // Fewer estimated waves wins, counted in 128×128 tile times: a 128×256 tile costs about 1.8 of
-  // them (on the H200 it ran at ~1.12× the 128×128 tile's TFLOP/s on large squares). So 128×256
+  // them (it runs at ~1.12× the 128×128 tile's TFLOP/s on large squares). So 128×256
   // for large problems, 128×128 where the larger tiles would leave a mostly empty last wave.
   const int64_t tm = (M + WG_BM - 1) / WG_BM;
   const int64_t w256 = (tm * ((N + 255) / 256) + sms - 1) / sms, w128 = (tm * ((N + 127) / 128) + sms - 1) / sms;

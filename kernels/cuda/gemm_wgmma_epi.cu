@@ -1,5 +1,5 @@
 // The library's own Hopper GEMM with the fused epilogue taken off the tensor cores' critical path
-// (sm_90a; session 8, issue 4 "fused gemm+bias+GELU"): y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N]
+// (sm_90a; for fused gemm + bias + GELU): y[M,N] = epi(a[M,K]·b[N,K]ᵀ + bias[N]
 // (+ d[M,N])), fp16/bf16 in, fp32 accumulation, RCR. Same main loop as gemm_wgmma.cu (TMA loads with
 // 128-byte swizzle into a ring of stages, full / empty mbarriers, two consumer warpgroups issuing
 // wgmma.mma_async m64nBNk16 from shared memory). Two forms (wgmma2_gemm's `variant`):
@@ -21,19 +21,14 @@
 // 16-bit output resolves); the other activations use tile::epilogue (one compiled in for none /
 // gelu / fast_gelu, a runtime switch for the rest). Edges as in gemm_wgmma.cu: TMA zero-fills,
 // stores are masked, K % 8 == 0.
-// Measured on the H200 (docs/benchmarks.md, sessions 8 and 9; bench/cuda/gelu_bench.py): erf GELU at
-// 8192×1024×4096 / 4096×1024×4096 1.15-1.21× / 1.12-1.17× eager F.gelu(F.linear(...)) over three
-// device calls (session 9, alternating replays; eager itself moved 147-160 / 76-80 µs between the
-// calls; session 8's GELU form in call 1: 1.13-1.14× / 1.07-1.09×), slower than cuBLASLt + the GELU
-// pass at K = 4096 (0.98-0.99×). Bench variants 3-6 (TUNE, one call): streaming stores and raster
-// groups of 8 were 2-3% faster at 4096×1024×4096 but 1-3% slower at 8192×1024×4096; unroll 2 / 8
-// no better. Tried and dropped (git history): commit afd0b82: 128×256 one
-// block per SM with this epilogue; erff instead of the short erf (+3-11%); the persistent kernel
-// with 128×128 tiles and 7 epilogue warps (512 threads); the activation applied by the consumers
-// before staging. Commit bfbde60 (session 9): the consumers joining the epilogue warps on the
-// block's last tile (no gain at 4096, −5% at 8192); no producer warp (consumer thread 0 issues the
-// TMA loads) and four epilogue warps (epilogue throughput +25%, but the main loop lost 5-10%:
-// −5 to −12% overall). A 512-thread kernel with setmaxnreg moving registers to 128×256 consumers
+// Speed (bench/cuda/gelu_bench.py; docs/benchmarks.md, "CUDA GEMM"): faster than eager
+// F.gelu(F.linear(...)) at K ≤ 1024, slower than cuBLASLt + the GELU pass at K = 4096. The TUNE bits
+// (streaming stores, raster groups of 8, unroll 2 / 8) trade a few percent between shapes, so variant
+// 1 keeps none. Not done, and why: one 128×256 block per SM with this epilogue, erff instead of the
+// short erf, 128×128 persistent tiles with 7 epilogue warps, and the activation in the consumers
+// before staging are all slower; the consumers joining the epilogue warps on the last tile gains
+// nothing at 4096 and loses at 8192; no producer warp with four epilogue warps speeds the epilogue
+// but slows the main loop more. A 512-thread kernel with setmaxnreg moving registers to 128×256 consumers
 // does not compile: ptxas caps every region at the launch bound's 128 registers ("insufficient
 // registers (128)"), so three epilogue warps beside the producer warp is what 384 threads allow.
 #include <cstdint>
@@ -91,12 +86,12 @@ __device__ __forceinline__ float ex2_approx(float x) {
 
 // The exact GELU 0.5·x·(1 + erf(x/√2)) with erf from Abramowitz & Stegun 7.1.26 (|erf error| ≤
 // 1.5e-7): Φ(−|x|) = erfc(|x|/√2)/2 = t·P(t)·e^(−x²/2)/2, t = 1/(1 + 0.3275911·|x|/√2), written
-// for few dependent instructions (session 9): GELU(x) = relu(x) − |x|·Φ(−|x|); with
+// for few dependent instructions: GELU(x) = relu(x) − |x|·Φ(−|x|); with
 // w = |x|·√(log2(e)/2), e^(−x²/2) = 2^(−w²) and t = 1/(1 + c·w), and the polynomial's coefficients
 // carry the halving and the 1/√(log2(e)/2), so |x|·Φ(−|x|) = w·t·Q(t)·2^(−w²). Per element: FMUL,
-// FFMA, rcp.approx, FMUL, ex2.approx, four FFMAs, two FMULs, two min/max, FFMA (13; session 8's
-// x·(x ≥ 0 ? 1 − h : h) form with a divide took ~17: with it the persistent kernel was 7% slower
-// at 4096×1024×4096 and 8192×1024×4096, docs/benchmarks.md session 9). NaN in, NaN out (through t·Q·2^(−w²)); +inf → +inf (w is clamped where it multiplies);
+// FFMA, rcp.approx, FMUL, ex2.approx, four FFMAs, two FMULs, two min/max, FFMA (13; the
+// x·(x ≥ 0 ? 1 − h : h) form with a divide takes ~17 and makes the persistent kernel ~7% slower).
+// NaN in, NaN out (through t·Q·2^(−w²)); +inf → +inf (w is clamped where it multiplies);
 // −inf → 0, the limit (F.gelu gives NaN there). GELU abs. error ≤ 3.4e-7 on [−12, 12] against
 // float64 (CPU emulation in float32 of the same operations).
 __device__ __forceinline__ float gelu_erf_short(float x) {
@@ -276,7 +271,7 @@ __global__ void __launch_bounds__(W2_THREADS, NB)
 // with 16-byte writes, under the next tile's MMAs. Named barriers hand the staging tile over:
 // FULL (consumers arrive, epilogue warps wait), EMPTY (the reverse), 352 threads each.
 constexpr int P4_BN = 256, P4_THREADS = 384;
-// TUNE bits of the persistent kernel (bench variants 3-6, session 9): the epilogue's full-tile loop
+// TUNE bits of the persistent kernel (bench variants 3-6): the epilogue's full-tile loop
 // unrolled 2 or 8 times (else 4), streaming (evict-first) 16-byte output stores, tile raster groups
 // of 8 tile rows (else 16).
 enum : int { kTuneUnroll2 = 1, kTuneUnroll8 = 2, kTuneStream = 4, kTuneGroup8 = 8 };

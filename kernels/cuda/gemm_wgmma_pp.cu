@@ -87,9 +87,9 @@ __device__ __forceinline__ void pp_named_sync(int id) { asm volatile("bar.sync %
 // (warp w, lane l) holds rows 16w + l/4 (+8), columns 8j + 2(l % 4) + {0, 1}, j < 16): the fp32
 // values go to the consumer's own staging buffer in shared memory (so the producer keeps filling
 // the stage ring), then a rolled loop adds bias / residual, activates and writes 16-byte rows.
-// Fully unrolled per-element epilogues (the activation switch inlined 128 times per thread) made
-// the first version's code ~8× larger than gemm_wgmma.cu's and ran at 150-300 TFLOP/s
-// (bench/cuda/h200_session7_gemm2_run*); this keeps one copy of the activation code.
+// A fully unrolled per-element epilogue (the activation switch inlined 128 times per thread) makes
+// the code ~8× larger than gemm_wgmma.cu's and halves the throughput; this keeps one copy of the
+// activation code.
 __device__ __forceinline__ void stage_frag(float* stg, const float* acc) {
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const int r = warp * 16 + lane / 4, c = 2 * (lane % 4);

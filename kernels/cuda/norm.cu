@@ -212,8 +212,7 @@ __global__ void group_norm_kernel(int64_t C, int64_t S, int64_t G, const T* __re
 // ---- rows held in registers -------------------------------------------------------------------
 // One block per row; each thread loads NV 16-byte vectors of the row once (8 fp16/bf16 or 4 fp32
 // elements each), so the row is read from memory exactly once and written once: the loop kernels
-// above re-read it per pass with 2-byte accesses and reached 35-70 % of PyTorch's bandwidth on the
-// H200 (docs/benchmarks.md, session 6). Needs cols % (16 / sizeof(T)) == 0 and 16-byte aligned
+// above re-read it per pass with 2-byte accesses and reach 35-70 % of PyTorch's bandwidth. Needs cols % (16 / sizeof(T)) == 0 and 16-byte aligned
 // pointers (reg_plan / aligned16 below).
 template <class T>
 struct alignas(16) Vec16 {

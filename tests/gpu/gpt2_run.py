@@ -19,7 +19,7 @@ Steps, all in one process:
      artifact(s) through the C ABI (device pointers, CUDA graphs on), eager bf16, torch.compile
      (default mode).
   5. a torch.profiler (CUPTI) kernel-time breakdown of one run of each.
-Prints a table last; writes RESULT_DIR/h200_session6_gpt2.json and .log.
+Prints a table last; writes RESULT_DIR/gpt2.json and .log.
 
     python3 gpt2_run.py BUNDLE_DIR [RESULT_DIR] [--layers N] [--no-profile] [--no-torch-compile]
 """
@@ -321,7 +321,7 @@ def main():
     ap.add_argument("--ab-strided", action="store_true",
                     help="also compile with DINOML_CUDA_STRIDED_ATTENTION=0 (head permutes as kernels) and time it "
                          "as `dinoml_permutes` (not counted as the best DinoML artifact)")
-    ap.add_argument("--tag", default="h200_session6_gpt2", help="result file stem")
+    ap.add_argument("--tag", default="gpt2", help="result file stem")
     a = ap.parse_args()
     B, S, Dm, H, FF, L = a.batch, a.seq, 1024, 16, 4096, a.layers
     os.makedirs(a.result_dir, exist_ok=True)

@@ -7,7 +7,7 @@ another directory: every timing must come from the profile cache (0 measured); (
 `--execution-plan <plan of 1> --strict`: must give the same module.cu; (4) parity of the
 profiled artifact against PyTorch at dims in every bucket (device pointers in and out). Prints a
 table per node and bucket (candidates' medians, winner) and a summary last; writes
-$OUT/h200_session5_profile.json (plans, fingerprint, parity, timings of the steps).
+$OUT/profile_run.json (plans, fingerprint, parity, timings of the steps).
 
     python3 profile_run.py BUNDLE_DIR [OUT_DIR]
 """
@@ -133,7 +133,7 @@ def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     os.makedirs(OUT, exist_ok=True)
-    log = open(os.path.join(OUT, "h200_session5_profile.log"), "w")
+    log = open(os.path.join(OUT, "profile_run.log"), "w")
     print("[profile] torch", torch.__version__, torch.cuda.get_device_name(0), flush=True)
     result = {"models": {}}
     table, summary = [], []
@@ -184,7 +184,7 @@ def main():
         result["models"][name] = r
     hw = next((m["plan"]["hardware"] for m in result["models"].values() if "plan" in m), None)
     result["hardware"] = hw
-    json.dump(result, open(os.path.join(OUT, "h200_session5_profile.json"), "w"), indent=1)
+    json.dump(result, open(os.path.join(OUT, "profile_run.json"), "w"), indent=1)
     log.close()
     print("\n".join(table))
     print("hardware:", json.dumps(hw))

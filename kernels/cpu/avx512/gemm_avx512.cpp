@@ -3,8 +3,8 @@
 // One zmm holds one row of a 16-column packed B panel, so a tile over a single panel has only one
 // accumulator per row: 6 chains for 6 rows, short of the 8+ that 2 FMA pipes × 4 cycles of latency
 // need. The wide tiles therefore take kPanels adjacent panels at once (6 × 16·kPanels; kPanels = 2:
-// 12 zmm accumulators + 2 B vectors + 1 broadcast; kPanels is a measured choice, docs/benchmarks.md
-// session 10), and tiles of 1–3 rows split k into several accumulator sets. The packed-weights
+// 12 zmm accumulators + 2 B vectors + 1 broadcast; kPanels is a measured choice: build with
+// -DDML_AVX512_PANELS=N to compare), and tiles of 1–3 rows split k into several accumulator sets. The packed-weights
 // format (16-column panels) is the same as on every ISA path. The one-panel tiles (convolutions,
 // quantized GEMM) split k in two. For the driver's transposed path (Cᵀ = B·Aᵀ, fp32 b[N, K] with
 // M ≤ 256) the grouped tiles broadcast 2/4/8 consecutive weights so that M ≤ 8 rows of Aᵀ still fill
@@ -35,7 +35,7 @@ using gemm::Epilogue;
 using gemm::kMR;
 using gemm::kNR;
 
-// Build-time tuning knobs (the session-10 measurements built variant libraries with -D...).
+// Build-time tuning knobs (build variant libraries with -D... to compare them).
 #ifndef DML_AVX512_PANELS
 #define DML_AVX512_PANELS 4
 #endif
@@ -338,9 +338,9 @@ void tile_conv_cv(int64_t nc, int taps, const int64_t* toff, int64_t cstride, co
 
 // G consecutive floats at p repeated over the 16 lanes; with `rem` < G only the first rem are read
 // (the others are 0).
-// G = 2 as an integer broadcast (vpbroadcastq): on Zen 4 the FP-domain vbroadcastsd zmm, m64 held
-// the M = 8 tile to 75% of the FMA rate (88 against 117.5 GFLOP/s, one thread, a 6-row tile over L1-hot
-// rows), the integer one runs at the FMA rate (117.5; 128- and 256-bit broadcasts measured 88 either way).
+// G = 2 as an integer broadcast (vpbroadcastq): on Zen 4 the FP-domain vbroadcastsd zmm, m64 holds
+// the M = 8 tile to 75% of the FMA rate (as do 128- and 256-bit FP broadcasts); the integer one
+// runs at the FMA rate.
 // Same bits.
 template <int G>
 inline __m512 bcast_group(const float* p) {

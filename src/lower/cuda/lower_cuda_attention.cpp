@@ -2,8 +2,8 @@
 // attention.cu) with the batch (leading) extents and the mask's broadcast strides over
 // [..., Lq, Lk], as the CPU lowering. Candidates: for an sm_90a artifact without a mask, the
 // Hopper flash kernel (kernels/cuda/attention_wgmma.cu: wgmma + TMA, fp16/bf16, D == Dv in
-// {64, 128}; the unprofiled default there for both head dims: 0.8-0.9x torch SDPA on the H200 at the
-// issue-4 shapes and at D = 64, ~3x flash_mma, bench/cuda/h200_session6_attn_run*.json), the fused mma.sync flash kernel (fp16/bf16,
+// {64, 128}; the unprofiled default there for both head dims: ~3x the mma.sync flash kernel, 0.8-0.9x
+// torch SDPA; docs/benchmarks.md, "CUDA attention"), the fused mma.sync flash kernel (fp16/bf16,
 // D == Dv in {64, 128}) and the SIMT streamed kernel (everything else); the library picks the
 // first that fits unless DINOML_CUDA_GEMM=simt (or =mma) forces the SIMT (or mma.sync) one.
 // Operands or the output that stride_attention_operands (src/passes/) made strided views — the

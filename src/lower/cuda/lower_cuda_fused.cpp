@@ -119,7 +119,7 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   f << b << "  }\n}\n\n";
   // No strided input (every input flat or a scalar): eight elements per thread, each flat input and
   // the output moved with 16-byte accesses (the scalar kernel's 2-byte accesses reach about half of
-  // the DRAM bandwidth, docs/benchmarks.md session 6). The launcher checks 16-byte alignment.
+  // the DRAM bandwidth). The launcher checks 16-byte alignment.
   f << "template <typename I>\n__global__ void " << name << "_vk(I n";
   for (size_t i = 0; i < K; ++i) f << ", int kind" << i;
   for (size_t i = 0; i < K; ++i) f << ", const " << ir::dtype_ctype(in_dt[i]) << "* __restrict__ in" << i;

@@ -53,9 +53,9 @@ bool wgmma_candidate(const CudaLowerOptions& o, const std::string& dtype, bool r
 
 // The own persistent sm_90a GEMM whose fused epilogue runs on dedicated epilogue warps under the
 // next tile's MMAs (kernels/cuda/gemm_wgmma_epi.cu) is offered wherever the wgmma kernel is. It is
-// the unprofiled default for the exact (erf) GELU epilogue on shapes like those it won on the H200
-// (docs/benchmarks.md: M, N ≥ 4096 and K ≤ 1024, all constant: session 9 1.12-1.21× eager
-// F.gelu(F.linear(...)) and 1.13-1.24× cuBLASLt + the GELU pass; slower at K = 4096).
+// the unprofiled default for the exact (erf) GELU epilogue on the shapes where it beats both eager
+// F.gelu(F.linear(...)) and cuBLASLt + the GELU pass on sm_90a (M, N ≥ 4096 and K ≤ 1024, all
+// constant: the epilogue is then a large share of the work; at K = 4096 it is slower).
 constexpr const char* kWgmmaEpiName = "wgmma_sm90a_persistent_128x256_epilogue_warps";
 bool wgmma_epi_default(const std::string& epi, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   return epi == "DML_CUDA_EPI_GELU" && M.is_const() && M.const_value() >= 4096 && N.is_const() && N.const_value() >= 4096 &&
@@ -66,8 +66,8 @@ bool wgmma_epi_default(const std::string& epi, const ir::IntExpr& M, const ir::I
 // split-K) is a candidate for fp16/bf16 with B as [N, K] (RCR) on CUDA (every CUDA arch here is
 // sm_80+) when M (rows of a) is at most 16 or symbolic (a dynamic batch may be small) and K is a
 // multiple of 8 where constant; the library checks K and alignment at run time (mma.sync fallback)
-// and runs any M correctly (weight re-read per 16 rows). Not the unprofiled default: on the H200 it
-// beat cuBLASLt only on the 4096×4096 weight (bench/cuda/h200_session5_gemv.log).
+// and runs any M correctly (weight re-read per 16 rows). Not the unprofiled default in general: it
+// beats cuBLASLt only on the shapes skinny_default / skinny_packed_default name.
 constexpr const char* kSkinnyName = "skinny_mma_m16n8k16_splitk";
 bool skinny_candidate(const CudaLowerOptions& o, const std::string& dtype, bool rcr, const ir::IntExpr& M,
                       const ir::IntExpr& K, std::string* why = nullptr) {
@@ -104,12 +104,10 @@ struct GemmCands {
 };
 
 // The own skinny kernel as the unprofiled default of a GEMM with a constant weight (sm_90a, constant
-// M <= 16, N and K; the weight-prefetching launch, as it is a constant): where it
-// measured faster than cuBLASLt on the H200 at M = 1 and 16 (bench/cuda/h200_session9_skinny9_run1.log):
-// 1024 <= N <= 4096 and 1024 <= K <= max(4096, 3.5 N), e.g. N = 4096 with K = 4096 (variant 18:
-// 70.6 / 61.4% of the D2D copy vs cuBLASLt's 58.7 / 57.8%), K = 11008 (ring + PDL: 85.9 / 79.8% vs
-// 75.4 / 74.1%), K = 14336 (88.8 / 85.2% vs 85.6 / 83.8%) or K = 1024 (54.0 / 46.8% vs 37.6 / 38.2%);
-// cuBLASLt stays ahead for the wide weights (N = 11008 / 14336).
+// M <= 16, N and K; the weight-prefetching launch, as it is a constant): where it measures faster
+// than cuBLASLt at M = 1 and 16 on sm_90a: 1024 <= N <= 4096 and 1024 <= K <= max(4096, 3.5 N)
+// (e.g. N = 4096 with K = 1024, 4096, 11008 or 14336); cuBLASLt stays ahead for the wide weights
+// (N = 11008 / 14336). Current numbers: docs/benchmarks.md, "CUDA skinny GEMM".
 bool skinny_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   if (o.arch.name != "sm_90a" || !M.is_const() || !N.is_const() || !K.is_const()) return false;
   const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();
@@ -125,15 +123,11 @@ constexpr const char* kSkinnyPackedName = "skinny_packed_pdl";
 
 // Where the packed launch is the unprofiled default (sm_90a, constant M, N, K): inside skinny_default
 // for K >= 2048, and for K < 2048 at M <= 8 with N >= 3072; and for the wide weights
-// 4096 < N <= 14336, 2048 <= K <= 4096 at M <= 8. With session 29's rule (skinny_variant_packed by
-// (M, N, K)), % of the D2D copy, bf16, packed vs the prefetch launch (H200,
-// bench/cuda/h200_session29_run5_*.log, with variant 99 for the rule's M 9..16; H100 h100_session29_run6_*):
-// N = 4096, K = 4096, M = 1 / 16: 87.3 / 80.0 vs 70.6 / 61.9 (H100 94.6 / 84.4 vs 80.3 / 75.8); K = 1024,
-// M = 1: 62.5 vs 54.4 (H100 77.7 vs 68.7; M = 16: 47.3 vs 48.4, H100 62.5 vs 67.0, which keeps the
-// prefetch launch); N = 2048, K = 4096, M = 1 / 16: 63.9 / 57.8 vs 56.6 / 47.6; N = 1024: 38.6 / 32.4 vs
-// 36.5 / 31.3. The wide weights at M <= 8 vs cuBLASLt (torch): N = 11008 / 14336, K = 4096: 92.3-99.0 vs
-// 85-92.5. At M 9..16 they stay with cuBLASLt (H200, M = 16: 86.5 / 91.6 vs 81.2 / 84.2) — `--profile`
-// times both.
+// 4096 < N <= 14336, 2048 <= K <= 4096 at M <= 8. Those are the shapes where, with the variant rule
+// skinny_variant_packed(M, N, K), the packed launch streams the weight faster than the prefetch launch
+// (H100 and H200, bf16, % of the D2D copy) and, for the wide weights, faster than cuBLASLt; at K = 1024,
+// M = 16 the prefetch launch stays ahead, and the wide weights at M 9..16 stay with cuBLASLt.
+// `--profile` times both. Current numbers: docs/benchmarks.md, "CUDA skinny GEMM".
 bool skinny_packed_default(const CudaLowerOptions& o, const ir::IntExpr& M, const ir::IntExpr& N, const ir::IntExpr& K) {
   if (!M.is_const() || !N.is_const() || !K.is_const()) return false;
   const int64_t m = M.const_value(), n = N.const_value(), k = K.const_value();

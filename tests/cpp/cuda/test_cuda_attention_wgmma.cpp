@@ -1,8 +1,8 @@
 // CUDA lowering of scaled_dot_product_attention with the sm_90a flash kernel
 // (kernels/cuda/attention_wgmma.cu: wgmma + TMA) as a candidate (no GPU needed): where it is
 // offered, that it is the unprofiled default there, what DINOML_CUDA_GEMM=simt/mma select, and the
-// implementation code the generated call passes. The kernel's checks and timings on the H200:
-// bench/cuda/fa3_bench.py (bench/cuda/h200_session5_fa3.json).
+// implementation code the generated call passes. The kernel's checks and timings on the GPU:
+// bench/cuda/fa3_bench.py (`bench/cuda/device_run.sh attention`).
 #include "cuda/lowering_fixture.h"
 
 using namespace dinoml;

@@ -69,7 +69,7 @@ TEST(CudaWgmmaLowering, NotOfferedWhereTheKernelCannotRun) {
 
 // The persistent kernel with epilogue warps (kernels/cuda/gemm_wgmma_epi.cu): offered wherever the
 // wgmma kernel is, the unprofiled default only for the exact GELU at M, N >= 4096 and K <= 1024
-// (where it beat cuBLASLt + the GELU pass on the H200, session 8), passing its own code.
+// (where it beats cuBLASLt + the GELU pass on sm_90a), passing its own code.
 TEST(CudaWgmmaLowering, EpilogueWarpKernelIsTheDefaultForLargeShortKErfGelu) {
   for (DType dt : {DType::f16, DType::bf16}) {
     auto m = lower_it(one_gemm(dt, "gemm_rcr_bias_gelu", 1024, 4096, 4096), "cublaslt");
