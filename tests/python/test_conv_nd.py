@@ -72,7 +72,7 @@ def test_onnx_1d_conv_pool_family_vs_ort(tmp_path):
         N("Conv", ["x", "wdw"], ["dw"], group=8, dilations=[2], pads=[4, 3]),
         N("Conv", ["x", "wg", "bg"], ["grouped"], group=2, strides=[3], pads=[0, 2]),
         N("Conv", ["x", "wsame"], ["same_up"], auto_pad="SAME_UPPER", strides=[2]),
-        N("Conv", ["x", "wsame"], ["same_lo"], auto_pad="SAME_LOWER", dilations=[3]),
+        N("Conv", ["x", "wsame"], ["same_lo"], auto_pad="SAME_LOWER", strides=[3]),
         N("ConvTranspose", ["x", "wt"], ["convt"], strides=[2], pads=[1, 0], output_padding=[1]),
         N("MaxPool", ["x"], ["maxp"], kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1),
         N("AveragePool", ["x"], ["avgp"], kernel_shape=[4], strides=[3], pads=[2, 1], count_include_pad=1),
