@@ -230,6 +230,15 @@ DML_CPU_API int dml_cpu_conv2d_pack_w_variant(int dtype, const dml_cpu_conv2d_sh
 DML_CPU_API int dml_cpu_conv2d(int dtype, const dml_cpu_conv2d_shape* s, const void* x, const void* w,
                                const void* packed_w, const void* bias, const void* r, void* y, int epilogue);
 
+/* conv3d: y[N, O, Do, Ho, Wo] = x[N, C, D, H, W] (*) w[O, C/groups, kd, kh, kw] + bias[O] (bias may be
+ * NULL), pads in ONNX order (d0, h0, w0, d1, h1, w1), Do = (D + pd0 + pd1 - dd*(kd-1) - 1)/sd + 1 (same
+ * for H, W). Any stride, padding, dilation and group count; fp16/bf16 compute in fp32. */
+typedef struct dml_cpu_conv3d_shape {
+  int64_t N, C, D, H, W, O, kd, kh, kw, sd, sh, sw, pd0, ph0, pw0, pd1, ph1, pw1, dd, dh, dw, groups;
+} dml_cpu_conv3d_shape;
+DML_CPU_API int dml_cpu_conv3d(int dtype, const dml_cpu_conv3d_shape* s, const void* x, const void* w,
+                               const void* bias, void* y);
+
 /* Pooling windows (Ho, Wo given by the caller, e.g. with ceil_mode applied). Max pooling ignores
  * padding; average pooling divides by the window clipped to the padded input when
  * count_include_pad, else by the number of valid taps (dilation must be 1). */

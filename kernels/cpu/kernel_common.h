@@ -47,7 +47,7 @@ int fail(int status, const std::string& message);
 // allocation per call would fault its pages in each time. A pool per kernel family keeps one
 // family's buffers from being handed to another that runs inside it (a conv running GEMM tiles);
 // slots keep simultaneous uses within a family apart. nullptr when the allocation fails.
-enum class ScratchPool { kGemm, kConv, kQgemm, kQgemmPacked, kLowp };
+enum class ScratchPool { kGemm, kConv, kConv3d, kQgemm, kQgemmPacked, kLowp };
 template <ScratchPool Pool, int Slots>
 void* scratch_bytes(int slot, size_t bytes) {
   struct Buf {

@@ -177,6 +177,13 @@ enum dml_cuda_sdpa_impl { DML_CUDA_SDPA_AUTO = 0, DML_CUDA_SDPA_SIMT = 1, DML_CU
 /* y = relu?(conv2d(x, w) + bias[o] + res); bias/res may be NULL; w is [O, C/groups, kh, kw]. */
 DML_CUDA_API int dml_cuda_conv2d(int dtype, const dml_cuda_conv2d_shape* s, const void* x, const void* w,
                                  const void* bias, const void* res, void* y, int relu, int impl, void* stream);
+/* conv3d (conv3d.cu): y[N, O, Do, Ho, Wo] = x[N, C, D, H, W] (*) w[O, C/groups, kd, kh, kw] + bias[O]
+ * (bias may be NULL); pads in ONNX order (d0, h0, w0, d1, h1, w1); output extents follow from them. */
+typedef struct dml_cuda_conv3d_shape {
+  int64_t N, C, D, H, W, O, kd, kh, kw, sd, sh, sw, pd0, ph0, pw0, pd1, ph1, pw1, dd, dh, dw, groups;
+} dml_cuda_conv3d_shape;
+DML_CUDA_API int dml_cuda_conv3d(int dtype, const dml_cuda_conv3d_shape* s, const void* x, const void* w,
+                                 const void* bias, void* y, void* stream);
 /* Channels-last implicit GEMM on tensor cores (conv_nhwc.cu; fp16/bf16, sm_80+, groups 1). Tensors are
  * addressed through element strides in (n, c, h, w) order (xs, rs, ys: NHWC, NCHW or any), so a
  * chain of convs keeps its activations channels-last and the first / last conv reads / writes the

@@ -23,6 +23,16 @@ struct Window2d {
 // empty string when valid, else the rule that failed (the caller names the node).
 std::string read_window2d(const ir::Node& n, Window2d& w, bool has_groups, bool has_dilation);
 
+// The 3-d window of conv3d: stride / padding / dilation per axis (d, h, w), padding in ONNX pads
+// order (d0, h0, w0, d1, h1, w1), groups. read_window3d returns "" when valid, else the rule.
+struct Window3d {
+  int64_t s[3] = {1, 1, 1};
+  int64_t p[6] = {0, 0, 0, 0, 0, 0};
+  int64_t d[3] = {1, 1, 1};
+  int64_t groups = 1;
+};
+std::string read_window3d(const ir::Node& n, Window3d& w);
+
 // floor((in + p0 + p1 - d*(k-1) - 1) / s) + 1 for a concrete extent (may be <= 0: invalid).
 inline int64_t window_out_extent(int64_t in, int64_t p0, int64_t p1, int64_t k, int64_t s, int64_t d, bool ceil_mode) {
   const int64_t span = in + p0 + p1 - d * (k - 1) - 1;

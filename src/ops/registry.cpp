@@ -101,6 +101,7 @@ const Registry& Registry::global() {
     register_attention_ops(reg);
     register_conv_ops(reg);
     register_pool_ops(reg);
+    register_conv3d_ops(reg);
     register_kv_cache_ops(reg);
     return reg;
   }();

@@ -103,5 +103,6 @@ void register_misc_ops(Registry& r);  // output, state_assign, fused_elementwise
 void register_attention_ops(Registry& r);  // scaled_dot_product_attention
 void register_conv_ops(Registry& r);  // conv2d family, batch_norm (conv.cpp)
 void register_pool_ops(Registry& r);  // pooling, interpolate (pool.cpp)
+void register_conv3d_ops(Registry& r);  // conv3d, conv3d_bias (conv3d.cpp)
 
 }  // namespace dinoml::ops

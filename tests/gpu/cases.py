@@ -326,6 +326,54 @@ def conv_weights():
             "bn_g": ([16], "one"), "bn_b": ([16], "small")}
 
 
+# Convolution beyond 2-d and symbolic spatial extents: 1-d convs / pools (conv2d and the 2-d pools
+# on a unit height), conv3d (kernels/cuda/conv3d.cu), separable 3-d pools, and a conv / pool /
+# resize / reshape chain on an image whose H and W are dims with buckets.
+def conv_nd_weights():
+    return {"w1": ([12, 8, 5], "conv"), "b12": ([12], "small"), "w1dw": ([8, 1, 3], "conv"),
+            "w3": ([10, 6, 3, 3, 3], "conv"), "b10": ([10], "small"), "w3g": ([8, 3, 1, 3, 2], "conv"),
+            "ws": ([16, 16, 3, 3], "conv"), "b16": ([16], "small")}
+
+
+def _conv_nd_build(ops, W, X):
+    a, v, s = X["a"], X["v"], X["s"]
+    y = ops.relu(ops.conv2d(s, W["ws"], W["b16"], stride=2, padding=1))
+    y = ops.max_pool2d(y, 3, stride=2, padding=1)
+    y = ops.interpolate(y, scale_factor=2, mode="nearest")
+    n, c = y.shape[0], y.shape[1]
+    return {
+        "conv1d_s2_p": ops.conv1d(a, W["w1"], W["b12"], stride=2, padding=(3, 1)),
+        "conv1d_dw_dil": ops.conv1d(a, W["w1dw"], None, padding=2, dilation=2, groups=8),
+        "maxpool1d": ops.max_pool1d(a, 3, stride=2, padding=1, ceil_mode=True),
+        "avgpool1d": ops.avg_pool1d(a, 4, stride=3, padding=2, count_include_pad=False),
+        "conv3d": ops.conv3d(v, W["w3"], W["b10"], stride=(1, 2, 2), padding=(1, 1, 0, 0, 1, 2)),
+        "conv3d_g2_dil": ops.conv3d(v, W["w3g"], None, padding=1, dilation=(1, 2, 1), groups=2),
+        "maxpool3d": ops.max_pool3d(v, (2, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
+        "avgpool3d": ops.avg_pool3d(v, 2, stride=2, ceil_mode=True, count_include_pad=False),
+        "sym_chain": y,
+        "sym_flat": ops.reshape(y, [n, c, -1]),
+    }
+
+
+def _conv_nd_ref(torch, W, X):
+    F = torch.nn.functional
+    a, v, s = X["a"], X["v"], X["s"]
+    y = F.max_pool2d(torch.relu(F.conv2d(s, W["ws"], W["b16"], stride=2, padding=1)), 3, stride=2, padding=1)
+    y = F.interpolate(y, scale_factor=2, mode="nearest")
+    return {
+        "conv1d_s2_p": F.conv1d(F.pad(a, (3, 1)), W["w1"], W["b12"], stride=2),
+        "conv1d_dw_dil": F.conv1d(a, W["w1dw"], None, padding=2, dilation=2, groups=8),
+        "maxpool1d": F.max_pool1d(a, 3, stride=2, padding=1, ceil_mode=True),
+        "avgpool1d": F.avg_pool1d(a, 4, stride=3, padding=2, count_include_pad=False),
+        "conv3d": F.conv3d(F.pad(v, (0, 2, 1, 1, 1, 0)), W["w3"], W["b10"], stride=(1, 2, 2)),
+        "conv3d_g2_dil": F.conv3d(v, W["w3g"], None, padding=1, dilation=(1, 2, 1), groups=2),
+        "maxpool3d": F.max_pool3d(v, (2, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
+        "avgpool3d": F.avg_pool3d(v, 2, stride=2, ceil_mode=True, count_include_pad=False),
+        "sym_chain": y,
+        "sym_flat": y.reshape(y.shape[0], y.shape[1], -1),
+    }
+
+
 # Channels-last conv chains (kernels/cuda/conv_nhwc.cu through the lowering's NHWC plan): odd
 # shapes inside a chain whose intermediate tensors stay NHWC; the outputs are NCHW again.
 def conv_nhwc_weights():
@@ -695,6 +743,10 @@ def cases():
                         _tb_ref, tol=tol))
         out.append(Case("conv_pool", dt, {"x": ["n", 16, 13, 15], "r": ["n", 32, 13, 15], "img": ["n", 3, 20, 18]},
                         conv_weights(), {"n": (1, 8, [2, 8])}, [{"n": 1}, {"n": 2}, {"n": 5}], _conv_build, _conv_ref))
+        out.append(Case("conv_nd", dt, {"a": ["n", 8, 37], "v": ["n", 6, 5, 9, 11], "s": ["n", 16, "h", "w"]},
+                        conv_nd_weights(), {"n": (1, 4, [1, 4]), "h": (8, 64, [24, 64]), "w": (8, 64, [24, 64])},
+                        [{"n": 1, "h": 8, "w": 13}, {"n": 2, "h": 30, "w": 17}, {"n": 3, "h": 64, "w": 41}],
+                        _conv_nd_build, _conv_nd_ref))
         if dt != "float32":
             out.append(Case("conv_nhwc", dt, {"x": ["n", 24, 13, 15], "img": ["n", 3, 20, 18]}, conv_nhwc_weights(),
                             {"n": (1, 8, [2, 8])}, [{"n": 1}, {"n": 2}, {"n": 5}], _conv_nhwc_build, _conv_nhwc_ref))

@@ -1,5 +1,5 @@
 """Convolution, normalisation and pooling layers with torch.nn's parameter names and shapes, so a
-torchvision model's state_dict loads by name (Conv2d.weight/bias, BatchNorm2d.weight, bias,
+torchvision model's state_dict loads by name (Conv1d/Conv2d/Conv3d.weight/bias, BatchNorm2d.weight, bias,
 running_mean, running_var, num_batches_tracked)."""
 from __future__ import annotations
 
@@ -42,6 +42,55 @@ class Conv2d(Module):
                 f"stride={self.stride}, padding={self.padding}, groups={self.groups}, bias={self.bias is not None})")
 
 
+def _ntuple(v, n):
+    return tuple(int(e) for e in v) if isinstance(v, (list, tuple)) else (int(v),) * n
+
+
+class _ConvNd(Module):
+    """torch.nn.Conv1d / Conv3d (padding_mode 'zeros'): weight [out, in/groups, *kernel], bias [out]."""
+    _rank = 0
+    _fn = None
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", dtype="float32"):
+        name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+                             f"divisible by groups ({groups})")
+        r = self._rank
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.dilation = _ntuple(kernel_size, r), _ntuple(stride, r), _ntuple(dilation, r)
+        self.padding = padding if isinstance(padding, str) else _ntuple(padding, r)
+        self.groups = groups
+        self.weight = Parameter([out_channels, in_channels // groups, *self.kernel_size], dtype)
+        self.bias = Parameter([out_channels], dtype) if bias else None
+
+    def forward(self, x):
+        pad = self.padding
+        if not isinstance(pad, str) and self._rank == 1:
+            pad = pad[0]
+        return type(self)._fn(x, self.weight, self.bias, stride=self.stride, padding=pad, dilation=self.dilation,
+                              groups=self.groups)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, groups={self.groups}, bias={self.bias is not None})")
+
+
+class Conv1d(_ConvNd):
+    """torch.nn.Conv1d on x[N, C, L]."""
+    _rank = 1
+    _fn = staticmethod(ops.conv1d)
+
+
+class Conv3d(_ConvNd):
+    """torch.nn.Conv3d on x[N, C, D, H, W]."""
+    _rank = 3
+    _fn = staticmethod(ops.conv3d)
+
+
 class BatchNorm2d(Module):
     """torch.nn.BatchNorm2d in eval mode (running statistics). Parameters: weight, bias,
     running_mean, running_var [C] and num_batches_tracked (int64 scalar, unused)."""
@@ -79,6 +128,42 @@ class AvgPool2d(Module):
 
     def forward(self, x):
         return ops.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+
+
+class MaxPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.ceil_mode = dilation, ceil_mode
+
+    def forward(self, x):
+        return ops.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, x):
+        return ops.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
+
+
+class MaxPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False):
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.ceil_mode = dilation, ceil_mode
+
+    def forward(self, x):
+        return ops.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True):
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, x):
+        return ops.avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 
 class AdaptiveAvgPool2d(Module):

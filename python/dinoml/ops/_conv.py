@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from ._core import call
+from ._wrappers import reshape as reshape_
 
-__all__ = ["conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "global_avg_pool2d", "interpolate",
-           "batch_norm"]
+__all__ = ["conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
+           "avg_pool3d", "adaptive_avg_pool2d", "global_avg_pool2d", "interpolate", "batch_norm"]
 
 IntPair = Union[int, Sequence[int]]
 
@@ -54,6 +55,125 @@ def conv2d(x, weight, bias=None, stride: IntPair = 1, padding=0, dilation: IntPa
     if bias is None:
         return call("conv2d", [x, weight], a)
     return call("conv2d_bias", [x, weight, bias], a)
+
+
+def _tuple(v, n: int, what: str):
+    if isinstance(v, (list, tuple)):
+        if len(v) != n:
+            raise ValueError(f"{what} must be an int or {n} values, got {v!r}")
+        return [int(e) for e in v]
+    return [int(v)] * n
+
+
+def _same_pads(k, dil, stride, what: str):
+    """PyTorch's padding='same' (stride 1): total (k-1)·d per axis, the odd element at the end.
+    Returns (begins, ends)."""
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{what}: padding='same' needs stride 1")
+    tot = [d * (kk - 1) for kk, d in zip(k, dil)]
+    return [t // 2 for t in tot], [t - t // 2 for t in tot]
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1, **attrs):
+    """torch.nn.functional.conv1d: x[N, C, L], weight[O, C/groups, k], bias[O] or None; padding an
+    int, (left, right), 'valid' or 'same'. Runs as conv2d on [N, C, 1, L] (exact for every
+    attribute: the unit height has one window row)."""
+    s, d = _tuple(stride, 1, "stride"), _tuple(dilation, 1, "dilation")
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise ValueError(f"conv1d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+        b, e = _same_pads([int(weight.shape[2])], d, s, "conv1d") if padding == "same" else ([0], [0])
+        pl, pr = b[0], e[0]
+    elif isinstance(padding, (list, tuple)) and len(padding) == 2:
+        pl, pr = int(padding[0]), int(padding[1])
+    else:
+        pl = pr = _tuple(padding, 1, "padding")[0]
+    a = dict(attrs, stride=[1, s[0]], padding=[0, pl, 0, pr], dilation=[1, d[0]], groups=int(groups))
+    x4 = call("unsqueeze", [x], {"axes": [2]})
+    w4 = call("unsqueeze", [weight], {"axes": [2]})
+    y = call("conv2d", [x4, w4], a) if bias is None else call("conv2d_bias", [x4, w4, bias], a)
+    return call("squeeze", [y], {"axes": [2]})
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1, **attrs):
+    """torch.nn.functional.conv3d: x[N, C, D, H, W], weight[O, C/groups, kD, kH, kW], bias[O] or None;
+    padding an int, (pd, ph, pw), the 6 ONNX-order pads (d0, h0, w0, d1, h1, w1), 'valid' or 'same'."""
+    s, d = _tuple(stride, 3, "stride"), _tuple(dilation, 3, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = [0] * 6
+        elif padding == "same":
+            b, e = _same_pads([int(v) for v in weight.shape[2:]], d, s, "conv3d")
+            pads = b + e
+        else:
+            raise ValueError(f"conv3d: padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+    elif isinstance(padding, (list, tuple)) and len(padding) == 6:
+        pads = [int(v) for v in padding]
+    else:
+        pads = _tuple(padding, 3, "padding") * 2
+    a = dict(attrs, stride=s, padding=pads, dilation=d, groups=int(groups))
+    if bias is None:
+        return call("conv3d", [x, weight], a)
+    return call("conv3d_bias", [x, weight, bias], a)
+
+
+def _pool1d(op, x, k, stride, padding, extra):
+    """A 1-d pool as the 2-d op on [N, C, 1, L] with a (1, k) window."""
+    kk = _tuple(k, 1, "kernel_size")[0]
+    s = kk if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else _tuple(stride, 1, "stride")[0]
+    p = _tuple(padding, 1, "padding")[0]
+    y = call(op, [call("unsqueeze", [x], {"axes": [2]})], dict(extra, kernel=[1, kk], stride=[1, s], padding=[0, p, 0, p]))
+    return call("squeeze", [y], {"axes": [2]})
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, **attrs):
+    """torch.nn.functional.max_pool1d on x[N, C, L] (stride defaults to kernel_size)."""
+    return _pool1d("max_pool2d", x, kernel_size, stride, padding,
+                   dict(attrs, dilation=[1, _tuple(dilation, 1, "dilation")[0]], ceil_mode=bool(ceil_mode)))
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True, **attrs):
+    """torch.nn.functional.avg_pool1d on x[N, C, L] (stride defaults to kernel_size)."""
+    return _pool1d("avg_pool2d", x, kernel_size, stride, padding,
+                   dict(attrs, ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad)))
+
+
+def _pool3d(op, x, kernel_size, stride, padding, dilation, extra):
+    """A 3-d pool as two exact separable passes of the 2-d op: (H, W) windows on [N, C·D, H, W],
+    then (1, kD) windows on [N, C, Ho·Wo, D]. Max of maxes is the max; the average's divisor
+    (valid count, or window clipped to the padded input) is a product of per-axis factors."""
+    k = _tuple(kernel_size, 3, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and len(stride) == 0) else _tuple(stride, 3, "stride")
+    p = _tuple(padding, 3, "padding")
+    d = _tuple(dilation, 3, "dilation")
+    n, c, dd, h, w = x.shape
+    a = dict(extra)
+    if op == "max_pool2d":
+        a["dilation"] = [d[1], d[2]]
+    y = call(op, [reshape_(x, [n, c * dd, h, w])], dict(a, kernel=[k[1], k[2]], stride=[s[1], s[2]],
+                                                         padding=[p[1], p[2], p[1], p[2]]))
+    ho, wo = y.shape[2], y.shape[3]
+    y = call("permute", [reshape_(y, [n, c, dd, ho * wo])], {"dims": [0, 1, 3, 2]})
+    if op == "max_pool2d":
+        a["dilation"] = [1, d[0]]
+    y = call(op, [y], dict(a, kernel=[1, k[0]], stride=[1, s[0]], padding=[0, p[0], 0, p[0]]))
+    do = y.shape[3]
+    y = call("permute", [y], {"dims": [0, 1, 3, 2]})
+    return reshape_(y, [n, c, do, ho, wo])
+
+
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, **attrs):
+    """torch.nn.functional.max_pool3d on x[N, C, D, H, W] (stride defaults to kernel_size)."""
+    return _pool3d("max_pool2d", x, kernel_size, stride, padding, dilation, dict(attrs, ceil_mode=bool(ceil_mode)))
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override=None, **attrs):
+    """torch.nn.functional.avg_pool3d on x[N, C, D, H, W] (stride defaults to kernel_size)."""
+    if divisor_override is not None:
+        raise ValueError("avg_pool3d: divisor_override is not supported")
+    return _pool3d("avg_pool2d", x, kernel_size, stride, padding, 1,
+                   dict(attrs, ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad)))
 
 
 def max_pool2d(x, kernel_size: IntPair, stride: Optional[IntPair] = None, padding=0, dilation: IntPair = 1,

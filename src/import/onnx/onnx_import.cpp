@@ -400,9 +400,14 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
             throw Unsupported("graph input '" + name + "' axis " + std::to_string(a) + " is the symbolic dim '" +
                               d.dim_param() + "': give its bounds (--dim " + d.dim_param() + "=MIN:MAX[:BUCKETS] / dims={'" +
                               d.dim_param() + "': (MIN, MAX)})");
-          im.b.add_dim(it->second);
           dims_used[it->first] = it->second;
-          shape.push_back(ir::IntExpr::dim(it->first));
+          if (it->second.min == it->second.max) {
+            // A fixed size (dims={"h": 640}) is a static extent, exactly as if the model said 640.
+            shape.push_back(ir::IntExpr(it->second.min));
+          } else {
+            im.b.add_dim(it->second);
+            shape.push_back(ir::IntExpr::dim(it->first));
+          }
         } else {
           throw Unsupported("graph input '" + name + "' axis " + std::to_string(a) +
                             " has neither a size nor a dim_param; DinoML needs a size or named dim");

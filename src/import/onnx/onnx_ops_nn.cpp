@@ -1,9 +1,12 @@
 // ONNX convolution, pooling, resizing and batch normalisation → the DinoML ops conv2d /
-// conv2d_bias, max_pool2d, avg_pool2d, global_avg_pool2d, interpolate and batch_norm (2-d, NCHW),
-// plus GlobalMaxPool as reduce_max. Attribute conventions: padding = (top, left, bottom, right),
-// which is ONNX's pads order for two spatial axes.
+// conv2d_bias (1-d and 2-d), conv3d / conv3d_bias, max_pool2d, avg_pool2d (1-d, 2-d, and 3-d as
+// two separable passes), global_avg_pool2d, interpolate and batch_norm, plus GlobalMaxPool as
+// reduce_max. Spatial extents may be symbolic wherever the output extent stays an expression of
+// them (explicit pads, SAME with stride 1, integer Resize scales). Attribute conventions:
+// padding = (top, left, bottom, right), which is ONNX's pads order for two spatial axes.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "import/onnx/onnx_context.h"
 #include "ops/registry.h"
@@ -17,51 +20,92 @@ void require_op(const std::string& op) {
     throw Unsupported("the DinoML op '" + op + "' is not available in this build");
 }
 
-std::vector<int64_t> static_hw(Importer& im, const std::string& x, const char* what) {
-  const auto& s = im.type(x).shape;
-  if (s.size() != 4) throw Unsupported(std::string(what) + " on a " + std::to_string(s.size()) + "-d input (only 2-d spatial, NCHW)");
-  std::vector<int64_t> hw;
-  for (size_t i = 2; i < 4; ++i) {
-    if (!s[i].is_const()) throw Unsupported(std::string(what) + " on symbolic spatial extents");
-    hw.push_back(s[i].const_value());
-  }
-  return hw;
-}
-
-// Explicit (top, left, bottom, right) padding from pads / auto_pad.
-std::vector<int64_t> padding_of(NodeView& n, const std::vector<int64_t>& hw, const std::vector<int64_t>& k,
-                                const std::vector<int64_t>& stride, const std::vector<int64_t>& dil) {
+// Explicit ONNX-order pads (begin per spatial axis, then end per spatial axis) from pads /
+// auto_pad for the spatial extents `in` (symbolic allowed). SAME_* pads total
+// max(0, (ceil(in/s) - 1)·s + (k-1)·d + 1 - in): static for stride 1, and for a symbolic extent
+// with stride > 1 it depends on the extent modulo the stride, which a compiled graph cannot follow.
+std::vector<int64_t> onnx_pads(NodeView& n, const ir::Shape& in, const std::vector<int64_t>& k,
+                               const std::vector<int64_t>& stride, const std::vector<int64_t>& dil) {
+  const size_t sp = in.size();
   const std::string auto_pad = n.s("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = n.ints("pads", {0, 0, 0, 0});
-  if (pads.size() != 4) throw Invalid("pads must hold 4 values for 2-d spatial input");
+  std::vector<int64_t> pads = n.ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (pads.size() != 2 * sp)
+    throw Invalid("node '" + n.name + "' (" + n.op() + "): pads must hold " + std::to_string(2 * sp) + " values for " +
+                  std::to_string(sp) + " spatial axes, got " + std::to_string(pads.size()));
   if (auto_pad == "NOTSET") return pads;
-  if (auto_pad == "VALID") return {0, 0, 0, 0};
+  if (auto_pad == "VALID") return std::vector<int64_t>(2 * sp, 0);
   if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") throw Invalid("auto_pad '" + auto_pad + "'");
-  std::vector<int64_t> out(4);
-  for (size_t i = 0; i < 2; ++i) {
-    const int64_t o = (hw[i] + stride[i] - 1) / stride[i];
-    const int64_t total = std::max<int64_t>(0, (o - 1) * stride[i] + (k[i] - 1) * dil[i] + 1 - hw[i]);
+  for (size_t i = 0; i < sp; ++i) {
+    const int64_t keff = (k[i] - 1) * dil[i] + 1;
+    int64_t total;
+    if (in[i].is_const()) {
+      const int64_t L = in[i].const_value(), o = (L + stride[i] - 1) / stride[i];
+      total = std::max<int64_t>(0, (o - 1) * stride[i] + keff - L);
+    } else if (stride[i] == 1) {
+      total = keff - 1;
+    } else {
+      throw Unsupported("node '" + n.name + "' (" + n.op() + "): auto_pad " + auto_pad + " with stride " +
+                        std::to_string(stride[i]) + " on the symbolic spatial extent '" + in[i].to_string() +
+                        "' (the padding depends on the extent modulo the stride); give that axis a static size "
+                        "(dims={name: value}) or export with explicit pads");
+    }
     const int64_t small = total / 2, big = total - small;
-    out[i] = auto_pad == "SAME_UPPER" ? small : big;
-    out[i + 2] = auto_pad == "SAME_UPPER" ? big : small;
+    pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+    pads[i + sp] = auto_pad == "SAME_UPPER" ? big : small;
   }
-  return out;
+  return pads;
 }
 
+// Spatial extents (axes 2..) of x, rank-checked against `sp_max` spatial axes.
+ir::Shape spatial_of(Importer& im, NodeView& n, const std::string& x, size_t sp_max) {
+  const auto& s = im.type(x).shape;
+  if (s.size() < 3 || s.size() > sp_max + 2)
+    throw Unsupported(n.op() + " on a " + std::to_string(s.size()) + "-d input (1 to " + std::to_string(sp_max) +
+                      " spatial axes, [N, C, ...])");
+  return ir::Shape(s.begin() + 2, s.end());
+}
+
+// Conv on 1, 2 or 3 spatial axes: 2-d → conv2d(_bias); 3-d → conv3d(_bias); 1-d → conv2d on
+// [N, C, 1, L] with weights [M, C/g, 1, k] (a unit height with stride, dilation 1 and no padding
+// leaves every output position's window unchanged, so this is exact for every attribute).
 std::string conv_impl(Importer& im, NodeView& n, const std::string& x, const std::string& w, const std::string& bias) {
-  auto hw = static_hw(im, x, n.op().c_str());
+  const ir::Shape in = spatial_of(im, n, x, 3);
+  const size_t sp = in.size();
   const auto& ws = im.type(w).shape;
-  if (ws.size() != 4 || !ws[2].is_const() || !ws[3].is_const()) throw Unsupported(n.op() + " weights must be [M, C/g, kH, kW] with static kernel");
-  std::vector<int64_t> k = n.ints("kernel_shape", {ws[2].const_value(), ws[3].const_value()});
-  std::vector<int64_t> stride = n.ints("strides", {1, 1}), dil = n.ints("dilations", {1, 1});
-  if (stride.size() != 2 || dil.size() != 2 || k.size() != 2) throw Invalid("strides/dilations/kernel_shape must have 2 values");
-  auto pads = padding_of(n, hw, k, stride, dil);
+  if (ws.size() != sp + 2)
+    throw Invalid("node '" + n.name + "' (" + n.op() + "): weights of rank " + std::to_string(ws.size()) + " for a " +
+                  std::to_string(sp + 2) + "-d input");
+  std::vector<int64_t> kw;
+  for (size_t i = 2; i < ws.size(); ++i) {
+    if (!ws[i].is_const()) throw Unsupported(n.op() + " weights with a symbolic kernel extent");
+    kw.push_back(ws[i].const_value());
+  }
+  const std::vector<int64_t> k = n.ints("kernel_shape", kw);
+  const std::vector<int64_t> stride = n.ints("strides", std::vector<int64_t>(sp, 1));
+  const std::vector<int64_t> dil = n.ints("dilations", std::vector<int64_t>(sp, 1));
+  if (k.size() != sp || stride.size() != sp || dil.size() != sp)
+    throw Invalid("node '" + n.name + "' (" + n.op() + "): kernel_shape/strides/dilations must hold " +
+                  std::to_string(sp) + " values");
+  if (k != kw) throw Invalid("node '" + n.name + "' (" + n.op() + "): kernel_shape differs from the weights' extents");
+  const std::vector<int64_t> pads = onnx_pads(n, in, k, stride, dil);
   const int64_t groups = n.i("group", 1);
-  const char* op = bias.empty() ? "conv2d" : "conv2d_bias";
-  require_op(op);
   std::vector<std::string> ins = {x, w};
   if (!bias.empty()) ins.push_back(bias);
-  return im.op(op, ins, {{"stride", stride}, {"padding", pads}, {"dilation", dil}, {"groups", groups}});
+  if (sp == 3) {
+    const char* op = bias.empty() ? "conv3d" : "conv3d_bias";
+    require_op(op);
+    return im.op(op, ins, {{"stride", stride}, {"padding", pads}, {"dilation", dil}, {"groups", groups}});
+  }
+  const char* op = bias.empty() ? "conv2d" : "conv2d_bias";
+  require_op(op);
+  if (sp == 2) return im.op(op, ins, {{"stride", stride}, {"padding", pads}, {"dilation", dil}, {"groups", groups}});
+  const ir::Attrs unit_h = {{"axes", std::vector<int64_t>{2}}};
+  ins[0] = im.op("unsqueeze", {x}, unit_h);
+  ins[1] = im.op("unsqueeze", {w}, unit_h);
+  const std::string y = im.op(op, ins, {{"stride", std::vector<int64_t>{1, stride[0]}},
+                                        {"padding", std::vector<int64_t>{0, pads[0], 0, pads[1]}},
+                                        {"dilation", std::vector<int64_t>{1, dil[0]}}, {"groups", groups}});
+  return im.op("squeeze", {y}, unit_h);
 }
 
 void convert_conv(Importer& im, NodeView& n) {
@@ -252,7 +296,7 @@ void maxpool_with_indices(Importer& im, NodeView& n, const std::string& x) {
   std::vector<int64_t> k = n.ints("kernel_shape");
   std::vector<int64_t> stride = n.ints("strides", {1, 1}), dil = n.ints("dilations", {1, 1});
   if (k.size() != 2 || stride.size() != 2 || dil.size() != 2) throw Invalid("kernel_shape/strides/dilations must have 2 values");
-  auto pads = padding_of(n, {H, W}, k, stride, dil);
+  auto pads = onnx_pads(n, ir::Shape{ir::IntExpr(H), ir::IntExpr(W)}, k, stride, dil);
   if (n.i("ceil_mode", 0) != 0) throw Unsupported("ceil_mode with the Indices output of MaxPool");
   const bool col_major = n.i("storage_order", 0) != 0;
   const int64_t Hp = H + pads[0] + pads[2], Wp = W + pads[1] + pads[3];
@@ -291,34 +335,53 @@ void maxpool_with_indices(Importer& im, NodeView& n, const std::string& x) {
 // 3-d pooling separated into a 2-d pool over (H, W) on [N, C·D, H, W] and a pool over D on
 // [N, C, H'·W', D] with a (1, kD) window: max of maxes is the max; for averages both the
 // count_include_pad divisor and the valid-element count of a 3-d window are products of per-axis
-// factors, so the average of per-axis averages equals the 3-d average.
-std::string pool3d(Importer& im, NodeView& n, std::string x, bool max) {
+// factors, so the average of per-axis averages equals the 3-d average. `pads` in ONNX order.
+std::string pool3d(Importer& im, const std::string& x, const std::vector<int64_t>& k, const std::vector<int64_t>& stride,
+                   const std::vector<int64_t>& pads, const std::vector<int64_t>& dil,
+                   const std::function<std::string(const std::string&, std::vector<int64_t>, std::vector<int64_t>,
+                                                   std::vector<int64_t>, std::vector<int64_t>)>& pool) {
   const auto s = im.type(x).shape;
-  for (size_t i = 1; i < 5; ++i)
-    if (!s[i].is_const()) throw Unsupported(n.op() + " on symbolic channel or spatial extents");
-  const int64_t C = s[1].const_value(), D = s[2].const_value(), H = s[3].const_value(), W = s[4].const_value();
+  std::string y = im.reshape(x, {s[0], s[1] * s[2], s[3], s[4]});
+  y = pool(y, {k[1], k[2]}, {stride[1], stride[2]}, {pads[1], pads[2], pads[4], pads[5]}, {dil[1], dil[2]});
+  const auto s2 = im.type(y).shape;
+  y = im.reshape(y, {s[0], s[1], s[2], s2[2] * s2[3]});
+  y = im.op("permute", {y}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
+  y = pool(y, {1, k[0]}, {1, stride[0]}, {0, pads[0], 0, pads[3]}, {1, dil[0]});
+  const ir::IntExpr Do = im.type(y).shape[3];
+  y = im.op("permute", {y}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
+  return im.reshape(y, {s[0], s[1], Do, s2[2], s2[3]});
+}
+
+// MaxPool / AveragePool on 1, 2 or 3 spatial axes (symbolic extents allowed): 2-d → max_pool2d /
+// avg_pool2d; 1-d → the 2-d op on [N, C, 1, L] with a (1, k) window (exact: the unit axis has one
+// window of one element); 3-d → pool3d above.
+void convert_pool(Importer& im, NodeView& n, bool max) {
+  std::string x = im.in(n, 0);
+  const ir::Shape in = spatial_of(im, n, x, 3);
+  const size_t sp = in.size();
   std::vector<int64_t> k = n.ints("kernel_shape");
-  std::vector<int64_t> stride = n.ints("strides", {1, 1, 1}), dil = n.ints("dilations", {1, 1, 1});
-  std::vector<int64_t> pads = n.ints("pads", {0, 0, 0, 0, 0, 0});
-  if (k.size() != 3 || stride.size() != 3 || dil.size() != 3 || pads.size() != 6)
-    throw Invalid("node '" + n.name + "': kernel_shape/strides/dilations/pads do not match 3 spatial axes");
-  const std::string auto_pad = n.s("auto_pad", "NOTSET");
-  const std::vector<int64_t> in = {D, H, W};
-  if (auto_pad == "VALID") pads.assign(6, 0);
-  else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (size_t i = 0; i < 3; ++i) {
-      const int64_t o = (in[i] + stride[i] - 1) / stride[i];
-      const int64_t total = std::max<int64_t>(0, (o - 1) * stride[i] + (k[i] - 1) * dil[i] + 1 - in[i]);
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + 3] = total - pads[i];
-    }
-  } else if (auto_pad != "NOTSET") throw Invalid("auto_pad '" + auto_pad + "'");
+  std::vector<int64_t> stride = n.ints("strides", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> dil = n.ints("dilations", std::vector<int64_t>(sp, 1));
+  if (k.size() != sp || stride.size() != sp || dil.size() != sp)
+    throw Invalid("node '" + n.name + "' (" + n.op() + "): kernel_shape/strides/dilations must hold " +
+                  std::to_string(sp) + " values for a " + std::to_string(sp + 2) + "-d input");
+  std::vector<int64_t> pads = onnx_pads(n, in, k, stride, dil);
   const bool ceil_mode = n.i("ceil_mode", 0) != 0;
-  if (n.has_output(1)) throw Unsupported("the Indices output of MaxPool");
-  const bool cip = max ? false : n.i("count_include_pad", 0) != 0;
+  if (n.has_output(1)) {
+    if (!max || sp != 2) throw Unsupported("the Indices output of a " + std::to_string(sp) + "-d MaxPool (2-d only)");
+    maxpool_with_indices(im, n, x);
+    return;
+  }
   if (max && n.i("storage_order", 0) != 0) throw Unsupported("storage_order = 1");
-  if (!max && dil != std::vector<int64_t>{1, 1, 1}) throw Unsupported("dilated AveragePool");
-  auto pool = [&](const std::string& v, std::vector<int64_t> kk, std::vector<int64_t> ss, std::vector<int64_t> pp, std::vector<int64_t> dd) {
+  if (!max && dil != std::vector<int64_t>(sp, 1)) throw Unsupported("dilated AveragePool");
+  const bool cip = !max && n.i("count_include_pad", 0) != 0;
+  // 8-bit integers pool exactly in float32 (every value is representable; max picks one).
+  const DType dt = im.type(x).dtype;
+  const bool int8ish = max && (dt == DType::u8 || dt == DType::i8);
+  if (!ir::is_float(dt) && !int8ish) throw Unsupported(n.op() + " of " + std::string(ir::dtype_name(dt)) + " tensors");
+  if (int8ish) x = im.cast(x, DType::f32);
+  auto pool = [&](const std::string& v, std::vector<int64_t> kk, std::vector<int64_t> ss, std::vector<int64_t> pp,
+                  std::vector<int64_t> dd) {
     ir::Attrs a = {{"kernel", kk}, {"stride", ss}, {"padding", pp}, {"ceil_mode", ceil_mode}};
     if (max) {
       a["dilation"] = dd;
@@ -329,79 +392,17 @@ std::string pool3d(Importer& im, NodeView& n, std::string x, bool max) {
     require_op("avg_pool2d");
     return im.op("avg_pool2d", {v}, a);
   };
-  std::string y = im.reshape(x, {s[0], C * D, H, W});
-  y = pool(y, {k[1], k[2]}, {stride[1], stride[2]}, {pads[1], pads[2], pads[4], pads[5]}, {dil[1], dil[2]});
-  const auto s2 = im.type(y).shape;
-  const int64_t Ho = s2[2].const_value(), Wo = s2[3].const_value();
-  y = im.reshape(y, {s[0], C, D, Ho * Wo});
-  y = im.op("permute", {y}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
-  y = pool(y, {1, k[0]}, {1, stride[0]}, {0, pads[0], 0, pads[3]}, {1, dil[0]});
-  const int64_t Do = im.type(y).shape[3].const_value();
-  y = im.op("permute", {y}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
-  return im.reshape(y, {s[0], C, Do, Ho, Wo});
-}
-
-void convert_pool(Importer& im, NodeView& n, bool max) {
-  std::string x = im.in(n, 0);
-  const size_t rank = im.type(x).shape.size();
-  if (rank == 5 && ir::is_float(im.type(x).dtype)) {
-    im.set(n, 0, pool3d(im, n, x, max));
-    return;
-  }
-  // 1-d pooling runs as 2-d with H = 1.
-  const bool one_d = rank == 3;
-  std::vector<int64_t> k = n.ints("kernel_shape");
-  std::vector<int64_t> stride = n.ints("strides", std::vector<int64_t>(k.size(), 1));
-  std::vector<int64_t> dil = n.ints("dilations", std::vector<int64_t>(k.size(), 1));
-  std::vector<int64_t> hw;
-  std::vector<int64_t> pads;
-  if (one_d) {
-    if (k.size() != 1 || stride.size() != 1 || dil.size() != 1) throw Invalid("node '" + n.name + "': kernel_shape/strides/dilations must have 1 value for a 3-d input");
-    const auto& s = im.type(x).shape;
-    if (!s[2].is_const()) throw Unsupported(n.op() + " on a symbolic spatial extent");
-    const int64_t L = s[2].const_value();
-    const std::string auto_pad = n.s("auto_pad", "NOTSET");
-    std::vector<int64_t> p1 = n.ints("pads", {0, 0});
-    if (p1.size() != 2) throw Invalid("pads must hold 2 values for 1-d spatial input");
-    if (auto_pad == "VALID") p1 = {0, 0};
-    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t o = (L + stride[0] - 1) / stride[0];
-      const int64_t total = std::max<int64_t>(0, (o - 1) * stride[0] + (k[0] - 1) * dil[0] + 1 - L);
-      p1 = auto_pad == "SAME_UPPER" ? std::vector<int64_t>{total / 2, total - total / 2} : std::vector<int64_t>{total - total / 2, total / 2};
-    } else if (auto_pad != "NOTSET") throw Invalid("auto_pad '" + auto_pad + "'");
-    x = im.op("unsqueeze", {x}, {{"axes", std::vector<int64_t>{2}}});
-    k.insert(k.begin(), 1); stride.insert(stride.begin(), 1); dil.insert(dil.begin(), 1);
-    pads = {0, p1[0], 0, p1[1]};
-    hw = {1, L};
-  } else {
-    hw = static_hw(im, x, n.op().c_str());
-    if (k.size() != 2 || stride.size() != 2 || dil.size() != 2) throw Unsupported("only 1-d and 2-d pooling");
-    pads = padding_of(n, hw, k, stride, dil);
-  }
-  const bool ceil_mode = n.i("ceil_mode", 0) != 0;
-  if (n.has_output(1)) {
-    if (!max || one_d) throw Unsupported("the Indices output of a 1-d MaxPool");
-    maxpool_with_indices(im, n, x);
-    return;
-  }
-  ir::Attrs a = {{"kernel", k}, {"stride", stride}, {"padding", pads}, {"ceil_mode", ceil_mode}};
   std::string y;
-  if (max) {
-    if (n.i("storage_order", 0) != 0) throw Unsupported("storage_order = 1");
-    a["dilation"] = dil;
-    require_op("max_pool2d");
-    // 8-bit integers pool exactly in float32 (every value is representable; max picks one).
-    const DType dt = im.type(x).dtype;
-    const bool int8ish = dt == DType::u8 || dt == DType::i8;
-    y = im.op("max_pool2d", {int8ish ? im.cast(x, DType::f32) : x}, a);
-    if (int8ish) y = im.cast(y, dt);
+  if (sp == 3) {
+    y = pool3d(im, x, k, stride, pads, dil, pool);
+  } else if (sp == 2) {
+    y = pool(x, k, stride, pads, dil);
   } else {
-    if (dil != std::vector<int64_t>{1, 1}) throw Unsupported("dilated AveragePool");
-    a["count_include_pad"] = n.i("count_include_pad", 0) != 0;
-    require_op("avg_pool2d");
-    y = im.op("avg_pool2d", {x}, a);
+    const ir::Attrs unit_h = {{"axes", std::vector<int64_t>{2}}};
+    y = pool(im.op("unsqueeze", {x}, unit_h), {1, k[0]}, {1, stride[0]}, {0, pads[0], 0, pads[1]}, {1, dil[0]});
+    y = im.op("squeeze", {y}, unit_h);
   }
-  if (one_d) y = im.op("squeeze", {y}, {{"axes", std::vector<int64_t>{2}}});
+  if (int8ish) y = im.cast(y, dt);
   im.set(n, 0, y);
 }
 
@@ -658,34 +659,48 @@ void convert_resize(Importer& im, NodeView& n, bool upsample) {
   for (size_t a = 0; a < rank; ++a) {
     if (!sizes.empty()) {
       out[a] = sizes[a];
-      if (xs[a].is_const()) sc[a] = static_cast<double>(sizes[a]) / static_cast<double>(xs[a].const_value());
-      else if (!(xs[a] == ir::IntExpr(sizes[a]))) throw Unsupported("Resize of a symbolic axis");
+      // A symbolic axis resized to a fixed size has no static scale (0 marks it; see below).
+      sc[a] = xs[a].is_const() ? static_cast<double>(sizes[a]) / static_cast<double>(xs[a].const_value()) : 0.0;
     } else {
       if (scales[a] <= 0) throw Invalid("scales must be positive");
       sc[a] = scales[a];
       if (xs[a].is_const()) out[a] = static_cast<int64_t>(std::floor(static_cast<double>(xs[a].const_value()) * scales[a]));
-      else if (scales[a] != 1.0) throw Unsupported("Resize of a symbolic axis");
     }
     if (xs[a].is_const() && out[a] <= 0) throw Invalid("Resize output extent " + std::to_string(out[a]) + " on axis " + std::to_string(a));
   }
   // The direct `interpolate` op covers 2-d NCHW nearest/linear resizing from scales whose
-  // products are whole numbers (where its coordinate rule equals the reference's); everything
-  // else goes through interpolation matrices.
-  bool direct = rank == 4 && sizes.empty() && sc[0] == 1.0 && sc[1] == 1.0 && mode != "cubic" && !exclude_outside &&
+  // products are whole numbers (where its coordinate rule equals the reference's). On a symbolic
+  // H or W it takes whole-number scales >= 1 (output extent = extent · scale), or, in linear mode,
+  // fixed output sizes (the op derives the scale from the run's extent). Everything else goes
+  // through interpolation matrices (static extents).
+  auto whole = [](double v) { return v >= 1 && v == std::floor(v); };
+  bool direct = rank == 4 && sc[0] == 1.0 && sc[1] == 1.0 && mode != "cubic" && !exclude_outside &&
                 (ctm == "half_pixel" || ctm == "pytorch_half_pixel" || ctm == "asymmetric" || ctm == "align_corners") &&
-                ops::Registry::global().find("interpolate") && xs[2].is_const() && xs[3].is_const();
+                ops::Registry::global().find("interpolate") && (sizes.empty() || !xs[2].is_const() || !xs[3].is_const());
+  bool symbolic_hw = false;
   if (direct)
-    for (size_t a = 2; a < 4; ++a)
-      if (static_cast<double>(out[a]) != sc[a] * static_cast<double>(xs[a].const_value())) direct = false;
+    for (size_t a = 2; a < 4; ++a) {
+      if (!xs[a].is_const()) {
+        symbolic_hw = true;
+        if (sizes.empty() ? !whole(sc[a]) : mode != "linear") direct = false;
+      } else if (static_cast<double>(out[a]) != sc[a] * static_cast<double>(xs[a].const_value())) {
+        direct = false;
+      }
+    }
   if (direct) {
     ir::Attrs at = {{"mode", std::string(mode == "linear" ? "bilinear" : "nearest")},
                     {"coordinate_transformation_mode", ctm},
-                    {"nearest_mode", nearest_mode},
-                    {"scales", std::vector<double>{sc[2], sc[3]}},
-                    {"size", std::vector<int64_t>{out[2], out[3]}}};
+                    {"nearest_mode", nearest_mode}};
+    if (sizes.empty()) at["scales"] = std::vector<double>{sc[2], sc[3]};
+    if (!sizes.empty() || !symbolic_hw) at["size"] = std::vector<int64_t>{out[2], out[3]};
     im.set(n, 0, im.op("interpolate", {x}, at));
     return;
   }
+  for (size_t a = 0; a < rank; ++a)
+    if (!xs[a].is_const() && (sc[a] != 1.0 || !sizes.empty()))
+      throw Unsupported("Resize of the symbolic axis " + std::to_string(a) + " ('" + xs[a].to_string() +
+                        "') in this mode: symbolic H and W of a 4-d input take nearest/linear resizing by whole-number "
+                        "scales, or linear resizing to fixed sizes; give the axis a static size (dims={name: value})");
   if (im.type(x).dtype != DType::f32) throw Unsupported("Resize of " + std::string(ir::dtype_name(im.type(x).dtype)) + " tensors in this mode (float32 only)");
   ResizeAxisRule r;
   r.mode = mode;

@@ -38,6 +38,25 @@ Conv2dArgs conv2d_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
   return c;
 }
 
+std::vector<std::string> conv3d_fields(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+  const auto& x = cx.tensor(n.inputs.at(0));
+  const auto& w = cx.tensor(n.inputs.at(1));
+  if (x.shape.size() != 5 || w.shape.size() != 5) fail(n, "expects x[N, C, D, H, W] and w[O, C/groups, kD, kH, kW]");
+  for (const auto& e : w.shape)
+    if (!e.is_const()) fail(n, "weight shape must be static");
+  ops::Window3d win;
+  if (auto e = ops::read_window3d(n, win); !e.empty()) fail(n, e);
+  std::vector<std::string> f;
+  for (size_t i = 0; i < 5; ++i) f.push_back(cx.cpp(x.shape[i]));
+  f.push_back(i64_literal(w.shape[0].const_value()));
+  for (size_t i = 2; i < 5; ++i) f.push_back(i64_literal(w.shape[i].const_value()));
+  for (int64_t v : win.s) f.push_back(i64_literal(v));
+  for (int64_t v : win.p) f.push_back(i64_literal(v));
+  for (int64_t v : win.d) f.push_back(i64_literal(v));
+  f.push_back(i64_literal(win.groups));
+  return f;
+}
+
 std::vector<std::string> pool2d_fields(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
   const bool is_max = n.op == "max_pool2d";
   const auto& x = cx.tensor(n.inputs.at(0));

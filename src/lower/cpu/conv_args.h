@@ -28,6 +28,10 @@ struct Conv2dArgs {
 // conv2d / conv2d_bias / conv2d_bias_relu / conv2d_bias_add_relu: x[N, C, H, W], static w[O, C/g, kH, kW].
 Conv2dArgs conv2d_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 
+// conv3d / conv3d_bias: the conv3d shape struct (N C D H W O kd kh kw sd sh sw pd0 ph0 pw0 pd1 ph1 pw1
+// dd dh dw groups) of x[N, C, D, H, W] and static w[O, C/g, kD, kH, kW].
+std::vector<std::string> conv3d_fields(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+
 // max_pool2d / avg_pool2d: the pool2d shape struct (N C H W OH OW kh kw sh sw pt pl pb pr dh dw include_pad).
 std::vector<std::string> pool2d_fields(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 

@@ -1,4 +1,4 @@
-// CPU lowering of conv2d / conv2d_bias / conv2d_bias_relu / conv2d_bias_add_relu, batch_norm,
+// CPU lowering of conv2d / conv2d_bias / conv2d_bias_relu / conv2d_bias_add_relu, conv3d(_bias), batch_norm,
 // max_pool2d, avg_pool2d, global_avg_pool2d and interpolate: one call each into
 // libdinoml_cpu_kernels (kernels/cpu/conv.cpp, pool.cpp).
 //
@@ -110,6 +110,17 @@ json emit_conv(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   return manifest(n, depthwise ? "dml_cpu_conv2d.depthwise_direct" : "dml_cpu_conv2d.implicit_gemm_6x16");
 }
 
+json emit_conv3d(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  expect_float_all(cx, n);
+  const bool bias = n.op == "conv3d_bias";
+  body << "  {\n    const dml_cpu_conv3d_shape cs = " << brace_list(conv3d_fields(cx, n, no_lowering)) << ";\n  "
+       << checked_call(n, "dml_cpu_conv3d(" + std::to_string(static_cast<int>(cx.tensor(n.inputs.at(0)).dtype)) + ", &cs, " +
+                              cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") +
+                              ", " + cx.ptr(n.outputs[0]) + ")")
+       << "  }\n";
+  return manifest(n, "dml_cpu_conv3d.im2col_gemm");
+}
+
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   expect_float_all(cx, n);
   const std::string fn = n.op == "max_pool2d" ? "dml_cpu_max_pool2d" : "dml_cpu_avg_pool2d";
@@ -148,13 +159,14 @@ json emit_batch_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
 bool is_conv_op(const std::string& op) {
   static const std::set<std::string> ops = {"conv2d",     "conv2d_bias",       "conv2d_bias_relu", "conv2d_bias_add_relu",
                                             "batch_norm", "max_pool2d",        "avg_pool2d",       "global_avg_pool2d",
-                                            "interpolate"};
+                                            "interpolate", "conv3d",            "conv3d_bias"};
   return ops.count(op) != 0;
 }
 
 json emit_conv_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const std::string& op = n.op;
   if (op.rfind("conv2d", 0) == 0) return emit_conv(cx, n, body);
+  if (op == "conv3d" || op == "conv3d_bias") return emit_conv3d(cx, n, body);
   if (op == "max_pool2d" || op == "avg_pool2d") return emit_pool(cx, n, body);
   if (op == "global_avg_pool2d") return emit_global_avg(cx, n, body);
   if (op == "interpolate") return emit_interpolate(cx, n, body);

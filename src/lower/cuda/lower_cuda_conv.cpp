@@ -1,5 +1,5 @@
 // CUDA lowering of the convolution family (conv2d, conv2d_bias, conv2d_bias_relu,
-// conv2d_bias_add_relu), batch_norm, max/avg/global_avg pooling and interpolate: one call each
+// conv2d_bias_add_relu), conv3d(_bias), batch_norm, max/avg/global_avg pooling and interpolate: one call each
 // into libdinoml_cuda_kernels (kernels/cuda/conv.cu, pool.cu) on the run's stream, with the same
 // attribute parsing (ops/conv_params.h) and coordinate-mode tables as the CPU lowering.
 #include <map>
@@ -144,6 +144,17 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
   return emit_gpu_tunable(cx, n, "conv", cands, def, reason, body);
 }
 
+json emit_conv3d(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const ir::DType t = expect_float_all(cx, n);
+  const bool bias = n.op == "conv3d_bias";
+  body << "  {\n    const dml_cuda_conv3d_shape cs = " << brace_list(cpu::conv3d_fields(cx, n, no_cuda_lowering)) << ";\n  "
+       << checked_cuda_call(n, "dml_cuda_conv3d(" + dt(t) + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
+                                   ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " + cx.ptr(n.outputs[0]) + ", stream)")
+       << "  }\n";
+  return manifest(n, {"dml_cuda_conv3d.implicit_gemm_simt_64x64"}, "dml_cuda_conv3d.implicit_gemm_simt_64x64",
+                  "only candidate (not tunable)");
+}
+
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
   if (is_nhwc(n.inputs[0]) || is_nhwc(n.outputs[0])) {  // a channels-last chain (lower_cuda_conv_nhwc.cpp)
@@ -202,13 +213,14 @@ json emit_batch_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
 bool is_cuda_conv_op(const std::string& op) {
   static const std::set<std::string> ops = {"conv2d",     "conv2d_bias",       "conv2d_bias_relu", "conv2d_bias_add_relu",
                                             "batch_norm", "max_pool2d",        "avg_pool2d",       "global_avg_pool2d",
-                                            "interpolate"};
+                                            "interpolate", "conv3d",            "conv3d_bias"};
   return ops.count(op) != 0;
 }
 
 json emit_cuda_conv_op(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
   const std::string& op = n.op;
   if (op.rfind("conv2d", 0) == 0) return emit_conv(cx, n, o, body);
+  if (op == "conv3d" || op == "conv3d_bias") return emit_conv3d(cx, n, body);
   if (op == "max_pool2d" || op == "avg_pool2d") return emit_pool(cx, n, body);
   if (op == "global_avg_pool2d") return emit_global_avg(cx, n, body);
   if (op == "interpolate") return emit_interpolate(cx, n, body);
