@@ -39,16 +39,24 @@ def _to_dim(name: str, b: DimBound):
 
 
 def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBound]] = None,
-              name: Optional[str] = None) -> Spec:
+              name: Optional[str] = None, bind: Optional[Mapping[str, object]] = None) -> Spec:
     """Imports the ONNX model at `path`. `dims` gives the bounds of its symbolic dims (ONNX
     `dim_param` names, any string: `{"batch": (1, 8)}`, `{"p2o.DynamicDimension.0": (1, 8)}`;
     an axis with neither size nor dim_param is named `<input>_dim<axis>`):
     `{"seq": (1, 512, [128, 256, 512])}` (buckets), a `dml.Dim`, or an int for a fixed size.
     Inside the artifact a dim is named by `dim_identifier(name)`; inputs and outputs keep their
     ONNX names. Unsupported operators or attributes raise `OnnxImportError` (a ValueError)
-    listing every problem with its node name."""
+    listing every problem with its node name.
+
+    `bind={"sr": 16000}` fixes graph inputs to values at compile time: they leave the signature
+    and everything computed from them folds (an `If` on a sample-rate input keeps one branch)."""
+    import numpy as np
     dl = [_to_dim(k, v) for k, v in (dims or {}).items()]
-    return Spec(ext.import_onnx(os.fspath(path), dl, name or ""))
+    bound = {}
+    for k, v in (bind or {}).items():
+        a = np.asarray(v)
+        bound[k] = a.astype(np.float32) if a.dtype == np.float64 else a
+    return Spec(ext.import_onnx(os.fspath(path), dl, name or "", bound))
 
 
 def supported_ops():
