@@ -5,6 +5,7 @@ The importer is the C++ one (src/import/onnx/), the same as `dinoml compile mode
 from __future__ import annotations
 
 import os
+import re
 from typing import Mapping, Optional, Union
 
 from ._ext import ext
@@ -16,27 +17,46 @@ OnnxImportError = ext.OnnxImportError
 DimBound = Union[Dim, int, tuple, list]
 
 
+def dim_identifier(name: str) -> str:
+    """The C identifier DinoML gives an ONNX dim name (`p2o.DynamicDimension.0` ->
+    `p2o_DynamicDimension_0`); the importer's dim_identifier()."""
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return "d_" + ident if not ident or ident[0].isdigit() else ident
+
+
 def _to_dim(name: str, b: DimBound):
+    ident = dim_identifier(name)
     if isinstance(b, Dim):
-        if b.name != name:
+        if b.name not in (name, ident):
             raise ValueError(f"dims[{name!r}] is a Dim named {b.name!r}")
         return b._dim
     if isinstance(b, int):
-        return Dim(name, b, b)._dim
+        return Dim(ident, b, b)._dim
     if isinstance(b, (tuple, list)) and len(b) in (2, 3):
         buckets = list(b[2]) if len(b) == 3 else None
-        return Dim(name, int(b[0]), int(b[1]), buckets=buckets)._dim
+        return Dim(ident, int(b[0]), int(b[1]), buckets=buckets)._dim
     raise TypeError(f"dims[{name!r}]: expected a Dim, an int, (min, max) or (min, max, buckets); got {b!r}")
 
 
 def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBound]] = None,
-              name: Optional[str] = None) -> Spec:
+              name: Optional[str] = None, bind: Optional[Mapping[str, object]] = None) -> Spec:
     """Imports the ONNX model at `path`. `dims` gives the bounds of its symbolic dims (ONNX
-    `dim_param` names): `{"batch": (1, 8)}`, `{"seq": (1, 512, [128, 256, 512])}` (buckets),
-    a `dml.Dim`, or an int for a fixed size. Unsupported operators or attributes raise
-    `OnnxImportError` (a ValueError) listing every problem with its node name."""
+    `dim_param` names, any string: `{"batch": (1, 8)}`, `{"p2o.DynamicDimension.0": (1, 8)}`;
+    an axis with neither size nor dim_param is named `<input>_dim<axis>`):
+    `{"seq": (1, 512, [128, 256, 512])}` (buckets), a `dml.Dim`, or an int for a fixed size.
+    Inside the artifact a dim is named by `dim_identifier(name)`; inputs and outputs keep their
+    ONNX names. Unsupported operators or attributes raise `OnnxImportError` (a ValueError)
+    listing every problem with its node name.
+
+    `bind={"sr": 16000}` fixes graph inputs to values at compile time: they leave the signature
+    and everything computed from them folds (an `If` on a sample-rate input keeps one branch)."""
+    import numpy as np
     dl = [_to_dim(k, v) for k, v in (dims or {}).items()]
-    return Spec(ext.import_onnx(os.fspath(path), dl, name or ""))
+    bound = {}
+    for k, v in (bind or {}).items():
+        a = np.asarray(v)
+        bound[k] = a.astype(np.float32) if a.dtype == np.float64 else a
+    return Spec(ext.import_onnx(os.fspath(path), dl, name or "", bound))
 
 
 def supported_ops():

@@ -49,6 +49,20 @@ class Module:
         self.inputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.inputs]
         self.outputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.outputs]
         self.states: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.states]
+        # Inputs / outputs whose source model (ONNX) declares another element type (float64 computed
+        # in float32), and the import's notes, from metadata.json.
+        self.source_dtypes: Dict[str, str] = {}
+        self.notes: List[str] = []
+        try:
+            import json
+            with open(os.path.join(self.path, "metadata.json")) as f:
+                meta = json.load(f)
+            for t in meta.get("inputs", []) + meta.get("outputs", []):
+                if "source_dtype" in t:
+                    self.source_dtypes[t["name"]] = t["source_dtype"]
+            self.notes = list(meta.get("notes", []))
+        except (OSError, ValueError):
+            pass
 
     @property
     def name(self) -> str:
@@ -133,9 +147,18 @@ class Session:
 
         Arrays are made C-contiguous; dtypes must match (a mismatch is the runtime's
         InvalidArgumentError, a ValueError) except bfloat16 inputs, which accept float32 arrays
-        (rounded to nearest even) or uint16 bit arrays. bfloat16 outputs come back as float32."""
+        (rounded to nearest even) or uint16 bit arrays. bfloat16 outputs come back as float32.
+        Inputs and outputs the source model declares float64 (computed in float32, see
+        Module.notes) take float64 arrays (cast to float32) and come back as float64."""
         feeds = dict(inputs or {})
         feeds.update(kw)
+        src = self.module.source_dtypes
+        if src:
+            for k, v in feeds.items():
+                if src.get(k) == "float64" and isinstance(v, np.ndarray) and v.dtype == np.float64:
+                    feeds[k] = v.astype(np.float32)
+            out = self._s.run(feeds)
+            return {k: (v.astype(np.float64) if src.get(k) == "float64" else v) for k, v in out.items()}
         return self._s.run(feeds)
 
     run = run_numpy

@@ -3,6 +3,7 @@
 
 #include "bindings.h"
 #include "import/onnx/onnx_import.h"
+#include "ops/host_tensor.h"
 
 namespace dinoml::py_ext {
 
@@ -10,18 +11,28 @@ void bind_onnx(py::module_& m) {
   py::register_exception<onnx_import::OnnxImportError>(m, "OnnxImportError", PyExc_ValueError);
   m.def(
       "import_onnx",
-      [](const std::string& path, const std::vector<ir::Dim>& dims, const std::string& name) {
+      [](const std::string& path, const std::vector<ir::Dim>& dims, const std::string& name, const py::dict& bind) {
         onnx_import::ImportOptions o;
         for (auto d : dims) {
           d.normalize_and_validate();
           o.dims[d.name] = d;
         }
         o.name = name;
+        for (auto [k, v] : bind) {
+          const std::string input = py::str(k);
+          py::array arr = py::array::ensure(v);
+          if (!arr) throw py::value_error("bind['" + input + "']: expected an array or a number");
+          auto dt = dtype_of_numpy(arr.dtype());
+          if (!dt) throw py::value_error("bind['" + input + "']: dtype " + std::string(py::str(arr.dtype())) + " has no DinoML equivalent");
+          Prepared p = prepare_array(arr, *dt, "bind['" + input + "']");
+          o.bind_inputs[input] = ops::HostTensor::from_bytes(p.dtype, p.shape, static_cast<const uint8_t*>(p.data), p.nbytes);
+        }
         py::gil_scoped_release release;
         return std::make_shared<ir::Graph>(onnx_import::import_onnx_file(path, o));
       },
-      py::arg("path"), py::arg("dims") = std::vector<ir::Dim>{}, py::arg("name") = "",
-      "Imports an ONNX model; symbolic dims (dim_param) take their bounds from `dims`.");
+      py::arg("path"), py::arg("dims") = std::vector<ir::Dim>{}, py::arg("name") = "", py::arg("bind") = py::dict(),
+      "Imports an ONNX model; symbolic dims (dim_param) take their bounds from `dims`; `bind` fixes graph inputs "
+      "to values at compile time.");
   m.def("onnx_supported_ops", &onnx_import::supported_onnx_ops);
 }
 

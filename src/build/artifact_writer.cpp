@@ -2,6 +2,7 @@
 // and records the SHA-256 of every other file; the runtime verifies them all before dlopen.
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "build/artifact.h"
 #include "ir/error.h"
@@ -31,11 +32,18 @@ json build_metadata(const ir::Graph& g, const passes::MemoryPlan& plan) {
   json m;
   m["dims"] = json::array();
   for (const auto& d : g.dims) m["dims"].push_back(ir::dim_to_json(d));
+  std::set<std::string> notes;
   auto tensor_list = [&](const std::vector<std::string>& names) {
     json a = json::array();
     for (const auto& n : names) {
       const auto& t = g.tensor(n);
       json e = {{"name", n}, {"dtype", ir::dtype_name(t.dtype)}, {"shape", ir::shape_to_json(t.shape)}};
+      // An input / output whose source model declares another element type (the ONNX importer
+      // marks float64 ones, computed in float32, with source format "onnx"): run_numpy casts there.
+      if (t.source && t.source->format == "onnx" && t.kind != ir::TensorKind::constant) {
+        e["source_dtype"] = t.source->type;
+        notes.insert("the source model declares '" + n + "' as " + t.source->type + "; DinoML " + t.source->policy);
+      }
       if (t.kind == ir::TensorKind::state) {
         int64_t numel = 1;
         for (const auto& x : t.shape) numel *= x.const_value();
@@ -48,6 +56,7 @@ json build_metadata(const ir::Graph& g, const passes::MemoryPlan& plan) {
   m["inputs"] = tensor_list(g.inputs);
   m["outputs"] = tensor_list(g.outputs);
   m["states"] = tensor_list(g.states);
+  if (!notes.empty()) m["notes"] = std::vector<std::string>(notes.begin(), notes.end());
   m["memory_plan"] = passes::memory_plan_to_json(plan);
   uint64_t cbytes = 0;
   for (const auto& [n, s] : ir::layout_constants(g)) cbytes = std::max(cbytes, s.offset + s.nbytes);

@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
   oc->add_flag("--require-all-pass", oc_require, "exit 1 unless every selected case passes");
   oc->add_flag("--quiet,-q", oc_quiet, "only the final table");
 
+  auto* oo = app.add_subcommand("onnx-ops", "list the ONNX operators (default domain) the importer converts");
+
   std::string diff_a, diff_b;
   bool diff_json = false;
   auto* df = app.add_subcommand("diff", "what differs between two artifacts: signature, graph nodes, fusions, kernel "
@@ -168,6 +170,7 @@ int main(int argc, char** argv) {
     if (c->parsed() && is_onnx_path(model))
       return cmd_compile_onnx(model, target, out, onnx_dims, dump_passes, no_cache, no_fuse, tune);
     if (c->parsed() && !onnx_dims.empty()) throw std::runtime_error("--dim applies to ONNX models (.onnx) only");
+    if (oo->parsed()) return cmd_onnx_ops();
     if (oc->parsed())
       return cmd_onnx_conformance(oc_dir, oc_jobs, oc_filter, oc_cases, oc_timeout, oc_json, oc_work, oc_require, oc_quiet);
     if (v->parsed() && !against.empty()) return cmd_validate_onnx(artifact, against, validate_inputs, atol, rtol, seed);

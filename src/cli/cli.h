@@ -50,6 +50,8 @@ bool is_onnx_path(const std::string& path);
 int cmd_compile_onnx(const std::string& model, const std::string& target, const std::string& out,
                      const std::vector<std::string>& dim_specs, bool dump_passes, bool no_cache, bool no_fuse,
                      const CompileTuneFlags& tune);
+// `dinoml onnx-ops`: the ONNX op types the importer converts, one per line.
+int cmd_onnx_ops();
 int cmd_validate_onnx(const std::string& artifact, const std::string& model, const std::vector<std::string>& inputs,
                       double atol, double rtol, int seed);
 int cmd_onnx_conformance(const std::string& dir, int jobs, const std::string& filter, const std::string& cases_file,

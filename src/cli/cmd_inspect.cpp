@@ -93,11 +93,17 @@ int cmd_inspect(const std::string& artifact, bool as_json) {
     std::cout << title << "\n";
     for (const auto& t : arr)
       std::cout << "  " << std::left << std::setw(20) << t["name"].get<std::string>() << " " << std::setw(9)
-                << t["dtype"].get<std::string>() << " " << shape_text(t["shape"]) << "\n";
+                << t["dtype"].get<std::string>() << " " << shape_text(t["shape"])
+                << (t.contains("source_dtype") ? "  (source model: " + t["source_dtype"].get<std::string>() + ")" : "")
+                << "\n";
   };
   list("inputs", meta["inputs"]);
   list("outputs", meta["outputs"]);
   if (!meta["states"].empty()) list("states", meta["states"]);
+  if (meta.contains("notes")) {
+    std::cout << "notes\n";
+    for (const auto& n : meta["notes"]) std::cout << "  " << n.get<std::string>() << "\n";
+  }
   std::cout << "nodes (" << graph["nodes"].size() << ")\n";
   std::map<std::string, json> by_node;
   for (const auto& k : kernels) by_node[k.value("node", "")] = k;

@@ -122,4 +122,9 @@ int cmd_validate_onnx(const std::string& artifact, const std::string& model, con
   return failures ? 2 : 0;
 }
 
+int cmd_onnx_ops() {
+  for (const auto& op : onnx_import::supported_onnx_ops()) std::cout << op << "\n";
+  return 0;
+}
+
 }  // namespace dinoml::cli

@@ -1,6 +1,7 @@
 // `dinoml run`, `validate` and `benchmark`: run artifacts through the runtime's C ABI, exactly
 // as a deployed application would.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -160,8 +161,15 @@ int cmd_run(const std::string& artifact, const std::vector<std::string>& input_s
   for (const auto& [name, t] : outs) {
     std::cout << "output " << name << ": " << describe(t, 16) << "\n";
     if (!save_dir.empty()) {
+      // Output names come from the model ("onnx::Flatten_0", "save_infer_model/scale_0.tmp_1"):
+      // characters that are not safe in a file name become '_'.
+      std::string file = name;
+      for (char& c : file)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+      if (file.empty() || file[0] == '.') file = "_" + file;
       fs::create_directories(save_dir);
-      write_npy((fs::path(save_dir) / (name + ".npy")).string(), t);
+      write_npy((fs::path(save_dir) / (file + ".npy")).string(), t);
+      if (file != name) std::cout << "       saved as " << file << ".npy\n";
     }
   }
   std::cout << "latency " << std::fixed << std::setprecision(3) << ms << " ms (first run, includes warm-up)\n";

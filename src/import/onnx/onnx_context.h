@@ -27,14 +27,29 @@ struct Invalid : std::runtime_error {
 };
 
 // ONNX TensorProto element type → DinoML dtype; Unsupported names the ONNX type otherwise.
+// DOUBLE maps to float32: DinoML has no float64, so float64 models compute in float32 (the importer
+// records a note in the graph and marks float64 graph inputs / outputs, see float64_seen()).
 ir::DType dtype_from_onnx(int onnx_type, const std::string& what);
+// Whether dtype_from_onnx / tensor_from_proto met a DOUBLE since the last reset (per thread: one
+// import runs on one thread).
+void reset_float64_seen();
+bool float64_seen();
 std::string onnx_type_name(int onnx_type);
 // TensorProto → host tensor (raw or typed fields, external data resolved against base_dir).
 // `uint16_as_bfloat16`: read UINT16 payloads as bfloat16 bits (ONNX test data stores bfloat16 so).
-// narrow_double: a DOUBLE tensor is read as float32, each value rounded to nearest (what a Cast from
-// double to float computes); only for values whose readers are all Casts (Importer::cast_only_f64).
-ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false,
-                                  bool narrow_double = false);
+// A DOUBLE tensor is read as float32, each value rounded to nearest (what a Cast from double to float
+// computes).
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false);
+
+// Graph preparation (onnx_graph_order.cpp). free_reads adds to `out` the values g (and its subgraphs)
+// read without defining them: the enclosing scope's values an If / Loop / Scan body uses.
+void free_reads(const onnx::GraphProto& g, std::set<std::string>& out);
+// Puts the nodes of g and of every subgraph in topological order (stable: a sorted graph is left as
+// it is); a cycle throws OnnxImportError naming the nodes on it. `where` names g in that message.
+void sort_nodes(onnx::GraphProto& g, const std::string& where);
+// A C identifier for an ONNX name (dim_param or axis name): other characters become '_', a leading
+// digit gets a "d_" prefix. Symbolic dims become C identifiers in generated code.
+std::string dim_identifier(const std::string& onnx_name);
 
 // One ONNX node with checked attribute access. Every attribute a converter reads is marked;
 // the importer reports attributes present on the node that the converter never read.
@@ -144,11 +159,7 @@ class Importer {
   std::map<std::string, SymValue> syms;            // ONNX value → symbolic int64 value
   std::map<std::string, ops::HostTensor> dml_known;  // DinoML tensor → concrete value
   std::string base_dir;
-  std::set<std::string> reserved;  // graph output names: never given to other tensors
-  // ONNX values (constants) whose every reader is a Cast to a type DinoML has: DinoML has no float64,
-  // but a float64 constant read only that way is read as float32 (exporters write Python floats as
-  // double Constants followed by a Cast). Anything else reading float64 stays unsupported.
-  std::set<std::string> cast_only_f64;
+  std::set<std::string> reserved;  // graph input / output names (the ONNX ones): never given to other tensors
 };
 
 // Helpers for converters.

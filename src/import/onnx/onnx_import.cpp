@@ -289,6 +289,48 @@ std::string problems_message(const std::vector<ImportProblem>& ps, size_t skippe
   return o.str();
 }
 
+// Renames tensor `from` of a finished graph to `to` (a free name) everywhere it is referenced.
+void rename_tensor(ir::Graph& g, const std::string& from, const std::string& to) {
+  auto node = g.tensors.extract(from);
+  if (node.empty()) return;
+  node.key() = to;
+  node.mapped().name = to;
+  g.tensors.insert(std::move(node));
+  for (auto& [k, t] : g.tensors)
+    if (t.view_of && *t.view_of == from) t.view_of = to;
+  for (auto* list : {&g.inputs, &g.outputs, &g.states})
+    for (auto& n : *list)
+      if (n == from) n = to;
+  for (auto& n : g.nodes) {
+    for (auto& i : n.inputs)
+      if (i == from) i = to;
+    for (auto& o : n.outputs)
+      if (o == from) o = to;
+  }
+  if (auto c = g.constant_data.extract(from); !c.empty()) {
+    c.key() = to;
+    g.constant_data.insert(std::move(c));
+  }
+}
+
+// The newest opset of the default domain that ONNX has published (onnx 1.23). Models that declare
+// a newer one come from a future ONNX whose operator semantics DinoML cannot know.
+constexpr int kNewestOpset = 28;
+
+std::string domain_message(const std::string& domain, const std::string& op) {
+  std::string m = "operator domain '" + domain + "' is not supported (DinoML converts the default ONNX domain)";
+  if (domain == "com.microsoft")
+    m += ": " + op + " is an ONNX Runtime contrib operator, written by ONNX Runtime's graph optimizations or its "
+         "transformer optimizer; give DinoML the model as exported, before those optimizations";
+  else if (domain == "ai.onnx.ml")
+    m += ": classical-ML operators (ai.onnx.ml) have no DinoML lowering";
+  else if (domain == "ai.onnx.preview.training")
+    m += ": training operators are not compiled";
+  else
+    m += ": export the model with standard ONNX operators only (custom operators need their own implementation)";
+  return m;
+}
+
 // Strips the "node 'x' (Op): " prefix converters put into their messages (the table adds it).
 std::string strip_prefix(const std::string& msg, const std::string& node_name) {
   const std::string pre = "node '" + node_name + "' (";
@@ -313,25 +355,6 @@ void collect_reads(const onnx::GraphProto& g, std::map<std::string, int>& reads)
   }
 }
 
-// The values of the main graph whose every reader is a main-graph Cast to a type other than DOUBLE
-// (and that are not graph outputs): a float64 constant there may be read as float32 (Importer::cast_only_f64).
-std::set<std::string> cast_only_values(const onnx::GraphProto& g) {
-  std::map<std::string, int> reads, cast_reads;
-  collect_reads(g, reads);
-  for (const auto& n : g.node()) {
-    if (n.op_type() != "Cast" || n.input_size() < 1 || n.input(0).empty()) continue;
-    int64_t to = -1;
-    for (const auto& a : n.attribute())
-      if (a.name() == "to") to = a.i();
-    if (to > 0 && to != onnx::TensorProto::DOUBLE) ++cast_reads[n.input(0)];
-  }
-  std::set<std::string> out;
-  for (const auto& [name, k] : cast_reads)
-    if (reads[name] == k) out.insert(name);
-  for (const auto& o : g.output()) out.erase(o.name());
-  return out;
-}
-
 }  // namespace
 
 ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, const ImportOptions& opts) {
@@ -349,20 +372,37 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     opset = 1;  // IR version < 3 without opset_import means the default domain at version 1
   }
 
+  if (opset > kNewestOpset)
+    throw OnnxImportError("ONNX model uses opset " + std::to_string(opset) + " of the default domain, newer than any " +
+                              "ONNX release DinoML knows (newest: " + std::to_string(kNewestOpset) +
+                              "); re-export it with an older opset (torch.onnx.export(..., opset_version=17)) or " +
+                              "convert it with onnx.version_converter.convert_version(model, 17)",
+                          {{"", "", "opset " + std::to_string(opset) + " is newer than " + std::to_string(kNewestOpset), true}});
+
   Importer im(opts.name.empty() ? (g.name().empty() ? std::string("onnx_model") : g.name()) : opts.name);
   im.opset = opset;
   im.base_dir = base_dir;
-  for (const auto& vi : g.output()) im.reserved.insert(sanitize(vi.name()));
+  // Graph inputs and outputs keep their ONNX names ("x.1", "onnx::Flatten_0", "0") as DinoML
+  // tensor names: they are the artifact's signature. No other tensor may take them.
+  for (const auto& vi : g.input()) im.reserved.insert(vi.name());
+  for (const auto& vi : g.output()) im.reserved.insert(vi.name());
   std::set<std::string> poisoned;
+  reset_float64_seen();
 
-  im.cast_only_f64 = cast_only_values(g);
+  // Values something reads (nodes at any depth, graph outputs): initializers nobody reads are
+  // dropped without decoding them.
+  std::map<std::string, int> reads;
+  collect_reads(g, reads);
+  for (const auto& vi : g.output()) ++reads[vi.name()];
 
-  // Initializers.
+  // Initializers. One also listed as a graph input is a default the ONNX spec lets callers
+  // override; DinoML folds it as a constant (the weights of exported models are written so).
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
     init_names.insert(t.name());
+    if (!reads.count(t.name())) continue;
     try {
-      im.known[t.name()] = tensor_from_proto(t, base_dir, false, im.cast_only_f64.count(t.name()) > 0);
+      im.known[t.name()] = tensor_from_proto(t, base_dir);
     } catch (const Unsupported& e) {
       model_problem(std::string("initializer: ") + e.what(), true);
       poisoned.insert(t.name());
@@ -374,7 +414,31 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   if (g.sparse_initializer_size() > 0) model_problem("sparse initializers are not supported", true);
 
   // Graph inputs (initializers listed as inputs are defaults: treated as constants).
-  std::map<std::string, ir::Dim> dims_used;
+  // Symbolic axes: a dim_param becomes a dim named dim_identifier(dim_param) (a C identifier);
+  // an axis with neither size nor dim_param becomes "<input>_dim<axis>". `opts.dims` is looked
+  // up by the ONNX name first, then by the identifier.
+  std::map<std::string, std::string> dim_source;  // identifier -> the ONNX name it came from
+  std::vector<std::string> f64_inputs;
+  auto bind_dim = [&](const std::string& onnx_dim, const std::string& input, int axis, bool named) -> ir::IntExpr {
+    const std::string id = dim_identifier(onnx_dim);
+    auto it = opts.dims.find(onnx_dim);
+    if (it == opts.dims.end()) it = opts.dims.find(id);
+    if (it == opts.dims.end()) {
+      const std::string what = named ? "is the symbolic dim '" + onnx_dim + "'" : "has neither a size nor a dim_param (DinoML names it '" + onnx_dim + "')";
+      throw Unsupported("graph input '" + input + "' axis " + std::to_string(axis) + " " + what + ": give its bounds (--dim '" +
+                        onnx_dim + "'=MIN:MAX[:BUCKETS] / dims={'" + onnx_dim + "': (MIN, MAX)})");
+    }
+    if (auto src = dim_source.find(id); src != dim_source.end() && src->second != onnx_dim)
+      throw Unsupported("the symbolic dims '" + src->second + "' and '" + onnx_dim + "' both become the identifier '" + id +
+                        "'; rename one in the model");
+    dim_source[id] = onnx_dim;
+    ir::Dim d = it->second;
+    // A bound with min == max (`dims={"h": 640}`, `--dim h=640`) fixes the axis: a static size.
+    if (d.min == d.max) return ir::IntExpr(d.min);
+    d.name = id;
+    if (!im.b.graph().has_dim(id)) im.b.add_dim(d);
+    return ir::IntExpr::dim(id);
+  };
   for (const auto& vi : g.input()) {
     const std::string& name = vi.name();
     if (init_names.count(name)) continue;
@@ -391,29 +455,18 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       ir::Shape shape;
       for (int a = 0; a < tt.shape().dim_size(); ++a) {
         const auto& d = tt.shape().dim(a);
-        if (d.has_dim_value()) {
-          if (d.dim_value() < 0) throw Invalid("graph input '" + name + "' has a negative extent");
+        if (d.has_dim_value() && d.dim_value() >= 0) {
           shape.push_back(ir::IntExpr(d.dim_value()));
+        } else if (d.has_dim_value()) {
+          throw Invalid("graph input '" + name + "' has a negative extent");
         } else if (d.has_dim_param() && !d.dim_param().empty()) {
-          auto it = opts.dims.find(d.dim_param());
-          if (it == opts.dims.end())
-            throw Unsupported("graph input '" + name + "' axis " + std::to_string(a) + " is the symbolic dim '" +
-                              d.dim_param() + "': give its bounds (--dim " + d.dim_param() + "=MIN:MAX[:BUCKETS] / dims={'" +
-                              d.dim_param() + "': (MIN, MAX)})");
-          dims_used[it->first] = it->second;
-          if (it->second.min == it->second.max) {
-            // A fixed size (dims={"h": 640}) is a static extent, exactly as if the model said 640.
-            shape.push_back(ir::IntExpr(it->second.min));
-          } else {
-            im.b.add_dim(it->second);
-            shape.push_back(ir::IntExpr::dim(it->first));
-          }
+          shape.push_back(bind_dim(d.dim_param(), name, a, true));
         } else {
-          throw Unsupported("graph input '" + name + "' axis " + std::to_string(a) +
-                            " has neither a size nor a dim_param; DinoML needs a size or named dim");
+          shape.push_back(bind_dim(name + "_dim" + std::to_string(a), name, a, false));
         }
       }
-      im.set_value(name, im.b.input(sanitize(name) == name ? name : sanitize(name), dt, shape));
+      if (tt.elem_type() == onnx::TensorProto::DOUBLE) f64_inputs.push_back(name);
+      im.set_value(name, im.b.input(name, dt, shape));
     } catch (const Unsupported& e) {
       model_problem(e.what(), true);
       poisoned.insert(name);
@@ -422,10 +475,6 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       poisoned.insert(name);
     }
   }
-  for (const auto& [name, d] : opts.dims)
-    if (!dims_used.count(name)) {
-      (void)d;  // a bound for a dim the model does not use is harmless (one --dim list for many models)
-    }
 
   // Nodes.
   const auto& table = converters();
@@ -447,7 +496,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       continue;
     }
     if (!np.domain().empty() && np.domain() != "ai.onnx") {
-      problems.push_back({display, np.op_type(), "operator domain '" + np.domain() + "' is not supported", true});
+      problems.push_back({display, np.op_type(), domain_message(np.domain(), np.op_type()), true});
       poison_outputs();
       continue;
     }
@@ -467,7 +516,9 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     }
     auto it = table.find(np.op_type());
     if (it == table.end()) {
-      problems.push_back({display, np.op_type(), "operator " + np.op_type() + " is not supported", true});
+      problems.push_back({display, np.op_type(),
+                          "operator " + np.op_type() + " is not supported (`dinoml onnx-ops` lists the supported ones; "
+                          "re-export the model without it, or replace it with supported operators)", true});
       poison_outputs();
       continue;
     }
@@ -477,7 +528,13 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       continue;
     }
     NodeView nv(np, display, opset);
+    // Opset < 7 attributes without meaning for inference: consumed_inputs (an in-place hint), and
+    // BatchNormalization's is_test / spatial = 1 (the only form later opsets kept).
+    if (opset < 7) nv.ignore("consumed_inputs");
+    if (opset < 9 && np.op_type() == "BatchNormalization") nv.ignore("is_test");
     try {
+      if (opset < 9 && np.op_type() == "BatchNormalization" && nv.i("spatial", 1) != 1)
+        throw Unsupported("spatial = 0 (per-element statistics) is not supported");
       it->second(im, nv);
       auto unread = nv.unread_attributes();
       if (!unread.empty()) {
@@ -503,6 +560,8 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   }
 
   // Outputs.
+  std::vector<std::string> f64_outputs;
+  std::vector<std::pair<std::string, std::string>> renames;  // stand-in output name -> ONNX name
   for (const auto& vi : g.output()) {
     const std::string& name = vi.name();
     if (poisoned.count(name)) continue;
@@ -514,13 +573,18 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
           throw Invalid("graph output '" + name + "' is declared " + std::string(ir::dtype_name(want)) + " but computes " +
                         std::string(ir::dtype_name(im.type(dml).dtype)));
       }
-      std::string out_name = sanitize(name) == name ? name : sanitize(name);
-      if (im.b.graph().has_tensor(out_name)) {
-        // The name is taken by an input or a constant: rename the internal tensor is not possible,
-        // so the output gets a suffix-free alias only when free.
-        throw Unsupported("graph output '" + name + "' has the name of a graph input or constant");
+      if (im.b.graph().has_tensor(name) && im.b.graph().tensor(name).kind == ir::TensorKind::input)
+        throw Unsupported("graph output '" + name + "' is also a graph input; DinoML needs distinct names");
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() == onnx::TensorProto::DOUBLE)
+        f64_outputs.push_back(name);
+      if (im.b.graph().has_tensor(name)) {
+        // A generated tensor took the ONNX name: declared under a stand-in, renamed after finish().
+        const std::string stand_in = im.b.graph().unique_name(dim_identifier(name) + "_output");
+        im.b.output(dml, stand_in);
+        renames.emplace_back(stand_in, name);
+        continue;
       }
-      im.b.output(dml, out_name);
+      im.b.output(dml, name);
     } catch (const Unsupported& e) {
       model_problem(e.what(), true);
     } catch (const std::exception& e) {
@@ -530,24 +594,42 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   if (!problems.empty()) throw OnnxImportError(problems_message(problems, skipped), problems);
   if (im.b.graph().outputs.empty())
     throw OnnxImportError("ONNX model has no outputs", {{"", "", "the graph has no outputs", false}});
-  return im.b.finish();
+  ir::Graph out = im.b.finish();
+  for (const auto& [stand_in, name] : renames) {
+    rename_tensor(out, name, out.unique_name(dim_identifier(name) + "_internal"));
+    rename_tensor(out, stand_in, name);
+  }
+  // float64 inputs / outputs are float32 tensors marked with their ONNX type; metadata.json
+  // carries it ("source_dtype") with a note, and run_numpy casts at that boundary.
+  for (const auto* list : {&f64_inputs, &f64_outputs})
+    for (const auto& n : *list)
+      out.tensor(n).source = ir::ConstantSource{"onnx", n, "float64",
+                                                "computes it in float32 (pass float32; run_numpy casts float64 arrays "
+                                                "in and returns float64 arrays)"};
+  return out;
 }
 
-}  // namespace
-
-ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts) {
-  onnx::ModelProto m;
+void parse_model(const std::string& bytes, onnx::ModelProto& m) {
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
   if (bytes.empty()) throw OnnxImportError("not an ONNX model: the file is empty", {{"", "", "empty file", false}});
   if (!m.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     throw OnnxImportError("not a valid ONNX model: protobuf parsing of ModelProto failed (truncated or corrupt file, " +
-                              std::to_string(bytes.size()) + " bytes)",
+                              std::to_string(bytes.size()) + " bytes); check the download or re-export the model",
                           {{"", "", "protobuf parse failed", false}});
   if (!m.has_graph() && m.ir_version() == 0)
     throw OnnxImportError("not a valid ONNX model: no ir_version and no graph (is this an ONNX file?)",
                           {{"", "", "no ir_version and no graph", false}});
+}
+
+
+}  // namespace
+
+ir::Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& opts) {
+  onnx::ModelProto m;
+  parse_model(bytes, m);
+  if (m.has_graph()) sort_nodes(*m.mutable_graph(), "main graph");
   return import_model(m, base_dir, opts);
 }
 

@@ -26,14 +26,38 @@ Converter unary(const char* op, bool float_only = true) {
   };
 }
 
+// Opset < 7 arithmetic / comparison / logic: with broadcast = 1, B (of lower rank) is matched
+// against A's axes starting at `axis` (default: A's trailing axes), which NumPy broadcasting
+// spells as B reshaped to [1]*axis + B.shape + [1]*rest. Without it the shapes must be equal.
+std::string legacy_b(Importer& im, NodeView& n, const std::string& a, const std::string& b) {
+  if (n.opset >= 7) return b;
+  if (n.i("broadcast", 0) == 0) {
+    n.ignore("axis");
+    return b;
+  }
+  const ir::Shape sa = im.type(a).shape, sb = im.type(b).shape;
+  const int64_t ra = static_cast<int64_t>(sa.size()), rb = static_cast<int64_t>(sb.size());
+  if (rb > ra) throw Invalid("broadcast = 1 with B of higher rank than A");
+  int64_t axis = n.i("axis", ra - rb);
+  if (axis < 0) axis += ra;
+  if (axis < 0 || axis + rb > ra) throw Invalid("axis " + std::to_string(axis) + " does not fit B's rank in A's");
+  ir::Shape shape(static_cast<size_t>(axis), ir::IntExpr(1));
+  shape.insert(shape.end(), sb.begin(), sb.end());
+  while (static_cast<int64_t>(shape.size()) < ra) shape.push_back(ir::IntExpr(1));
+  return im.reshape(b, shape);
+}
+
 Converter binary(const char* op) {
-  return [op](Importer& im, NodeView& n) { im.set(n, 0, im.op(op, {im.in(n, 0), im.in(n, 1)})); };
+  return [op](Importer& im, NodeView& n) {
+    std::string a = im.in(n, 0);
+    im.set(n, 0, im.op(op, {a, legacy_b(im, n, a, im.in(n, 1))}));
+  };
 }
 
 // ONNX integer Div truncates toward zero; DinoML's integer div floors. Signed ints get the
 // correction q + ((a - q*b) != 0 && (a < 0) != (b < 0)).
 void convert_div(Importer& im, NodeView& n) {
-  std::string a = im.in(n, 0), b = im.in(n, 1);
+  std::string a = im.in(n, 0), b = legacy_b(im, n, a, im.in(n, 1));
   std::string q = im.op("div", {a, b});
   const DType dt = im.type(a).dtype;
   if (dt == DType::i8 || dt == DType::i32 || dt == DType::i64) {
@@ -48,7 +72,7 @@ void convert_div(Importer& im, NodeView& n) {
 }
 
 void convert_pow(Importer& im, NodeView& n) {
-  std::string a = im.in(n, 0), b = im.in(n, 1);
+  std::string a = im.in(n, 0), b = legacy_b(im, n, a, im.in(n, 1));
   const DType dt = im.type(a).dtype;
   if (ir::is_bool(dt)) throw Unsupported("Pow with a bool base");
   if (!ir::is_float(dt)) {
@@ -86,18 +110,19 @@ void expect_bool(Importer& im, NodeView& n, size_t k) {
 }
 void convert_and(Importer& im, NodeView& n) {
   expect_bool(im, n, 0);
-  std::string a = im.in(n, 0), b = im.in(n, 1);
+  std::string a = im.in(n, 0), b = legacy_b(im, n, a, im.in(n, 1));
   // where(a, b, a) broadcasts a against b: a && b.
   im.set(n, 0, im.op("where", {a, b, a}));
 }
 void convert_or(Importer& im, NodeView& n) {
   expect_bool(im, n, 0);
-  std::string a = im.in(n, 0), b = im.in(n, 1);
+  std::string a = im.in(n, 0), b = legacy_b(im, n, a, im.in(n, 1));
   im.set(n, 0, im.op("where", {a, a, b}));
 }
 void convert_xor(Importer& im, NodeView& n) {
   expect_bool(im, n, 0);
-  im.set(n, 0, im.op("ne", {im.in(n, 0), im.in(n, 1)}));
+  std::string a = im.in(n, 0);
+  im.set(n, 0, im.op("ne", {a, legacy_b(im, n, a, im.in(n, 1))}));
 }
 void convert_not(Importer& im, NodeView& n) {
   expect_bool(im, n, 0);
@@ -195,6 +220,14 @@ void convert_leaky_relu(Importer& im, NodeView& n) {
 void convert_prelu(Importer& im, NodeView& n) {
   expect_float_input(im, n, 0);
   std::string x = im.in(n, 0), slope = im.in(n, 1);
+  // Opset < 7 (and Caffe2-era files): a 1-d slope of C values is per channel (axis 1), not per
+  // element of the last axis as NumPy broadcasting would read it.
+  const ir::Shape xs = im.type(x).shape, ss = im.type(slope).shape;
+  if (ss.size() == 1 && xs.size() > 2 && ss[0] == xs[1] && ss[0] != ir::IntExpr(1) && (n.opset < 7 || ss[0] != xs.back())) {
+    ir::Shape per_channel{ss[0]};
+    while (per_channel.size() < xs.size() - 1) per_channel.push_back(ir::IntExpr(1));
+    slope = im.reshape(slope, per_channel);
+  }
   std::string zero = like(im, x, 0.0);
   std::string neg = im.op("mul", {x, slope});
   // where broadcasts all three operands: the slope may broadcast to x's shape (ONNX unidirectional).

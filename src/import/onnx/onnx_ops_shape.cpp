@@ -38,7 +38,7 @@ void convert_constant(Importer& im, NodeView& n) {
   ops::HostTensor v;
   bool set = false;
   if (const auto* t = n.tensor("value")) {
-    v = tensor_from_proto(*t, im.base_dir, false, im.cast_only_f64.count(n.p.output(0)) > 0);
+    v = tensor_from_proto(*t, im.base_dir);
     set = true;
   }
   if (n.has("value_float")) { v = ops::HostTensor(DType::f32, {}); v.set_f64(0, n.f("value_float", 0)); set = true; }

@@ -20,8 +20,23 @@ std::string onnx_type_name(int t) {
   return "type#" + std::to_string(t);
 }
 
+namespace {
+thread_local bool g_float64_seen = false;
+}  // namespace
+
+void reset_float64_seen() { g_float64_seen = false; }
+bool float64_seen() { return g_float64_seen; }
+
+std::string dim_identifier(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (o.empty() || std::isdigit(static_cast<unsigned char>(o[0]))) o = "d_" + o;
+  return o;
+}
+
 DType dtype_from_onnx(int t, const std::string& what) {
   switch (t) {
+    case onnx::TensorProto::DOUBLE: g_float64_seen = true; return DType::f32;
     case onnx::TensorProto::FLOAT: return DType::f32;
     case onnx::TensorProto::FLOAT16: return DType::f16;
     case onnx::TensorProto::BFLOAT16: return DType::bf16;
@@ -33,7 +48,7 @@ DType dtype_from_onnx(int t, const std::string& what) {
     default: break;
   }
   throw Unsupported(what + ": element type " + onnx_type_name(t) + " is not supported (DinoML has float32, float16, "
-                    "bfloat16, int8, uint8, int32, int64, bool)");
+                    "bfloat16, int8, uint8, int32, int64, bool; float64 is computed as float32)");
 }
 
 namespace {
@@ -108,15 +123,11 @@ ops::HostTensor narrow_double_tensor(const onnx::TensorProto& t, const std::stri
 
 }  // namespace
 
-ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16,
-                                  bool narrow_double) {
+ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16) {
   const std::string what = "tensor '" + t.name() + "'";
   if (t.has_segment()) throw Unsupported(what + ": segmented tensors are not supported");
   if (t.data_type() == onnx::TensorProto::DOUBLE) {
-    if (!narrow_double)
-      throw Unsupported(what + ": element type DOUBLE is not supported (DinoML has no float64; a float64 constant is "
-                               "accepted only where every reader is a Cast to another type; cast it to float32 in the "
-                               "model)");
+    g_float64_seen = true;
     return narrow_double_tensor(t, base_dir);
   }
   const bool u16_bits = uint16_as_bfloat16 && t.data_type() == onnx::TensorProto::UINT16;
@@ -239,7 +250,7 @@ ir::Dim parse_dim_spec(const std::string& spec) {
   if (eq == std::string::npos || eq == 0)
     throw IrError("--dim expects name=min:max[:bucket,bucket,...] or name=value, got '" + spec + "'");
   ir::Dim d;
-  d.name = spec.substr(0, eq);
+  d.name = dim_identifier(spec.substr(0, eq));  // the ONNX name may be any string (p2o.DynamicDimension.0)
   std::string rest = spec.substr(eq + 1);
   std::vector<std::string> parts;
   size_t pos = 0;

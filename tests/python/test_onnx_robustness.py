@@ -1,0 +1,156 @@
+"""The ONNX importer on graphs as real exporters write them (issue 37): names that are not C
+identifiers kept at the user's boundary, unnamed axes, unsorted nodes, unused initializers,
+initializers listed as inputs, subgraphs reading the enclosing scope, float64 at the boundary,
+opset-6 broadcasting, and clear errors for bad files. Small graphs: seconds in total."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import dinoml as dml  # noqa: E402
+
+
+def _save(tmp_path, graph, opset=17, name="m.onnx", ir_version=8):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir_version
+    p = tmp_path / name
+    p.write_bytes(model.SerializeToString())
+    return str(p)
+
+
+def _import_error(path, **kw):
+    with pytest.raises(dml.OnnxImportError) as e:
+        dml.from_onnx(path, **kw)
+    return str(e.value)
+
+
+def test_exporter_names_are_kept_at_the_boundary(tmp_path):
+    """Inputs 'x.1' (dim_param 'p2o.DynamicDimension.0' and an axis with neither size nor name)
+    and '0', outputs 'onnx::Flatten_0' and 'add_0' (a name DinoML also generates): the
+    artifact's signature, run_numpy and the CLI metadata use the ONNX names."""
+    x = helper.make_tensor_value_info("x.1", TensorProto.FLOAT, ["p2o.DynamicDimension.0", None])
+    x.type.tensor_type.shape.dim[1].Clear()
+    y = helper.make_tensor_value_info("0", TensorProto.FLOAT, [1])
+    out_a = helper.make_tensor_value_info("onnx::Flatten_0", TensorProto.FLOAT, None)
+    out_b = helper.make_tensor_value_info("add_0", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Add", ["x.1", "0"], ["onnx::Flatten_0"], name="/layer/Add"),
+             helper.make_node("Mul", ["onnx::Flatten_0", "x.1"], ["add_0"], name="/layer/Mul")]
+    path = _save(tmp_path, helper.make_graph(nodes, "g", [x, y], [out_a, out_b]))
+
+    msg = _import_error(path, dims={"p2o.DynamicDimension.0": (1, 4)})
+    assert "'x.1_dim1'" in msg and "--dim" in msg, msg
+
+    spec = dml.from_onnx(path, dims={"p2o.DynamicDimension.0": (1, 4), "x.1_dim1": (1, 8, [4, 8])})
+    assert spec.input_names == ["x.1", "0"]
+    art = dml.compile(spec, target="cpu", out=str(tmp_path / "art"))
+    meta = json.load(open(os.path.join(art.path, "metadata.json")))
+    assert [i["name"] for i in meta["inputs"]] == ["x.1", "0"]
+    assert [o["name"] for o in meta["outputs"]] == ["onnx::Flatten_0", "add_0"]
+    assert {d["name"] for d in meta["dims"]} == {"p2o_DynamicDimension_0", "x_1_dim1"}
+    sess = dml.runtime.load(art.path).create_session()
+    for b, n in [(1, 3), (3, 8), (4, 5)]:
+        a = np.random.default_rng(b).standard_normal((b, n)).astype(np.float32)
+        c = np.array([0.5], np.float32)
+        got = sess.run_numpy({"x.1": a, "0": c})
+        np.testing.assert_allclose(got["onnx::Flatten_0"], a + c, rtol=1e-6)
+        np.testing.assert_allclose(got["add_0"], (a + c) * a, rtol=1e-6)
+    with pytest.raises(ValueError, match="x_1"):
+        sess.run_numpy({"x_1": a, "0": c})
+
+
+def test_graphs_as_stored_unsorted_unused_initializers_defaults_and_outer_scope(tmp_path):
+    """Nodes in reverse order, an unused initializer of a type DinoML lacks, an initializer that is
+    also a graph input (a default: folded as a constant), and an If whose branches read a value of
+    the enclosing graph."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    w_in = helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    w = numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "w")
+    unused = helper.make_tensor("unused_u64", TensorProto.UINT64, [2], [1, 2])
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    then_g = helper.make_graph([helper.make_node("Mul", ["h", "w"], ["t_out"])], "then", [],
+                               [helper.make_tensor_value_info("t_out", TensorProto.FLOAT, [2, 3])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["h", "w"], ["e_out"])], "else", [],
+                               [helper.make_tensor_value_info("e_out", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g, name="if"),
+             helper.make_node("Relu", ["g"], ["h"], name="relu"),
+             helper.make_node("Add", ["x", "w"], ["g"], name="add")]
+    path = _save(tmp_path, helper.make_graph(nodes, "g", [x, w_in], [y], initializer=[w, unused, cond]))
+    spec = dml.from_onnx(path)
+    assert spec.input_names == ["x"]  # w is a default folded as a constant
+    a = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    want = np.maximum(a + [1, 2, 3], 0) * [1, 2, 3]
+    np.testing.assert_allclose(spec.reference({"x": a})["y"], want, rtol=1e-6)
+
+
+def test_cycle_is_reported(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+             helper.make_node("Relu", ["a"], ["b"], name="second"),
+             helper.make_node("Neg", ["a"], ["y"], name="third")]
+    msg = _import_error(_save(tmp_path, helper.make_graph(nodes, "g", [x], [y])))
+    assert "cycle" in msg and "'first' (Add)" in msg and "'second' (Relu)" in msg, msg
+
+
+def test_float64_inputs_and_outputs_compute_in_float32(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, [4])
+    k = numpy_helper.from_array(np.array([0.5, 1.5, 2.5, 3.5]), "k")  # float64 initializer
+    path = _save(tmp_path, helper.make_graph([helper.make_node("Mul", ["x", "k"], ["y"])], "g", [x], [y],
+                                             initializer=[k]))
+    art = dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art"))
+    meta = json.load(open(os.path.join(art.path, "metadata.json")))
+    assert meta["inputs"][0]["dtype"] == "float32" and meta["inputs"][0]["source_dtype"] == "float64"
+    assert any("float32" in n for n in meta["notes"])
+    a = np.array([1.0, -2.0, 3.25, 1e-3])
+    got = dml.runtime.load(art.path).create_session().run_numpy({"x": a})["y"]
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, a * [0.5, 1.5, 2.5, 3.5], rtol=1e-6)
+
+
+def test_opset6_broadcast_axis_and_per_channel_prelu(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5])
+    b = numpy_helper.from_array(np.array([1.0, -2.0, 3.0], np.float32), "b")
+    s = numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "s")
+    nodes = [helper.make_node("Add", ["x", "b"], ["t"], broadcast=1, axis=1, consumed_inputs=[0, 0]),
+             helper.make_node("PRelu", ["t", "s"], ["y"])]
+    path = _save(tmp_path, helper.make_graph(nodes, "g", [x], [y], initializer=[b, s]), opset=6, ir_version=3)
+    a = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    t = a + np.array([1, -2, 3], np.float32)[None, :, None, None]
+    want = np.where(t < 0, t * np.array([0.1, 0.2, 0.3], np.float32)[None, :, None, None], t)
+    np.testing.assert_allclose(dml.from_onnx(path).reference({"x": a})["y"], want, rtol=1e-6)
+
+
+def test_bad_files_give_one_clear_error(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    good = _save(tmp_path, helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y]))
+    data = open(good, "rb").read()
+    trunc = tmp_path / "trunc.onnx"
+    trunc.write_bytes(data[: len(data) // 2])
+    msg = _import_error(str(trunc))
+    assert "truncated or corrupt" in msg and "re-export" in msg, msg
+
+    future = _save(tmp_path, helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]), opset=99,
+                   name="future.onnx")
+    msg = _import_error(future)
+    assert "opset 99" in msg and "opset_version" in msg, msg
+
+    custom = helper.make_graph([helper.make_node("FusedGelu", ["x"], ["y"], name="gelu_1", domain="com.microsoft")],
+                               "g", [x], [y])
+    model = helper.make_model(custom, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    p = tmp_path / "custom.onnx"
+    p.write_bytes(model.SerializeToString())
+    msg = _import_error(str(p))
+    assert "node 'gelu_1' (FusedGelu)" in msg and "com.microsoft" in msg and "before those optimizations" in msg, msg
+
+    unknown = _save(tmp_path, helper.make_graph([helper.make_node("Unique", ["x"], ["y"], name="uniq")], "g", [x], [y]),
+                    name="unsupported.onnx")
+    msg = _import_error(unknown)
+    assert "node 'uniq' (Unique)" in msg and "dinoml onnx-ops" in msg, msg
