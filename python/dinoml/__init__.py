@@ -22,6 +22,21 @@ if _compiler_ext is not None:
     from .tensor import Tensor
     from .tracer import state, trace
     from .onnx import OnnxImportError, from_onnx  # noqa: E402
+
+    def from_torch(*args, **kwargs):
+        """PyTorch front end (imports torch): see dinoml.frontends.torch.from_torch."""
+        from .frontends.torch import from_torch as f
+        return f(*args, **kwargs)
+
+    def from_exported_program(*args, **kwargs):
+        """Converts a torch.export ExportedProgram: see dinoml.frontends.torch.from_exported_program."""
+        from .frontends.torch import from_exported_program as f
+        return f(*args, **kwargs)
+
+    def compile_torch(*args, **kwargs):
+        """Module + example inputs -> loaded artifact: see dinoml.frontends.torch.compile_torch."""
+        from .frontends.torch import compile_torch as f
+        return f(*args, **kwargs)
 else:  # runtime-only install (no `_dinoml`): the front end and compiler say why they are missing
     def __getattr__(name):
         from ._ext import require_compiler
@@ -35,4 +50,4 @@ __all__ = ["Dim", "SymDim", "TensorSpec", "Module", "Parameter", "Tensor", "Spec
            "compile", "Artifact", "runtime", "reference", "ShapeError", "IrError", "CompileError",
            "DinoMLRuntimeError", "InvalidArgumentError", "NotFoundError", "ArtifactError", "TraceError", "dtypes",
            "gguf", "gguf_constant",
-           "from_onnx", "OnnxImportError"]
+           "from_onnx", "OnnxImportError", "from_torch", "from_exported_program", "compile_torch"]

@@ -1,7 +1,8 @@
 """`python -m dinoml.cli`: the `dinoml` command from Python.
 
-`compile MODEL.py|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs here (a .py
-model file defines `build_spec()` returning a Spec); every other subcommand (inspect, run,
+`compile MODEL.py|MODEL.pt2|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs here (a
+.py model file defines `build_spec()` returning a Spec; a .pt2 is a `torch.export.save`d program,
+converted by dinoml.frontends.torch); every other subcommand (inspect, run,
 validate, benchmark, ops, ...) is the C++ CLI itself, called in-process through the extension.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from typing import List, Optional
 
 from ._ext import ext
-from .errors import CompileError, IrError, ShapeError
+from .errors import CompileError, IrError, ShapeError, TraceError
 from .spec import Spec
 
 
@@ -48,9 +49,38 @@ def load_model_file(path: str, **model_args) -> Spec:
     return result
 
 
+def load_exported_program(path: str, dim_args: List[str]) -> Spec:
+    """A torch.export.save'd program -> Spec (imports torch and the PyTorch front end)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"model file '{path}' does not exist")
+    from .dims import Dim
+    dims = {}
+    for kv in dim_args:  # the ONNX importer's syntax: name=value or name=min:max[:bucket,...]
+        k, sep, v = kv.partition("=")
+        parts = v.split(":")
+        try:
+            if not k or not sep or len(parts) not in (1, 2, 3):
+                raise ValueError
+            if len(parts) == 1:
+                dims[k] = int(parts[0])
+            else:
+                buckets = [int(b) for b in parts[2].split(",")] if len(parts) == 3 else None
+                dims[k] = Dim(k, int(parts[0]), int(parts[1]), buckets=buckets)
+        except ValueError:
+            raise ValueError(f"--dim expects name=value or name=min:max[:bucket,...], got {kv!r}") from None
+    try:
+        import torch
+    except ImportError as e:
+        raise ValueError(f"compiling a .pt2 needs PyTorch in this Python ({e}): pip install torch") from e
+    from .frontends.torch import from_exported_program
+    ep = torch.export.load(path)
+    name = os.path.splitext(os.path.basename(path))[0].replace("-", "_").replace(".", "_")
+    return from_exported_program(ep, name=name, dims=dims)
+
+
 def _compile(argv: List[str]) -> int:
     p = argparse.ArgumentParser(prog="dinoml compile", description="Compile a model into an artifact directory.")
-    p.add_argument("model", help="MODEL.py (defining build_spec()) or MODEL.dinoir.json")
+    p.add_argument("model", help="MODEL.py (defining build_spec()), MODEL.pt2 (torch.export.save) or MODEL.dinoir.json")
     p.add_argument("--target", default="cpu")
     p.add_argument("--out", "-o", required=True, help="artifact directory (created or replaced)")
     p.add_argument("--dump-passes", action="store_true", help="write debug/passes/NN_<pass>.dinoir.json")
@@ -70,6 +100,9 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N|NAME=MIN:MAX[:B1,B2,...]",
+                   help="MODEL.pt2: fix a dynamic dim or give its bounds and buckets; a saved program's dims are "
+                        "named <input>_<axis> (repeatable)")
     a = p.parse_args(argv)
     model_args = {}
     for kv in a.model_arg:
@@ -84,12 +117,19 @@ def _compile(argv: List[str]) -> int:
     try:
         if model_args and not a.model.endswith(".py"):
             raise ValueError("--gguf / --model-arg apply to MODEL.py files only")
-        spec = load_model_file(a.model, **model_args) if a.model.endswith(".py") else Spec.load(a.model)
+        if a.dim and not a.model.endswith(".pt2"):
+            raise ValueError("--dim applies to MODEL.pt2 files only")
+        if a.model.endswith(".py"):
+            spec = load_model_file(a.model, **model_args)
+        elif a.model.endswith(".pt2"):
+            spec = load_exported_program(a.model, a.dim)
+        else:
+            spec = Spec.load(a.model)
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
                           execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32,
                           fp32_matmul_precision=a.fp32_matmul_precision)
-    except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError) as e:
+    except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError, TraceError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1
     hit = " (module from cache)" if art.cache_hit else ""

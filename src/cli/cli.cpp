@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
 
   std::string model, target = "cpu", out;
   bool dump_passes = false, no_cache = false, no_fuse = false;
-  auto* c = app.add_subcommand("compile", "compile MODEL.py (defines build_spec()), MODEL.dinoir.json or MODEL.onnx into an artifact");
+  auto* c = app.add_subcommand("compile", "compile MODEL.py (defines build_spec()), MODEL.pt2 (torch.export.save), MODEL.dinoir.json or MODEL.onnx into an artifact");
   c->add_option("model", model, "model file")->required();
   c->add_option("--target", target, "cpu, cuda or rocm")->check(CLI::IsMember({"cpu", "cuda", "rocm"}));
   c->add_option("--out,-o", out, "artifact directory")->required();
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   c->add_option("--gguf", model_gguf, "MODEL.py: build_spec(gguf=FILE), e.g. examples/llama/model.py");
   c->add_option("--model-arg", model_kv, "MODEL.py: build_spec(KEY=VALUE) (repeatable)");
   std::vector<std::string> onnx_dims;
-  c->add_option("--dim", onnx_dims, "ONNX models: bounds of a symbolic dim, name=min:max[:bucket,...] or name=value");
+  c->add_option("--dim", onnx_dims, "ONNX models and .pt2 programs: bounds of a symbolic dim, name=min:max[:bucket,...] or name=value");
 
   std::string artifact;
   bool as_json = false;
@@ -169,7 +169,11 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--gguf / --model-arg apply to MODEL.py files only (got '" + model + "')");
     if (c->parsed() && is_onnx_path(model))
       return cmd_compile_onnx(model, target, out, onnx_dims, dump_passes, no_cache, no_fuse, tune);
-    if (c->parsed() && !onnx_dims.empty()) throw std::runtime_error("--dim applies to ONNX models (.onnx) only");
+    const bool pt2 = model.size() > 4 && model.compare(model.size() - 4, 4, ".pt2") == 0;
+    if (c->parsed() && !onnx_dims.empty() && !pt2)
+      throw std::runtime_error("--dim applies to ONNX models (.onnx) and torch.export programs (.pt2) only");
+    if (c->parsed() && pt2)
+      for (const auto& d : onnx_dims) tune.model_args.insert(tune.model_args.end(), {"--dim", d});
     if (oo->parsed()) return cmd_onnx_ops();
     if (oc->parsed())
       return cmd_onnx_conformance(oc_dir, oc_jobs, oc_filter, oc_cases, oc_timeout, oc_json, oc_work, oc_require, oc_quiet);

@@ -77,7 +77,11 @@ int run_python_cli(const std::vector<std::string>& args) {
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
                 bool no_cache, bool no_fuse, const CompileTuneFlags& tune) {
   if (!fs::exists(model)) throw std::runtime_error("model file '" + model + "' does not exist");
-  if (model.size() > 3 && model.substr(model.size() - 3) == ".py") {
+  auto ends_with = [&](const std::string& ext) {
+    return model.size() > ext.size() && model.compare(model.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  // MODEL.py (build_spec()) and MODEL.pt2 (torch.export.save) are Python front-end inputs.
+  if (ends_with(".py") || ends_with(".pt2")) {
     std::vector<std::string> args = {"compile", model, "--target", target, "--out", out};
     if (dump_passes) args.push_back("--dump-passes");
     if (no_cache) args.push_back("--no-cache");

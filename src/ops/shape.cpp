@@ -500,12 +500,22 @@ std::vector<HostTensor> ref_gather(const RefContext& ctx) {
 }
 
 // ---- generators ---------------------------------------------------------------------------
+// `length` (one extent, may be symbolic: arange(seq)) replaces `end` when the element count is
+// only known at run time; the kernels fill numel(output) elements, so both forms lower alike.
 std::vector<TensorType> infer_arange(const InferContext& ctx) {
-  double start = ctx.node.attr_float("start", 0), end = ctx.node.attr_float("end");
   double step = ctx.node.attr_float("step", 1);
   if (step == 0) ctx.fail("step must not be 0");
   ir::DType dt = detail::dtype_attr(ctx, "dtype", "int64");
   if (ir::is_bool(dt)) ctx.fail("dtype must be numeric, got bool");
+  if (ctx.node.has_attr("length")) {
+    if (ctx.node.has_attr("end")) ctx.fail("give either end or length, not both");
+    Shape len = ctx.node.attr_shape("length");
+    if (len.size() != 1) ctx.fail("length must be one extent, got " + ir::shape_to_string(len));
+    if (len[0].is_const() && len[0].const_value() < 0) ctx.fail("length must not be negative");
+    return {{dt, len}};
+  }
+  if (!ctx.node.has_attr("end")) ctx.fail("needs attribute end (or length)");
+  double start = ctx.node.attr_float("start", 0), end = ctx.node.attr_float("end");
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
   return {{dt, {n}}};
 }
@@ -591,8 +601,9 @@ void register_shape_ops(Registry& r) {
   r.add(make("embedding", "rows of weight[V, D] selected by indices", 2, 2, {}, infer_embedding, ref_embedding));
   r.add(make("gather", "NumPy take along axis", 2, 2, {{"axis", K::integer, false, "0"}}, infer_gather, ref_gather));
   r.add(make("arange", "start, start+step, ... < end", 0, 0,
-             {{"start", K::floating, false, "0"}, {"end", K::floating, true, ""}, {"step", K::floating, false, "1"},
-              {"dtype", K::string, false, "int64"}},
+             {{"start", K::floating, false, "0"}, {"end", K::floating, false, "required unless length is given"},
+              {"step", K::floating, false, "1"}, {"dtype", K::string, false, "int64"},
+              {"length", K::shape, false, "[n]: the element count instead of end; may be symbolic"}},
              infer_arange, ref_arange));
   r.add(make("full", "tensor of shape filled with value", 0, 0,
              {{"shape", K::shape, true, ""}, {"value", K::floating, true, ""}, {"dtype", K::string, false, "float32"}},

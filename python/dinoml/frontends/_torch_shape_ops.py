@@ -1,0 +1,306 @@
+"""The conversion table, continued: views, data movement, indexing and tensor factories (the same
+`CONVERTERS` dict as `_torch_ops`; the contract is described there).
+
+Symbolic sizes (`SymDim`) flow into reshape/expand/full shapes unchanged. A slice whose bounds
+are symbolic (e.g. `position_ids[:, :seq]`) becomes a gather with a symbolic-length arange,
+which is exact and needs no dynamic-slice op.
+"""
+from __future__ import annotations
+
+from .. import ops
+from ..dims import SymDim
+from ..ops import call
+from ._torch_ops import _TO_END, CONVERTERS, Unsupported, _axis, _is_t, _static, converter
+
+
+@converter("aten.view", "aten._unsafe_view", "aten.reshape", "aten.view_copy")
+def _reshape(cx, node, x, shape):
+    return ops.reshape(x, list(shape))
+
+
+@converter("aten.flatten.using_ints")
+def _flatten(cx, node, x, start=0, end=-1):
+    if x.ndim == 0:
+        return ops.reshape(x, [1])
+    return ops.flatten(x, start_dim=start, end_dim=end)
+
+
+@converter("aten.permute", "aten.permute_copy")
+def _permute(cx, node, x, dims):
+    return ops.permute(x, [_axis(d, x.ndim) for d in dims])
+
+
+@converter("aten.transpose.int")
+def _transpose(cx, node, x, d0, d1):
+    d0, d1 = _axis(d0, x.ndim), _axis(d1, x.ndim)
+    if d0 == d1:
+        return x
+    perm = list(range(x.ndim))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return ops.permute(x, perm)
+
+
+@converter("aten.t.default")
+def _t(cx, node, x):
+    return x if x.ndim < 2 else ops.permute(x, [1, 0])
+
+
+@converter("aten.unsqueeze", "aten.unsqueeze_copy")
+def _unsqueeze(cx, node, x, dim):
+    return ops.unsqueeze(x, [_axis(dim, x.ndim + 1)])
+
+
+@converter("aten.squeeze", "aten.squeeze_copy")
+def _squeeze(cx, node, x, dims=None):
+    if dims is None:
+        dims = [i for i, s in enumerate(x.shape) if s == 1]
+    elif isinstance(dims, int):
+        dims = [dims]
+    dims = [_axis(d, x.ndim) for d in dims if x.shape[_axis(d, x.ndim)] == 1]  # torch ignores non-1 axes
+    return ops.squeeze(x, dims) if dims else x
+
+
+@converter("aten.expand", "aten.expand_copy")
+def _expand(cx, node, x, size, *, implicit=False):
+    size = list(size)
+    lead = len(size) - x.ndim
+    out = []
+    for i, s in enumerate(size):
+        if isinstance(s, int) and s == -1:
+            out.append(x.shape[i - lead])  # -1 keeps the input's (possibly symbolic) extent
+        else:
+            out.append(s)
+    if lead == 0 and all(_same(a, b) for a, b in zip(out, x.shape)):
+        return x
+    return ops.expand(x, out)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, SymDim) or isinstance(b, SymDim):
+        return isinstance(a, SymDim) and isinstance(b, SymDim) and a == b
+    return int(a) == int(b)
+
+
+@converter("aten.repeat.default")
+def _repeat(cx, node, x, reps):
+    reps = [_static(r, "repeat count") for r in reps]
+    lead = len(reps) - x.ndim
+    if lead:
+        x = ops.reshape(x, [1] * lead + list(x.shape))
+    shape = list(x.shape)
+    # repeat = tile: interleave a new axis of size r before each axis, expand it, merge.
+    inter, exp = [], []
+    for r, s in zip(reps, shape):
+        inter += [1, s]
+        exp += [r, s]
+    y = ops.expand(ops.reshape(x, inter), exp)
+    return ops.reshape(y, [r * s for r, s in zip(reps, shape)])
+
+
+def _arange_sym(cx, start, length, step=1, dtype="int64"):
+    return call("arange", [], {"start": float(start), "step": float(step), "length": [length], "dtype": dtype})
+
+
+@converter("aten.slice.Tensor", "aten.slice_copy.Tensor")
+def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
+    dim = _axis(dim, x.ndim)
+    ext = x.shape[dim]
+    start = 0 if start is None else start
+    end = _TO_END if end is None else end
+    if isinstance(end, int) and end >= 2**31:
+        end = _TO_END
+    if isinstance(start, int) and isinstance(end, int):
+        if start == 0 and end == _TO_END and step == 1:
+            return x
+        return ops.slice(x, [start], [end], [dim], [step])
+    # Symbolic bounds: x[start:end] = gather(x, arange(start, end, step)). PyTorch clamps
+    # the bounds to the extent; export has proven them in range (or guarded), so no clamp here.
+    if isinstance(start, int) and start == 0 and isinstance(end, SymDim) and isinstance(ext, SymDim) \
+            and end == ext and step == 1:
+        return x
+    if isinstance(start, SymDim):
+        raise Unsupported(f"slice with a symbolic start ({start})")
+    if isinstance(end, int) and end < 0:
+        end = ext + end
+    length = (end - start + step - 1) // step
+    idx = _arange_sym(cx, start, length, step)
+    return ops.gather(x, idx, axis=dim)
+
+
+@converter("aten.select.int", "aten.select_copy.int")
+def _select(cx, node, x, dim, index):
+    dim = _axis(dim, x.ndim)
+    if isinstance(index, SymDim):
+        raise Unsupported("select with a symbolic index")
+    end = _TO_END if index == -1 else index + 1
+    return ops.squeeze(ops.slice(x, [index], [end], [dim], [1]), [dim])
+
+
+@converter("aten.cat.default", "aten.concat.default")
+def _cat(cx, node, tensors, dim=0):
+    dt = cx.dtype(node)
+    ts = [cx.operand(t, dt) for t in tensors if not (_is_t(t) and t.ndim == 1 and t.shape[0] == 0)]
+    if len(ts) == 1:
+        return ts[0]
+    return ops.concatenate(ts, axis=_axis(dim, ts[0].ndim))
+
+
+@converter("aten.stack.default")
+def _stack(cx, node, tensors, dim=0):
+    dim = _axis(dim, tensors[0].ndim + 1)
+    return ops.concatenate([ops.unsqueeze(cx.operand(t, cx.dtype(node)), [dim]) for t in tensors], axis=dim)
+
+
+@converter("aten.split.Tensor", "aten.split_with_sizes.default", "aten.split_with_sizes_copy.default",
+           "aten.split_copy.Tensor")
+def _split(cx, node, x, size, dim=0):
+    dim = _axis(dim, x.ndim)
+    ext = _static(x.shape[dim], "split's extent")
+    if isinstance(size, int):
+        sizes = [size] * (ext // size) + ([ext % size] if ext % size else [])
+    else:
+        sizes = [_static(s, "split size") for s in size]
+    if len(sizes) == 1:
+        return [x]
+    return list(ops.split(x, sizes, axis=dim))
+
+
+@converter("aten.chunk.default")
+def _chunk(cx, node, x, chunks, dim=0):
+    ext = _static(x.shape[_axis(dim, x.ndim)], "chunk's extent")
+    return _split(cx, node, x, -(-ext // chunks), dim)
+
+
+@converter("aten.unbind.int", "aten.unbind_copy.int")
+def _unbind(cx, node, x, dim=0):
+    dim = _axis(dim, x.ndim)
+    n = _static(x.shape[dim], "unbind's extent")
+    parts = ops.split(x, [1] * n, axis=dim) if n > 1 else (x,)
+    return [ops.squeeze(p, [dim]) for p in parts]
+
+
+@converter("aten.embedding.default")
+def _embedding(cx, node, weight, indices, padding_idx=-1, *args):
+    return ops.embedding(indices, weight)
+
+
+@converter("aten.index_select.default")
+def _index_select(cx, node, x, dim, index):
+    return ops.gather(x, index, axis=_axis(dim, x.ndim))
+
+
+@converter("aten.index.Tensor")
+def _index(cx, node, x, indices):
+    real = [(i, t) for i, t in enumerate(indices) if t is not None]
+    if len(real) == 1:
+        axis, idx = real[0]
+        if idx.dtype == "bool":
+            raise Unsupported("indexing with a boolean mask (a data-dependent size)")
+        return ops.gather(x, idx, axis=axis)
+    # x[i0, i1, ..., ik-1] on the leading axes: one take on the flattened leading axes with the
+    # row-major linear index sum(i_a * stride_a) (indices broadcast together, negatives wrapped).
+    k = len(real)
+    if [a for a, _ in real] != list(range(k)) or any(t.dtype == "bool" for _, t in real):
+        raise Unsupported("advanced indexing with several index tensors that are not the leading axes")
+    lin = None
+    for a, idx in real:
+        ext = x.shape[a]
+        idx = cx.operand(idx, "int64")
+        zero, size = cx.operand(0, "int64"), cx.operand(ext, "int64")
+        idx = call("where", [call("lt", [idx, zero]), call("add", [idx, size]), idx])
+        lin = idx if lin is None else call("add", [call("mul", [lin, size]), idx])
+    rest = list(x.shape[k:])
+    flat = ops.reshape(x, [-1] + rest) if k > 1 else x
+    return ops.gather(flat, lin, axis=0)
+
+
+@converter("aten.cumsum.default")
+def _cumsum(cx, node, x, dim, *, dtype=None):
+    # cumsum(x)[..., i] = sum_j x[..., j] * (j <= i): a broadcast multiply with a triangular mask
+    # and a sum, O(n^2) along `dim` - exact for integers, meant for the short index/mask
+    # computations of attention masks (transformers' packed-sequence check), not long float scans.
+    dt = cx.dtype(node)
+    x = cx.operand(x, dt)
+    dim = _axis(dim, x.ndim)
+    if dim != x.ndim - 1:
+        perm = list(range(x.ndim))
+        perm[dim], perm[-1] = perm[-1], perm[dim]
+        return ops.permute(_cumsum(cx, node, ops.permute(x, perm), -1), perm)
+    n = x.shape[-1]
+    i = _arange_sym(cx, 0, n) if isinstance(n, SymDim) else ops.arange(0, n, 1)
+    tri = call("le", [ops.unsqueeze(i, [0]), ops.unsqueeze(i, [1])])  # [i, j]: j <= i
+    masked = call("where", [tri, ops.unsqueeze(x, [x.ndim - 1]), cx.operand(0, dt)])  # [..., i, j]
+    return ops.reduce_sum(masked, [-1])
+
+
+@converter("aten.gather.default")
+def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
+    # torch.gather picks x[..., index[i], ...] per position; DinoML's gather is NumPy's take.
+    # They agree when every other axis of x and index has extent 1 (e.g. BERT's token-type
+    # buffer): squeeze those axes, take along `dim`, restore index's shape.
+    dim = _axis(dim, x.ndim)
+    others = [a for a in range(x.ndim) if a != dim]
+    if any(x.shape[a] != 1 or index.shape[a] != 1 for a in others):
+        raise Unsupported("torch.gather where the non-gathered axes are not all of extent 1")
+    row = ops.reshape(x, [-1])
+    flat = ops.reshape(index, [-1])
+    return ops.reshape(ops.gather(row, flat, axis=0), list(index.shape))
+
+
+# ---- factories --------------------------------------------------------------------------------------
+def _full(cx, node, shape, value):
+    dt = cx.dtype(node)
+    if _is_t(value):
+        return ops.expand(value if value.dtype == dt else ops.cast(value, dt), list(shape))
+    if isinstance(value, SymDim):
+        raise Unsupported("a tensor filled with a symbolic size")
+    return ops.full(list(shape), float(value), dtype=dt)
+
+
+@converter("aten.full.default")
+def _full_default(cx, node, size, value, **kwargs):
+    return _full(cx, node, size, value)
+
+
+@converter("aten.zeros.default", "aten.ones.default")
+def _zeros(cx, node, size, **kwargs):
+    return _full(cx, node, size, 1 if "ones" in str(node.target) else 0)
+
+
+@converter("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default")
+def _full_like(cx, node, x, *args, **kwargs):
+    name = node.target._overloadpacket.__name__
+    value = args[0] if name == "full_like" else (1 if name == "ones_like" else 0)
+    return _full(cx, node, x.shape, value)
+
+
+@converter("aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default")
+def _new_full(cx, node, x, size, *args, **kwargs):
+    name = node.target._overloadpacket.__name__
+    value = args[0] if name == "new_full" else (1 if name == "new_ones" else 0)
+    return _full(cx, node, size, value)
+
+
+@converter("aten.scalar_tensor.default")
+def _scalar_tensor(cx, node, value, **kwargs):
+    return _full(cx, node, [], value)
+
+
+@converter("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+def _arange(cx, node, *args, **kwargs):
+    dt = cx.dtype(node)
+    args = list(args)
+    if str(node.target) == "aten.arange.default":
+        args = [0] + args
+    start, end = args[0], args[1]
+    step = args[2] if len(args) > 2 else 1
+    if isinstance(start, SymDim) or isinstance(step, SymDim):
+        raise Unsupported("arange with a symbolic start or step")
+    if isinstance(end, SymDim):
+        if step != 1:
+            raise Unsupported("arange with a symbolic end and a step other than 1")
+        return _arange_sym(cx, start, end - start, 1, dt)
+    return ops.arange(start, end, step, dtype=dt)
+
+
+CONVERTERS.setdefault("aten.copy.default", lambda cx, node, dst, src, *a: cx.operand(src, cx.dtype(node)))
