@@ -51,9 +51,14 @@ const ConstantSlot& Module::swappable_slot(const std::string& name) const {
          "by constant folding from the model's own constants, so it cannot be replaced; swappable constants: ",
          slot_names(swappable));
   }
+  if (std::binary_search(w.folded.begin(), w.folded.end(), name) && w.policy != "embedded")
+    fail(DINOML_ERR_INVALID_ARGUMENT, "constant '", name, "' of model '", manifest_.name, "' is not used by the "
+         "compiled graph (eliminated as dead code), so the artifact does not hold it; swappable constants: ",
+         slot_names(swappable));
   if (std::binary_search(w.folded.begin(), w.folded.end(), name))
     fail(DINOML_ERR_INVALID_ARGUMENT, "constant '", name, "' of model '", manifest_.name, "' was folded into other "
-         "constants at compile time (constant folding / batch-norm folding), so the artifact no longer holds it: "
+         "constants at compile time (constant folding / batch-norm folding) or is unused, so the artifact no longer "
+         "holds it: "
          "recompile with --weights swappable (or external) to keep every constant replaceable; swappable constants now: ",
          slot_names(swappable));
   fail(DINOML_ERR_NOT_FOUND, "model '", manifest_.name, "' has no constant '", name, "'; swappable constants: ",
