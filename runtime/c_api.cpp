@@ -2,6 +2,8 @@
 // exception into a status + dinoml_last_error(); handles wrap the C++ objects.
 #include <dinoml/runtime.h>
 
+#include <algorithm>
+
 #include "dtype.h"
 #include "errors.h"
 #include "module.h"
@@ -69,6 +71,82 @@ const char* dinoml_status_name(dinoml_status status) {
 const char* dinoml_dtype_name(dinoml_dtype dtype) { return dinoml::runtime::dtype_name(dtype); }
 
 size_t dinoml_dtype_size(dinoml_dtype dtype) { return dinoml::runtime::dtype_size(dtype); }
+
+dinoml_status dinoml_module_load_with_weights(const char* artifact_dir, const char* weights_path, dinoml_module** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    if (!artifact_dir) fail(DINOML_ERR_INVALID_ARGUMENT, "artifact_dir is NULL");
+    if (!weights_path) fail(DINOML_ERR_INVALID_ARGUMENT, "weights_path is NULL");
+    if (!out) fail(DINOML_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = new dinoml_module{Module::load(artifact_dir, weights_path)};
+  });
+}
+
+const char* dinoml_module_weights_policy(const dinoml_module* module) {
+  return module ? module->impl->weights_policy().c_str() : "";
+}
+
+size_t dinoml_module_num_constants(const dinoml_module* module) { return module ? module->impl->constants().size() : 0; }
+
+dinoml_status dinoml_module_constant_info(const dinoml_module* module, size_t index, dinoml_constant_info* info) {
+  return guard([&] {
+    if (!module) fail(DINOML_ERR_INVALID_ARGUMENT, "module is NULL");
+    if (!info) fail(DINOML_ERR_INVALID_ARGUMENT, "info is NULL");
+    const auto& slots = module->impl->constants();
+    if (index >= slots.size())
+      fail(DINOML_ERR_INVALID_ARGUMENT, "constant index ", index, " is out of range: model '", module->impl->name(),
+           "' has ", slots.size(), " constants");
+    const auto& s = slots[index];
+    *info = dinoml_constant_info{};
+    info->name = s.name.c_str();
+    info->dtype = s.value_dtype();
+    const auto shape = s.value_shape();
+    info->ndim = static_cast<int32_t>(std::min<size_t>(shape.size(), DINOML_MAX_RANK));
+    for (int32_t a = 0; a < info->ndim; ++a) info->shape[a] = shape[a];
+    info->nbytes = s.nbytes;
+    info->swappable = s.swappable ? 1 : 0;
+    info->quant = s.quant.empty() ? nullptr : s.quant.c_str();
+  });
+}
+
+dinoml_status dinoml_module_set_constants(dinoml_module* module, const dinoml_tensor* constants, size_t n) {
+  return guard([&] {
+    if (!module) fail(DINOML_ERR_INVALID_ARGUMENT, "module is NULL");
+    module->impl->set_constants(constants, n);
+  });
+}
+
+dinoml_status dinoml_module_set_weights_file(dinoml_module* module, const char* weights_path) {
+  return guard([&] {
+    if (!module) fail(DINOML_ERR_INVALID_ARGUMENT, "module is NULL");
+    if (!weights_path) fail(DINOML_ERR_INVALID_ARGUMENT, "weights_path is NULL");
+    module->impl->set_weights_file(weights_path);
+  });
+}
+
+dinoml_status dinoml_module_get_constant(const dinoml_module* module, const char* name, void* dst, size_t nbytes) {
+  return guard([&] {
+    if (!module) fail(DINOML_ERR_INVALID_ARGUMENT, "module is NULL");
+    if (!name) fail(DINOML_ERR_INVALID_ARGUMENT, "name is NULL");
+    module->impl->get_constant(name, dst, nbytes);
+  });
+}
+
+dinoml_status dinoml_module_export_weights(const dinoml_module* module, const char* path) {
+  return guard([&] {
+    if (!module) fail(DINOML_ERR_INVALID_ARGUMENT, "module is NULL");
+    if (!path) fail(DINOML_ERR_INVALID_ARGUMENT, "path is NULL");
+    module->impl->export_current_weights(path);
+  });
+}
+
+dinoml_status dinoml_artifact_export_weights(const char* artifact_dir, const char* path) {
+  return guard([&] {
+    if (!artifact_dir) fail(DINOML_ERR_INVALID_ARGUMENT, "artifact_dir is NULL");
+    if (!path) fail(DINOML_ERR_INVALID_ARGUMENT, "path is NULL");
+    dinoml::runtime::export_artifact_weights(artifact_dir, path);
+  });
+}
 
 dinoml_status dinoml_module_load(const char* artifact_dir, dinoml_module** out) {
   if (out) *out = nullptr;

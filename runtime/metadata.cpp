@@ -1,5 +1,7 @@
 #include "metadata.h"
 
+#include <algorithm>
+
 #include "dtype.h"
 #include "errors.h"
 #include "json_util.h"
@@ -167,6 +169,21 @@ Metadata parse_metadata(const json& doc) {
   parse_inputs(r, doc, m);
   parse_outputs(r, doc, m);
   parse_states(r, doc, m);
+  if (const json* w = r.optional_field(doc, "weights", "metadata")) {
+    r.object(*w, "weights");
+    m.weights.present = true;
+    m.weights.policy = r.string_field(*w, "policy", "weights");
+    if (m.weights.policy != "embedded" && m.weights.policy != "swappable" && m.weights.policy != "external")
+      r.bad("weights.policy", cat("'", m.weights.policy, "' is not embedded, swappable or external"));
+    for (const char* key : {"swappable", "folded"}) {
+      auto& list = std::string(key) == "swappable" ? m.weights.swappable : m.weights.folded;
+      if (const json* a = r.optional_field(*w, key, "weights")) {
+        r.array(*a, cat("weights.", key));
+        for (size_t i = 0; i < a->size(); ++i) list.push_back(r.string((*a)[i], cat("weights.", key, "[", i, "]")));
+        std::sort(list.begin(), list.end());
+      }
+    }
+  }
 
   // Dim values come only from input shapes; a dim no input carries could never be bound.
   std::vector<bool> bound(m.dims.size(), false);

@@ -47,11 +47,21 @@ struct StateDesc {
   size_t nbytes = 0;
 };
 
+// metadata.json "weights" (artifacts that support swapping weights; absent in older ones):
+// the policy the model was compiled with and which graph constants a caller may replace.
+struct WeightsDesc {
+  bool present = false;              // false: compiled before weight swapping existed
+  std::string policy = "embedded";   // embedded | swappable | external
+  std::vector<std::string> swappable;  // graph constants that are the model's own (sorted)
+  std::vector<std::string> folded;     // model constants consumed by compile-time folding (sorted)
+};
+
 struct Metadata {
   std::vector<DimDesc> dims;
   std::vector<InputDesc> inputs;
   std::vector<OutputDesc> outputs;
   std::vector<StateDesc> states;
+  WeightsDesc weights;
 
   int dim_index(const std::string& name) const;
   // "'x', 'tok'" — used to tell the caller which names exist.

@@ -29,10 +29,27 @@ Fn resolve(void* handle, const char* symbol, const std::string& dir) {
 
 }  // namespace
 
-std::shared_ptr<const Module> Module::load(const std::string& artifact_dir) {
+std::shared_ptr<const Module> Module::load(const std::string& artifact_dir, const std::string& weights_path) {
   std::shared_ptr<Module> m(new Module());
   m->verify_and_read(artifact_dir);
+  m->mark_swappable();
+  // A weights file is read and checked against the graph before any code is loaded.
+  std::optional<SafetensorsFile> file;
+  if (!weights_path.empty()) file.emplace(weights_path);
+  const bool external = m->weights_policy() == "external";
+  if (external && !file)
+    fail(DINOML_ERR_INVALID_ARGUMENT, "artifact '", artifact_dir, "' was compiled with --weights external: it carries no "
+         "constants.bin; load it with its weights (runtime.load(dir, weights=\"model.safetensors\") in Python, "
+         "dinoml_module_load_with_weights in C)");
+  std::vector<FileSlot> from_file;
+  if (file) from_file = m->match_file(*file, /*require_all=*/external);
   m->load_code();
+  if (external) {
+    m->publish(m->next_weights([&](uint8_t* dst) { copy_file_slots(from_file, *file, dst); }, false));
+  } else {
+    m->publish(std::make_shared<const WeightSet>(std::move(m->constants_), m->entry_.init, m->entry_.release, m->dir_));
+    if (file) m->publish(m->next_weights([&](uint8_t* dst) { copy_file_slots(from_file, *file, dst); }, true));
+  }
   m->build_infos();
   return m;
 }
@@ -45,6 +62,8 @@ void Module::verify_and_read(const std::string& artifact_dir) {
   manifest_ = std::move(v.manifest);
   metadata_ = std::move(v.metadata);
   constants_ = std::move(v.constants);
+  constants_bytes_ = v.constants_bytes;
+  slots_ = std::move(v.slots);
 }
 
 void Module::load_code() {
@@ -122,13 +141,6 @@ void Module::load_code() {
          "; the artifact mixes files of different compilations: recompile the model");
   }
 
-  std::array<char, kErrLen> err{};
-  if (entry_.init(constants_.data(), constants_.size(), &module_state_, err.data(), err.size()) != 0) {
-    err.back() = '\0';
-    fail(DINOML_ERR_RUNTIME, "module.so of artifact '", dir_, "' failed to initialise: ",
-         err[0] ? err.data() : "(no message)");
-  }
-  initialised_ = true;
 }
 
 void Module::check_library_identity() const {
@@ -217,8 +229,9 @@ void Module::build_infos() {
 }
 
 Module::~Module() {
-  // Module code must run its release before its pages go away; constants unmap last (member order).
-  if (initialised_ && entry_.release) entry_.release(module_state_);
+  // Module code must run its release before its pages go away (sessions, which hold snapshots only
+  // while they run, hold this module too: the module's reference is the last).
+  weights_.reset();
   if (handle_) dlclose(handle_);
 }
 

@@ -1,19 +1,25 @@
-// A loaded artifact: verified manifest, parsed metadata, mapped constants and the dlopen'ed
-// module.so with its initialised module state. Immutable after load; shared by sessions through
-// shared_ptr so freeing the module handle never pulls code from under a live session.
+// A loaded artifact: verified manifest, parsed metadata, the dlopen'ed module.so and its current
+// weights (constants + initialised module state). Immutable after load except for the weights,
+// which set_constants / set_weights_file swap atomically (runtime/weights.h says how); shared by
+// sessions through shared_ptr so freeing the module handle never pulls code from under a live
+// session.
 #pragma once
 
 #include <dinoml/module_abi.h>
 #include <dinoml/runtime.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "manifest.h"
 #include "mapped_file.h"
 #include "metadata.h"
+#include "safetensors.h"
+#include "weights.h"
 
 namespace dinoml::runtime {
 
@@ -45,9 +51,23 @@ struct CudaEntryPoints {
   dinoml_module_cuda_pointer_is_device_fn pointer_is_device = nullptr;
 };
 
+// A tensor of a weights file and the slot it fills.
+struct FileSlot {
+  const ConstantSlot* slot;
+  const SafetensorsEntry* entry;
+};
+void copy_file_slots(const std::vector<FileSlot>& slots, const SafetensorsFile& file, uint8_t* dst);
+// Writes an artifact's constants (constants.bin, checked like a load but no code loaded) to a
+// safetensors file: dense constants with their dtype and shape, GGUF-block constants as uint8 bytes
+// (their block type in the file's __metadata__ as "dinoml.quant.<name>").
+void export_artifact_weights(const std::string& artifact_dir, const std::string& path);
+
 class Module {
  public:
-  static std::shared_ptr<const Module> load(const std::string& artifact_dir);
+  // `weights_path`: a safetensors file with every constant (required for artifacts compiled with
+  // --weights external, where it replaces constants.bin; for others it replaces constants.bin's
+  // values after the same checks as set_weights_file).
+  static std::shared_ptr<const Module> load(const std::string& artifact_dir, const std::string& weights_path = "");
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -64,8 +84,20 @@ class Module {
   // A GPU module (target cuda or rocm): both use the module ABI's GPU ("CUDA modules") part.
   bool is_cuda() const noexcept { return manifest_.target == "cuda" || manifest_.target == "rocm"; }
   const CudaEntryPoints& cuda() const noexcept { return cuda_; }
-  void* module_state() const noexcept { return module_state_; }
-  size_t constants_bytes() const noexcept { return constants_.size(); }
+  // The weights a run starts on: hold the reference for the whole run.
+  std::shared_ptr<const WeightSet> weights() const;
+  size_t constants_bytes() const noexcept { return constants_bytes_; }
+  const std::vector<ConstantSlot>& constants() const noexcept { return slots_; }
+  const std::string& weights_policy() const noexcept { return metadata_.weights.policy; }
+  // Replaces the named constants (host memory; dtype and shape checked against the graph) and
+  // publishes the new weights for runs that start afterwards. All or nothing.
+  void set_constants(const dinoml_tensor* constants, size_t n) const;
+  // The same with every tensor of a safetensors file (names must be constants of this model).
+  void set_weights_file(const std::string& path) const;
+  // Copies the current value of a constant into dst (nbytes must be its size).
+  void get_constant(const std::string& name, void* dst, size_t nbytes) const;
+  // Writes every constant's current value to a safetensors file.
+  void export_current_weights(const std::string& path) const;
 
   const std::vector<dinoml_tensor_info>& input_infos() const noexcept { return input_infos_; }
   const std::vector<dinoml_tensor_info>& output_infos() const noexcept { return output_infos_; }
@@ -77,18 +109,28 @@ class Module {
   void load_code();
   void check_library_identity() const;
   void build_infos();
+  void mark_swappable();
+  // A weights file's tensors matched to slots (names, dtypes, shapes checked; all slots with require_all).
+  std::vector<FileSlot> match_file(const SafetensorsFile& file, bool require_all) const;
+  const ConstantSlot& swappable_slot(const std::string& name) const;
+  // Builds the next generation: the current bytes (or zeros) with `fill` applied, initialised.
+  std::shared_ptr<const WeightSet> next_weights(const std::function<void(uint8_t*)>& fill, bool from_current) const;
+  void publish(std::shared_ptr<const WeightSet> w) const;
   const char* keep(std::string s);
 
   std::string dir_;
   Manifest manifest_;
   Metadata metadata_;
-  MappedFile constants_;
+  MappedFile constants_;  // constants.bin until the first generation takes it
+  size_t constants_bytes_ = 0;
+  std::vector<ConstantSlot> slots_;
+  mutable std::mutex weights_mutex_;  // guards weights_ (the pointer, not the bytes)
+  mutable std::mutex swap_mutex_;     // one swap at a time, so none is lost
+  mutable std::shared_ptr<const WeightSet> weights_;
   void* handle_ = nullptr;
   ModuleEntryPoints entry_;
   void (*omp_set_num_threads_)(int) = nullptr;
   CudaEntryPoints cuda_;
-  void* module_state_ = nullptr;
-  bool initialised_ = false;
 
   std::deque<std::string> strings_;  // deque: c_str() of tensor infos must stay put
   std::vector<dinoml_tensor_info> input_infos_, output_infos_, state_infos_;

@@ -188,9 +188,11 @@ void Session::run(const dinoml_tensor* inputs, size_t num_inputs, dinoml_tensor*
   err.fill('\0');
   ThreadGrant grant;  // this run's share of the process's CPU threads (thread_budget.h)
   if (auto set_threads = m.omp_set_num_threads()) set_threads(grant.threads());
-  const int rc = node_seconds ? m.entry().run_timed(m.module_state(), bound.dims.data(), bound.data.data(), out_ptrs.data(),
+  // The weights this run uses: a swap during the run publishes new ones for later runs only.
+  const auto weights = m.weights();
+  const int rc = node_seconds ? m.entry().run_timed(weights->state(), bound.dims.data(), bound.data.data(), out_ptrs.data(),
                                                      state_ptrs.data(), arena_.data(), node_seconds, err.data(), err.size())
-                              : m.entry().run(m.module_state(), bound.dims.data(), bound.data.data(), out_ptrs.data(),
+                              : m.entry().run(weights->state(), bound.dims.data(), bound.data.data(), out_ptrs.data(),
                                               state_ptrs.data(), arena_.data(), err.data(), err.size());
   if (rc != 0) {
     fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' failed while running: ", module_message(err),

@@ -192,9 +192,12 @@ void Session::run_cuda(const std::vector<const void*>& inputs, const dinoml_tens
   for (size_t i = 0; i < dev_states_.size(); ++i) state_ptrs[i] = dev_states_[i].ptr;
 
   // Per-node timing: a direct run with events between the nodes, synchronised (module_abi.h).
-  const int rc = node_seconds ? c.run_timed(m.module_state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(),
+  // The weights this run uses (a swap publishes new ones for later runs; the old state's release
+  // waits for the device before freeing, so enqueued work finishes on it).
+  const auto weights = m.weights();
+  const int rc = node_seconds ? c.run_timed(weights->state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(),
                                             dev_arena_.ptr, stream_, node_seconds, err.data(), err.size())
-                              : c.run(m.module_state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(),
+                              : c.run(weights->state(), dims.data(), dev_in.data(), dev_out.data(), state_ptrs.data(),
                                       dev_arena_.ptr, stream_, err.data(), err.size());
   if (rc != 0) {
     fail(DINOML_ERR_RUNTIME, "module '", m.name(), "' failed while running on the GPU: ", message(err),

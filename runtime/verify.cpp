@@ -96,12 +96,19 @@ bool fits(int64_t offset, int64_t nbytes, uint64_t limit) {
 
 // metadata.json "constants_bytes" is the size the module reads from constants.bin (the end of the
 // last slot). The module trusts it, so it must match the file the runtime mapped exactly.
-std::string check_metadata_constants(const json& meta, size_t constants_size, bool listed) {
+// An artifact compiled with --weights external has no constants.bin: its constants come from a
+// weights file at load (the slots are then checked against constants_bytes, and the file against
+// the slots, in Module::load).
+std::string check_metadata_constants(const json& meta, size_t& constants_size, bool listed, bool external) {
   JsonReader r(kMetadataFile);
   const json* declared = r.optional_field(meta, "constants_bytes", "metadata");
   if (!declared) return "metadata.json declares no constants_bytes";
   int64_t want = r.integer(*declared, "constants_bytes");
   if (want < 0) r.bad("constants_bytes", cat("negative value ", want));
+  if (external && !listed) {
+    constants_size = static_cast<size_t>(want);
+    return cat("external weights: ", want, " bytes of constants come from a weights file");
+  }
   if (static_cast<uint64_t>(want) != constants_size) {
     fail(DINOML_ERR_ARTIFACT, "metadata.json declares constants_bytes = ", want, " but constants.bin ",
          listed ? cat("holds ", constants_size, " bytes") : std::string("is absent"),
@@ -113,7 +120,7 @@ std::string check_metadata_constants(const json& meta, size_t constants_size, bo
 
 // Every constant slot in graph.dinoir.json lies inside constants.bin, 64-byte aligned, and its
 // nbytes matches dtype × shape. The generated module bakes these offsets into its code.
-std::string check_graph_constants(const json& graph, size_t constants_size, bool listed) {
+std::string check_graph_constants(const json& graph, size_t constants_size, bool listed, std::vector<ConstantSlot>& out) {
   JsonReader r(kGraphFile);
   r.object(graph, "graph");
   // The runtime maps only constants.bin; a graph naming another file would not describe the
@@ -138,7 +145,11 @@ std::string check_graph_constants(const json& graph, size_t constants_size, bool
     r.object(*slot, swhere);
     const int64_t offset = size_field(r, *slot, "offset", swhere);
     const int64_t nbytes = size_field(r, *slot, "nbytes", swhere);
-    if (!listed && nbytes > 0) {
+    ConstantSlot cs;
+    cs.name = name;
+    cs.offset = static_cast<uint64_t>(offset);
+    cs.nbytes = static_cast<uint64_t>(nbytes);
+    if (!listed && nbytes > 0 && constants_size == 0) {
       fail(DINOML_ERR_ARTIFACT, "graph.dinoir.json places constant '", name, "' in constants.bin, but the artifact has "
            "no constants.bin listed in manifest.json; recompile the model");
     }
@@ -158,10 +169,14 @@ std::string check_graph_constants(const json& graph, size_t constants_size, bool
         else dims.push_back(r.integer((*shape)[a], cat(where, ".shape[", a, "]")));
       }
       auto dt = dtype_from_name(dtype->get<std::string>());
+      cs.dtype = dt;
+      cs.dtype_text = dtype->get<std::string>();
+      if (is_static) cs.shape = dims;
       if (const json* quant = r.optional_field(t, "quant", where); quant && is_static) {
         // Kept as GGUF blocks: rows of shape[-1] / block_size blocks (dinoml/quant_blocks.h).
         r.object(*quant, where + ".quant");
         const std::string qname = r.string_field(*quant, "type", where + ".quant");
+        cs.quant = qname;
         const dml_qtype_traits* tr = dml_qtype_get(dml_qtype_by_name(qname.c_str()));
         const int64_t bs = size_field(r, *quant, "block_size", where + ".quant");
         const int64_t bb = size_field(r, *quant, "block_bytes", where + ".quant");
@@ -184,6 +199,7 @@ std::string check_graph_constants(const json& graph, size_t constants_size, bool
         }
       }
     }
+    out.push_back(std::move(cs));
     ++slots;
     end = std::max<uint64_t>(end, static_cast<uint64_t>(offset) + static_cast<uint64_t>(nbytes));
   }
@@ -317,10 +333,13 @@ VerifiedArtifact verify_artifact(const fs::path& dir, VerifyObserver* observer) 
                    v.metadata.outputs.size(), " outputs, ", v.metadata.states.size(), " states"));
 
   steps.begin("constants.bin bounds");
-  std::string detail = check_metadata_constants(meta, v.constants.size(), has_constants);
+  const bool external = v.metadata.weights.policy == "external";
+  size_t constants_size = v.constants.size();
+  std::string detail = check_metadata_constants(meta, constants_size, has_constants, external);
+  v.constants_bytes = constants_size;
   if (v.manifest.lists(kGraphFile)) {
     const json graph = parse_json_bytes(graph_bytes, kGraphFile, dir / kGraphFile);
-    detail += "; " + check_graph_constants(graph, v.constants.size(), has_constants);
+    detail += "; " + check_graph_constants(graph, constants_size, has_constants, v.slots);
   }
   steps.passed(detail);
 

@@ -17,6 +17,7 @@
 #include "manifest.h"
 #include "mapped_file.h"
 #include "metadata.h"
+#include "weights.h"
 
 namespace dinoml::runtime {
 
@@ -24,6 +25,8 @@ struct VerifiedArtifact {
   Manifest manifest;
   Metadata metadata;
   MappedFile constants;  // empty when the artifact has no constants.bin
+  size_t constants_bytes = 0;        // what the module reads (constants.bin, or an external weights file)
+  std::vector<ConstantSlot> slots;   // graph.dinoir.json's constants (swappable not yet set)
 };
 
 // Watches the checks as they run: begin() names the check about to run, passed() gives a

@@ -21,6 +21,11 @@ struct CompileOptions {
   std::string out_dir;           // artifact directory (created / replaced)
   bool dump_passes = false;      // writes debug/passes/NN_<pass>.dinoir.json
   bool fuse = true;
+  // Weights (docs/deploy.md): "embedded" (constants.bin; constant folding may consume constants,
+  // those are then not swappable at run time), "swappable" (constants.bin, no pass consumes a
+  // constant: every one can be replaced at run time) or "external" (as swappable, and no
+  // constants.bin: the runtime loads the constants from a safetensors file).
+  std::string weights = "embedded";
   std::string cache_dir;         // compile cache; default $DINOML_CACHE_DIR or ~/.cache/dinoml
   bool use_cache = true;
   bool verbose = false;

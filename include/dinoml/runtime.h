@@ -4,7 +4,8 @@
  * dinoml_status; on failure dinoml_last_error() (thread-local) says what went wrong and what to
  * do. No C++ exception ever crosses this boundary.
  *
- * Threading: a module is immutable after load and may be shared by many threads. A session owns
+ * Threading: a module is immutable after load (except its weights, which the swap functions below
+ * replace atomically) and may be shared by many threads. A session owns
  * its arena and states; one session must be used by one thread at a time (calls on the same
  * session are serialised by an internal mutex). Many sessions of one module run concurrently.
  */
@@ -203,6 +204,56 @@ DINOML_API dinoml_status dinoml_session_memory_info(const dinoml_session* sessio
  * buffer handles, and per-buffer allocator headers and page rounding. The same number
  * dinoml_session_memory_info reports and `dinoml inspect` prints. */
 DINOML_API size_t dinoml_session_overhead_bytes(size_t num_states, size_t num_outputs);
+
+/* ---- Weights (constants) without recompiling ------------------------------------------------
+ * An artifact's constants are the graph's constant tensors (graph.dinoir.json), stored in
+ * constants.bin or, for artifacts compiled with --weights external, read from a safetensors file at
+ * load. Swaps are atomic for running sessions: a swap builds the new weights completely (copy,
+ * replace, re-prepack through the module's init) and then publishes them; runs in flight finish on
+ * the old weights, runs that start afterwards use the new ones, and the old weights are freed when
+ * the last run using them ends. Swaps of one module are serialised.
+ * Swappable: every constant of artifacts compiled with --weights swappable or external; with the
+ * default (embedded) policy, the model's own constants that survived compilation. A constant that
+ * constant folding consumed at compile time is not in the artifact and cannot be swapped (the
+ * error says so and names the swappable ones). Quantized (GGUF block) constants are passed as
+ * uint8 tensors of their exact byte size. */
+typedef struct dinoml_constant_info {
+  const char* name;
+  dinoml_dtype dtype; /* the value's dtype (uint8 for GGUF-block constants) */
+  int32_t ndim;
+  int64_t shape[DINOML_MAX_RANK];
+  size_t nbytes;
+  int32_t swappable;  /* 1: dinoml_module_set_constants accepts it */
+  const char* quant;  /* GGUF block type ("q8_0") or NULL for dense constants */
+} dinoml_constant_info;
+
+/* "embedded" (constants.bin, folding allowed), "swappable" (constants.bin, no folding) or
+ * "external" (no constants.bin: weights from a file at load). */
+DINOML_API const char* dinoml_module_weights_policy(const dinoml_module* module);
+DINOML_API size_t dinoml_module_num_constants(const dinoml_module* module);
+DINOML_API dinoml_status dinoml_module_constant_info(const dinoml_module* module, size_t index, dinoml_constant_info* info);
+
+/* dinoml_module_load whose constants come from a safetensors file (8-byte little-endian header
+ * length, JSON header {name: {dtype, shape, data_offsets}}, raw bytes). Required for artifacts
+ * compiled with --weights external (the file must hold every constant and nothing else); for other
+ * artifacts the file's tensors replace those constants. The file is checked completely (header,
+ * names, dtypes, shapes, offsets inside the file) before module.so is loaded. */
+DINOML_API dinoml_status dinoml_module_load_with_weights(const char* artifact_dir, const char* weights_path,
+                                                         dinoml_module** out);
+
+/* Replaces constants by name: `constants[i]` names a swappable constant and holds its new value in
+ * host memory (dtype, ndim, shape and nbytes must match the compiled graph exactly). All or nothing:
+ * on any error nothing changes. */
+DINOML_API dinoml_status dinoml_module_set_constants(dinoml_module* module, const dinoml_tensor* constants, size_t n);
+/* The same with every tensor of a safetensors file (each must be a swappable constant). */
+DINOML_API dinoml_status dinoml_module_set_weights_file(dinoml_module* module, const char* weights_path);
+/* Copies a constant's current value into dst (nbytes = its size). */
+DINOML_API dinoml_status dinoml_module_get_constant(const dinoml_module* module, const char* name, void* dst, size_t nbytes);
+/* Writes every constant's current value (after swaps) to a safetensors file. */
+DINOML_API dinoml_status dinoml_module_export_weights(const dinoml_module* module, const char* path);
+/* Writes an artifact's constants.bin as a safetensors file without loading its code (the artifact is
+ * verified first); `dinoml export-weights DIR FILE`. */
+DINOML_API dinoml_status dinoml_artifact_export_weights(const char* artifact_dir, const char* path);
 
 /* "cpu" or "cuda": the manifest's target. */
 DINOML_API const char* dinoml_module_target(const dinoml_module* module);

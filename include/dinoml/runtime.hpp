@@ -166,6 +166,16 @@ struct TensorInfo {
   }
 };
 
+// A constant of the compiled graph (dinoml_constant_info).
+struct ConstantInfo {
+  std::string name;
+  dinoml_dtype dtype = DINOML_FLOAT32;
+  std::vector<int64_t> shape;
+  size_t nbytes = 0;
+  bool swappable = false;
+  std::string quant;  // GGUF block type, empty for dense constants
+};
+
 class Session;
 
 class Module {
@@ -175,6 +185,33 @@ class Module {
     check(dinoml_module_load(artifact_dir.c_str(), &m));
     return Module(std::shared_ptr<dinoml_module>(m, &dinoml_module_free));
   }
+  // With its weights from a safetensors file (required for artifacts compiled with --weights external).
+  static Module load(const std::string& artifact_dir, const std::string& weights_path) {
+    dinoml_module* m = nullptr;
+    check(dinoml_module_load_with_weights(artifact_dir.c_str(), weights_path.c_str(), &m));
+    return Module(std::shared_ptr<dinoml_module>(m, &dinoml_module_free));
+  }
+
+  // Weights without recompiling (runtime.h, "Weights"): atomic for running sessions.
+  std::string weights_policy() const { return dinoml_module_weights_policy(handle_.get()); }
+  std::vector<ConstantInfo> constants() const {
+    std::vector<ConstantInfo> out;
+    for (size_t i = 0, n = dinoml_module_num_constants(handle_.get()); i < n; ++i) {
+      dinoml_constant_info c{};
+      check(dinoml_module_constant_info(handle_.get(), i, &c));
+      out.push_back({c.name, c.dtype, std::vector<int64_t>(c.shape, c.shape + c.ndim), c.nbytes, c.swappable != 0,
+                     c.quant ? c.quant : ""});
+    }
+    return out;
+  }
+  void set_constants(const std::vector<Tensor>& values) const {
+    std::vector<dinoml_tensor> c;
+    for (const auto& t : values) c.push_back(t.to_c());
+    check(dinoml_module_set_constants(handle_.get(), c.data(), c.size()));
+  }
+  void set_constant(const Tensor& value) const { set_constants({value}); }
+  void set_weights_file(const std::string& path) const { check(dinoml_module_set_weights_file(handle_.get(), path.c_str())); }
+  void export_weights(const std::string& path) const { check(dinoml_module_export_weights(handle_.get(), path.c_str())); }
 
   std::string name() const { return dinoml_module_name(handle_.get()); }
   std::string graph_hash() const { return dinoml_module_graph_hash(handle_.get()); }

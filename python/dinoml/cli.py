@@ -97,6 +97,9 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--fp32-matmul-precision", choices=("highest", "bf16"), default="highest",
                    help="target cpu: bf16 lets float32 GEMMs with constant weights multiply in bfloat16 "
                         "(AMX / AVX512_BF16, fp32 accumulation)")
+    p.add_argument("--weights", choices=("embedded", "swappable", "external"), default="embedded",
+                   help="embedded: constants.bin, constant folding allowed; swappable: no folding, every constant "
+                        "replaceable at run time; external: no constants.bin, load with a safetensors file")
     p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable)")
@@ -128,7 +131,7 @@ def _compile(argv: List[str]) -> int:
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
                           execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32,
-                          fp32_matmul_precision=a.fp32_matmul_precision)
+                          fp32_matmul_precision=a.fp32_matmul_precision, weights=a.weights)
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError, TraceError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1

@@ -40,12 +40,27 @@ class TensorInfo:
         return cls(d["name"], d["dtype"], tuple(d["shape"]), tuple(tuple(a) for a in d["axes"]))
 
 
+@dataclasses.dataclass(frozen=True)
+class ConstantInfo:
+    """A constant of a compiled graph. GGUF-block (quantized) constants are uint8[nbytes] values."""
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+    nbytes: int
+    swappable: bool
+    quant: Optional[str]
+
+    @classmethod
+    def _from(cls, d: dict) -> "ConstantInfo":
+        return cls(d["name"], d["dtype"], tuple(d["shape"]), d["nbytes"], d["swappable"], d["quant"])
+
+
 class Module:
     """A loaded artifact."""
 
-    def __init__(self, path: Union[str, os.PathLike]):
+    def __init__(self, path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike]] = None):
         self.path = os.fspath(path)
-        self._m = rt_ext.RtModule(self.path)
+        self._m = rt_ext.RtModule(self.path, os.fspath(weights) if weights is not None else None)
         self.inputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.inputs]
         self.outputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.outputs]
         self.states: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.states]
@@ -80,15 +95,61 @@ class Module:
     def create_session(self) -> "Session":
         return Session(self)
 
+    # ---- weights without recompiling (docs/deploy.md) ----
+    @property
+    def weights_policy(self) -> str:
+        """"embedded", "swappable" or "external": how the artifact was compiled (--weights)."""
+        return self._m.weights_policy
+
+    @property
+    def constants(self) -> List[ConstantInfo]:
+        """Every constant of the compiled graph, with whether set_constant accepts it."""
+        return [ConstantInfo._from(d) for d in self._m.constants]
+
+    def swappable_constants(self) -> List[str]:
+        return [c.name for c in self.constants if c.swappable]
+
+    def set_constants(self, values: Mapping[str, np.ndarray]) -> None:
+        """Replaces constants by name, all or nothing. Each array must have the constant's dtype and
+        shape (bfloat16 constants also take float32 arrays); prepacked forms are rebuilt. Atomic for
+        running sessions: runs in flight finish on the old weights, later runs use the new ones.
+        A constant folded away at compile time cannot be replaced (the error says so and lists the
+        swappable ones; compile with weights="swappable" to keep every constant)."""
+        self._m.set_constants(dict(values))
+
+    def set_constant(self, name: str, value: np.ndarray) -> None:
+        self._m.set_constants({name: value})
+
+    def load_weights(self, path: Union[str, os.PathLike]) -> None:
+        """Replaces the constants named in a safetensors file (checked completely first), atomically."""
+        self._m.set_weights_file(os.fspath(path))
+
+    def get_constant(self, name: str) -> np.ndarray:
+        """A copy of a constant's current value (bfloat16 as float32)."""
+        return self._m.get_constant(name)
+
+    def export_weights(self, path: Union[str, os.PathLike]) -> None:
+        """Writes every constant's current value to a safetensors file."""
+        self._m.export_weights(os.fspath(path))
+
     def __repr__(self):
         def sig(ts):
             return ", ".join(f"{t.name}: {t.dtype}[{', '.join(str(s) for s in t.shape)}]" for t in ts) or "none"
         return f"<dinoml.runtime.Module '{self.name}' ({sig(self.inputs)}) -> ({sig(self.outputs)})>"
 
 
-def load(path: Union[str, os.PathLike]) -> Module:
-    """Verifies (manifest, ABI, file hashes, CPU ISA) and loads an artifact directory."""
-    return Module(path)
+def load(path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike]] = None) -> Module:
+    """Verifies (manifest, ABI, file hashes, CPU ISA) and loads an artifact directory. `weights`: a
+    safetensors file with the constants (required for artifacts compiled with weights="external";
+    for others its tensors replace the compiled-in values). The file is checked (header, names,
+    dtypes, shapes, bounds) before any code of the artifact is loaded."""
+    return Module(path, weights)
+
+
+def export_weights(artifact: Union[str, os.PathLike], path: Union[str, os.PathLike]) -> None:
+    """Writes an artifact's constants.bin as a safetensors file (no code loaded), like
+    `dinoml export-weights DIR FILE`."""
+    rt_ext.export_artifact_weights(os.fspath(artifact), os.fspath(path))
 
 
 def _torch_to_numpy(t):

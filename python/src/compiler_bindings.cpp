@@ -12,7 +12,7 @@ void bind_compiler(py::module_& m) {
                       bool fuse, const std::string& cache_dir, bool use_cache, bool verbose, bool profile,
                       const std::string& execution_plan, bool strict, const std::string& profile_cache,
                       bool use_profile_cache, bool progress, const std::string& arch, bool allow_tf32,
-                      const std::string& fp32_matmul_precision) {
+                      const std::string& fp32_matmul_precision, const std::string& weights) {
     CompileOptions o;
     o.target = target;
     o.out_dir = out_dir;
@@ -30,6 +30,7 @@ void bind_compiler(py::module_& m) {
     o.arch = arch;
     o.allow_tf32 = allow_tf32;
     o.fp32_matmul_precision = fp32_matmul_precision;
+    o.weights = weights;
     CompileResult r;
     std::string error;
     {
@@ -58,7 +59,8 @@ void bind_compiler(py::module_& m) {
      py::arg("fuse") = true, py::arg("cache_dir") = "", py::arg("use_cache") = true, py::arg("verbose") = false,
      py::arg("profile") = false, py::arg("execution_plan") = "", py::arg("strict") = false,
      py::arg("profile_cache") = "", py::arg("use_profile_cache") = true, py::arg("progress") = true, py::arg("arch") = "",
-     py::arg("allow_tf32") = true, py::arg("fp32_matmul_precision") = "highest");
+     py::arg("allow_tf32") = true, py::arg("fp32_matmul_precision") = "highest",
+     py::arg("weights") = "embedded");
 }
 
 }  // namespace dinoml::py_ext

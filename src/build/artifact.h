@@ -76,6 +76,7 @@ struct ArtifactContents {
   nlohmann::json compile_config;      // options (no paths, no times)
   std::string pass_dump_dir;          // optional: copied to debug/passes
   std::map<std::string, std::string> extra_files;  // relative path -> content (e.g. execution_plan.json)
+  nlohmann::json weights;  // metadata.json "weights" (policy, swappable, folded); "external": no constants.bin
 };
 
 // Writes the artifact directory atomically (temp dir + rename); every file's SHA-256 goes into

@@ -79,12 +79,15 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
 
   auto layout = ir::layout_constants(g);
   auto blob = ir::pack_constants(g, layout);
-  {
+  const bool external = c.weights.is_object() && c.weights.value("policy", "") == "external";
+  if (!external) {
     std::ofstream f(tmp / "constants.bin", std::ios::binary);
     f.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
   }
   write_json(tmp / "graph.dinoir.json", ir::graph_to_json(g, "constants.bin"));
-  write_json(tmp / "metadata.json", build_metadata(g, *c.plan));
+  json metadata = build_metadata(g, *c.plan);
+  if (c.weights.is_object()) metadata["weights"] = c.weights;
+  write_json(tmp / "metadata.json", metadata);
   write_json(tmp / "compile_config.json", c.compile_config);
   const bool cuda = c.cuda != nullptr;
   write_json(tmp / "kernel_manifest.json", cuda ? c.cuda->kernel_manifest : c.lowered->kernel_manifest);
@@ -166,7 +169,10 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
     manifest["toolchain"] = {{"cxx", tc.version}, {"nvcc", c.cuda_tc->version}, {"nvcc_flags", c.cuda->nvcc_flags}};
   else
     manifest["toolchain"] = {{"cxx", tc.version}, {"cxx_flags", c.lowered->cxx_flags}};
-  manifest["constants"] = {{"file", "constants.bin"}, {"policy", "mmap_readonly"}, {"nbytes", blob.size()}};
+  if (external)  // the constants come from a safetensors file at load (dinoml_module_load_with_weights)
+    manifest["constants"] = {{"file", nullptr}, {"policy", "external_safetensors"}, {"nbytes", blob.size()}};
+  else
+    manifest["constants"] = {{"file", "constants.bin"}, {"policy", "mmap_readonly"}, {"nbytes", blob.size()}};
   manifest["files"] = files;
   write_json(tmp / "manifest.json", manifest);
 

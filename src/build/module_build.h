@@ -11,8 +11,12 @@ int run_command(const std::string& cmd, std::string& output);
 std::string shell_quote(const std::string& s);
 // The bytes of a file ("" when it cannot be read).
 std::string read_text(const std::string& path);
-// DINOML_HOME, else the source tree this binary was built from (headers for module builds).
+// Where module builds find the kernel headers: DINOML_HOME, else the installed layout around this
+// binary (<prefix>/share/dinoml), else the source tree this binary was built from.
 std::string source_root_dir();
+// The source and build tree of this binary's build (generated: cmake/build_paths.cpp.in).
+const char* build_tree_source_dir();
+const char* build_tree_binary_dir();
 
 // One compile of a generated module through the cache under `cache_dir/modules/` (keyed by the
 // SHA-256 of key_material, which must hold everything that changes the produced bytes). The

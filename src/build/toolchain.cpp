@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "build/artifact.h"
@@ -50,14 +51,48 @@ std::string shell_quote(const std::string& s) {
 
 namespace {
 
-// DINOML_HOME (an installed tree) wins; otherwise the source/build tree this binary came from.
+// An installed DinoML is a prefix P with P/lib/libdinoml_runtime.so (and the kernel libraries)
+// and P/share/dinoml/{include,kernels/...} (the headers generated modules include): `cmake
+// --install` gives P = the install prefix (this code in P/bin/dinoml), a wheel gives P = the
+// `dinoml` package folder (this code in P/_dinoml*.so). Found from the file this code was loaded
+// from, so a copied or relocated install keeps working.
+struct Layout {
+  fs::path home;  // include/, kernels/common, kernels/cpu, kernels/cuda
+  fs::path lib;   // libdinoml_runtime.so, libdinoml_cpu_kernels.so, ...
+};
+
+std::optional<Layout> installed_layout() {
+  Dl_info info{};
+  fs::path self;
+  if (dladdr(reinterpret_cast<void*>(&installed_layout), &info) && info.dli_fname && info.dli_fname[0])
+    self = info.dli_fname;
+  std::error_code ec;
+  if (self.empty() || !self.has_parent_path()) self = fs::read_symlink("/proc/self/exe", ec);
+  self = fs::weakly_canonical(self, ec);
+  for (fs::path p = self.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p / "lib" / "libdinoml_runtime.so", ec) && fs::exists(p / "share" / "dinoml" / "kernels", ec))
+      return Layout{p / "share" / "dinoml", p / "lib"};
+    if (p == self.parent_path().parent_path() || p == p.parent_path()) break;  // the file's folder and its parent only
+  }
+  return std::nullopt;
+}
+
+const std::optional<Layout>& installed() {
+  static const std::optional<Layout> l = installed_layout();
+  return l;
+}
+
+// DINOML_HOME / DINOML_LIB_DIR win; then an installed layout around this binary; then the
+// source/build tree this binary was built in.
 fs::path source_root() {
   if (const char* h = std::getenv("DINOML_HOME")) return h;
-  return DINOML_SOURCE_DIR;
+  if (installed()) return installed()->home;
+  return build_tree_source_dir();
 }
 fs::path library_dir() {
   if (const char* h = std::getenv("DINOML_LIB_DIR")) return h;
-  return DINOML_BINARY_DIR;
+  if (installed()) return installed()->lib;
+  return build_tree_binary_dir();
 }
 
 }  // namespace
@@ -81,7 +116,7 @@ Toolchain find_toolchain() {
     for (const char* sub : {"include", "kernels/common", "kernels/cpu"}) {
       fs::path d = root / sub;
       if (!fs::exists(d)) {
-        error = "DinoML headers not found at '" + d.string() + "': set DINOML_HOME to the DinoML source tree";
+        error = "DinoML headers not found at '" + d.string() + "': set DINOML_HOME to the DinoML source tree (or an install's share/dinoml)";
         return;
       }
       tc.include_dirs_flags += " -I" + shell_quote(d.string());

@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
                 "target cpu: highest (default) or bf16 (float32 GEMMs with constant weights may multiply in bfloat16 "
                 "on AMX / AVX512_BF16, fp32 accumulation: faster, ~3 significant digits)")
       ->check(CLI::IsMember({"highest", "bf16"}));
+  c->add_option("--weights", tune.weights, "embedded (default: constants.bin, constant folding allowed), swappable "
+                                           "(constants.bin, no folding: every constant replaceable at run time) or external "
+                                           "(no constants.bin: load with a safetensors file)")
+      ->check(CLI::IsMember({"embedded", "swappable", "external"}));
   std::string model_gguf;
   std::vector<std::string> model_kv;
   c->add_option("--gguf", model_gguf, "MODEL.py: build_spec(gguf=FILE), e.g. examples/llama/model.py");
@@ -148,6 +152,12 @@ int main(int argc, char** argv) {
   auto* gen = app.add_subcommand("generate", "greedy decoding with a compiled llama artifact: DIR --tokens 1,2,3 --n 32");
   gen->prefix_command();
 
+  std::string ew_out;
+  auto* ew = app.add_subcommand("export-weights", "write an artifact's constants (constants.bin) as a safetensors file "
+                                                  "(load it with runtime.load(DIR, weights=FILE) into any artifact of the graph)");
+  ew->add_option("artifact", artifact)->required();
+  ew->add_option("out", ew_out, "FILE.safetensors")->required();
+
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
   o->add_flag("--markdown", markdown);
@@ -187,6 +197,7 @@ int main(int argc, char** argv) {
     if (i->parsed() && !html_out.empty()) return cmd_inspect_html(artifact, html_out);
     if (i->parsed()) return cmd_inspect(artifact, as_json);
     if (vf->parsed()) return cmd_verify(artifact, verify_json);
+    if (ew->parsed()) return cmd_export_weights(artifact, ew_out);
     if (r->parsed()) return cmd_run(artifact, inputs, dims, save_dir);
     if (v->parsed()) return cmd_validate(artifact, atol, rtol, seed);
     if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations, per_node, top);

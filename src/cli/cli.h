@@ -23,6 +23,7 @@ struct CompileTuneFlags {
   std::string arch;       // target cuda: sm_80 | sm_86 | sm_90a
   bool no_tf32 = false;   // target cuda: exact float32 GEMMs
   std::string fp32_matmul_precision = "highest";  // target cpu: highest | bf16
+  std::string weights = "embedded";                // embedded | swappable | external (docs/deploy.md)
   std::vector<std::string> model_args;  // MODEL.py only: forwarded as is (--gguf FILE, --model-arg K=V)
 };
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
@@ -40,6 +41,8 @@ int cmd_ops(bool markdown);
 // tree's python/ on PYTHONPATH; returns its exit status.
 int run_python_cli(const std::vector<std::string>& args);
 int cmd_verify(const std::string& artifact, bool as_json);
+// `dinoml export-weights DIR FILE`: the artifact's constants as a safetensors file.
+int cmd_export_weights(const std::string& artifact, const std::string& out);
 // `dinoml gguf-info FILE` (src/cli/cmd_gguf.cpp).
 int cmd_gguf_info(const std::string& path, bool as_json, size_t max_items);
 // Writes the self-contained HTML report of an artifact (src/cli/inspect_html.cpp).

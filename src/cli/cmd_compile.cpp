@@ -9,6 +9,7 @@
 
 #include <dinoml/compiler.hpp>
 
+#include "build/module_build.h"
 #include "cli/cli.h"
 #include "ir/serialize.h"
 #include "ops/registry.h"
@@ -28,7 +29,7 @@ std::string python_dir() {
     const fs::path beside = exe.parent_path().parent_path() / "python";
     if (fs::exists(beside / "dinoml" / "tools", ec)) return beside.string();
   }
-  return std::string(DINOML_SOURCE_DIR) + "/python";
+  return std::string(build::build_tree_source_dir()) + "/python";
 }
 
 // `benchmark-ops cuda` / `benchmark-torch-ops --device cuda` run as a plain script
@@ -92,6 +93,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     if (!tune.arch.empty()) args.insert(args.end(), {"--arch", tune.arch});
     if (tune.no_tf32) args.push_back("--no-tf32");
     if (tune.fp32_matmul_precision != "highest") args.insert(args.end(), {"--fp32-matmul-precision", tune.fp32_matmul_precision});
+    if (tune.weights != "embedded") args.insert(args.end(), {"--weights", tune.weights});
     args.insert(args.end(), tune.model_args.begin(), tune.model_args.end());
     return run_python_cli(args);
   }
@@ -109,6 +111,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   opts.arch = tune.arch;
   opts.allow_tf32 = !tune.no_tf32;
   opts.fp32_matmul_precision = tune.fp32_matmul_precision;
+  opts.weights = tune.weights;
   auto res = compile(g, opts);
   std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
             << (res.cache_hit ? " (module from cache)" : "") << "\n";

@@ -56,4 +56,13 @@ int cmd_verify(const std::string& artifact, bool as_json) {
   return 1;
 }
 
+// `dinoml export-weights DIR FILE` (the runtime's dinoml_artifact_export_weights: verified first,
+// no code loaded).
+int cmd_export_weights(const std::string& artifact, const std::string& out) {
+  if (dinoml_artifact_export_weights(artifact.c_str(), out.c_str()) != DINOML_OK)
+    throw std::runtime_error(dinoml_last_error());
+  std::cout << "wrote the constants of '" << artifact << "' to " << out << "\n";
+  return 0;
+}
+
 }  // namespace dinoml::cli

@@ -1,4 +1,5 @@
 // dinoml::compile: passes → memory plan → CPU lowering → module build → artifact directory.
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <cstdlib>
@@ -95,6 +96,7 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts, st
   Optimized o{input, {}, {}, nlohmann::json::array()};
   passes::PipelineOptions popts;
   popts.fuse = opts.fuse;
+  popts.fold_weights = opts.weights == "embedded";
   const char* strided = std::getenv("DINOML_CUDA_STRIDED_ATTENTION");  // "0": keep the head permutes (A/B runs)
   const char* cpu_strided = std::getenv("DINOML_CPU_STRIDED_ATTENTION");  // the same for target cpu
   popts.strided_attention = (opts.target == "cuda" && !(strided && std::string(strided) == "0")) ||
@@ -111,6 +113,29 @@ static Optimized optimize(const ir::Graph& input, const CompileOptions& opts, st
   for (const auto& e : report.entries)
     o.pass_report.push_back({{"pass", e.pass}, {"changed", e.changed}, {"stats", e.stats}, {"graph_hash", e.graph_hash}});
   return o;
+}
+
+// metadata.json "weights": the policy, the input graph's constants that the compiled graph still
+// holds unchanged (swappable at run time) and those it no longer holds (consumed by folding, or
+// unused). Constants the passes created (folded results) are in neither list.
+static bool same_bytes(const ir::ConstantBytes& a, const ir::ConstantBytes& b) {
+  return a == b || (a && b && *a == *b);
+}
+
+static nlohmann::json weights_metadata(const ir::Graph& input, const ir::Graph& g, const std::string& policy) {
+  std::vector<std::string> swappable, folded;
+  for (const auto& [name, t] : input.tensors) {
+    if (t.kind != ir::TensorKind::constant) continue;
+    auto it = g.tensors.find(name);
+    const bool kept = it != g.tensors.end() && it->second.kind == ir::TensorKind::constant &&
+                      it->second.dtype == t.dtype && it->second.shape == t.shape &&
+                      input.constant_data.count(name) && g.constant_data.count(name) &&
+                      same_bytes(input.constant_data.at(name), g.constant_data.at(name));
+    (kept ? swappable : folded).push_back(name);
+  }
+  std::sort(swappable.begin(), swappable.end());
+  std::sort(folded.begin(), folded.end());
+  return {{"policy", policy}, {"swappable", swappable}, {"folded", folded}};
 }
 
 // targets cuda and rocm: passes → memory plan → GPU lowering (module.cu) → nvcc / hipcc → artifact.
@@ -190,7 +215,7 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
   nlohmann::json config = {{"target", target}, {"arch", lo.arch.name}, {"allow_tf32", lo.allow_tf32},
                            {"gemm_impl", lo.gemm_impl}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {rocm ? "hipcc_flags" : "nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection},
-                           {"strict", opts.strict}};
+                           {"strict", opts.strict}, {"weights", opts.weights}};
   const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
   build::ArtifactContents contents;
@@ -200,6 +225,7 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
   contents.cuda_tc = ctc ? &*ctc : nullptr;
   contents.rocm_tc = rtc ? &*rtc : nullptr;
   contents.cuda_arch = lo.arch.name;
+  contents.weights = weights_metadata(input, g, opts.weights);
   contents.module_so_path = so.string();
   contents.compile_config = config;
   contents.pass_dump_dir = dump_dir.string();
@@ -216,6 +242,8 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
 
 CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
+  if (opts.weights != "embedded" && opts.weights != "swappable" && opts.weights != "external")
+    throw BuildError("weights policy '" + opts.weights + "': use embedded (default), swappable or external");
   if (opts.target != "cpu" && opts.target != "cuda" && opts.target != "rocm")
     throw BuildError("target '" + opts.target + "' is not available in this build (available: cpu, cuda, rocm)");
   if (opts.out_dir.empty()) throw BuildError("no output directory given (--out DIR)");
@@ -248,7 +276,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   nlohmann::json config = {{"target", opts.target}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags},
                            {"kernel_selection", res.kernel_selection}, {"strict", opts.strict},
-                           {"fp32_matmul_precision", opts.fp32_matmul_precision}};
+                           {"fp32_matmul_precision", opts.fp32_matmul_precision}, {"weights", opts.weights}};
   const nlohmann::json& pass_report = o.pass_report;
   config["passes"] = pass_report;
 
@@ -256,6 +284,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   contents.graph = &g;
   contents.plan = &plan;
   contents.lowered = &lowered;
+  contents.weights = weights_metadata(input, g, opts.weights);
   contents.module_so_path = so.string();
   contents.compile_config = config;
   contents.pass_dump_dir = dump_dir.string();

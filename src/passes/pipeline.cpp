@@ -20,11 +20,14 @@ std::vector<Pass> default_pipeline(const PipelineOptions& opts) {
   std::vector<Pass> p;
   p.push_back({"infer_shapes", "checks every node's declared output types against the op registry's inference", infer_shapes});
   p.push_back({"eliminate_dead_code", "removes nodes not needed by graph outputs or state writes", eliminate_dead_code});
-  p.push_back({"fold_constants", "evaluates nodes with only constant inputs into constants (skips big broadcasts)", fold_constants});
-  p.push_back({"eliminate_dead_code", "drops constants and nodes orphaned by folding", eliminate_dead_code});
+  if (opts.fold_weights) {
+    p.push_back({"fold_constants", "evaluates nodes with only constant inputs into constants (skips big broadcasts)", fold_constants});
+    p.push_back({"eliminate_dead_code", "drops constants and nodes orphaned by folding", eliminate_dead_code});
+  }
   if (opts.fuse) {
     p.push_back({"fuse_attention", "bmm(softmax(scale * bmm(q, k^T) [+ mask]), v) -> scaled_dot_product_attention", fuse_attention});
-    p.push_back({"fold_batch_norm", "batch_norm after a conv with constant weights -> conv2d_bias with folded weights", fold_batch_norm});
+    if (opts.fold_weights)
+      p.push_back({"fold_batch_norm", "batch_norm after a conv with constant weights -> conv2d_bias with folded weights", fold_batch_norm});
     p.push_back({"fuse_conv_epilogue", "conv + bias / relu / residual add + relu -> conv2d_bias_* ops", fuse_conv_epilogue});
     p.push_back({"fuse_gemm_epilogue", "gemm + bias + activation / residual add -> gemm_*_bias_* ops", fuse_gemm_epilogue});
     p.push_back({"fuse_elementwise", "elementwise chains and trees -> fused_elementwise nodes", fuse_elementwise});

@@ -11,6 +11,9 @@ namespace dinoml::passes {
 struct PipelineOptions {
   std::string dump_dir;  // when set: writes NN_<pass>.dinoir.json (+ constants) per pass
   bool fuse = true;      // false: skip fusion passes (debugging / oracle comparisons)
+  // false (--weights swappable / external): no pass consumes a constant into a new one
+  // (fold_constants, fold_batch_norm), so every constant stays a buffer the runtime can replace.
+  bool fold_weights = true;
   bool strided_attention = false;  // stride_attention_operands (targets cuda / cpu; DINOML_{CUDA,CPU}_STRIDED_ATTENTION=0 turn it off)
   std::vector<Pass> target_passes;  // the target's own rewrites, after the shared passes (compile.cpp fills it)
 };

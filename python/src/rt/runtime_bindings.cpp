@@ -5,8 +5,10 @@
 // buffers stay valid only until that session's next run.
 #include <dinoml/runtime.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "rt_bindings.h"
 
@@ -88,13 +90,14 @@ struct Module {
   }
 };
 
-std::shared_ptr<Module> load_module(const std::string& path) {
+std::shared_ptr<Module> load_module(const std::string& path, const std::optional<std::string>& weights) {
   auto m = std::make_shared<Module>();
   m->path = path;
   dinoml_status st;
   {
     py::gil_scoped_release release;  // hashing every file of a large artifact takes a while
-    st = dinoml_module_load(path.c_str(), &m->handle);
+    st = weights ? dinoml_module_load_with_weights(path.c_str(), weights->c_str(), &m->handle)
+                 : dinoml_module_load(path.c_str(), &m->handle);
   }
   check(st);
   auto collect = [&](size_t n, auto info_fn, std::vector<TensorInfo>& out) {
@@ -225,6 +228,77 @@ py::list describe(const std::vector<dinoml_tensor>& outs) {
   return l;
 }
 
+// The module's constants as dicts (dinoml_constant_info).
+py::list constant_list(const Module& m) {
+  py::list l;
+  for (size_t i = 0, n = dinoml_module_num_constants(m.handle); i < n; ++i) {
+    dinoml_constant_info c{};
+    check(dinoml_module_constant_info(m.handle, i, &c));
+    py::dict d;
+    d["name"] = std::string(c.name);
+    d["dtype"] = std::string(ir::dtype_name(static_cast<ir::DType>(c.dtype)));
+    d["shape"] = std::vector<int64_t>(c.shape, c.shape + c.ndim);
+    d["nbytes"] = c.nbytes;
+    d["swappable"] = c.swappable != 0;
+    d["quant"] = c.quant ? py::object(py::str(c.quant)) : py::object(py::none());
+    l.append(d);
+  }
+  return l;
+}
+
+// {name: array} -> dinoml_module_set_constants; each array converted to the constant's dtype rules
+// of prepare_array (exact dtype, or float32 for bfloat16).
+void set_constants(const Module& m, const py::dict& values) {
+  std::map<std::string, ir::DType> dtypes;
+  for (size_t i = 0, n = dinoml_module_num_constants(m.handle); i < n; ++i) {
+    dinoml_constant_info c{};
+    check(dinoml_module_constant_info(m.handle, i, &c));
+    dtypes[c.name] = static_cast<ir::DType>(c.dtype);
+  }
+  std::vector<Prepared> prepared;
+  std::vector<std::string> names;
+  prepared.reserve(values.size());
+  names.reserve(values.size());
+  for (auto [k, v] : values) {
+    names.push_back(py::str(k));
+    auto it = dtypes.find(names.back());
+    prepared.push_back(prepare_array(v, it != dtypes.end() ? it->second : ir::DType::f32, "constant '" + names.back() + "'"));
+  }
+  std::vector<dinoml_tensor> ts(prepared.size());
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    ts[i] = dinoml_tensor{};
+    ts[i].name = names[i].c_str();
+    ts[i].data = const_cast<void*>(prepared[i].data);
+    ts[i].nbytes = prepared[i].nbytes;
+    ts[i].dtype = static_cast<dinoml_dtype>(prepared[i].dtype);
+    if (prepared[i].shape.size() > DINOML_MAX_RANK)
+      raise_status(DINOML_ERR_INVALID_ARGUMENT, "constant '" + names[i] + "' has rank above 8");
+    ts[i].ndim = static_cast<int32_t>(prepared[i].shape.size());
+    for (size_t a = 0; a < prepared[i].shape.size(); ++a) ts[i].shape[a] = prepared[i].shape[a];
+  }
+  dinoml_status st;
+  std::string err;
+  {
+    py::gil_scoped_release release;  // re-prepacking large weights takes a while
+    st = dinoml_module_set_constants(m.handle, ts.data(), ts.size());
+    if (st != DINOML_OK) err = dinoml_last_error();
+  }
+  if (st != DINOML_OK) raise_status(st, err);
+}
+
+// Runs a C call with the GIL released; raises on failure.
+template <typename F>
+void call_nogil(F&& f) {
+  dinoml_status st;
+  std::string err;
+  {
+    py::gil_scoped_release release;
+    st = f();
+    if (st != DINOML_OK) err = dinoml_last_error();
+  }
+  if (st != DINOML_OK) raise_status(st, err);
+}
+
 // Every output by name (data NULL), in the module's order.
 std::vector<dinoml_tensor> all_outputs(const Module& m) {
   std::vector<dinoml_tensor> outs(m.outputs.size());
@@ -252,13 +326,38 @@ void call_locked(Session& s, F&& f) {
 
 void bind_runtime(py::module_& m) {
   m.def("runtime_abi_version", &dinoml_runtime_abi_version);
+  m.def("export_artifact_weights", [](const std::string& dir, const std::string& path) {
+    call_nogil([&] { return dinoml_artifact_export_weights(dir.c_str(), path.c_str()); });
+  }, py::arg("artifact_dir"), py::arg("path"));
   auto info_list = [](const std::vector<TensorInfo>& v) {
     py::list l;
     for (const auto& t : v) l.append(info_dict(t));
     return l;
   };
   py::class_<Module, std::shared_ptr<Module>>(m, "RtModule", "A loaded artifact (immutable, shareable by threads).")
-      .def(py::init(&load_module), py::arg("path"))
+      .def(py::init(&load_module), py::arg("path"), py::arg("weights") = py::none())
+      .def_property_readonly("weights_policy", [](const Module& mod) { return std::string(dinoml_module_weights_policy(mod.handle)); })
+      .def_property_readonly("constants", &constant_list)
+      .def("set_constants", &set_constants, py::arg("values"))
+      .def("set_weights_file", [](const Module& mod, const std::string& path) {
+        call_nogil([&] { return dinoml_module_set_weights_file(mod.handle, path.c_str()); });
+      }, py::arg("path"))
+      .def("export_weights", [](const Module& mod, const std::string& path) {
+        call_nogil([&] { return dinoml_module_export_weights(mod.handle, path.c_str()); });
+      }, py::arg("path"))
+      .def("get_constant", [](const Module& mod, const std::string& name) {
+        for (size_t i = 0, n = dinoml_module_num_constants(mod.handle); i < n; ++i) {
+          dinoml_constant_info c{};
+          check(dinoml_module_constant_info(mod.handle, i, &c));
+          if (name != c.name) continue;
+          std::vector<uint8_t> bytes(c.nbytes);
+          check(dinoml_module_get_constant(mod.handle, c.name, bytes.data(), bytes.size()));
+          return to_numpy_owned(static_cast<ir::DType>(c.dtype), std::vector<int64_t>(c.shape, c.shape + c.ndim),
+                                std::move(bytes));
+        }
+        check(dinoml_module_get_constant(mod.handle, name.c_str(), nullptr, 0));  // raises naming the constants
+        return py::array();
+      }, py::arg("name"))
       .def_readonly("path", &Module::path)
       .def_property_readonly("name", [](const Module& mod) { return std::string(dinoml_module_name(mod.handle)); })
       .def_property_readonly("graph_hash", [](const Module& mod) { return std::string(dinoml_module_graph_hash(mod.handle)); })

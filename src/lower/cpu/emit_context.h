@@ -38,9 +38,13 @@ class EmitContext {
   std::map<std::string, std::string> storage_var;
   // Deferred tail of run(): state copies that must happen after every node.
   std::ostringstream tail;
-  // Statements run once in dinoml_module_init (after the constants check), e.g. weight prepacking;
-  // they see `constants`, `err`, `errlen` and return non-zero on failure.
+  // Statements run in dinoml_module_init (after the constants check), e.g. weight prepacking;
+  // they see `constants`, the new state `st`, `err`, `errlen` and return non-zero on failure
+  // (after dml_state_free(st)).
   std::ostringstream init;
+  // Buffers init packs per module state (emit_init_packing): variable names, index = slot in
+  // DmlCpuState::packed. run() binds each name to its slot of the state it is given.
+  std::vector<std::string> packed_vars;
   // Generated kernels (static functions placed before run()) and their plan entries.
   std::ostringstream functions;
   nlohmann::json codegen_plan = nlohmann::json::array();
@@ -144,11 +148,16 @@ TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const 
 nlohmann::json emit_tunable_dispatch(EmitContext& cx, const ir::Node& n, const std::string& family,
                                      const std::vector<std::string>& names, const TunableSelection& s,
                                      const std::function<std::string(size_t)>& call, std::ostringstream& body);
-// Statement block for dinoml_module_init packing a constant once into a new static buffer
-// `dml_packed_<id>` (returned): `size_expr` gives the bytes, `pack_call` fills `p` and returns a
-// status. Shared by the gemm and conv lowerings.
+// Statement block for dinoml_module_init packing a constant into a new buffer of the module state
+// (returned: the name `dml_packed_<id>` run() binds to it): `size_expr` gives the bytes,
+// `pack_call` fills `p` and returns a status. Every init (the first load and every weight swap)
+// packs into its own state, so runs on the previous state keep their buffers. Shared by the gemm
+// and conv lowerings.
 std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::string& setup, const std::string& size_expr,
                               const std::string& pack_call);
+// The statements opening run() and profile(): `cbase` (the constants) and each packed buffer's
+// name bound from `module_state` (a DmlCpuState).
+std::string emit_state_bindings(const EmitContext& cx);
 // The dinoml_module_profile entry point of a bootstrap module (empty text otherwise).
 std::string emit_profile_entry(EmitContext& cx, const std::string& storage);
 

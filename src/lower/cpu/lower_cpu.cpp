@@ -379,24 +379,35 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   os << "DML_EXPORT uint32_t dinoml_module_abi_version(void) { return DINOML_MODULE_ABI_VERSION; }\n\n";
   os << "DML_EXPORT const char* dinoml_module_graph_hash(void) { return " << cpp_string_literal(ir::graph_hash(g))
      << "; }\n\n";
-  // The module keeps no derived data yet: its state is the constants mapping itself. The runtime
-  // checks constants.bin against metadata.json before dlopen; this check is the module's own
-  // guarantee that no constant pointer can ever reach past the mapping (issue 8, hardening).
+  // The module state: the constants the module was initialised with and the buffers packed from
+  // them. Each init makes a new one (the runtime swaps weights by initialising again and switching
+  // runs over), so nothing derived from constants lives in static storage.
   size_t constants_needed = 0;
   for (const auto& [cname, slot] : ir::layout_constants(g)) constants_needed = std::max(constants_needed, size_t(slot.offset + slot.nbytes));
+  const size_t num_packed = cx.packed_vars.size();
+  os << "#include <stdlib.h>\n\n"
+        "typedef struct DmlCpuState {\n  const unsigned char* constants;\n  void* packed[" << std::max<size_t>(num_packed, 1)
+     << "];\n} DmlCpuState;\n\n"
+        "static void dml_state_free(DmlCpuState* st) {\n  if (!st) return;\n"
+        "  for (size_t i = 0; i < " << num_packed << "u; ++i) free(st->packed[i]);\n  free(st);\n}\n\n";
   os << "DML_EXPORT int dinoml_module_init(const uint8_t* constants, size_t constants_size, void** module_state,\n"
         "                                    char* err, size_t errlen) {\n";
+  // The runtime checks constants.bin against metadata.json before dlopen; this check is the module's
+  // own guarantee that no constant pointer can ever reach past the mapping (issue 8, hardening).
   if (constants_needed > 0) {  // `constants_size < 0u` would warn (-Wtype-limits) in a model without constants
     os << "  if (constants_size < " << constants_needed << "u) {\n"
           "    if (err && errlen) snprintf(err, errlen, \"constants.bin holds %zu bytes but this module reads " << constants_needed
        << "\", constants_size);\n"
           "    return 1;\n  }\n";
   } else {
-    os << "  (void)constants_size; (void)err; (void)errlen;\n";
+    os << "  (void)constants_size;\n";
   }
+  os << "  DmlCpuState* st = (DmlCpuState*)calloc(1, sizeof(DmlCpuState));\n"
+        "  if (!st) {\n    if (err && errlen) snprintf(err, errlen, \"out of memory for the module state\");\n    return 1;\n  }\n"
+        "  st->constants = (const unsigned char*)constants;\n";
   os << cx.init.str();
-  os << "  *module_state = (void*)constants;\n  return 0;\n}\n\n";
-  os << "DML_EXPORT void dinoml_module_release(void* module_state) { (void)module_state; }\n\n";
+  os << "  *module_state = st;\n  return 0;\n}\n\n";
+  os << "DML_EXPORT void dinoml_module_release(void* module_state) { dml_state_free((DmlCpuState*)module_state); }\n\n";
   os << emit_plan_entry(cx, "CPU lowering");
   // One body serves both entry points: dinoml_module_run passes no timing buffer, so each node
   // costs one test of a null pointer; dinoml_module_run_timed adds node i's wall time to
@@ -411,9 +422,8 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
         "  [[maybe_unused]] double dml_t0 = 0.0;\n"
         "  const int64_t* d = dims;\n"
         "  if (dml_check_dims(d, err, errlen)) return 1;\n"
-        "  [[maybe_unused]] const int b = dml_bucket_index(d);\n"
-        "  [[maybe_unused]] const unsigned char* const cbase = (const unsigned char*)module_state;\n"
-        "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
+        "  [[maybe_unused]] const int b = dml_bucket_index(d);\n";
+  os << emit_state_bindings(cx) << "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
   os << storage.str() << body.str();
   os << "  // deferred state updates\n" << cx.tail.str();
   os << "  return 0;\n}\n\n";

@@ -47,18 +47,25 @@ std::vector<KernelCandidate> node_candidates(const EmitContext& cx, CandidateFam
 std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::string& setup, const std::string& size_expr,
                               const std::string& pack_call) {
   const std::string var = "dml_packed_" + std::to_string(cx.next_kernel_id++);
-  if (cx.functions.str().find("#include <stdlib.h>") == std::string::npos) cx.functions << "#include <stdlib.h>\n";
-  cx.functions << "static void* " << var << " = NULL;  // packed constant of node " << comment_text(n.name) << "\n";
-  cx.init << "  if (!__atomic_load_n(&" << var << ", __ATOMIC_ACQUIRE)) {  // " << comment_text(n.name) << "\n"
+  const size_t slot = cx.packed_vars.size();
+  cx.packed_vars.push_back(var);
+  cx.init << "  {  // " << comment_text(n.name) << "\n"
           << setup << "    const int64_t sz = " << size_expr << ";\n"
           << "    void* p = sz > 0 ? aligned_alloc(64, (size_t)((sz + 63) / 64 * 64)) : NULL;\n"
-          << "    int st = p ? " << pack_call << " : DML_CPU_ERR_MEMORY;\n"
-          << "    if (st) {\n      free(p);\n      return dml_node_error(err, errlen, " << cpp_string_literal(n.name) << ", "
-          << cpp_string_literal(n.op) << ", st);\n    }\n"
-          << "    void* expected = NULL;\n"
-          << "    if (!__atomic_compare_exchange_n(&" << var << ", &expected, p, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) free(p);\n"
+          << "    int st_ = p ? " << pack_call << " : DML_CPU_ERR_MEMORY;\n"
+          << "    if (st_) {\n      free(p);\n      dml_state_free(st);\n      return dml_node_error(err, errlen, "
+          << cpp_string_literal(n.name) << ", " << cpp_string_literal(n.op) << ", st_);\n    }\n"
+          << "    st->packed[" << slot << "] = p;\n"
           << "  }\n";
   return var;
+}
+
+std::string emit_state_bindings(const EmitContext& cx) {
+  std::string s = "  [[maybe_unused]] const DmlCpuState* const dml_st = (const DmlCpuState*)module_state;\n"
+                  "  [[maybe_unused]] const unsigned char* const cbase = dml_st->constants;\n";
+  for (size_t i = 0; i < cx.packed_vars.size(); ++i)
+    s += "  [[maybe_unused]] void* const " + cx.packed_vars[i] + " = dml_st->packed[" + std::to_string(i) + "];\n";
+  return s;
 }
 
 TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const std::vector<std::string>& names,
@@ -193,8 +200,8 @@ std::string emit_profile_entry(EmitContext& cx, const std::string& storage) {
         "  const int64_t* d = dims;\n"
         "  if (dml_check_dims(d, err, errlen)) return 1;\n"
         "  [[maybe_unused]] const int b = dml_bucket_index(d);\n"
-        "  [[maybe_unused]] const unsigned char* const cbase = (const unsigned char*)module_state;\n"
-        "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n"
+     << emit_state_bindings(cx)
+     << "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n"
      << storage
      << "  for (int rep = 0; rep < reps; ++rep) {\n"
         "    const double dml_start = dml_now();\n"

@@ -3,7 +3,8 @@
 // The generated module's direct run (`dml_run_direct`) launches every kernel of the graph on the
 // session's stream. A run's launches are a pure function of (dims, input/output/state pointers,
 // arena, stream): kernel arguments are computed on the host from exactly these, nothing reads
-// device data on the host. So a run whose key was seen before can be replayed from a captured
+// device data on the host. The module state (constants, packed weights) is part of the key: a
+// weight swap gives a new state, and runs on it never replay a graph of the old one. So a run whose key was seen before can be replayed from a captured
 // cudaGraphExec_t: one cudaGraphLaunch instead of one launch per node (the launch-bound runs of a
 // transformer block or a decode step are dominated by launch overhead).
 //
@@ -35,6 +36,7 @@ struct DmlGraphEntry {
   void* st[NST];
   void* arena;
   void* stream;
+  void* ms;            // module state (weights)
   cudaGraphExec_t exec;
   int seen;            // runs of this key so far
   int uncapturable;    // capture failed once: always direct
@@ -65,9 +67,9 @@ DML_EXPORT void dinoml_module_cuda_graph_stats(long long* captured, long long* r
   *replayed = dml_graph_counts[1];
   *uncapturable = dml_graph_counts[2];
 }
-static int dml_graph_key_equal(const DmlGraphEntry& e, const int64_t* dims, const void* const* in, void* const* out,
-                               void* const* st, void* arena, void* stream) {
-  if (!e.used || e.arena != arena || e.stream != stream) return 0;
+static int dml_graph_key_equal(const DmlGraphEntry& e, void* ms, const int64_t* dims, const void* const* in,
+                               void* const* out, void* const* st, void* arena, void* stream) {
+  if (!e.used || e.ms != ms || e.arena != arena || e.stream != stream) return 0;
   for (int i = 0; i < DML_GRAPH_NDIMS; ++i) if (e.dims[i] != dims[i]) return 0;
   for (int i = 0; i < DML_GRAPH_NIN; ++i) if (e.in[i] != in[i]) return 0;
   for (int i = 0; i < DML_GRAPH_NOUT; ++i) if (e.out[i] != out[i]) return 0;
@@ -84,7 +86,7 @@ DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, c
   }
   DmlGraphEntry* e = NULL;
   for (auto& c : dml_graphs)
-    if (dml_graph_key_equal(c, dims, inputs, outputs, states, arena, stream_)) { e = &c; break; }
+    if (dml_graph_key_equal(c, module_state, dims, inputs, outputs, states, arena, stream_)) { e = &c; break; }
   if (!e) {  // a new key: take a free or the least recently used slot, run directly
     e = &dml_graphs[0];
     for (auto& c : dml_graphs) {
@@ -100,6 +102,7 @@ DML_EXPORT int dinoml_module_run_cuda(void* module_state, const int64_t* dims, c
     for (int i = 0; i < DML_GRAPH_NST; ++i) e->st[i] = states[i];
     e->arena = arena;
     e->stream = stream_;
+    e->ms = module_state;
   }
   e->last_use = ++dml_graphs_clock;
   cudaStream_t stream = (cudaStream_t)stream_;

@@ -306,7 +306,9 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
   os << "  *module_state = st;\n  return 0;\n}\n\n";
   os << "DML_EXPORT void dinoml_module_release(void* module_state) {\n"
         "  DmlModuleState* st = (DmlModuleState*)module_state;\n"
-        "  if (!st) return;\n  if (st->dconst) cudaFree(st->dconst);\n  if (st->dpack) cudaFree(st->dpack);\n  free(st);\n}\n\n";
+        "  if (!st) return;\n"
+        "  (void)cudaDeviceSynchronize();  // runs still enqueued on these weights finish first (weight swaps)\n"
+        "  if (st->dconst) cudaFree(st->dconst);\n  if (st->dpack) cudaFree(st->dpack);\n  free(st);\n}\n\n";
   os << cpu::emit_plan_entry(cx, target_label(current_target()) + std::string(" lowering"));
   // The direct run; dinoml_module_run_cuda (cuda_graphs.cpp) calls it or replays its CUDA graph.
   // dml_ev (per-node timing, else NULL): event i is recorded before node i, event N after the last.
