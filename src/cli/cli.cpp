@@ -155,8 +155,11 @@ int main(int argc, char** argv) {
   auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu or cuda)");
   bt->prefix_command();
   // Greedy decoding of a compiled decoder (examples/llama): python/dinoml/tools/generate.py.
-  auto* gen = app.add_subcommand("generate", "greedy decoding with a compiled llama artifact: DIR --tokens 1,2,3 --n 32");
+  auto* gen = app.add_subcommand("generate", "text generation with a compiled llama artifact: DIR --gguf MODEL.gguf "
+                                             "--prompt TEXT [--temperature T --top-k K --top-p P --seed S] (or --tokens 1,2,3)");
   gen->prefix_command();
+  auto* chat = app.add_subcommand("chat", "interactive chat with a compiled llama artifact: DIR --gguf MODEL.gguf");
+  chat->prefix_command();
 
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
@@ -168,7 +171,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    for (auto* fwd : {bo, bt, gen})
+    for (auto* fwd : {bo, bt, gen, chat})
       if (fwd->parsed()) {
         std::vector<std::string> args = {fwd->get_name()};
         for (const auto& r : fwd->remaining()) args.push_back(r);

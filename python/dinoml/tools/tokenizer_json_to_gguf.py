@@ -10,7 +10,8 @@ vocabularies that packages ship.
 * BPE with byte_fallback (SentencePiece converted: Llama 2, Gemma) -> "llama"; `<0xNN>` pieces are
   BYTE tokens and scores follow the piece order (SentencePiece keeps pieces by descending score,
   and the conversion to tokenizer.json keeps that order in the ids): score = -id.
-Added tokens are CONTROL when special, USER_DEFINED otherwise; special ids, add_bos/add_eos and the
+Added tokens are CONTROL when special, USER_DEFINED otherwise (with ▁ written as a space, as
+llama.cpp's converter does, since they are matched in raw text); special ids, add_bos/add_eos and the
 chat template come from gguf.SpecialVocab. The file also carries the minimal `llama.*`
 hyper-parameters that llama.cpp's loader reads before the vocabulary (no tensors: load it with
 vocab_only).
@@ -42,7 +43,11 @@ def convert(src_dir: str, out: str, pre: str | None = None, add_space_prefix: bo
     for text, i in vocab.items():
         tokens[i] = text
         if text in added:
-            types[i] = gguf.TokenType.CONTROL if added[text].get("special") else gguf.TokenType.USER_DEFINED
+            if added[text].get("special"):
+                types[i] = gguf.TokenType.CONTROL
+            else:  # user-defined pieces are matched in raw text: spaces as spaces (Gemma's "▁▁" runs)
+                types[i] = gguf.TokenType.USER_DEFINED
+                tokens[i] = text.replace("\u2581", " ")
         elif spm and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
             types[i] = gguf.TokenType.BYTE
         else:

@@ -107,13 +107,13 @@ PYBIND11_MODULE(_dinoml_llm, m) {
       .def("distribution", [](const generate::Sampler& s, const Logits& l) {
         auto [p, n] = flat(l);
         const auto c = s.distribution(p, n);
-        py::array_t<int32_t> ids(c.size());
-        py::array_t<float> probs(c.size());
-        for (size_t i = 0; i < c.size(); ++i) {
-          ids.mutable_at(i) = c[i].id;
-          probs.mutable_at(i) = c[i].p;
+        std::vector<int32_t> ids;
+        std::vector<float> probs;
+        for (const auto& x : c) {
+          ids.push_back(x.id);
+          probs.push_back(x.p);
         }
-        return py::make_tuple(ids, probs);
+        return py::make_tuple(ids, probs);  // lists: python/dinoml/llm.py makes the arrays
       })
       .def("accept", &generate::Sampler::accept)
       .def("reset", &generate::Sampler::reset, py::arg("seed"))
