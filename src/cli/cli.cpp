@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   bo->prefix_command();
   auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu or cuda)");
   bt->prefix_command();
-  // Greedy decoding of a compiled decoder (examples/llama): python/dinoml/tools/generate.py.
+  // Generation with a compiled decoder (examples/llama): python/dinoml/tools/generate.py, chat.py.
   auto* gen = app.add_subcommand("generate", "text generation with a compiled llama artifact: DIR --gguf MODEL.gguf "
                                              "--prompt TEXT [--temperature T --top-k K --top-p P --seed S] (or --tokens 1,2,3)");
   gen->prefix_command();
