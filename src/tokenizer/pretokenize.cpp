@@ -192,8 +192,18 @@ std::vector<size_t> RegexSplitter::split(const std::vector<uint32_t>& cpts) cons
       const auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data() + start);
       size_t pos = 0, last = 0;
       while (pos < len) {
-        const int rc = pcre2_match(re->code, s, len, pos, 0, md, nullptr);
-        if (rc < 0) break;
+        int rc = pcre2_match(re->code, s, len, pos, 0, md, nullptr);
+        // JIT code runs on a fixed stack; a long run of one class can exhaust it: the interpreter
+        // (heap-allocated backtracking frames) then takes over.
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = pcre2_match(re->code, s, len, pos, PCRE2_NO_JIT, md, nullptr);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+          PCRE2_UCHAR buf[256];
+          pcre2_get_error_message(rc, buf, 256);
+          std::string msg;
+          for (PCRE2_UCHAR* q = buf; *q; ++q) append_utf8(msg, *q);
+          throw TokenizerError("pre-tokenizer regex failed on the text (" + msg + ")");
+        }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         if (ov[1] == ov[0]) {  // an empty match matches nothing: look further on
           pos = ov[0] + 1;
