@@ -2,8 +2,14 @@
 # The block formats and reference (de)quantization are header-only (kernels/common/dinoml/
 # quant_blocks.h, quant_ref.h). The ggml parity tests (tests/cpp/gguf) fetch their oracle with
 # scripts/fetch-ggml-ref.
-file(GLOB DINOML_GGUF_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/import/gguf/*.cpp)
-target_sources(dinoml_compiler PRIVATE ${DINOML_GGUF_SRC})
+# The file reader/writer is its own library: the tokenizer and generation (cmake/llm.cmake) read
+# GGUF files without the compiler; binding tensors to graph constants stays in the compiler.
+add_library(dinoml_gguf STATIC ${CMAKE_SOURCE_DIR}/src/import/gguf/gguf_reader.cpp
+  ${CMAKE_SOURCE_DIR}/src/import/gguf/gguf_value.cpp ${CMAKE_SOURCE_DIR}/src/import/gguf/gguf_writer.cpp)
+target_include_directories(dinoml_gguf PUBLIC ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/kernels/common)
+target_link_libraries(dinoml_gguf PUBLIC fmt::fmt)
+target_sources(dinoml_compiler PRIVATE ${CMAKE_SOURCE_DIR}/src/import/gguf/gguf_constant.cpp)
+target_link_libraries(dinoml_compiler PUBLIC dinoml_gguf)
 
 # bench/ops/qgemm_bench: quantized GEMM paths vs the fp32 GEMM on the dequantized weights.
 add_executable(qgemm_bench ${CMAKE_SOURCE_DIR}/bench/ops/qgemm_bench.cpp)

@@ -63,10 +63,22 @@ def vocabulary(n: int):
     return tokens, scores, types
 
 
+def vocab_metadata(path: str):
+    """The `tokenizer.*` keys of another GGUF file (e.g. a vocab-only one from
+    dinoml.tools.tokenizer_json_to_gguf), as (key, type, value) for dml.gguf.write, and its size."""
+    info = dml.gguf.read(path)
+    md = [(k, info["metadata_types"][k], v) for k, v in info["metadata"].items() if k.startswith("tokenizer.")]
+    return md, len(info["metadata"]["tokenizer.ggml.tokens"])
+
+
 def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, rope_base: float = 10000.0,
-         eps: float = 1e-5, out_gain: float = 0.1, **overrides) -> dict:
+         eps: float = 1e-5, out_gain: float = 0.1, vocab: str = None, **overrides) -> dict:
+    """vocab: a GGUF file whose tokenizer (and chat template) the model takes; the vocabulary size
+    follows it. Default: a synthetic SentencePiece-style vocabulary of the preset's size."""
     h = dict(PRESETS[preset])
     h.update(overrides)
+    if vocab:
+        vocab_md, h["vocab"] = vocab_metadata(vocab)
     rng = np.random.default_rng(seed)
     d, ff, V = h["dim"], h["ffn"], h["vocab"]
     hd = d // h["n_heads"]
@@ -87,7 +99,6 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
                     (p + "ffn_gate.weight", mat(ff, d)), (p + "ffn_up.weight", mat(ff, d)),
                     (p + "ffn_down.weight", mat(d, ff, out_gain))]
     tensors += [("output_norm.weight", norm()), ("output.weight", mat(V, d, 3.0))]
-    tokens, scores, types = vocabulary(V)
     md = [("general.architecture", "str", "llama"), ("general.name", "str", f"dinoml-random-{preset}-{quant}"),
           ("general.file_type", "u32", FILE_TYPE[quant]),
           ("llama.context_length", "u32", h["ctx"]), ("llama.embedding_length", "u32", d),
@@ -95,11 +106,15 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
           ("llama.rope.dimension_count", "u32", hd), ("llama.attention.head_count", "u32", h["n_heads"]),
           ("llama.attention.head_count_kv", "u32", h["n_kv_heads"]),
           ("llama.attention.layer_norm_rms_epsilon", "f32", eps), ("llama.rope.freq_base", "f32", rope_base),
-          ("llama.vocab_size", "u32", V),
-          ("tokenizer.ggml.model", "str", "llama"), ("tokenizer.ggml.tokens", "arr[str]", tokens),
-          ("tokenizer.ggml.scores", "arr[f32]", scores), ("tokenizer.ggml.token_type", "arr[i32]", types),
-          ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
-          ("tokenizer.ggml.unknown_token_id", "u32", 0), ("tokenizer.ggml.add_bos_token", "bool", False)]
+          ("llama.vocab_size", "u32", V)]
+    if vocab:
+        md += vocab_md
+    else:
+        tokens, scores, types = vocabulary(V)
+        md += [("tokenizer.ggml.model", "str", "llama"), ("tokenizer.ggml.tokens", "arr[str]", tokens),
+               ("tokenizer.ggml.scores", "arr[f32]", scores), ("tokenizer.ggml.token_type", "arr[i32]", types),
+               ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
+               ("tokenizer.ggml.unknown_token_id", "u32", 0), ("tokenizer.ggml.add_bos_token", "bool", False)]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     dml.gguf.write(path, md, [(n, a, tensor_type(n, quant)) for n, a in tensors])
     return h
@@ -112,8 +127,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quant", choices=sorted(FILE_TYPE), default="q4_k_m")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out-gain", type=float, default=0.1, help="gain of attn_output / ffn_down (default 0.1)")
+    ap.add_argument("--vocab", default=None, help="take the tokenizer (and chat template) of this GGUF file")
+    ap.add_argument("--layers", type=int, default=None, help="override the preset's layer count")
     a = ap.parse_args(argv)
-    make(a.out, a.preset, a.quant, a.seed, out_gain=a.out_gain)
+    kw = {"n_layers": a.layers} if a.layers else {}
+    make(a.out, a.preset, a.quant, a.seed, out_gain=a.out_gain, vocab=a.vocab, **kw)
     print(f"wrote {a.out} ({a.preset}, {a.quant}, {os.path.getsize(a.out) / 2**20:.1f} MiB)")
     return 0
 

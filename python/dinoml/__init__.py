@@ -7,6 +7,7 @@
     outputs = dml.runtime.load(art.path).create_session().run_numpy({"x": x})
 """
 from . import runtime  # noqa: F401  (needs only the runtime extension `_dinoml_rt`)
+
 from ._ext import ext as _compiler_ext
 from .errors import (ArtifactError, CompileError, DinoMLRuntimeError, InvalidArgumentError, IrError, NotFoundError,
                      ShapeError, TraceError)
@@ -37,12 +38,19 @@ if _compiler_ext is not None:
         """Module + example inputs -> loaded artifact: see dinoml.frontends.torch.compile_torch."""
         from .frontends.torch import compile_torch as f
         return f(*args, **kwargs)
-else:  # runtime-only install (no `_dinoml`): the front end and compiler say why they are missing
-    def __getattr__(name):
+
+# The LLM text side loads on first use (extension `_dinoml_llm`); in a runtime-only install (no
+# `_dinoml`) the front end's names say why they are missing.
+def __getattr__(name):
+    if name in ("llm", "Tokenizer", "Sampler", "SamplingParams"):
+        import importlib
+        llm = importlib.import_module(__name__ + ".llm")
+        return llm if name == "llm" else getattr(llm, name)
+    if _compiler_ext is None and not name.startswith("_"):
         from ._ext import require_compiler
-        if name.startswith("__"):
-            raise AttributeError(name)
         require_compiler()
+    raise AttributeError(f"module 'dinoml' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -50,4 +58,5 @@ __all__ = ["Dim", "SymDim", "TensorSpec", "Module", "Parameter", "Tensor", "Spec
            "compile", "Artifact", "runtime", "reference", "ShapeError", "IrError", "CompileError",
            "DinoMLRuntimeError", "InvalidArgumentError", "NotFoundError", "ArtifactError", "TraceError", "dtypes",
            "gguf", "gguf_constant",
-           "from_onnx", "OnnxImportError", "from_torch", "from_exported_program", "compile_torch"]
+           "from_onnx", "OnnxImportError", "from_torch", "from_exported_program", "compile_torch", "Tokenizer",
+           "Sampler", "SamplingParams"]

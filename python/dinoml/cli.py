@@ -148,6 +148,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv and argv[0] == "generate":
         from .tools import generate
         return generate.main(argv[1:])
+    if argv and argv[0] == "chat":
+        from .tools import chat
+        return chat.main(argv[1:])
     if argv and argv[0] in ("benchmark-ops", "benchmark-torch-ops"):
         from .tools import benchmark_ops
         return benchmark_ops.main(argv[1:], torch_only=argv[0] == "benchmark-torch-ops")

@@ -143,14 +143,29 @@ int main(int argc, char** argv) {
   gi->add_flag("--json", gguf_json, "machine-readable listing");
   gi->add_option("--max-items", gguf_items, "array elements shown per key (default 8)");
 
+  TokenizeFlags tk;
+  auto* tz = app.add_subcommand("tokenize", "token ids of a text under a GGUF file's tokenizer (or --decode ids)");
+  tz->add_option("file", tk.path, "GGUF file (a vocab-only file works)")->required();
+  tz->add_option("--text,-t", tk.text, "the text");
+  tz->add_option("--file,-f", tk.text_file, "read the text from this file");
+  tz->add_option("--decode", tk.decode, "comma-separated ids to turn into text instead");
+  tz->add_flag("--no-special", tk.no_special, "no BOS/EOS added (with --decode: leading BOS / trailing EOS kept)");
+  tz->add_flag("--parse-special", tk.parse_special, "control tokens written in the text (<|im_start|>) become their ids; "
+                                                    "with --decode: control tokens are rendered");
+  tz->add_flag("--ids", tk.ids_only, "print the ids only, comma-separated");
+  tz->add_flag("--json", tk.as_json, "print {\"ids\": [...], \"tokens\": [...]}");
+
   // Benchmarks against PyTorch / oneDNN / OpenBLAS live in Python (python/dinoml/tools): forwarded.
   auto* bo = app.add_subcommand("benchmark-ops", "time ops over shape sweeps: cpu (vs PyTorch, oneDNN, OpenBLAS) or cuda (vs PyTorch on the GPU; ratios)");
   bo->prefix_command();
   auto* bt = app.add_subcommand("benchmark-torch-ops", "time ops over shape sweeps vs PyTorch (--device cpu or cuda)");
   bt->prefix_command();
-  // Greedy decoding of a compiled decoder (examples/llama): python/dinoml/tools/generate.py.
-  auto* gen = app.add_subcommand("generate", "greedy decoding with a compiled llama artifact: DIR --tokens 1,2,3 --n 32");
+  // Generation with a compiled decoder (examples/llama): python/dinoml/tools/generate.py, chat.py.
+  auto* gen = app.add_subcommand("generate", "text generation with a compiled llama artifact: DIR --gguf MODEL.gguf "
+                                             "--prompt TEXT [--temperature T --top-k K --top-p P --seed S] (or --tokens 1,2,3)");
   gen->prefix_command();
+  auto* chat = app.add_subcommand("chat", "interactive chat with a compiled llama artifact: DIR --gguf MODEL.gguf");
+  chat->prefix_command();
 
   std::string ew_out;
   auto* ew = app.add_subcommand("export-weights", "write an artifact's constants (constants.bin) as a safetensors file "
@@ -168,7 +183,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    for (auto* fwd : {bo, bt, gen})
+    for (auto* fwd : {bo, bt, gen, chat})
       if (fwd->parsed()) {
         std::vector<std::string> args = {fwd->get_name()};
         for (const auto& r : fwd->remaining()) args.push_back(r);
@@ -203,6 +218,7 @@ int main(int argc, char** argv) {
     if (b->parsed()) return cmd_benchmark(artifact, dims, warmup, iterations, per_node, top);
     if (o->parsed()) return cmd_ops(markdown);
     if (gi->parsed()) return cmd_gguf_info(gguf_path, gguf_json, gguf_items);
+    if (tz->parsed()) return cmd_tokenize(tk);
   } catch (const std::exception& e) {
     std::cerr << "dinoml: error: " << e.what() << "\n";
     return 1;

@@ -45,6 +45,14 @@ int cmd_verify(const std::string& artifact, bool as_json);
 int cmd_export_weights(const std::string& artifact, const std::string& out);
 // `dinoml gguf-info FILE` (src/cli/cmd_gguf.cpp).
 int cmd_gguf_info(const std::string& path, bool as_json, size_t max_items);
+// `dinoml tokenize FILE` (src/cli/cmd_tokenize.cpp).
+struct TokenizeFlags {
+  std::string path, text, text_file, decode;
+  bool no_special = false;     // no BOS/EOS added (decode: keep them)
+  bool parse_special = false;  // control tokens written in the text become their ids
+  bool ids_only = false, as_json = false;
+};
+int cmd_tokenize(const TokenizeFlags& flags);
 // Writes the self-contained HTML report of an artifact (src/cli/inspect_html.cpp).
 int cmd_inspect_html(const std::string& artifact, const std::string& out_html);
 

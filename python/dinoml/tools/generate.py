@@ -1,19 +1,24 @@
-"""`dinoml generate DIR --tokens 1,2,3 --n 32`: greedy decoding with a compiled decoder artifact
-(examples/llama/model.py: inputs `tokens`/`positions` int64 [seq], output `logits` [1, vocab] of
-the last token, KV cache in session states).
+"""`dinoml generate DIR --prompt "..." --gguf MODEL.gguf`: text in, text out with a compiled
+decoder artifact (examples/llama/model.py: inputs `tokens`/`positions` int64 [seq], output
+`logits` [1, vocab] of the last token, KV cache in session states). `--tokens 1,2,3` feeds ids
+instead of text (and prints ids).
 
 The prompt is run in chunks of at most the artifact's `seq` maximum (prefill), then one token per
-run (decode). Prints the generated token ids and tokens/s of both phases (timing surface:
-session.run calls from Python, argmax included).
+run (decode). The tokenizer is the GGUF file's (dinoml.llm.Tokenizer, C++), the next token comes
+from dinoml.llm.Sampler (greedy with --temperature 0); generation stops at an end-of-generation
+token, a --stop string or --n tokens. Text is streamed as it is generated. The report gives
+prefill/decode tokens/s (timing surface: session.run calls from Python, sampling included) and the
+process's peak RSS.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -35,12 +40,20 @@ class Decoder:
         self.max_seq = int(seq[0]["max"]) if seq else 1
         caches = [s for s in md["states"] if s["name"].startswith("cache_k.")]
         self.ctx = int(caches[0]["shape"][1]) if caches else 0
+        self.vocab = int(self.module.outputs[0].shape[-1]) if isinstance(self.module.outputs[0].shape[-1], int) else None
         self.session = self.module.create_session()
         self.pos = 0
 
     def reset(self):
         self.session.reset_states()
         self.pos = 0
+
+    def rewind(self, pos: int):
+        """Continues from position `pos`: the cache rows after it are overwritten by the next
+        feed, and the attention mask (by absolute position) never reads them before that."""
+        if not 0 <= pos <= self.pos:
+            raise ValueError(f"cannot rewind to position {pos} (at {self.pos})")
+        self.pos = pos
 
     def feed(self, tokens: Sequence[int]) -> np.ndarray:
         """Runs `tokens` at the next positions (in chunks of max_seq); logits [vocab] of the last one."""
@@ -79,31 +92,220 @@ def generate(artifact: str, prompt: Sequence[int], n: int, decoder: Optional[Dec
             "prefill_tok_s": len(prompt) / (t1 - t0), "decode_tok_s": (n - 1) / (t2 - t1) if n > 1 else 0.0}
 
 
+class StopMatcher:
+    """Holds back streamed text that may be the start of a stop string; reports a full match."""
+
+    def __init__(self, stops: Sequence[str]):
+        self.stops = [s for s in stops if s]
+        self.pending = ""
+        self.hit = False
+
+    def push(self, text: str) -> str:
+        self.pending += text
+        for s in self.stops:
+            i = self.pending.find(s)
+            if i >= 0:
+                out, self.pending, self.hit = self.pending[:i], "", True
+                return out
+        keep = 0
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(self.pending)), 0, -1):
+                if self.pending.endswith(s[:k]):
+                    keep = max(keep, k)
+                    break
+        out = self.pending[:len(self.pending) - keep]
+        self.pending = self.pending[len(self.pending) - keep:]
+        return out
+
+    def flush(self) -> str:
+        out, self.pending = self.pending, ""
+        return out
+
+
+def run_text(dec: Decoder, tokenizer, sampler, prompt_ids: List[int], max_new: int, stops: Sequence[str] = (),
+             on_text: Optional[Callable[[str], None]] = None, reuse_prefix: Optional[List[int]] = None) -> Dict:
+    """Prefill `prompt_ids` (after the part of `reuse_prefix`, the ids already in the cache, that it
+    starts with), then sample up to `max_new` tokens. Streams text through on_text. Returns
+    {"ids": prompt + fed generated ids (what the cache holds), "new": generated ids, "text",
+    "stop": "eog"|"stop"|"length"|"context", timings}."""
+    from ..llm import StreamDecoder
+    common = 0
+    if reuse_prefix:
+        while common < min(len(reuse_prefix), len(prompt_ids) - 1) and reuse_prefix[common] == prompt_ids[common]:
+            common += 1
+    if common:
+        dec.rewind(common)
+    else:
+        dec.reset()
+    sampler.accept(prompt_ids)
+    t0 = time.perf_counter()
+    logits = dec.feed(prompt_ids[common:])
+    t1 = time.perf_counter()
+    stream, stop = StreamDecoder(tokenizer), StopMatcher(stops)
+    fed = list(prompt_ids)
+    new: List[int] = []
+    text, reason = "", "length"
+    while len(new) < max_new:
+        tok = sampler.sample(logits)
+        if tokenizer.is_eog(tok):
+            reason = "eog"
+            break
+        new.append(tok)
+        piece = stop.push(stream.push(tok))
+        text += piece
+        if on_text and piece:
+            on_text(piece)
+        if stop.hit:
+            reason = "stop"
+            break
+        if len(new) == max_new:
+            break
+        if dec.pos >= dec.ctx:
+            reason = "context"
+            break
+        logits = dec.feed([tok])
+        fed.append(tok)
+    if reason != "stop":
+        tail = stop.push(stream.flush()) + stop.flush()
+        text += tail
+        if on_text and tail:
+            on_text(tail)
+    t2 = time.perf_counter()
+    return {"ids": fed, "new": new, "text": text, "stop": reason,
+            "prompt_tokens": len(prompt_ids), "reused_tokens": common,
+            "prefill_s": t1 - t0, "decode_s": t2 - t1,
+            "prefill_tok_s": (len(prompt_ids) - common) / max(t1 - t0, 1e-9),
+            "decode_tok_s": max(len(new) - 1, 0) / max(t2 - t1, 1e-9)}
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def add_sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
+    g = p.add_argument_group("sampling (dinoml.llm.Sampler)")
+    g.add_argument("--temperature", type=float, default=temperature, help=f"0 = greedy (default {temperature})")
+    g.add_argument("--top-k", type=int, default=40, help="keep the k most likely tokens (0 = off; default 40)")
+    g.add_argument("--top-p", type=float, default=0.95, help="nucleus mass (1 = off; default 0.95)")
+    g.add_argument("--min-p", type=float, default=0.05, help="drop tokens below min_p x the best (0 = off; default 0.05)")
+    g.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off (default)")
+    g.add_argument("--repeat-last-n", type=int, default=64, help="tokens the repeat penalty looks at (default 64)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+
+def make_sampler(a):
+    from ..llm import Sampler
+    return Sampler(a.temperature, a.top_k, a.top_p, a.min_p, a.repeat_penalty, a.repeat_last_n, a.seed)
+
+
+def find_tokenizer(artifact: str, gguf: Optional[str]):
+    """The tokenizer of --gguf FILE, else of ARTIFACT/tokenizer.gguf."""
+    from ..llm import Tokenizer
+    path = gguf or os.path.join(artifact, "tokenizer.gguf")
+    if not os.path.isfile(path):
+        raise ValueError("text prompts need the model's GGUF file for its tokenizer: pass --gguf MODEL.gguf "
+                         f"(the file the artifact was compiled from); {path} does not exist")
+    return Tokenizer.from_gguf(path)
+
+
 def main(argv: List[str]) -> int:
     p = argparse.ArgumentParser(prog="dinoml generate", description=__doc__.split("\n\n")[0])
     p.add_argument("artifact", help="artifact directory compiled from examples/llama/model.py")
-    p.add_argument("--tokens", required=True, help="prompt token ids, comma-separated")
-    p.add_argument("--n", type=int, default=32, help="tokens to generate (default 32)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", "-p", help="prompt text (tokenized with the GGUF file's tokenizer)")
+    src.add_argument("--tokens", help="prompt token ids, comma-separated (greedy, prints ids)")
+    p.add_argument("--gguf", help="the model's GGUF file (its tokenizer); default ARTIFACT/tokenizer.gguf")
+    p.add_argument("--n", type=int, default=None, help="tokens to generate at most (default 128; 32 with --tokens)")
+    p.add_argument("--stop", action="append", default=[], help="stop when this string is generated (repeatable)")
+    p.add_argument("--chat-template", choices=("auto", "chatml", "llama3", "gemma"), default=None,
+                   help="wrap the prompt as one user turn of this chat format (auto: the GGUF file's template)")
+    p.add_argument("--system", default=None, help="system message (with --chat-template)")
+    p.add_argument("--no-stream", action="store_true", help="print the text at the end instead of as it comes")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs first (page-in of constants, thread start)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 1 with --tokens, else 0)")
+    add_sampling_args(p, temperature=0.8)
     a = p.parse_args(argv)
     try:
-        prompt = [int(t) for t in a.tokens.split(",") if t.strip()]
-        if not prompt or a.n < 1:
-            raise ValueError("--tokens needs at least one id and --n must be >= 1")
-        dec = Decoder(a.artifact)
-        for _ in range(max(0, a.warmup)):
-            generate(a.artifact, prompt, min(a.n, 2), dec)
-        r = generate(a.artifact, prompt, a.n, dec)
+        if a.tokens is not None:
+            return _main_tokens(a)
+        return _main_text(a)
     except (ValueError, OSError) as e:
         print(f"dinoml generate: error: {e}", file=sys.stderr)
         return 1
+
+
+def _main_tokens(a) -> int:
+    prompt = [int(t) for t in a.tokens.split(",") if t.strip()]
+    n = 32 if a.n is None else a.n
+    if not prompt or n < 1:
+        raise ValueError("--tokens needs at least one id and --n must be >= 1")
+    dec = Decoder(a.artifact)
+    for _ in range(max(0, 1 if a.warmup is None else a.warmup)):
+        generate(a.artifact, prompt, min(n, 2), dec)
+    r = generate(a.artifact, prompt, n, dec)
     if a.json:
-        print(json.dumps({k: v for k, v in r.items() if k != "logits"}))
+        print(json.dumps({**{k: v for k, v in r.items() if k != "logits"}, "peak_rss_mib": peak_rss_mib()}))
     else:
         print("tokens:", ",".join(str(t) for t in r["tokens"]))
         print(f"prefill: {len(prompt)} tokens in {r['prefill_s'] * 1e3:.1f} ms = {r['prefill_tok_s']:.1f} tok/s")
-        print(f"decode:  {a.n - 1} tokens in {r['decode_s'] * 1e3:.1f} ms = {r['decode_tok_s']:.1f} tok/s")
+        print(f"decode:  {n - 1} tokens in {r['decode_s'] * 1e3:.1f} ms = {r['decode_tok_s']:.1f} tok/s")
+        print(f"peak RSS: {peak_rss_mib():.1f} MiB")
+    return 0
+
+
+def chat_prompt(tok, fmt: str, messages) -> List[int]:
+    """Renders messages in chat format `fmt` and tokenizes them (control tokens parsed). The BOS
+    text a template starts with is left to the tokenizer's add-BOS rule, so it is not doubled."""
+    from ..llm import detect_chat_format, render_chat
+    if fmt == "auto":
+        fmt = detect_chat_format(tok.chat_template)
+    bos_text = tok.token_text(tok.bos) if tok.bos is not None else ""
+    text = render_chat(fmt, messages, True, bos_text)
+    if tok.add_bos and bos_text and text.startswith(bos_text):
+        text = text[len(bos_text):]
+    return tok.encode(text, add_special=True, parse_special=True)
+
+
+def _main_text(a) -> int:
+    n = 128 if a.n is None else a.n
+    if n < 1:
+        raise ValueError("--n must be >= 1")
+    tok = find_tokenizer(a.artifact, a.gguf)
+    dec = Decoder(a.artifact)
+    if dec.vocab is not None and dec.vocab != len(tok):
+        raise ValueError(f"the tokenizer has {len(tok)} tokens but the artifact's logits have {dec.vocab}: "
+                         "--gguf must be the file the artifact was compiled from")
+    if a.chat_template:
+        msgs = ([("system", a.system)] if a.system else []) + [("user", a.prompt)]
+        ids = chat_prompt(tok, a.chat_template, msgs)
+    else:
+        if a.system:
+            raise ValueError("--system needs --chat-template")
+        ids = tok.encode(a.prompt, add_special=True, parse_special=False)
+    sampler = make_sampler(a)
+    for _ in range(max(0, a.warmup or 0)):
+        run_text(dec, tok, make_sampler(a), ids, 2)
+    stream = not a.no_stream and not a.json
+    if stream:
+        sys.stdout.write(a.prompt if not a.chat_template else "")
+        sys.stdout.flush()
+
+    def emit(t: str):
+        sys.stdout.write(t)
+        sys.stdout.flush()
+
+    r = run_text(dec, tok, sampler, ids, n, a.stop, emit if stream else None)
+    rss = peak_rss_mib()
+    if a.json:
+        print(json.dumps({"text": r["text"], "tokens": r["new"], "stop": r["stop"], "prompt_tokens": r["prompt_tokens"],
+                          "prefill_tok_s": r["prefill_tok_s"], "decode_tok_s": r["decode_tok_s"], "peak_rss_mib": rss},
+                         ensure_ascii=False))
+        return 0
+    if not stream:
+        print(r["text"], end="")
+    print()
+    print(f"[{len(r['new'])} tokens, stop: {r['stop']}; prefill {r['prompt_tokens']} tokens at {r['prefill_tok_s']:.1f} "
+          f"tok/s, decode {r['decode_tok_s']:.1f} tok/s; peak RSS {rss:.1f} MiB]", file=sys.stderr)
     return 0
 
 

