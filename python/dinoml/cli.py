@@ -1,7 +1,8 @@
 """`python -m dinoml.cli`: the `dinoml` command from Python.
 
 `compile MODEL.py|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs here (a .py
-model file defines `build_spec()` returning a Spec); every other subcommand (inspect, run,
+model file defines `build_spec()` returning a Spec), as do `generate`, `serve` (dinoml.serve) and
+the op benchmarks; every other subcommand (inspect, run,
 validate, benchmark, ops, ...) is the C++ CLI itself, called in-process through the extension.
 """
 from __future__ import annotations
@@ -102,6 +103,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compile":
         return _compile(argv[1:])
+    if argv and argv[0] == "serve":
+        from .serve.cli import main as serve_main
+        return serve_main(argv[1:])
     if argv and argv[0] == "generate":
         from .tools import generate
         return generate.main(argv[1:])
