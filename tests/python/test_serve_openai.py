@@ -158,7 +158,7 @@ def test_sixteen_concurrent_requests(served, client):
 
 @pytest.mark.parametrize("kw,status,match", [
     (dict(model="llm", prompt=PROMPT, temperature=3.0), 400, "'temperature' is 3.0; it must be between 0.0 and 2.0"),
-    (dict(model="llm", prompt=PROMPT, n=2), 400, "'n' is 2; it must be between 1 and 1"),
+    (dict(model="llm", prompt=PROMPT, n=2), 400, "'n' = 2: this server returns one choice per request"),
     (dict(model="llm", prompt=PROMPT, max_tokens=0), 400, "'max_tokens' is 0"),
     (dict(model="llm", prompt=PROMPT, top_p="x"), 400, "'top_p' must be a number"),
     (dict(model="llm", prompt=PROMPT, max_tokens=100), 400, "maximum context length is 64 tokens"),

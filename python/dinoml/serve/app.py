@@ -56,9 +56,6 @@ def make_app(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[s
     if config.threads < 0:
         raise ValueError(f"--threads must be >= 0, got {config.threads}")
     threads = config.threads or default_threads()
-    # The runtime's CPU thread budget is shared by every run of the process: concurrent runs split
-    # it instead of oversubscribing the cores (runtime/thread_budget.cpp reads this once).
-    os.environ.setdefault("DINOML_NUM_THREADS", str(threads))
     metrics = Metrics()
     repo = Repository([ModelSpec.parse(m) for m in models], threads, config.max_queue, metrics, codecs)
     state = ServerState(repo, metrics, config)
@@ -70,7 +67,8 @@ def make_app(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[s
         return Response(metrics.render(), media_type=metrics.content_type)
 
     async def not_found(request: Request, exc):
-        return JSONResponse({"error": f"no route {request.method} {request.url.path}"}, status_code=exc.status_code)
+        what = "no route" if exc.status_code == 404 else "method not allowed:"
+        return JSONResponse({"error": f"{what} {request.method} {request.url.path}"}, status_code=exc.status_code)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -88,6 +86,11 @@ def make_app(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[s
 def serve(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[str, object]] = None) -> int:
     """Runs the server until SIGTERM / SIGINT; returns the exit status."""
     import uvicorn
+    if config.threads:
+        # The runtime's CPU thread budget is shared by every run of the process: concurrent runs
+        # split it instead of oversubscribing the cores (runtime/thread_budget.cpp reads it once,
+        # at the first run, which comes after this).
+        os.environ["DINOML_NUM_THREADS"] = str(config.threads)
     app = make_app(models, config, codecs)
     state: ServerState = app.state.dinoml
 

@@ -165,7 +165,9 @@ class OpenAIRoutes:
         return body
 
     def _params(self, body: dict, m: LlmModel, n_prompt: int, default_max: Optional[int]) -> SamplingParams:
-        _num(body, "n", 1, 1, 1, integer=True)
+        if body.get("n") not in (None, 1):
+            raise ApiError(400, f"'n' = {json.dumps(body.get('n'))[:20]}: this server returns one choice per "
+                                "request (n=1); send several requests instead", "n")
         _unsupported(body, {"logprobs": False, "top_logprobs": None, "logit_bias": None, "best_of": 1,
                             "suffix": None, "tools": None, "functions": None, "response_format": None})
         if body.get("echo") not in (None, False):
