@@ -50,11 +50,12 @@ class Slow(dml.Module):
     """Eight 512x512 layers: ~0.2-2 s for 1024 rows on two busy cores (queue and shutdown tests)."""
 
     def __init__(self):
-        self.w = [dml.Parameter([512, 512], name=f"w{i}") for i in range(8)]
+        for i in range(8):
+            setattr(self, f"w{i}", dml.Parameter([512, 512]))
 
     def forward(self, x):
-        for w in self.w:
-            x = dml.ops.relu(dml.ops.gemm_rrr(x, w))
+        for i in range(8):
+            x = dml.ops.relu(dml.ops.gemm_rrr(x, getattr(self, f"w{i}")))
         return dml.ops.output(x, "y")
 
 

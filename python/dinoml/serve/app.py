@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 from typing import Dict, List, Optional, Sequence
 
 from starlette.applications import Starlette
@@ -96,8 +97,12 @@ def serve(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[str,
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):
+            # uvicorn's own handler also re-raises the signal once it has drained, so the process
+            # would die of it; a server stopped on request exits 0 instead. A second SIGINT forces.
             state.ready = False  # /v2/health/ready and /health turn 503 while in-flight work drains
-            super().handle_exit(sig, frame)
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.should_exit = True
 
     server = Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=config.log_level,
                                    timeout_graceful_shutdown=config.graceful_timeout_s, access_log=False))

@@ -138,14 +138,14 @@ def _shape(v: Any, what: str) -> Tuple[int, ...]:
 
 
 def _check_shape(sig: TensorSig, shape: Tuple[int, ...], what: str) -> None:
-    want = [("?" if d < 0 else d) for d in sig.shape]
+    want = "[" + ", ".join("?" if d < 0 else str(d) for d in sig.shape) + "]"
     if len(shape) != len(sig.shape):
         raise ProtocolError(400, f"{what} has shape {list(shape)} (rank {len(shape)}) but the model expects "
-                                 f"rank {len(sig.shape)}: {want}".replace("'", ""))
+                                 f"rank {len(sig.shape)}: {want}")
     for axis, (got, fixed, bounds) in enumerate(zip(shape, sig.shape, sig.bounds)):
         if fixed >= 0 and got != fixed:
             raise ProtocolError(400, f"{what} has shape {list(shape)} but the model expects "
-                                     f"{want} (axis {axis} must be {fixed})".replace("'", ""))
+                                     f"{want} (axis {axis} must be {fixed})")
         if bounds is not None and not bounds[0] <= got <= bounds[1]:
             raise ProtocolError(400, f"{what} has shape {list(shape)}: axis {axis} is {got}, outside the "
                                      f"model's range [{bounds[0]}, {bounds[1]}]")
