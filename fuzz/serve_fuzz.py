@@ -149,8 +149,17 @@ def run(fz: Fuzz, seconds: float) -> None:
         "stop": st.one_of(st.text(max_size=4), st.lists(st.text(max_size=4), max_size=5), json_leaf),
         "seed": st.one_of(st.integers(-2**70, 2**70), json_leaf)})
 
+    # Mostly valid completions: every sampling parameter at and around its edges, streams too.
+    near_valid = st.fixed_dictionaries({
+        "model": st.just("llm"), "prompt": st.lists(st.integers(0, 299), min_size=1, max_size=20),
+        "max_tokens": st.integers(1, 12)}, optional={
+        "temperature": st.floats(0, 2), "top_p": st.floats(0, 1), "top_k": st.integers(0, 400),
+        "min_p": st.floats(0, 1), "repetition_penalty": st.floats(0.01, 100), "seed": st.integers(0, 2**64),
+        "frequency_penalty": st.floats(-2, 2), "presence_penalty": st.floats(-2, 2), "stream": st.booleans(),
+        "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()})})
+
     @cfg
-    @given(openai_req, st.sampled_from(["/v1/completions", "/v1/chat/completions"]))
+    @given(st.one_of(openai_req, near_valid), st.sampled_from(["/v1/completions", "/v1/chat/completions"]))
     def openai_api(req, path):
         fz.post(path, json.dumps(req).encode())
 
