@@ -8,7 +8,7 @@ from typing import Dict, List
 from .app import ServeConfig, serve
 
 
-def _codecs(items: List[str], models: List[str]) -> Dict[str, object]:
+def _codecs(items: List[str], models: List[str], chat_format=None) -> Dict[str, object]:
     """--tokenizer NAME=FILE.gguf (or FILE.gguf when exactly one model is served)."""
     from .models import ModelSpec
     out: Dict[str, object] = {}
@@ -19,7 +19,7 @@ def _codecs(items: List[str], models: List[str]) -> Dict[str, object]:
                 raise ValueError(f"--tokenizer {item}: several models are served, name one: --tokenizer NAME=FILE.gguf")
             name, path = ModelSpec.parse(models[0]).name, item
         from .codec import codec_from_gguf
-        out[name] = codec_from_gguf(path)
+        out[name] = codec_from_gguf(path, chat_format)
     return out
 
 
@@ -43,6 +43,8 @@ def main(argv: List[str]) -> int:
                    help=f"largest request body accepted; larger ones get 413 (default {d.max_body_bytes})")
     p.add_argument("--tokenizer", action="append", default=[], metavar="NAME=FILE.gguf",
                    help="tokenizer and chat template of an LLM model, read from its GGUF file (repeatable)")
+    p.add_argument("--chat-template", default=None, choices=["chatml", "llama3", "gemma"],
+                   help="chat format for the --tokenizer models instead of the one recognised in the GGUF file")
     p.add_argument("--graceful-timeout-s", type=float, default=d.graceful_timeout_s,
                    help=f"on SIGTERM, how long in-flight requests may still run (default {d.graceful_timeout_s})")
     p.add_argument("--log-level", default=d.log_level, choices=["critical", "error", "warning", "info", "debug"])
@@ -58,7 +60,9 @@ def main(argv: List[str]) -> int:
                       log_level=a.log_level)
     from ..errors import DinoMLRuntimeError
     try:
-        codecs = _codecs(a.tokenizer, a.models)
+        if a.chat_template and not a.tokenizer:
+            p.error("--chat-template applies to models given a --tokenizer")
+        codecs = _codecs(a.tokenizer, a.models, a.chat_template)
         return serve(a.models, cfg, codecs)
     except (ValueError, OSError, DinoMLRuntimeError) as e:
         print(f"dinoml serve: error: {e}", file=sys.stderr)
