@@ -184,3 +184,31 @@ def test_bad_chat_and_malformed_json(served, client):
     r = c.getresponse()
     body = json.loads(r.read())
     assert r.status == 400 and body["error"]["message"].startswith("malformed JSON in the request body")
+
+
+def test_sampler_filters():
+    """The server's sampler against its definitions on known logits: top-k 1 and tiny temperatures
+    are greedy; every draw lies in the top-k / top-p / min-p support computed here with NumPy;
+    penalties move the right logits."""
+    from dinoml.serve.llm import SamplingParams, sample
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal(50).astype(np.float32) * 3
+    best = int(np.argmax(logits))
+    assert sample(logits, SamplingParams(1, temperature=0.0), rng, []) == best
+    assert sample(logits, SamplingParams(1, temperature=1e-300), rng, []) == best  # found by fuzz/serve_fuzz.py
+    assert all(sample(logits, SamplingParams(1, temperature=1.5, top_k=1), rng, []) == best for _ in range(20))
+    order = np.argsort(-logits)
+    p = np.exp((logits[order] - logits[order][0]) / 0.7)
+    p /= p.sum()
+    top_p_support = set(order[:int(np.searchsorted(np.cumsum(p), 0.8)) + 1].tolist())
+    min_p_support = set(order[p >= 0.2 * p[0]].tolist())
+    draws = [sample(logits, SamplingParams(1, temperature=0.7, top_p=0.8), rng, []) for _ in range(300)]
+    assert set(draws) <= top_p_support and len(set(draws)) == len(top_p_support)
+    draws = [sample(logits, SamplingParams(1, temperature=0.7, min_p=0.2), rng, []) for _ in range(300)]
+    assert set(draws) <= min_p_support
+    draws = [sample(logits, SamplingParams(1, temperature=1.0, top_k=3), rng, []) for _ in range(300)]
+    assert set(draws) <= set(order[:3].tolist())
+    # A huge repetition penalty on the best id makes the runner-up the greedy choice.
+    assert sample(logits, SamplingParams(1, temperature=0.0, repetition_penalty=1e6), rng, [best]) == int(order[1])
+    assert sample(logits, SamplingParams(1, temperature=0.0, presence_penalty=2.0, frequency_penalty=2.0), rng,
+                  [best] * 100) == int(order[1])

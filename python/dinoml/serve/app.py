@@ -71,6 +71,14 @@ def make_app(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[s
         what = "no route" if exc.status_code == 404 else "method not allowed:"
         return JSONResponse({"error": f"{what} {request.method} {request.url.path}"}, status_code=exc.status_code)
 
+    async def internal_error(request: Request, exc: Exception):
+        # A bug, not a bad request: still answered in the protocol's shape (and logged by uvicorn).
+        msg = f"internal error while serving {request.url.path}: {type(exc).__name__}: {exc}"
+        if request.url.path.startswith("/v1/"):
+            return JSONResponse({"error": {"message": msg, "type": "server_error", "param": None, "code": None}},
+                                status_code=500)
+        return JSONResponse({"error": msg}, status_code=500)
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
@@ -79,7 +87,7 @@ def make_app(models: Sequence[str], config: ServeConfig, codecs: Optional[Dict[s
 
     routes: List[Route] = KServeRoutes(state).routes() + OpenAIRoutes(state).routes()
     routes.append(Route("/metrics", metrics_route, methods=["GET"]))
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found, 405: not_found, Exception: internal_error})
     app.state.dinoml = state
     return app
 

@@ -64,12 +64,13 @@ def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, hist
         x[seen] = v - counts * p.frequency_penalty - p.presence_penalty
     if p.temperature <= 0.0:
         return int(np.argmax(x))
-    x /= p.temperature
+    # Shift before scaling: (x - max) / T is <= 0 (or -inf) for any T > 0, never inf - inf.
+    with np.errstate(over="ignore"):
+        x = (x - x.max()) / p.temperature
     order = np.argsort(-x, kind="stable")
     if p.top_k > 0:
         order = order[:p.top_k]
-    z = x[order]
-    probs = np.exp(z - z[0])
+    probs = np.exp(x[order])
     probs /= probs.sum()
     keep = len(order)
     if p.top_p < 1.0:  # smallest prefix whose mass reaches top_p
