@@ -212,3 +212,23 @@ def test_sampler_filters():
     assert sample(logits, SamplingParams(1, temperature=0.0, repetition_penalty=1e6), rng, [best]) == int(order[1])
     assert sample(logits, SamplingParams(1, temperature=0.0, presence_penalty=2.0, frequency_penalty=2.0), rng,
                   [best] * 100) == int(order[1])
+
+
+def test_queue_full_gives_503(llm):
+    """One slot, no queue: of eight simultaneous 50-token completions, those arriving while the slot
+    generates get 503 with the limit named; the others complete."""
+    with server_thread([f"raw={llm}"], threads=1, max_queue=0) as port:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+
+        def one(_):
+            try:
+                return len(c.completions.create(model="raw", prompt=PROMPT, max_tokens=50, temperature=0)
+                           .choices[0].token_ids)
+            except openai.APIStatusError as e:
+                return e
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            results = list(ex.map(one, range(8)))
+    busy = [r for r in results if not isinstance(r, int)]
+    assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
+    assert all(r == 50 for r in results if isinstance(r, int)) and len(busy) < 8
