@@ -104,7 +104,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv and argv[0] == "compile":
         return _compile(argv[1:])
     if argv and argv[0] == "serve":
-        from .serve.cli import main as serve_main
+        try:
+            from .serve.cli import main as serve_main
+        except ImportError as e:
+            print(f"dinoml serve: error: {e.name or e} is not installed in {sys.executable}: the server needs the "
+                  "`serve` extra (pip install 'dinoml[serve]': uvicorn, starlette, prometheus_client); the C++ "
+                  "`dinoml` runs $DINOML_PYTHON (default /usr/bin/python3)", file=sys.stderr)
+            return 1
         return serve_main(argv[1:])
     if argv and argv[0] == "generate":
         from .tools import generate
