@@ -2,7 +2,8 @@
 
 `compile MODEL.py|MODEL.pt2|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs here (a
 .py model file defines `build_spec()` returning a Spec; a .pt2 is a `torch.export.save`d program,
-converted by dinoml.frontends.torch); every other subcommand (inspect, run,
+converted by dinoml.frontends.torch), as do `generate`, `chat`, `serve` (dinoml.serve) and
+the op benchmarks; every other subcommand (inspect, run,
 validate, benchmark, ops, ...) is the C++ CLI itself, called in-process through the extension.
 """
 from __future__ import annotations
@@ -145,6 +146,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "compile":
         return _compile(argv[1:])
+    if argv and argv[0] == "serve":
+        try:
+            from .serve.cli import main as serve_main
+        except ImportError as e:
+            print(f"dinoml serve: error: {e.name or e} is not installed in {sys.executable}: the server needs the "
+                  "`serve` extra (pip install 'dinoml[serve]': uvicorn, starlette, prometheus_client); the C++ "
+                  "`dinoml` runs $DINOML_PYTHON (default /usr/bin/python3)", file=sys.stderr)
+            return 1
+        return serve_main(argv[1:])
     if argv and argv[0] == "generate":
         from .tools import generate
         return generate.main(argv[1:])

@@ -173,6 +173,11 @@ int main(int argc, char** argv) {
   ew->add_option("artifact", artifact)->required();
   ew->add_option("out", ew_out, "FILE.safetensors")->required();
 
+  // The inference server (KServe v2 + OpenAI API) is Python (uvicorn): python/dinoml/serve.
+  auto* srv = app.add_subcommand("serve", "serve artifacts over HTTP: KServe v2 for tensor models, the OpenAI API for "
+                                          "LLM artifacts: DIR... --port P (dinoml serve --help)");
+  srv->prefix_command();
+
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");
   o->add_flag("--markdown", markdown);
@@ -183,7 +188,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    for (auto* fwd : {bo, bt, gen, chat})
+    for (auto* fwd : {bo, bt, gen, chat, srv})
       if (fwd->parsed()) {
         std::vector<std::string> args = {fwd->get_name()};
         for (const auto& r : fwd->remaining()) args.push_back(r);

@@ -1,0 +1,197 @@
+"""LLM models behind the OpenAI endpoints: decoder slots, sampling, and the text codec interface.
+
+The endpoints (openai_api.py) see only this small interface:
+
+* `LlmModel.generate(prompt_ids, params, deadline)` -> async iterator of token ids (a slot of the
+  pool runs prefill and decode on its thread; ids cross to the event loop one by one);
+* a `TextCodec` (`tokenize`, `detokenize`, `apply_chat_template`, `eos_ids`) when the model has a
+  tokenizer (`dinoml serve --tokenizer NAME=FILE.gguf`, read from the GGUF file by
+  `dinoml.tokenizer`); without one, /v1/completions takes token-id prompts only and returns ids.
+
+A slot is one runtime Session of the decoder artifact (its KV cache is the session's states): one
+sequence at a time per slot, `--threads` slots per model, so that many sequences decode at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import threading
+import time
+from typing import AsyncIterator, List, Optional, Protocol, Sequence, Set
+
+import numpy as np
+
+from .. import runtime
+from .pool import DeadlineExceeded, WorkerPool
+
+
+class TextCodec(Protocol):
+    eos_ids: Set[int]
+
+    def tokenize(self, text: str, add_special: bool = True) -> List[int]: ...
+
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+
+    def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> str: ...
+
+
+@dataclasses.dataclass
+class SamplingParams:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    seed: Optional[int] = None
+
+
+def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, history: Sequence[int]) -> int:
+    """One token id from `logits` [vocab]: penalties over the ids seen so far (repetition: divide
+    positive / multiply negative logits; frequency: minus count x f; presence: minus p), then greedy
+    at temperature 0, else temperature, top-k, top-p, min-p (llama.cpp's order and definitions)
+    and a draw from `rng` (seeded per request, so a seed reproduces the completion)."""
+    x = logits.astype(np.float64, copy=True)
+    if len(history) and (p.repetition_penalty != 1.0 or p.frequency_penalty or p.presence_penalty):
+        seen, counts = np.unique(np.asarray(history, dtype=np.int64), return_counts=True)
+        v = x[seen]
+        if p.repetition_penalty != 1.0:
+            v = np.where(v > 0, v / p.repetition_penalty, v * p.repetition_penalty)
+        x[seen] = v - counts * p.frequency_penalty - p.presence_penalty
+    if p.temperature <= 0.0:
+        return int(np.argmax(x))
+    # Shift before scaling: (x - max) / T is <= 0 (or -inf) for any T > 0, never inf - inf.
+    with np.errstate(over="ignore"):
+        x = (x - x.max()) / p.temperature
+    order = np.argsort(-x, kind="stable")
+    if p.top_k > 0:
+        order = order[:p.top_k]
+    probs = np.exp(x[order])
+    probs /= probs.sum()
+    keep = len(order)
+    if p.top_p < 1.0:  # smallest prefix whose mass reaches top_p
+        keep = min(keep, int(np.searchsorted(np.cumsum(probs), p.top_p)) + 1)
+    if p.min_p > 0.0:
+        keep = min(keep, max(1, int(np.sum(probs >= p.min_p * probs[0]))))
+    probs = probs[:keep] / probs[:keep].sum()
+    return int(order[rng.choice(keep, p=probs)])
+
+
+class DecoderSlot:
+    """One session of a decoder artifact and its position counter (prefill in chunks of max_seq)."""
+
+    def __init__(self, module: runtime.Module, max_seq: int, ctx: int):
+        self.session = module.create_session()
+        self.max_seq = max_seq
+        self.ctx = ctx
+        self.pos = 0
+
+    def reset(self) -> None:
+        self.session.reset_states()
+        self.pos = 0
+
+    def feed(self, tokens: Sequence[int]) -> np.ndarray:
+        logits = None
+        for i in range(0, len(tokens), self.max_seq):
+            chunk = np.asarray(tokens[i:i + self.max_seq], dtype=np.int64)
+            pos = np.arange(self.pos, self.pos + len(chunk), dtype=np.int64)
+            logits = self.session.run_numpy({"tokens": chunk, "positions": pos})["logits"]
+            self.pos += len(chunk)
+        return logits[0]
+
+
+class GenerationCancelled(Exception):
+    pass
+
+
+class LlmModel:
+    kind = "llm"
+
+    def __init__(self, name: str, path: str, module: runtime.Module, slots: int, max_queue: int, metrics,
+                 codec: Optional[TextCodec] = None):
+        self.name = name
+        self.module = module
+        self.metrics = metrics
+        with open(os.path.join(path, "metadata.json")) as f:
+            md = json.load(f)
+        seq = [d for d in md["dims"] if d["name"] == "seq"]
+        self.max_seq = int(seq[0]["max"]) if seq else 1
+        caches = [s for s in md["states"] if s["name"].startswith("cache_k.")]
+        self.ctx = int(caches[0]["shape"][1])
+        logits = module.outputs[0]
+        self.vocab = int(logits.shape[-1]) if isinstance(logits.shape[-1], int) else None
+        self.codec = codec
+        self.created = int(os.path.getmtime(os.path.join(path, "manifest.json")))
+        self.pool = WorkerPool(name, [DecoderSlot(module, self.max_seq, self.ctx) for _ in range(slots)], max_queue,
+                               on_depth=lambda n: metrics.queue_depth.labels(model=name).set(n))
+        metrics.queue_depth.labels(model=name).set(0)
+
+    def eos_ids(self) -> Set[int]:
+        return set(self.codec.eos_ids) if self.codec is not None else set()
+
+    def _run(self, slot: DecoderSlot, prompt: List[int], p: SamplingParams, emit, cancel: threading.Event) -> str:
+        """On a pool thread: prefill, then sample/decode until max_tokens, EOS or cancel. Returns the
+        finish reason ("length" or "stop"); every id goes through emit() as soon as it is chosen."""
+        slot.reset()
+        rng = np.random.default_rng(p.seed)
+        history = list(prompt)
+        eos = self.eos_ids()
+        logits = slot.feed(prompt)
+        for i in range(p.max_tokens):
+            if cancel.is_set():
+                return "cancelled"
+            tok = sample(logits, p, rng, history)
+            if tok in eos:
+                return "stop"
+            emit(tok)
+            history.append(tok)
+            if i + 1 < p.max_tokens:
+                logits = slot.feed([tok])
+        return "length"
+
+    async def generate(self, prompt: List[int], p: SamplingParams, deadline: Optional[float],
+                       cancel: threading.Event) -> AsyncIterator[object]:
+        """Yields token ids, then one final str: the finish reason. Queue full / deadline errors come
+        from the pool before the first id. Setting `cancel` (stop string found, client gone) stops
+        the slot after its current step."""
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+
+        def emit(tok: int) -> None:
+            loop.call_soon_threadsafe(q.put_nowait, tok)
+
+        def job(slot):
+            try:
+                return self._run(slot, prompt, p, emit, cancel)
+            finally:
+                loop.call_soon_threadsafe(q.put_nowait, None)
+
+        task = asyncio.ensure_future(self.pool.submit(job, deadline))
+        self.metrics.prompt_tokens.labels(model=self.name).inc(len(prompt))
+        try:
+            while True:
+                getter = asyncio.ensure_future(q.get())
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                done, _ = await asyncio.wait({getter, task} if not task.done() else {getter}, timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    getter.cancel()
+                    cancel.set()
+                    raise DeadlineExceeded(f"model '{self.name}': the request's deadline passed")
+                if getter not in done:  # the pool refused (queue full / closing) or the job failed early
+                    getter.cancel()
+                    if task.exception() is not None:
+                        raise task.exception()
+                    continue
+                item = getter.result()
+                if item is None:  # the job ended: its result is the finish reason
+                    yield await task
+                    return
+                self.metrics.tokens.labels(model=self.name).inc()
+                yield item
+        finally:
+            cancel.set()

@@ -1,0 +1,234 @@
+"""`dinoml serve` over the OpenAI API, driven by the official `openai` client: a tiny random-weight
+llama (written by DinoML's GGUF writer, compiled from examples/llama/model.py); completions and
+chat completions, streaming and not, stop strings, EOS, seeds, 16 concurrent requests, and the
+4xx answers to bad parameters. Oracle for the ids: greedy decoding by dinoml.tools.generate, a
+separate code path over its own session. Loopback only.
+
+`WordCodec` stands in for a GGUF tokenizer (the server's TextCodec interface: tokenize,
+detokenize, apply_chat_template, eos_ids): token i is the text "<i>", so every id sequence has
+exactly one text and back."""
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+openai = pytest.importorskip("openai", reason="the serve tests need the openai client")
+
+import dinoml as dml  # noqa: E402
+from serve_harness import server_thread  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROMPT = [1, 200, 45, 27, 99, 12]
+VOCAB = 300
+
+
+class WordCodec:
+    def __init__(self, eos_ids=()):
+        self.eos_ids = set(eos_ids)
+
+    def tokenize(self, text, add_special=True):
+        return [int(t) for t in re.findall(r"<(\d+)>", text)]
+
+    def detokenize(self, ids):
+        return "".join(f"<{i}>" for i in ids)
+
+    def apply_chat_template(self, messages, add_generation_prompt=True):
+        role = {"system": "<2>", "user": "<3>", "assistant": "<4>"}
+        text = "".join(role[m["role"]] + m["content"] + "<5>" for m in messages)
+        return text + ("<4>" if add_generation_prompt else "")
+
+
+def text_of(ids):
+    return WordCodec().detokenize(ids)
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+    import make_random_gguf
+    import model as llama_model
+    d = tmp_path_factory.mktemp("llm")
+    path = str(d / "tiny.gguf")
+    make_random_gguf.make(path, "tiny", "f32", seed=3, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn=128,
+                          vocab=VOCAB)
+    art = dml.compile(llama_model.build_spec(path, ctx=64, max_seq=16), target="cpu", out=str(d / "art"))
+    return art.path
+
+
+def greedy(art, prompt, n):
+    from dinoml.tools.generate import generate
+    return generate(art, prompt, n)["tokens"]
+
+
+@pytest.fixture(scope="module")
+def served(llm):
+    ref = greedy(llm, PROMPT, 12)
+    # An EOS id that greedy decoding reaches at step k (first occurrence), for finish_reason "stop".
+    k = next(i for i in range(3, 12) if ref[i] not in ref[:i])
+    codecs = {"llm": WordCodec(eos_ids={ref[k]})}
+    with server_thread([f"llm={llm}", f"raw={llm}"], codecs=codecs, threads=2, max_queue=32) as port:
+        yield port, ref, k
+
+
+@pytest.fixture
+def client(served):
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{served[0]}/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def test_models_and_health(served, client):
+    ids = sorted(m.id for m in client.models.list().data)
+    assert ids == ["llm", "raw"]
+    c = http.client.HTTPConnection("127.0.0.1", served[0], timeout=10)
+    c.request("GET", "/health")
+    r = c.getresponse()
+    assert r.status == 200 and json.loads(r.read()) == {"status": "ok"}
+
+
+def test_completion_token_ids_and_eos(served, client):
+    _, ref, k = served
+    r = client.completions.create(model="raw", prompt=PROMPT, max_tokens=8, temperature=0)
+    assert r.choices[0].token_ids == ref[:8] and r.choices[0].finish_reason == "length"
+    assert r.choices[0].text == ""  # no tokenizer: the ids are the output
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (len(PROMPT), 8)
+    r = client.completions.create(model="llm", prompt=PROMPT, max_tokens=12, temperature=0)
+    assert r.choices[0].text == text_of(ref[:k]) and r.choices[0].finish_reason == "stop"  # EOS ends it
+    r = client.completions.create(model="llm", prompt=text_of(PROMPT), max_tokens=2, temperature=0)
+    assert r.choices[0].text == text_of(ref[:2])
+
+
+def test_completion_stream_and_stop_string(served, client):
+    _, ref, k = served
+    chunks = list(client.completions.create(model="llm", prompt=PROMPT, max_tokens=k, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == text_of(ref[:k])
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    assert chunks[-1].usage.completion_tokens == k
+    j = next(i for i in range(1, k) if ref[i] not in ref[:i])
+    r = client.completions.create(model="llm", prompt=PROMPT, max_tokens=10, temperature=0, stop=[text_of([ref[j]])])
+    assert r.choices[0].text == text_of(ref[:j]) and r.choices[0].finish_reason == "stop"
+    s = "".join(c.choices[0].text for c in client.completions.create(
+        model="llm", prompt=PROMPT, max_tokens=10, temperature=0, stop=text_of([ref[j]]), stream=True))
+    assert s == text_of(ref[:j])
+
+
+def test_chat_completions(served, llm, client):
+    msgs = [{"role": "system", "content": "<7><8>"}, {"role": "user", "content": "<100><101><102>"}]
+    ids = WordCodec().tokenize(WordCodec().apply_chat_template(msgs))
+    want = greedy(llm, ids, 4)
+    want = want[:next((i for i, t in enumerate(want) if t == served[1][served[2]]), 4)]  # EOS stops early
+    r = client.chat.completions.create(model="llm", messages=msgs, max_tokens=4, temperature=0)
+    assert r.choices[0].message.role == "assistant" and r.choices[0].message.content == text_of(want)
+    assert r.usage.prompt_tokens == len(ids)
+    chunks = list(client.chat.completions.create(model="llm", messages=msgs, max_tokens=4, temperature=0,
+                                                 stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == text_of(want)
+    assert chunks[-1].choices[0].finish_reason in ("length", "stop")
+
+
+def test_seeded_sampling_reproduces(client):
+    kw = dict(model="raw", prompt=PROMPT, max_tokens=8, temperature=0.9, top_p=0.95, seed=1234)
+    a = client.completions.create(**kw).choices[0].token_ids
+    b = client.completions.create(**kw).choices[0].token_ids
+    assert a == b and len(a) == 8 and all(0 <= t < VOCAB for t in a)
+
+
+def test_sixteen_concurrent_requests(served, client):
+    _, ref, _ = served
+
+    def one(i):
+        stream = i % 2 == 1
+        r = client.completions.create(model="raw", prompt=PROMPT, max_tokens=6, temperature=0, stream=stream)
+        if stream:
+            return [t for c in r if c.choices for t in (c.choices[0].token_ids or [])]
+        return r.choices[0].token_ids
+
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        results = list(ex.map(one, range(16)))
+    assert all(r == ref[:6] for r in results), results
+
+
+@pytest.mark.parametrize("kw,status,match", [
+    (dict(model="llm", prompt=PROMPT, temperature=3.0), 400, "'temperature' is 3.0; it must be between 0.0 and 2.0"),
+    (dict(model="llm", prompt=PROMPT, n=2), 400, "'n' = 2: this server returns one choice per request"),
+    (dict(model="llm", prompt=PROMPT, max_tokens=0), 400, "'max_tokens' is 0"),
+    (dict(model="llm", prompt=PROMPT, top_p="x"), 400, "'top_p' must be a number"),
+    (dict(model="llm", prompt=PROMPT, max_tokens=100), 400, "maximum context length is 64 tokens"),
+    (dict(model="llm", prompt=[5, VOCAB + 1]), 400, f"prompt token id {VOCAB + 1} is outside the vocabulary"),
+    (dict(model="raw", prompt="hello"), 400, "model 'raw' has no tokenizer"),
+    (dict(model="gpt-4", prompt=PROMPT), 404, "the model 'gpt-4' does not exist"),
+    (dict(model="llm", prompt=PROMPT, logprobs=2), 400, "'logprobs' = 2 is not supported"),
+])
+def test_bad_parameters(client, kw, status, match):
+    with pytest.raises(openai.APIStatusError) as e:
+        client.completions.create(**kw)
+    assert e.value.status_code == status
+    assert match in e.value.body["message"], e.value.body
+
+
+def test_bad_chat_and_malformed_json(served, client):
+    with pytest.raises(openai.BadRequestError, match="role must be system, developer, user or assistant"):
+        client.chat.completions.create(model="llm", messages=[{"role": "robot", "content": "x"}])
+    with pytest.raises(openai.BadRequestError, match="has no tokenizer and chat template"):
+        client.chat.completions.create(model="raw", messages=[{"role": "user", "content": "x"}])
+    c = http.client.HTTPConnection("127.0.0.1", served[0], timeout=10)
+    c.request("POST", "/v1/completions", body=b'{"model": "llm", "prompt": [1,', headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = json.loads(r.read())
+    assert r.status == 400 and body["error"]["message"].startswith("malformed JSON in the request body")
+
+
+def test_sampler_filters():
+    """The server's sampler against its definitions on known logits: top-k 1 and tiny temperatures
+    are greedy; every draw lies in the top-k / top-p / min-p support computed here with NumPy;
+    penalties move the right logits."""
+    from dinoml.serve.llm import SamplingParams, sample
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal(50).astype(np.float32) * 3
+    best = int(np.argmax(logits))
+    assert sample(logits, SamplingParams(1, temperature=0.0), rng, []) == best
+    assert sample(logits, SamplingParams(1, temperature=1e-300), rng, []) == best  # found by fuzz/serve_fuzz.py
+    assert all(sample(logits, SamplingParams(1, temperature=1.5, top_k=1), rng, []) == best for _ in range(20))
+    order = np.argsort(-logits)
+    p = np.exp((logits[order] - logits[order][0]) / 0.7)
+    p /= p.sum()
+    top_p_support = set(order[:int(np.searchsorted(np.cumsum(p), 0.8)) + 1].tolist())
+    min_p_support = set(order[p >= 0.2 * p[0]].tolist())
+    draws = [sample(logits, SamplingParams(1, temperature=0.7, top_p=0.8), rng, []) for _ in range(300)]
+    assert set(draws) <= top_p_support and len(set(draws)) == len(top_p_support)
+    draws = [sample(logits, SamplingParams(1, temperature=0.7, min_p=0.2), rng, []) for _ in range(300)]
+    assert set(draws) <= min_p_support
+    draws = [sample(logits, SamplingParams(1, temperature=1.0, top_k=3), rng, []) for _ in range(300)]
+    assert set(draws) <= set(order[:3].tolist())
+    # A huge repetition penalty on the best id makes the runner-up the greedy choice.
+    assert sample(logits, SamplingParams(1, temperature=0.0, repetition_penalty=1e6), rng, [best]) == int(order[1])
+    assert sample(logits, SamplingParams(1, temperature=0.0, presence_penalty=2.0, frequency_penalty=2.0), rng,
+                  [best] * 100) == int(order[1])
+
+
+def test_queue_full_gives_503(llm):
+    """One slot, no queue: of eight simultaneous 50-token completions, those arriving while the slot
+    generates get 503 with the limit named; the others complete."""
+    with server_thread([f"raw={llm}"], threads=1, max_queue=0) as port:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+
+        def one(_):
+            try:
+                return len(c.completions.create(model="raw", prompt=PROMPT, max_tokens=50, temperature=0)
+                           .choices[0].token_ids)
+            except openai.APIStatusError as e:
+                return e
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            results = list(ex.map(one, range(8)))
+    busy = [r for r in results if not isinstance(r, int)]
+    assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
+    assert all(r == 50 for r in results if isinstance(r, int)) and len(busy) < 8
