@@ -96,7 +96,7 @@ def test_chat_under_tmux(model, tmp_path):
     gguf, art = model
     name = f"dinoml-chat-{os.getpid()}"
     cmd = (f"cd {ROOT} && PYTHONPATH={ROOT}/python {sys.executable} -m dinoml.cli chat {art} --gguf {gguf} "
-           f"--chat-template chatml --temperature 0 --n 6 2> {tmp_path}/err.txt; echo CHAT-EXITED-$?")
+           f"--chat-template chatml --temperature 0 --n 6 2> {tmp_path}/err.txt; echo CHAT-EXITED-$?; sleep 60")
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "200", "-y", "50", cmd], check=True)
 
     def wait_for(text, timeout=60):

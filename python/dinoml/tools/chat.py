@@ -41,9 +41,11 @@ def main(argv: List[str]) -> int:
     messages = [("system", a.system)] if a.system else []
     cached: List[int] = []
     while True:
-        try:
-            line = input(a.prompt_prefix)
-        except EOFError:
+        # The prompt goes to stdout (input() would send it to stderr when stdin is a terminal).
+        sys.stdout.write(a.prompt_prefix)
+        sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:  # end of input
             print()
             break
         line = line.strip()
