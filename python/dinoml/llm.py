@@ -121,12 +121,15 @@ class StreamDecoder:
 
 
 class Sampler:
-    """Next-token choice (C++ `dinoml::generate::Sampler`): repetition penalty -> top-k -> top-p ->
-    min-p -> temperature -> draw from a seeded generator; temperature <= 0 is greedy."""
+    """Next-token choice (C++ `dinoml::generate::Sampler`): penalties (repetition, frequency,
+    presence over the last repeat_last_n tokens) -> top-k -> top-p -> min-p -> temperature -> draw
+    from a seeded generator; temperature <= 0 is greedy."""
 
     def __init__(self, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05,
-                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int = 0):
-        self.params = _llm.SamplingParams(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed)
+                 repeat_penalty: float = 1.0, repeat_last_n: int = 64, seed: int = 0,
+                 frequency_penalty: float = 0.0, presence_penalty: float = 0.0):
+        self.params = _llm.SamplingParams(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed,
+                                          frequency_penalty, presence_penalty)
         self._s = _llm.Sampler(self.params)
 
     def sample(self, logits: np.ndarray) -> int:

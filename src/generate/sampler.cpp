@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <set>
+#include <map>
 
 namespace dinoml::generate {
 
@@ -14,6 +14,8 @@ void SamplingParams::validate() const {
   if (!(min_p >= 0.0f) || min_p > 1.0f) bad("min_p must be in [0, 1] (0 = off)");
   if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty)) bad("repeat_penalty must be > 0 (1 = off)");
   if (repeat_last_n < 0) bad("repeat_last_n must be >= 0");
+  if (!std::isfinite(frequency_penalty) || !std::isfinite(presence_penalty))
+    bad("frequency_penalty and presence_penalty must be finite numbers (0 = off)");
 }
 
 Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) { params_.validate(); }
@@ -32,12 +34,14 @@ void Sampler::accept(int32_t id) {
 
 std::vector<float> Sampler::penalized(const float* logits, size_t n) const {
   std::vector<float> l(logits, logits + n);
-  if (params_.repeat_penalty != 1.0f) {
-    std::set<int32_t> seen(history_.begin(), history_.end());
-    for (int32_t id : seen) {
-      if (id < 0 || static_cast<size_t>(id) >= n) continue;
-      l[id] = l[id] > 0 ? l[id] / params_.repeat_penalty : l[id] * params_.repeat_penalty;
-    }
+  if (params_.repeat_penalty == 1.0f && params_.frequency_penalty == 0.0f && params_.presence_penalty == 0.0f) return l;
+  std::map<int32_t, int> counts;
+  for (int32_t id : history_) ++counts[id];
+  for (const auto& [id, count] : counts) {
+    if (id < 0 || static_cast<size_t>(id) >= n) continue;
+    float& x = l[id];
+    x = x > 0 ? x / params_.repeat_penalty : x * params_.repeat_penalty;
+    x -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
   }
   return l;
 }
@@ -63,16 +67,20 @@ std::vector<Candidate> Sampler::distribution(const float* logits, size_t n) cons
     std::sort(ids.begin(), ids.end(), by_logit);
   }
   // Probabilities at temperature 1 over what is left, for top-p and min-p.
-  auto softmax = [&](float inv_t) {
+  auto softmax = [&](double inv_t) {
     std::vector<double> p(ids.size());
     const double mx = l[ids[0]];
     double sum = 0;
-    for (size_t i = 0; i < ids.size(); ++i) sum += p[i] = std::exp((static_cast<double>(l[ids[i]]) - mx) * inv_t);
+    // Shifted before scaling: 0 for the best, <= 0 (or -inf) for the rest, whatever the temperature.
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const double d = static_cast<double>(l[ids[i]]) - mx;
+      sum += p[i] = d == 0 ? 1.0 : std::exp(d * inv_t);
+    }
     for (double& x : p) x /= sum;
     return p;
   };
   if (params_.top_p < 1.0f) {
-    const auto p = softmax(1.0f);
+    const auto p = softmax(1.0);
     double cum = 0;
     size_t k = 0;
     while (k < ids.size()) {
@@ -82,13 +90,13 @@ std::vector<Candidate> Sampler::distribution(const float* logits, size_t n) cons
     ids.resize(std::max<size_t>(k, 1));
   }
   if (params_.min_p > 0.0f && ids.size() > 1) {
-    const auto p = softmax(1.0f);
+    const auto p = softmax(1.0);
     const double floor = p[0] * params_.min_p;
     size_t k = 1;
     while (k < ids.size() && p[k] >= floor) ++k;
     ids.resize(k);
   }
-  const auto p = softmax(1.0f / params_.temperature);
+  const auto p = softmax(1.0 / static_cast<double>(params_.temperature));
   std::vector<Candidate> out(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) out[i] = {ids[i], static_cast<float>(p[i])};
   return out;

@@ -1,8 +1,8 @@
 // Next-token choice from a logits vector, shared by `dinoml generate`, `dinoml chat` and servers.
 //
-// The chain is llama.cpp's default order: repetition penalty (over the last `repeat_last_n`
-// tokens: a positive logit is divided by the penalty, a negative one multiplied, once per distinct
-// token) -> top-k -> top-p (smallest prefix of the sorted distribution whose mass reaches p) ->
+// The chain is llama.cpp's default order: penalties over the last `repeat_last_n` tokens (per
+// distinct token: a positive logit is divided by repeat_penalty, a negative one multiplied; then
+// count x frequency_penalty + presence_penalty is subtracted, the OpenAI API's two) -> top-k -> top-p (smallest prefix of the sorted distribution whose mass reaches p) ->
 // min-p (drop tokens whose probability is below min_p x the largest) -> temperature -> draw.
 // top-p and min-p see the distribution at temperature 1; temperature <= 0 means greedy (argmax,
 // lowest id on ties) after the penalty. Draws use a std::mt19937_64 seeded with `seed`, and
@@ -25,6 +25,8 @@ struct SamplingParams {
   float repeat_penalty = 1.0f;  // 1: off
   int32_t repeat_last_n = 64;   // tokens of history the penalty looks at
   uint64_t seed = 0;
+  float frequency_penalty = 0.0f;  // 0: off
+  float presence_penalty = 0.0f;   // 0: off
   // Throws std::invalid_argument naming the parameter when a value is out of range.
   void validate() const;
 };

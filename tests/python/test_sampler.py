@@ -7,10 +7,13 @@ import pytest
 import dinoml as dml
 
 
-def reference(logits, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, history=()):
-    l = np.asarray(logits, dtype=np.float64).copy()
+def reference(logits, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, history=(),
+              frequency_penalty=0.0, presence_penalty=0.0):
+    l = np.asarray(logits, dtype=np.float32).copy()
     for t in set(history):
-        l[t] = l[t] / repeat_penalty if l[t] > 0 else l[t] * repeat_penalty
+        l[t] = l[t] / np.float32(repeat_penalty) if l[t] > 0 else l[t] * np.float32(repeat_penalty)
+        l[t] -= np.float32(history.count(t) * frequency_penalty + presence_penalty)
+    l = l.astype(np.float64)
     if temperature <= 0:
         return np.array([int(np.argmax(l))]), np.array([1.0])
     ids = np.array(sorted(range(len(l)), key=lambda i: (-l[i], i)))
@@ -57,6 +60,19 @@ def test_repetition_penalty():
     g = dml.Sampler(temperature=0, repeat_penalty=2.0)
     g.accept(0)
     assert g.sample(logits) == 2  # 2.0 / 2 = 1.0 < 1.5
+    f = dml.Sampler(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, frequency_penalty=0.5, presence_penalty=0.25)
+    f.accept([2, 2, 3])
+    ids, p = f.distribution(logits)
+    rid, rp = reference(logits, 1.0, 0, 1.0, 0.0, history=[2, 2, 3], frequency_penalty=0.5, presence_penalty=0.25)
+    assert list(ids) == list(rid)
+    np.testing.assert_allclose(p, rp, rtol=1e-6)
+
+
+def test_tiny_temperatures_stay_finite():
+    logits = np.array([1.0, 3.0, 3.0, -2.0], dtype=np.float32)
+    for t in (1e-30, 1e-38, 1e-45):
+        ids, p = dml.Sampler(temperature=t, top_k=0, top_p=1.0, min_p=0.0).distribution(logits)
+        assert np.all(np.isfinite(p)) and list(ids[:2]) == [1, 2] and abs(p[0] - 0.5) < 1e-6
 
 
 def test_top_k_1_is_greedy_and_seed_reproduces():

@@ -189,13 +189,16 @@ def add_sampling_args(p: argparse.ArgumentParser, temperature: float) -> None:
     g.add_argument("--top-p", type=float, default=0.95, help="nucleus mass (1 = off; default 0.95)")
     g.add_argument("--min-p", type=float, default=0.05, help="drop tokens below min_p x the best (0 = off; default 0.05)")
     g.add_argument("--repeat-penalty", type=float, default=1.0, help="1 = off (default)")
-    g.add_argument("--repeat-last-n", type=int, default=64, help="tokens the repeat penalty looks at (default 64)")
+    g.add_argument("--repeat-last-n", type=int, default=64, help="tokens the penalties look at (default 64)")
+    g.add_argument("--frequency-penalty", type=float, default=0.0, help="minus count x this per seen token (default 0)")
+    g.add_argument("--presence-penalty", type=float, default=0.0, help="minus this per seen token (default 0)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
 def make_sampler(a):
     from ..llm import Sampler
-    return Sampler(a.temperature, a.top_k, a.top_p, a.min_p, a.repeat_penalty, a.repeat_last_n, a.seed)
+    return Sampler(a.temperature, a.top_k, a.top_p, a.min_p, a.repeat_penalty, a.repeat_last_n, a.seed,
+                   a.frequency_penalty, a.presence_penalty)
 
 
 def find_tokenizer(artifact: str, gguf: Optional[str]):

@@ -83,20 +83,24 @@ PYBIND11_MODULE(_dinoml_llm, m) {
 
   py::class_<generate::SamplingParams>(m, "SamplingParams")
       .def(py::init([](float temperature, int32_t top_k, float top_p, float min_p, float repeat_penalty,
-                       int32_t repeat_last_n, uint64_t seed) {
-             generate::SamplingParams p{temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed};
+                       int32_t repeat_last_n, uint64_t seed, float frequency_penalty, float presence_penalty) {
+             generate::SamplingParams p{temperature, top_k,  top_p, min_p, repeat_penalty, repeat_last_n,
+                                        seed,        frequency_penalty, presence_penalty};
              p.validate();
              return p;
            }),
            py::arg("temperature") = 0.8f, py::arg("top_k") = 40, py::arg("top_p") = 0.95f, py::arg("min_p") = 0.05f,
-           py::arg("repeat_penalty") = 1.0f, py::arg("repeat_last_n") = 64, py::arg("seed") = 0)
+           py::arg("repeat_penalty") = 1.0f, py::arg("repeat_last_n") = 64, py::arg("seed") = 0,
+           py::arg("frequency_penalty") = 0.0f, py::arg("presence_penalty") = 0.0f)
       .def_readonly("temperature", &generate::SamplingParams::temperature)
       .def_readonly("top_k", &generate::SamplingParams::top_k)
       .def_readonly("top_p", &generate::SamplingParams::top_p)
       .def_readonly("min_p", &generate::SamplingParams::min_p)
       .def_readonly("repeat_penalty", &generate::SamplingParams::repeat_penalty)
       .def_readonly("repeat_last_n", &generate::SamplingParams::repeat_last_n)
-      .def_readonly("seed", &generate::SamplingParams::seed);
+      .def_readonly("seed", &generate::SamplingParams::seed)
+      .def_readonly("frequency_penalty", &generate::SamplingParams::frequency_penalty)
+      .def_readonly("presence_penalty", &generate::SamplingParams::presence_penalty);
 
   py::class_<generate::Sampler>(m, "Sampler")
       .def(py::init<generate::SamplingParams>(), py::arg("params"))
