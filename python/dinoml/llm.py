@@ -160,5 +160,18 @@ def render_chat(fmt: str, messages: Sequence, add_generation_prompt: bool = True
     return _llm.render_chat(fmt, pairs, add_generation_prompt, bos)
 
 
-__all__ = ["Tokenizer", "StreamDecoder", "Sampler", "SamplingParams", "detect_chat_format", "render_chat",
+def encode_chat(tokenizer: Tokenizer, fmt: str, messages: Sequence, add_generation_prompt: bool = True) -> List[int]:
+    """Token ids of a chat prompt: messages rendered in format `fmt` ("auto": recognised from the
+    GGUF file's template), control tokens parsed. The BOS text a format starts with is left to the
+    tokenizer's add-BOS rule, so a prompt never starts with two BOS tokens."""
+    if fmt == "auto":
+        fmt = detect_chat_format(tokenizer.chat_template)
+    bos_text = tokenizer.token_text(tokenizer.bos) if tokenizer.bos is not None else ""
+    text = render_chat(fmt, messages, add_generation_prompt, bos_text)
+    if tokenizer.add_bos and bos_text and text.startswith(bos_text):
+        text = text[len(bos_text):]
+    return tokenizer.encode(text, add_special=True, parse_special=True)
+
+
+__all__ = ["Tokenizer", "encode_chat", "StreamDecoder", "Sampler", "SamplingParams", "detect_chat_format", "render_chat",
            "known_pre_tokenizers", "CHAT_FORMATS"]

@@ -257,16 +257,8 @@ def _main_tokens(a) -> int:
 
 
 def chat_prompt(tok, fmt: str, messages) -> List[int]:
-    """Renders messages in chat format `fmt` and tokenizes them (control tokens parsed). The BOS
-    text a template starts with is left to the tokenizer's add-BOS rule, so it is not doubled."""
-    from ..llm import detect_chat_format, render_chat
-    if fmt == "auto":
-        fmt = detect_chat_format(tok.chat_template)
-    bos_text = tok.token_text(tok.bos) if tok.bos is not None else ""
-    text = render_chat(fmt, messages, True, bos_text)
-    if tok.add_bos and bos_text and text.startswith(bos_text):
-        text = text[len(bos_text):]
-    return tok.encode(text, add_special=True, parse_special=True)
+    from ..llm import encode_chat
+    return encode_chat(tok, fmt, messages)
 
 
 def _main_text(a) -> int:
