@@ -72,13 +72,14 @@ def vocab_metadata(path: str):
 
 
 def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, rope_base: float = 10000.0,
-         eps: float = 1e-5, out_gain: float = 0.1, vocab: str = None, **overrides) -> dict:
-    """vocab: a GGUF file whose tokenizer (and chat template) the model takes; the vocabulary size
-    follows it. Default: a synthetic SentencePiece-style vocabulary of the preset's size."""
+         eps: float = 1e-5, out_gain: float = 0.1, vocab_from: str = None, **overrides) -> dict:
+    """overrides: preset fields (n_layers, dim, vocab = the vocabulary size, ...). vocab_from: a GGUF
+    file whose tokenizer (and chat template) the model takes; the vocabulary size follows it.
+    Default: a synthetic SentencePiece-style vocabulary of the preset's size."""
     h = dict(PRESETS[preset])
     h.update(overrides)
-    if vocab:
-        vocab_md, h["vocab"] = vocab_metadata(vocab)
+    if vocab_from:
+        vocab_md, h["vocab"] = vocab_metadata(vocab_from)
     rng = np.random.default_rng(seed)
     d, ff, V = h["dim"], h["ffn"], h["vocab"]
     hd = d // h["n_heads"]
@@ -107,7 +108,7 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
           ("llama.attention.head_count_kv", "u32", h["n_kv_heads"]),
           ("llama.attention.layer_norm_rms_epsilon", "f32", eps), ("llama.rope.freq_base", "f32", rope_base),
           ("llama.vocab_size", "u32", V)]
-    if vocab:
+    if vocab_from:
         md += vocab_md
     else:
         tokens, scores, types = vocabulary(V)
@@ -131,7 +132,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=None, help="override the preset's layer count")
     a = ap.parse_args(argv)
     kw = {"n_layers": a.layers} if a.layers else {}
-    make(a.out, a.preset, a.quant, a.seed, out_gain=a.out_gain, vocab=a.vocab, **kw)
+    make(a.out, a.preset, a.quant, a.seed, out_gain=a.out_gain, vocab_from=a.vocab, **kw)
     print(f"wrote {a.out} ({a.preset}, {a.quant}, {os.path.getsize(a.out) / 2**20:.1f} MiB)")
     return 0
 

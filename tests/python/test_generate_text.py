@@ -31,7 +31,7 @@ def model(tmp_path_factory):
     r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-vocabs")], capture_output=True, text=True)
     vocab = os.path.join(r.stdout.strip().splitlines()[-1], "llama2.gguf") if r.returncode == 0 else None
     path = d / "tiny.gguf"
-    make_random_gguf.make(str(path), "tiny", "q4_0", seed=3, n_layers=1, vocab=vocab)
+    make_random_gguf.make(str(path), "tiny", "q4_0", seed=3, n_layers=1, vocab_from=vocab)
     out = d / "art"
     r = subprocess.run([sys.executable, "-m", "dinoml.cli", "compile", os.path.join(LLAMA_DIR, "model.py"), "--gguf",
                         str(path), "--model-arg", "ctx=192", "--model-arg", "max_seq=32", "--target", "cpu", "--out",
