@@ -1,11 +1,12 @@
 // dml_cpu_conv3d: volumetric convolution (NCDHW) as an im2col GEMM per (image, group, block of
-// output positions). For a block of PB output positions the kernel gathers col[PB, K] (K =
-// C/groups·kd·kh·kw, zero where the window reads padding), runs the library's GEMM
-// t[PB, O/groups] = col · w_g^T (+ bias) with w_g read in place as the RCR operand, and scatters t
-// into y's channel planes. PB is sized so col stays about 4 MiB: the im2col matrix of a whole video
-// clip is never materialised. The gather and the scatter are split over threads; the GEMM
-// threads itself. fp16/bf16 are widened to fp32 on the gather (weights and bias once per call),
-// so every dtype accumulates in fp32 and rounds once on the store.
+// output positions). For a block of PB output positions the kernel gathers col[K, PB] (K =
+// C/groups·kd·kh·kw; row k = one (channel, tap) pair, zero where the window reads padding — along
+// a row consecutive positions read consecutive inputs at stride sw, so the gather streams), runs
+// the library's GEMM t[O/groups, PB] = w_g · col with w_g [O/groups, K] read in place, and copies
+// t's rows, plus the bias, into y's channel planes (contiguous runs of PB). PB is sized so col
+// stays about 4 MiB: the im2col matrix of a whole video clip is never materialised. The gather
+// and the copy are split over threads; the GEMM threads itself. fp16/bf16 are widened to fp32 on
+// the gather (weights once per call), so every dtype accumulates in fp32 and rounds once.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,65 +30,65 @@ float* scratch3(int slot, size_t n) {
 
 template <typename T>
 int run(const Geo3& g, const T* x, const T* w, const T* bias, T* y) {
-  // Weights / bias as fp32 (read in place for fp32).
-  const float* wf = nullptr;
-  const float* bf = nullptr;
+  const float* wf = nullptr;  // weights as fp32 (read in place for fp32)
   if constexpr (std::is_same_v<T, float>) {
     wf = w;
-    bf = bias;
   } else {
-    float* wb = scratch3(0, static_cast<size_t>(g.O * g.K + g.O));
+    float* wb = scratch3(0, static_cast<size_t>(g.O * g.K));
     if (!wb) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv3d: out of memory for the fp32 weights");
     for (int64_t i = 0; i < g.O * g.K; ++i) wb[i] = load_f(w, i);
-    if (bias)
-      for (int64_t o = 0; o < g.O; ++o) wb[g.O * g.K + o] = load_f(bias, o);
     wf = wb;
-    bf = bias ? wb + g.O * g.K : nullptr;
   }
-  const int64_t PB = std::min<int64_t>(g.P, std::max<int64_t>(16, kColFloats / g.K));
+  const int64_t PB = std::min<int64_t>(g.P, std::max<int64_t>(256, kColFloats / g.K));
   float* col = scratch3(1, static_cast<size_t>(PB * g.K));
   float* t = scratch3(2, static_cast<size_t>(PB * g.Og));
   if (!col || !t) return fail(DML_CPU_ERR_MEMORY, "dml_cpu_conv3d: out of memory for the im2col block");
-  const int64_t HWo = g.Ho * g.Wo, DHW = g.D * g.H * g.W, kk = g.kd * g.kh * g.kw;
+  const int64_t HWo = g.Ho * g.Wo, DHW = g.D * g.H * g.W, khw = g.kh * g.kw, kk = g.kd * khw;
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t grp = 0; grp < g.G; ++grp) {
       const T* xg = x + (n * g.C + grp * g.Cg) * DHW;
       T* yg = y + (n * g.O + grp * g.Og) * g.P;
       for (int64_t p0 = 0; p0 < g.P; p0 += PB) {
         const int64_t pb = std::min(PB, g.P - p0);
-        // col[i, (c, a, b, e)] = x[c, od*sd - pd + a*dd, oh*sh - ph + b*dh, ow*sw - pw + e*dw].
+        // col[k, i] = x[c, od*sd - pd + a*dd, oh*sh - ph + b*dh, ow*sw - pw + e*dw], k = (c, a, b, e),
+        // output position p0 + i = (od, oh, ow); filled run by run along ow.
 #pragma omp parallel for schedule(static) if (pb * g.K > kParallelWork)
-        for (int64_t i = 0; i < pb; ++i) {
-          const int64_t p = p0 + i, od = p / HWo, oh = (p / g.Wo) % g.Ho, ow = p % g.Wo;
-          const int64_t d0 = od * g.sd - g.pd, h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
-          float* row = col + i * g.K;
-          for (int64_t a = 0; a < g.kd; ++a) {
-            const int64_t id = d0 + a * g.dd;
-            const bool din = id >= 0 && id < g.D;
-            for (int64_t b = 0; b < g.kh; ++b) {
-              const int64_t ih = h0 + b * g.dh;
-              const bool hin = din && ih >= 0 && ih < g.H;
-              const int64_t tap0 = (a * g.kh + b) * g.kw;
-              for (int64_t e = 0; e < g.kw; ++e) {
-                const int64_t iw = w0 + e * g.dw;
-                float* dst = row + tap0 + e;
-                if (!hin || iw < 0 || iw >= g.W) {
-                  for (int64_t c = 0; c < g.Cg; ++c) dst[c * kk] = 0.0f;
-                } else {
-                  const T* src = xg + (id * g.H + ih) * g.W + iw;
-                  for (int64_t c = 0; c < g.Cg; ++c) dst[c * kk] = load_f(src, c * DHW);
-                }
+        for (int64_t k = 0; k < g.K; ++k) {
+          const int64_t c = k / kk, tap = k % kk, a = tap / khw, b = (tap / g.kw) % g.kh, e = tap % g.kw;
+          const T* xc = xg + c * DHW;
+          float* row = col + k * pb;
+          int64_t od = p0 / HWo, oh = (p0 / g.Wo) % g.Ho, ow = p0 % g.Wo;
+          for (int64_t i = 0; i < pb;) {
+            const int64_t run = std::min(g.Wo - ow, pb - i);
+            const int64_t id = od * g.sd - g.pd + a * g.dd, ih = oh * g.sh - g.ph + b * g.dh;
+            float* dst = row + i;
+            if (id < 0 || id >= g.D || ih < 0 || ih >= g.H) {
+              std::fill(dst, dst + run, 0.0f);
+            } else {
+              const T* src = xc + (id * g.H + ih) * g.W;
+              const int64_t iw0 = ow * g.sw - g.pw + e * g.dw;
+              for (int64_t j = 0; j < run; ++j) {
+                const int64_t iw = iw0 + j * g.sw;
+                dst[j] = iw >= 0 && iw < g.W ? load_f(src, iw) : 0.0f;
               }
+            }
+            i += run;
+            ow = 0;
+            if (++oh == g.Ho) {
+              oh = 0;
+              ++od;
             }
           }
         }
-        const int rc = dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RCR, pb, g.Og, g.K, col, wf + grp * g.Og * g.K,
-                                    bf ? bf + grp * g.Og : nullptr, nullptr, t, DML_CPU_EPI_NONE);
+        const int rc = dml_cpu_gemm(DML_CPU_F32, DML_CPU_B_RRR, g.Og, pb, g.K, wf + grp * g.Og * g.K, col, nullptr,
+                                    nullptr, t, DML_CPU_EPI_NONE);
         if (rc != DML_CPU_OK) return rc;
 #pragma omp parallel for schedule(static) if (pb * g.Og > kParallelWork)
         for (int64_t o = 0; o < g.Og; ++o) {
+          const float bv = bias ? load_f(bias, grp * g.Og + o) : 0.0f;
+          const float* src = t + o * pb;
           T* dst = yg + o * g.P + p0;
-          for (int64_t i = 0; i < pb; ++i) store_f(dst, i, t[i * g.Og + o]);
+          for (int64_t i = 0; i < pb; ++i) store_f(dst, i, src[i] + bv);
         }
       }
     }

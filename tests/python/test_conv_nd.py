@@ -223,3 +223,31 @@ def test_symbolic_extent_errors_name_node_and_fix(tmp_path):
     with pytest.raises(dml.OnnxImportError, match="extent 'w'"):
         dml.from_onnx(path, dims={"h": 32, "w": (8, 64)})  # h fixed is fine; w is still symbolic
     dml.from_onnx(path, dims={"h": 32, "w": 30})
+
+
+def test_conv3d_float16_vs_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    w = _w(8, 2, 3, 2, 3).astype(np.float16)
+    b = _w(8).astype(np.float16)
+
+    class M(dml.Module):
+        def __init__(self):
+            self.w = dml.Parameter([8, 2, 3, 2, 3], "float16")
+            self.b = dml.Parameter([8], "float16")
+
+        def forward(self, v):
+            return dml.ops.conv3d(v, self.w, self.b, stride=(2, 1, 2), padding=(1, 0, 1, 0, 1, 2), groups=2)
+
+    h = dml.Dim("h", 4, 20, buckets=(10, 20))
+    spec = dml.trace(M(), inputs={"v": dml.TensorSpec([1, 4, 7, h, 9], "float16")}, constants={"w": w, "b": b})
+    art = dml.compile(spec, target="cpu", out=str(tmp_path / "art"))
+    rt = dml.runtime.load(art.path)
+    sess = rt.create_session()
+    for hh in (4, 13):
+        v = RNG.standard_normal((1, 4, 7, hh, 9)).astype(np.float16)
+        got = list(sess.run_numpy({"v": v}).values())[0]
+        F = torch.nn.functional
+        want = F.conv3d(F.pad(torch.from_numpy(v).double(), (1, 2, 0, 1, 1, 0)), torch.from_numpy(w).double(),
+                        torch.from_numpy(b).double(), stride=(2, 1, 2), groups=2).numpy()
+        assert got.dtype == np.float16 and got.shape == want.shape
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-2, atol=1e-2)
