@@ -424,9 +424,10 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     auto it = opts.dims.find(onnx_dim);
     if (it == opts.dims.end()) it = opts.dims.find(id);
     if (it == opts.dims.end()) {
-      const std::string what = named ? "is the symbolic dim '" + onnx_dim + "'" : "has neither a size nor a dim_param (DinoML names it '" + onnx_dim + "')";
-      throw Unsupported("graph input '" + input + "' axis " + std::to_string(axis) + " " + what + ": give its bounds (--dim '" +
-                        onnx_dim + "'=MIN:MAX[:BUCKETS] / dims={'" + onnx_dim + "': (MIN, MAX)})");
+      const std::string what = named ? "is the symbolic dim '" + onnx_dim + "'" : "has no size and no dim_param (DinoML names it '" + onnx_dim + "')";
+      const std::string spec = onnx_dim + "=MIN:MAX[:BUCKETS]";
+      throw Unsupported("graph input '" + input + "' axis " + std::to_string(axis) + " " + what + ": give its bounds (--dim " +
+                        (id == onnx_dim ? spec : "'" + spec + "'") + " / dims={'" + onnx_dim + "': (MIN, MAX)})");
     }
     if (auto src = dim_source.find(id); src != dim_source.end() && src->second != onnx_dim)
       throw Unsupported("the symbolic dims '" + src->second + "' and '" + onnx_dim + "' both become the identifier '" + id +
@@ -457,11 +458,11 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
         const auto& d = tt.shape().dim(a);
         if (d.has_dim_value() && d.dim_value() >= 0) {
           shape.push_back(ir::IntExpr(d.dim_value()));
-        } else if (d.has_dim_value()) {
-          throw Invalid("graph input '" + name + "' has a negative extent");
         } else if (d.has_dim_param() && !d.dim_param().empty()) {
           shape.push_back(bind_dim(d.dim_param(), name, a, true));
         } else {
+          // Neither size nor name, or a negative size (paddle2onnx writes -1 for "dynamic", and
+          // ONNX Runtime reads it so).
           shape.push_back(bind_dim(name + "_dim" + std::to_string(a), name, a, false));
         }
       }
