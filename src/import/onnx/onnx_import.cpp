@@ -492,6 +492,14 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     bool skip = false;
     for (const auto& i : np.input())
       if (!i.empty() && poisoned.count(i)) skip = true;
+    // An If / Loop / Scan whose bodies read a value that failed to convert depends on it too.
+    std::set<std::string> body_reads;
+    for (const auto& a : np.attribute()) {
+      if (a.has_g()) free_reads(a.g(), body_reads);
+      for (const auto& sg : a.graphs()) free_reads(sg, body_reads);
+    }
+    for (const auto& r : body_reads)
+      if (poisoned.count(r)) skip = true;
     if (np.output_size() == 0 || std::all_of(np.output().begin(), np.output().end(), [](const std::string& o) { return o.empty(); })) {
       problems.push_back({display, np.op_type(), "the node has no outputs", false});
       continue;
