@@ -4,6 +4,7 @@ two sizes each (one between buckets). The full corpus has its own command:
 
     python tests/models/build_corpus.py && python tests/models/run_corpus.py
 """
+import os
 import sys
 from pathlib import Path
 
@@ -17,14 +18,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 import build_corpus  # noqa: E402
 import run_corpus  # noqa: E402
 
+SLOW = pytest.mark.skipif(os.environ.get("DINOML_SLOW_TESTS") != "1", reason="slow: set DINOML_SLOW_TESTS=1")
 CASES = [
-    ("bert", "torchscript", "float32"),      # BERT: attention with a padding mask, LayerNorm, GELU
-    ("llama", "torchscript", "float16"),     # Llama-style: GQA, RoPE, RMSNorm, SwiGLU; float16 end to end
-    ("resnet_small", "dynamo", "float32"),   # torch.export-based exporter on a CNN
+    ("bert", "torchscript", "float32"),                               # attention with a padding mask, LayerNorm, GELU
+    pytest.param("llama", "torchscript", "float16", marks=SLOW),      # GQA, RoPE, RMSNorm, SwiGLU; float16 end to end
+    pytest.param("resnet_small", "dynamo", "float32", marks=SLOW),    # the torch.export-based exporter on a CNN
 ]
 
+# Transformers slice position tables to `seq` and build Range(0, seq): DinoML's slice / arange take
+# integer bounds, so they import only with fixed sizes ("ok (static)": compiled per test size).
+STATIC_ONLY = {"bert", "llama", "gpt2"}
 
-@pytest.mark.parametrize("model,exporter,dtype", CASES, ids=[".".join(c) for c in CASES])
+
+@pytest.mark.parametrize("model,exporter,dtype", CASES)
 def test_tiny_corpus_model_matches_onnxruntime(model, exporter, dtype, tmp_path):
     if exporter == "dynamo":
         pytest.importorskip("onnxscript")
@@ -33,6 +39,6 @@ def test_tiny_corpus_model_matches_onnxruntime(model, exporter, dtype, tmp_path)
     build_corpus.export(build_corpus.MODELS[model], exporter, dtype, "tiny", path)
     meta = json.loads(path.with_suffix(".json").read_text())
     r = run_corpus.run_one(path, meta, tmp_path)
-    assert r["status"] == "ok", r
+    assert r["status"] in (("ok", "ok (static)") if model in STATIC_ONLY else ("ok",)), r
     if dtype == "float16":
         assert r["out_dtypes"] == ["float16"], r

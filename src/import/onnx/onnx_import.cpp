@@ -424,9 +424,10 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     auto it = opts.dims.find(onnx_dim);
     if (it == opts.dims.end()) it = opts.dims.find(id);
     if (it == opts.dims.end()) {
-      const std::string what = named ? "is the symbolic dim '" + onnx_dim + "'" : "has neither a size nor a dim_param (DinoML names it '" + onnx_dim + "')";
-      throw Unsupported("graph input '" + input + "' axis " + std::to_string(axis) + " " + what + ": give its bounds (--dim '" +
-                        onnx_dim + "'=MIN:MAX[:BUCKETS] / dims={'" + onnx_dim + "': (MIN, MAX)})");
+      const std::string what = named ? "is the symbolic dim '" + onnx_dim + "'" : "has no size and no dim_param (DinoML names it '" + onnx_dim + "')";
+      const std::string spec = onnx_dim + "=MIN:MAX[:BUCKETS]";
+      throw Unsupported("graph input '" + input + "' axis " + std::to_string(axis) + " " + what + ": give its bounds (--dim " +
+                        (id == onnx_dim ? spec : "'" + spec + "'") + " / dims={'" + onnx_dim + "': (MIN, MAX)})");
     }
     if (auto src = dim_source.find(id); src != dim_source.end() && src->second != onnx_dim)
       throw Unsupported("the symbolic dims '" + src->second + "' and '" + onnx_dim + "' both become the identifier '" + id +
@@ -457,11 +458,11 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
         const auto& d = tt.shape().dim(a);
         if (d.has_dim_value() && d.dim_value() >= 0) {
           shape.push_back(ir::IntExpr(d.dim_value()));
-        } else if (d.has_dim_value()) {
-          throw Invalid("graph input '" + name + "' has a negative extent");
         } else if (d.has_dim_param() && !d.dim_param().empty()) {
           shape.push_back(bind_dim(d.dim_param(), name, a, true));
         } else {
+          // Neither size nor name, or a negative size (paddle2onnx writes -1 for "dynamic", and
+          // ONNX Runtime reads it so).
           shape.push_back(bind_dim(name + "_dim" + std::to_string(a), name, a, false));
         }
       }
@@ -491,6 +492,14 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     bool skip = false;
     for (const auto& i : np.input())
       if (!i.empty() && poisoned.count(i)) skip = true;
+    // An If / Loop / Scan whose bodies read a value that failed to convert depends on it too.
+    std::set<std::string> body_reads;
+    for (const auto& a : np.attribute()) {
+      if (a.has_g()) free_reads(a.g(), body_reads);
+      for (const auto& sg : a.graphs()) free_reads(sg, body_reads);
+    }
+    for (const auto& r : body_reads)
+      if (poisoned.count(r)) skip = true;
     if (np.output_size() == 0 || std::all_of(np.output().begin(), np.output().end(), [](const std::string& o) { return o.empty(); })) {
       problems.push_back({display, np.op_type(), "the node has no outputs", false});
       continue;
