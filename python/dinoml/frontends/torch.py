@@ -132,6 +132,15 @@ class _Converter:
     def torch_dtype(self, node):
         return node.meta["val"].dtype
 
+    def extent(self, node, axis: int):
+        """Axis `axis` of the node's output as torch inferred it (int or SymDim)."""
+        v = node.meta["val"]
+        return self.symint((v[0] if isinstance(v, (list, tuple)) else v).shape[axis])
+
+    def out_shape(self, node):
+        v = node.meta["val"]
+        return [self.symint(e) for e in (v[0] if isinstance(v, (list, tuple)) else v).shape]
+
     def promoted(self, node) -> str:
         vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args[:2]]
         return _dtype_name(torch.result_type(*vals))
