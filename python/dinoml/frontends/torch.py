@@ -227,8 +227,9 @@ class _Converter:
                     continue
                 name = self.dim_names.get((inp, axis)) or f"{inp}_{axis}"
                 rng = rc.get(e)
-                lo = int(rng.lower) if rng is not None and rng.lower.is_finite else 1
-                hi = int(rng.upper) if rng is not None and rng.upper.is_finite else None
+                lo = _bound(rng.lower) if rng is not None else None
+                hi = _bound(rng.upper) if rng is not None else None
+                lo = 1 if lo is None else lo
                 self.sym[e] = self._make_dim(name, lo, hi, inp, axis)
 
     def _make_dim(self, name, lo, hi, inp, axis):
@@ -357,6 +358,14 @@ _getitem = __import__("operator").getitem
 def ext_cast(t, dt):
     from .. import ops
     return ops.cast(t, dt)
+
+
+def _bound(v):
+    """A range bound as an int, None when unbounded (torch's int_oo / sympy oo)."""
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
 
 
 def _is_sym(node) -> bool:
