@@ -139,7 +139,7 @@ def test_dims_buckets_and_fixed():
     assert {"0.weight", "0.bias"} <= {t["name"] for t in spec.to_dict()["tensors"] if t["kind"] == "constant"}
     fixed = dml.from_torch(m, (torch.randn(2, 8),), dynamic_shapes={"input": {0: Dim("batch", min=1, max=16)}},
                            dims={"batch": 4})
-    assert not fixed.dims and [int(e) for e in fixed.inputs[0]["shape"]] == [4, 8]
+    assert not fixed.dims and [e.value for e in fixed.inputs[0]["shape"]] == [4, 8]
     with pytest.raises(ValueError, match="no upper bound"):
         dml.from_torch(m, (torch.randn(2, 8),), dynamic_shapes={"input": {0: Dim("batch")}})
 
@@ -203,7 +203,7 @@ def test_data_dependent_control_flow():
 def test_wrong_input_dtype(tmp_path):
     m = torch.nn.Linear(4, 2)
     mod = dml.compile_torch(m, (torch.randn(3, 4),), out=str(tmp_path / "a"))
-    with pytest.raises(dml.InvalidArgumentError, match="input 'input' has dtype float64"):
+    with pytest.raises(dml.InvalidArgumentError, match="input 'input' has dtype .*float64.*expects float32"):
         mod.create_session().run_torch({"input": torch.randn(3, 4, dtype=torch.float64)})
 
 
@@ -239,7 +239,7 @@ def test_cuda_artifact_from_torch(tmp_path):
                                    intermediate_size=64, vocab_size=96, max_position_embeddings=32)).eval()
     spec = dml.from_torch(m, (_ids(2, 8),), dynamic_shapes={"input_ids": {0: B, 1: S}})
     art = dml.compile(spec, target="cuda", arch="sm_90a", out=str(tmp_path / "cuda"))
-    assert art.manifest["target"] == "cuda" if "target" in art.manifest else True
+    assert (art.manifest["target"], art.manifest["arch"]) == ("cuda", "sm_90a")
     assert os.path.exists(os.path.join(art.path, "module.so"))
     ops = {k["op"] for k in art.kernel_manifest}
     assert "scaled_dot_product_attention" in ops

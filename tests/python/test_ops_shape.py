@@ -161,6 +161,11 @@ def _creation_cases(dt):
                               lambda x, a=a, b=b, s=s: np.arange(a, b, s).astype(np.float64), dt, exact=True))
     if dt == "int64":
         cases.append(Case("arange-defaults", {}, lambda o, t: o.arange(end=5), lambda x: np.arange(5), "int64"))
+    if dt in ("int64", "float32"):
+        # symbolic length: as many elements as x has rows (the batch dim), start + i * step
+        cases.append(Case(f"arange-length-{dt}", {"x": Inp(("B", 2), dt, _gen(dt))},
+                          lambda o, t: o.arange(start=3, step=2, length=[t["x"].shape[0]], dtype=dt),
+                          lambda x: 3 + 2 * np.arange(x["x"].shape[0], dtype=np.float64), dt, exact=True))
     v = _pad_value(dt)
     cases.append(Case(f"full-{dt}", {}, lambda o, t: o.full(shape=[2, 3], value=v, dtype=dt),
                       lambda x: np.full((2, 3), bool(v) if dt == "bool" else v), dt, exact=True))

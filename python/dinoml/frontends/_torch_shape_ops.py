@@ -15,7 +15,8 @@ from ._torch_ops import _TO_END, CONVERTERS, Unsupported, _axis, _is_t, _static,
 
 @converter("aten.view", "aten._unsafe_view", "aten.reshape", "aten.view_copy")
 def _reshape(cx, node, x, shape):
-    return ops.reshape(x, list(shape))
+    # The output shape torch inferred (its sympy-simplified sizes), not the argument's -1 / exprs.
+    return ops.reshape(x, cx.out_shape(node))
 
 
 @converter("aten.flatten.using_ints")
@@ -62,14 +63,8 @@ def _squeeze(cx, node, x, dims=None):
 
 @converter("aten.expand", "aten.expand_copy")
 def _expand(cx, node, x, size, *, implicit=False):
-    size = list(size)
     lead = len(size) - x.ndim
-    out = []
-    for i, s in enumerate(size):
-        if isinstance(s, int) and s == -1:
-            out.append(x.shape[i - lead])  # -1 keeps the input's (possibly symbolic) extent
-        else:
-            out.append(s)
+    out = cx.out_shape(node)
     if lead == 0 and all(_same(a, b) for a, b in zip(out, x.shape)):
         return x
     return ops.expand(x, out)
@@ -120,9 +115,8 @@ def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
         return x
     if isinstance(start, SymDim):
         raise Unsupported(f"slice with a symbolic start ({start})")
-    if isinstance(end, int) and end < 0:
-        end = ext + end
-    length = (end - start + step - 1) // step
+    # The length as torch simplified it (the output's extent), so equal sizes stay equal exprs.
+    length = cx.extent(node, dim)
     idx = _arange_sym(cx, start, length, step)
     return ops.gather(x, idx, axis=dim)
 
@@ -251,10 +245,10 @@ def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
 def _full(cx, node, shape, value):
     dt = cx.dtype(node)
     if _is_t(value):
-        return ops.expand(value if value.dtype == dt else ops.cast(value, dt), list(shape))
+        return ops.expand(value if value.dtype == dt else ops.cast(value, dt), cx.out_shape(node))
     if isinstance(value, SymDim):
         raise Unsupported("a tensor filled with a symbolic size")
-    return ops.full(list(shape), float(value), dtype=dt)
+    return ops.full(cx.out_shape(node), float(value), dtype=dt)
 
 
 @converter("aten.full.default")

@@ -132,6 +132,15 @@ class _Converter:
     def torch_dtype(self, node):
         return node.meta["val"].dtype
 
+    def extent(self, node, axis: int):
+        """Axis `axis` of the node's output as torch inferred it (int or SymDim)."""
+        v = node.meta["val"]
+        return self.symint((v[0] if isinstance(v, (list, tuple)) else v).shape[axis])
+
+    def out_shape(self, node):
+        v = node.meta["val"]
+        return [self.symint(e) for e in (v[0] if isinstance(v, (list, tuple)) else v).shape]
+
     def promoted(self, node) -> str:
         vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args[:2]]
         return _dtype_name(torch.result_type(*vals))
@@ -218,8 +227,9 @@ class _Converter:
                     continue
                 name = self.dim_names.get((inp, axis)) or f"{inp}_{axis}"
                 rng = rc.get(e)
-                lo = int(rng.lower) if rng is not None and rng.lower.is_finite else 1
-                hi = int(rng.upper) if rng is not None and rng.upper.is_finite else None
+                lo = _bound(rng.lower) if rng is not None else None
+                hi = _bound(rng.upper) if rng is not None else None
+                lo = 1 if lo is None else lo
                 self.sym[e] = self._make_dim(name, lo, hi, inp, axis)
 
     def _make_dim(self, name, lo, hi, inp, axis):
@@ -348,6 +358,14 @@ _getitem = __import__("operator").getitem
 def ext_cast(t, dt):
     from .. import ops
     return ops.cast(t, dt)
+
+
+def _bound(v):
+    """A range bound as an int, None when unbounded (torch's int_oo / sympy oo)."""
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
 
 
 def _is_sym(node) -> bool:

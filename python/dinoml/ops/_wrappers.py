@@ -66,11 +66,12 @@ def full(shape: Optional[Sequence] = None, value: Optional[float] = None, dtype=
                                  dtype=dtype if isinstance(dtype, str) else dtypes.canonical(dtype)))
 
 
-def arange(start=None, end=None, step=None, dtype="int64", **attrs) -> Tensor:
-    """arange(end), arange(start, end[, step]) or by keyword (start defaults to 0, step to 1)."""
-    if end is None and start is not None:  # arange(5): NumPy's one-argument form
+def arange(start=None, end=None, step=None, dtype="int64", length=None, **attrs) -> Tensor:
+    """arange(end), arange(start, end[, step]) or by keyword (start defaults to 0, step to 1);
+    `length=[n]` (n may be symbolic, e.g. x.shape[0]) gives the element count instead of end."""
+    if end is None and start is not None and length is None:  # arange(5): NumPy's one-argument form
         start, end = None, start
-    return call("arange", [], dict(attrs, start=start, end=end, step=step,
+    return call("arange", [], dict(attrs, start=start, end=end, step=step, length=length,
                                    dtype=dtype if isinstance(dtype, str) else dtypes.canonical(dtype)))
 
 
