@@ -139,7 +139,7 @@ def run(fz: Fuzz, seconds: float) -> None:
 
     openai_req = st.fixed_dictionaries({}, optional={
         "model": st.one_of(st.sampled_from(["llm", "m", "x"]), json_leaf),
-        "prompt": st.one_of(st.lists(st.integers(-3, 400), max_size=12), st.text(max_size=10), json_any),
+        "prompt": st.one_of(st.lists(st.integers(-3, 1100), max_size=12), st.text(max_size=10), json_any),
         "messages": st.one_of(st.lists(st.fixed_dictionaries({}, optional={
             "role": st.one_of(st.sampled_from(["user", "system", "assistant", "tool"]), json_leaf),
             "content": st.one_of(st.text(max_size=10), json_any)}), max_size=3), json_any),
@@ -151,7 +151,7 @@ def run(fz: Fuzz, seconds: float) -> None:
 
     # Mostly valid completions: every sampling parameter at and around its edges, streams too.
     near_valid = st.fixed_dictionaries({
-        "model": st.just("llm"), "prompt": st.lists(st.integers(0, 299), min_size=1, max_size=20),
+        "model": st.just("llm"), "prompt": st.lists(st.integers(0, 999), min_size=1, max_size=20),
         "max_tokens": st.integers(1, 12)}, optional={
         "temperature": st.floats(0, 2), "top_p": st.floats(0, 1), "top_k": st.integers(0, 400),
         "min_p": st.floats(0, 1), "repetition_penalty": st.floats(0.01, 100), "seed": st.integers(0, 2**64),
@@ -196,8 +196,7 @@ def main() -> int:
                                 constants={"w": np.ones((8, 6), np.float32)}, name="m"),
                       target="cpu", out=os.path.join(tmp, "m")).path
     gguf = os.path.join(tmp, "tiny.gguf")
-    make_random_gguf.make(gguf, "tiny", "f32", seed=1, n_layers=1, dim=32, n_heads=2, n_kv_heads=1, ffn=64,
-                          vocab=300)
+    make_random_gguf.make(gguf, "tiny", "f32", seed=1, n_layers=1, dim=32, n_heads=2, n_kv_heads=1, ffn=64)
     llm = dml.compile(llama_model.build_spec(gguf, ctx=32, max_seq=16), target="cpu", out=os.path.join(tmp, "llm")).path
     t0 = time.monotonic()
     with server_thread([f"m={art}", f"llm={llm}"], threads=1, max_queue=4, max_body_bytes=1 << 16,

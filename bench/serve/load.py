@@ -1,10 +1,10 @@
 """Load test of `dinoml serve` (not in CI): N concurrent KServe v2 clients for T seconds against
 one model, then the same input through one in-process session for comparison.
 
-    python bench/serve/load.py [--clients 64] [--seconds 30] [--threads 2] [--artifact DIR]
+    python bench/serve/load.py [--clients 64] [--seconds 30] [--threads 2] [--model mlp|gemm8] [--artifact DIR]
 
-Default model: examples/mlp.py (Linear 32->64, GELU, Linear 64->16) at batch 4, seq 16, compiled
-into a temporary directory. The server runs as its own process (`python -m dinoml.cli serve`);
+Models (compiled into a temporary directory): `--model mlp` (default), examples/mlp.py (Linear
+32->64, GELU, Linear 64->16) at batch 4, seq 16; `--model gemm8`, eight 512x512 layers at 64 rows. The server runs as its own process (`python -m dinoml.cli serve`);
 the clients are tritonclient's asyncio HTTP client (binary tensor data) on one event loop in this
 process, each sending its next request when the previous answer arrives. Every answer is checked
 against the in-process result. Timing surfaces: client-side request latency (send to parsed
@@ -44,10 +44,29 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def default_artifact(tmp: str) -> str:
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
-    import mlp
-    return dml.compile(mlp.build_spec(), target="cpu", out=os.path.join(tmp, "mlp")).path
+def build_artifact(which: str, tmp: str) -> str:
+    """mlp: examples/mlp.py (~0.03 ms per run: the HTTP path dominates); gemm8: eight 512x512
+    layers with ReLU on [rows, 512] (~1-3 ms per run at 64 rows: the model dominates)."""
+    if which == "mlp":
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        import mlp
+        return dml.compile(mlp.build_spec(), target="cpu", out=os.path.join(tmp, "mlp")).path
+    rng = np.random.default_rng(1)
+
+    class Gemm8(dml.Module):
+        def __init__(self):
+            for i in range(8):
+                setattr(self, f"w{i}", dml.Parameter([512, 512]))
+
+        def forward(self, x):
+            for i in range(8):
+                x = dml.ops.relu(dml.ops.gemm_rrr(x, getattr(self, f"w{i}")))
+            return dml.ops.output(x, "y")
+
+    rows = dml.Dim("rows", min=1, max=256, buckets=(1, 64, 256))
+    w = {f"w{i}": (rng.standard_normal((512, 512)) / 512 ** 0.5).astype(np.float32) for i in range(8)}
+    spec = dml.trace(Gemm8(), inputs={"x": dml.TensorSpec([rows, 512])}, constants=w, name="gemm8")
+    return dml.compile(spec, target="cpu", out=os.path.join(tmp, "gemm8")).path
 
 
 def in_process(artifact: str, feeds, seconds: float):
@@ -97,15 +116,20 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--threads", type=int, default=0, help="dinoml serve --threads (default: its default)")
     ap.add_argument("--max-queue", type=int, default=128)
-    ap.add_argument("--artifact", default=None, help="artifact to serve (one float32 input); default examples/mlp.py")
-    ap.add_argument("--shape", default="4,16,32", help="input shape (default 4,16,32 for the MLP)")
+    ap.add_argument("--model", choices=["mlp", "gemm8"], default="mlp", help="built-in model (see build_artifact)")
+    ap.add_argument("--artifact", default=None, help="serve this artifact (one float32 input) instead")
+    ap.add_argument("--shape", default=None, help="input shape (default 4,16,32 for mlp, 64,512 for gemm8)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="dinoml-serve-load-")
-    art = a.artifact or default_artifact(tmp)
+    art = a.artifact or build_artifact(a.model, tmp)
+    shape = a.shape or {"mlp": "4,16,32", "gemm8": "64,512"}[a.model]
     module = dml.runtime.load(art)
     (inp,) = module.inputs
-    x = np.random.default_rng(0).standard_normal([int(d) for d in a.shape.split(",")]).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal([int(d) for d in shape.split(",")]).astype(np.float32)
     want = module.create_session().run_numpy({inp.name: x})
+    # One in-process session before and after the server phase (the better of the two is reported:
+    # on a shared machine either may be disturbed).
+    before = in_process(art, {inp.name: x}, min(a.seconds, 10.0))
     model = "m"
     port = free_port()
     cmd = [sys.executable, "-m", "dinoml.cli", "serve", f"{model}={art}", "--port", str(port),
@@ -118,13 +142,15 @@ def main() -> int:
     finally:
         proc.terminate()
         rc = proc.wait(60)
-    ips, ilat = in_process(art, {inp.name: x}, min(a.seconds, 10.0))
+    after = in_process(art, {inp.name: x}, min(a.seconds, 10.0))
+    ips, ilat = max(before, after, key=lambda r: r[0])
     ms = lambda v: round(float(v) * 1e3, 3)  # noqa: E731
     res = {"clients": a.clients, "seconds": round(wall, 2), "requests": int(len(lat)), "errors": len(errors),
            "first_errors": errors[:3], "server_rps": round(len(lat) / wall, 1),
            "p50_ms": ms(np.percentile(lat, 50)) if len(lat) else None,
            "p99_ms": ms(np.percentile(lat, 99)) if len(lat) else None,
-           "in_process_runs_per_s": round(ips, 1), "in_process_p50_ms": ms(np.percentile(ilat, 50)),
+           "in_process_runs_per_s": round(ips, 1),
+           "in_process_runs_per_s_before_after": [round(before[0], 1), round(after[0], 1)], "in_process_p50_ms": ms(np.percentile(ilat, 50)),
            "server_vs_in_process": round(len(lat) / wall / ips, 3), "server_exit": rc,
            "input_shape": list(x.shape), "model": os.path.basename(os.path.normpath(art)),
            "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0))}

@@ -69,7 +69,8 @@ class DinoMLModel:
         return results
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0.5},
+# max_ongoing_requests >= max_batch_size, or a replica never holds enough requests to fill a batch.
+@serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=32,
                   autoscaling_config={"min_replicas": 2, "max_replicas": 4, "target_ongoing_requests": 8})
 class DinoMLDeployment:
     def __init__(self, artifact: str):

@@ -25,7 +25,7 @@ from serve_harness import server_thread  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = [1, 200, 45, 27, 99, 12]
-VOCAB = 300
+VOCAB = 1000
 
 
 class WordCodec:
@@ -56,8 +56,7 @@ def llm(tmp_path_factory):
     import model as llama_model
     d = tmp_path_factory.mktemp("llm")
     path = str(d / "tiny.gguf")
-    make_random_gguf.make(path, "tiny", "f32", seed=3, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn=128,
-                          vocab=VOCAB)
+    make_random_gguf.make(path, "tiny", "f32", seed=3, n_layers=2, dim=64, n_heads=4, n_kv_heads=2, ffn=128)
     art = dml.compile(llama_model.build_spec(path, ctx=64, max_seq=16), target="cpu", out=str(d / "art"))
     return art.path
 
@@ -186,32 +185,64 @@ def test_bad_chat_and_malformed_json(served, client):
     assert r.status == 400 and body["error"]["message"].startswith("malformed JSON in the request body")
 
 
-def test_sampler_filters():
-    """The server's sampler against its definitions on known logits: top-k 1 and tiny temperatures
-    are greedy; every draw lies in the top-k / top-p / min-p support computed here with NumPy;
-    penalties move the right logits."""
-    from dinoml.serve.llm import SamplingParams, sample
+def test_server_sampler():
+    """The server's sampler (dinoml.llm.Sampler + OpenAI penalties) on known logits: top-k 1 and
+    tiny temperatures are greedy (1e-40 is below float32's normal range: logits / T overflow);
+    every draw lies in the top-p support computed here with NumPy (at temperature 1, the chain's
+    order); frequency and presence penalties move the generated ids' logits."""
+    from dinoml.serve.llm import SamplingParams, ServerSampler
     rng = np.random.default_rng(0)
-    logits = rng.standard_normal(50).astype(np.float32) * 3
-    best = int(np.argmax(logits))
-    assert sample(logits, SamplingParams(1, temperature=0.0), rng, []) == best
-    assert sample(logits, SamplingParams(1, temperature=1e-300), rng, []) == best  # found by fuzz/serve_fuzz.py
-    assert all(sample(logits, SamplingParams(1, temperature=1.5, top_k=1), rng, []) == best for _ in range(20))
+    logits = (rng.standard_normal(50) * 3).astype(np.float32)
     order = np.argsort(-logits)
-    p = np.exp((logits[order] - logits[order][0]) / 0.7)
+    best = int(order[0])
+    for t in (0.0, 1e-40, 2.2e-309):
+        assert ServerSampler(SamplingParams(1, temperature=t), []).sample(logits) == best
+    assert all(ServerSampler(SamplingParams(1, temperature=1.5, top_k=1, seed=s), []).sample(logits) == best
+               for s in range(10))
+    p = np.exp(logits[order] - logits[order][0])
     p /= p.sum()
-    top_p_support = set(order[:int(np.searchsorted(np.cumsum(p), 0.8)) + 1].tolist())
-    min_p_support = set(order[p >= 0.2 * p[0]].tolist())
-    draws = [sample(logits, SamplingParams(1, temperature=0.7, top_p=0.8), rng, []) for _ in range(300)]
-    assert set(draws) <= top_p_support and len(set(draws)) == len(top_p_support)
-    draws = [sample(logits, SamplingParams(1, temperature=0.7, min_p=0.2), rng, []) for _ in range(300)]
-    assert set(draws) <= min_p_support
-    draws = [sample(logits, SamplingParams(1, temperature=1.0, top_k=3), rng, []) for _ in range(300)]
-    assert set(draws) <= set(order[:3].tolist())
-    # A huge repetition penalty on the best id makes the runner-up the greedy choice.
-    assert sample(logits, SamplingParams(1, temperature=0.0, repetition_penalty=1e6), rng, [best]) == int(order[1])
-    assert sample(logits, SamplingParams(1, temperature=0.0, presence_penalty=2.0, frequency_penalty=2.0), rng,
-                  [best] * 100) == int(order[1])
+    support = set(order[:int(np.searchsorted(np.cumsum(p), 0.8)) + 1].tolist())
+    draws = {ServerSampler(SamplingParams(1, temperature=0.7, top_p=0.8, seed=s), []).sample(logits)
+             for s in range(200)}
+    assert draws <= support and len(draws) > 1
+    s = ServerSampler(SamplingParams(3, temperature=0.0, frequency_penalty=2.0, presence_penalty=2.0), [])
+    first = s.sample(logits)
+    assert first == best and s.sample(logits) == int(order[1])  # best lost 4: the runner-up is within 4 here
+    assert logits[order[0]] - logits[order[1]] < 4.0
+
+
+def test_gguf_tokenizer_codec(tmp_path):
+    """--tokenizer FILE.gguf: text prompts and chat through dinoml.llm's tokenizer and chat template
+    (the GGUF writer's SentencePiece-style vocabulary), ids and text against greedy decoding and
+    the tokenizer's own encode/decode."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+    import make_random_gguf
+    import model as llama_model
+    from dinoml.llm import Tokenizer, render_chat
+    from dinoml.serve.codec import codec_from_gguf
+    path = str(tmp_path / "tiny.gguf")
+    make_random_gguf.make(path, "tiny", "f32", seed=4, n_layers=1, dim=32, n_heads=2, n_kv_heads=1, ffn=64)
+    art = dml.compile(llama_model.build_spec(path, ctx=160, max_seq=64), target="cpu", out=str(tmp_path / "a")).path
+    tok = Tokenizer.from_gguf(path)
+
+    def expected(ids, n):
+        out = greedy(art, ids, n)
+        out = out[:next((i for i, t in enumerate(out) if tok.is_eog(t)), n)]
+        return out, tok.decode(out)
+
+    with server_thread([f"t={art}"], codecs={"t": codec_from_gguf(path, "chatml")}, threads=1) as port:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+        ids, text = expected(tok.encode("hello world", add_special=True, parse_special=True), 6)
+        r = c.completions.create(model="t", prompt="hello world", max_tokens=6, temperature=0)
+        assert ids and r.choices[0].token_ids == ids and r.choices[0].text == text
+        assert "".join(ch.choices[0].text for ch in c.completions.create(
+            model="t", prompt="hello world", max_tokens=6, temperature=0, stream=True)) == text
+        msgs = [{"role": "user", "content": "hi there"}]
+        prompt = tok.encode(render_chat("chatml", msgs, True, ""), add_special=False, parse_special=True)
+        ids, text = expected(prompt, 5)
+        r = c.chat.completions.create(model="t", messages=msgs, max_tokens=5, temperature=0)
+        assert r.usage.prompt_tokens == len(prompt) and r.choices[0].message.content == text
 
 
 def test_queue_full_gives_503(llm):

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import secrets
 import threading
 import time
 from typing import AsyncIterator, List, Optional, Protocol, Sequence, Set
@@ -50,35 +51,33 @@ class SamplingParams:
     seed: Optional[int] = None
 
 
-def sample(logits: np.ndarray, p: SamplingParams, rng: np.random.Generator, history: Sequence[int]) -> int:
-    """One token id from `logits` [vocab]: penalties over the ids seen so far (repetition: divide
-    positive / multiply negative logits; frequency: minus count x f; presence: minus p), then greedy
-    at temperature 0, else temperature, top-k, top-p, min-p (llama.cpp's order and definitions)
-    and a draw from `rng` (seeded per request, so a seed reproduces the completion)."""
-    x = logits.astype(np.float64, copy=True)
-    if len(history) and (p.repetition_penalty != 1.0 or p.frequency_penalty or p.presence_penalty):
-        seen, counts = np.unique(np.asarray(history, dtype=np.int64), return_counts=True)
-        v = x[seen]
-        if p.repetition_penalty != 1.0:
-            v = np.where(v > 0, v / p.repetition_penalty, v * p.repetition_penalty)
-        x[seen] = v - counts * p.frequency_penalty - p.presence_penalty
-    if p.temperature <= 0.0:
-        return int(np.argmax(x))
-    # Shift before scaling: (x - max) / T is <= 0 (or -inf) for any T > 0, never inf - inf.
-    with np.errstate(over="ignore"):
-        x = (x - x.max()) / p.temperature
-    order = np.argsort(-x, kind="stable")
-    if p.top_k > 0:
-        order = order[:p.top_k]
-    probs = np.exp(x[order])
-    probs /= probs.sum()
-    keep = len(order)
-    if p.top_p < 1.0:  # smallest prefix whose mass reaches top_p
-        keep = min(keep, int(np.searchsorted(np.cumsum(probs), p.top_p)) + 1)
-    if p.min_p > 0.0:
-        keep = min(keep, max(1, int(np.sum(probs >= p.min_p * probs[0]))))
-    probs = probs[:keep] / probs[:keep].sum()
-    return int(order[rng.choice(keep, p=probs)])
+class ServerSampler:
+    """The next-token choice of one request: dinoml.llm.Sampler (C++, the sampler `dinoml generate`
+    and `dinoml chat` use: repetition penalty over the last 64 ids, top-k, top-p and min-p at
+    temperature 1, temperature, a mt19937_64 draw seeded by `seed`; temperature 0 is greedy), with
+    OpenAI's frequency and presence penalties applied to the logits first (minus count x f and minus
+    p for every id generated so far). A positive temperature below float32's normal range is greedy:
+    logits / T would overflow. No seed: a random one."""
+
+    def __init__(self, p: SamplingParams, prompt: Sequence[int]):
+        from .. import llm
+        t = p.temperature if p.temperature >= float(np.finfo(np.float32).tiny) else 0.0
+        seed = p.seed if p.seed is not None else secrets.randbits(64)
+        self._s = llm.Sampler(temperature=t, top_k=p.top_k, top_p=p.top_p, min_p=p.min_p,
+                              repeat_penalty=p.repetition_penalty, repeat_last_n=64, seed=seed)
+        self._s.accept(list(prompt))
+        self._freq, self._pres = p.frequency_penalty, p.presence_penalty
+        self._counts: dict = {}
+
+    def sample(self, logits: np.ndarray) -> int:
+        if self._counts and (self._freq or self._pres):
+            logits = np.array(logits, dtype=np.float32)
+            ids = np.fromiter(self._counts.keys(), dtype=np.int64)
+            counts = np.fromiter(self._counts.values(), dtype=np.float32)
+            logits[ids] -= counts * self._freq + self._pres
+        tok = self._s.sample(logits)
+        self._counts[tok] = self._counts.get(tok, 0) + 1
+        return tok
 
 
 class DecoderSlot:
@@ -116,6 +115,10 @@ class LlmModel:
         self.name = name
         self.module = module
         self.metrics = metrics
+        try:
+            from .. import llm  # noqa: F401  (the sampler; checked now, not at the first request)
+        except ImportError as e:
+            raise ValueError(f"model '{name}' is an LLM artifact, which needs the LLM extension: {e}") from None
         with open(os.path.join(path, "metadata.json")) as f:
             md = json.load(f)
         seq = [d for d in md["dims"] if d["name"] == "seq"]
@@ -137,18 +140,16 @@ class LlmModel:
         """On a pool thread: prefill, then sample/decode until max_tokens, EOS or cancel. Returns the
         finish reason ("length" or "stop"); every id goes through emit() as soon as it is chosen."""
         slot.reset()
-        rng = np.random.default_rng(p.seed)
-        history = list(prompt)
+        sampler = ServerSampler(p, prompt)
         eos = self.eos_ids()
         logits = slot.feed(prompt)
         for i in range(p.max_tokens):
             if cancel.is_set():
                 return "cancelled"
-            tok = sample(logits, p, rng, history)
+            tok = sampler.sample(logits)
             if tok in eos:
                 return "stop"
             emit(tok)
-            history.append(tok)
             if i + 1 < p.max_tokens:
                 logits = slot.feed([tok])
         return "length"

@@ -50,6 +50,13 @@ def _num(body: dict, key: str, default, lo: float, hi: float, integer: bool = Fa
     return v
 
 
+def _top_p(body: dict) -> float:
+    v = float(_num(body, "top_p", 1.0, 0.0, 1.0))
+    if v <= 0.0:
+        raise ApiError(400, "'top_p' must be greater than 0 (1 keeps every token)", "top_p")
+    return v
+
+
 def _stops(body: dict) -> List[str]:
     v = body.get("stop")
     if v is None:
@@ -184,7 +191,7 @@ class OpenAIRoutes:
             raise ApiError(400, "'seed' must be an integer", "seed")
         return SamplingParams(
             max_tokens=max_tokens, temperature=float(_num(body, "temperature", 1.0, 0.0, 2.0)),
-            top_p=float(_num(body, "top_p", 1.0, 0.0, 1.0)), top_k=int(_num(body, "top_k", 0, 0, 1 << 30, True)),
+            top_p=_top_p(body), top_k=int(_num(body, "top_k", 0, 0, 1 << 30, True)),
             min_p=float(_num(body, "min_p", 0.0, 0.0, 1.0)),
             repetition_penalty=float(_num(body, "repetition_penalty", 1.0, 0.01, 100.0)),
             frequency_penalty=float(_num(body, "frequency_penalty", 0.0, -2.0, 2.0)),
