@@ -61,7 +61,7 @@ def _dims_for(meta, onnx_inputs):
             if isinstance(d, int) and d > 0:
                 continue
             cd = cshape[a] if cshape and a < len(cshape) else None
-            key = d if isinstance(d, str) and d else f"{name}_dim{a}"
+            key = d if isinstance(d, str) and d and d != "?" else f"{name}_dim{a}"
             if isinstance(cd, int):  # a fixed size for a symbolic axis (the shipped models)
                 dims[key] = cd
                 continue

@@ -458,11 +458,11 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
         const auto& d = tt.shape().dim(a);
         if (d.has_dim_value() && d.dim_value() >= 0) {
           shape.push_back(ir::IntExpr(d.dim_value()));
-        } else if (d.has_dim_param() && !d.dim_param().empty()) {
+        } else if (d.has_dim_param() && !d.dim_param().empty() && d.dim_param() != "?") {
           shape.push_back(bind_dim(d.dim_param(), name, a, true));
         } else {
-          // Neither size nor name, or a negative size (paddle2onnx writes -1 for "dynamic", and
-          // ONNX Runtime reads it so).
+          // Neither size nor name, a negative size, or the placeholder name "?" (paddle2onnx writes
+          // -1 and "?" for "dynamic" on several axes that need not agree; ONNX Runtime reads them so).
           shape.push_back(bind_dim(name + "_dim" + std::to_string(a), name, a, false));
         }
       }
