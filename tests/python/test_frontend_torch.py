@@ -144,7 +144,7 @@ def test_dims_buckets_and_fixed():
         dml.from_torch(m, (torch.randn(2, 8),), dynamic_shapes={"input": {0: Dim("batch")}})
 
 
-def test_tuple_outputs_and_bf16(tmp_path):
+def test_tuple_outputs_and_half_dtypes(tmp_path):
     class Two(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -157,15 +157,17 @@ def test_tuple_outputs_and_bf16(tmp_path):
     m = Two()
     mod = _roundtrip(tmp_path, m, (torch.randn(2, 16),), None, [(torch.randn(2, 16),)])
     assert [o.name for o in mod.outputs] == ["out.0", "out.1"]
-    mb = Two().to(torch.bfloat16)
-    x = torch.randn(3, 16).to(torch.bfloat16)
-    modb = dml.compile_torch(mb, (x,), out=str(tmp_path / "bf16"))
-    assert modb.inputs[0].dtype == "bfloat16"
-    got = modb.create_session().run_torch({"x": x})
-    with torch.no_grad():
-        want = mb(x)
-    for i in range(2):
-        _close(got[f"out.{i}"], want[i], rtol=2e-2, name=f"bf16 out.{i}")
+    for dt, name, tol in ((torch.bfloat16, "bfloat16", 2e-2), (torch.float16, "float16", 3e-3)):
+        mb = Two().to(dt)
+        x = torch.randn(3, 16).to(dt)
+        modb = dml.compile_torch(mb, (x,), out=str(tmp_path / name))
+        assert modb.inputs[0].dtype == name
+        got = modb.create_session().run_torch({"x": x})
+        with torch.no_grad():
+            want = mb(x)
+        for i in range(2):
+            assert got[f"out.{i}"].dtype == dt
+            _close(got[f"out.{i}"], want[i], rtol=tol, name=f"{name} out.{i}")
 
 
 class _Unsupported(torch.nn.Module):
