@@ -67,7 +67,7 @@ def _ids(b, s, vocab=96):
 def test_bert(tmp_path):
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    m = tf.BertModel(tf.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    m = tf.BertModel(tf.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                                    vocab_size=96, max_position_embeddings=32))
     mod = _roundtrip(tmp_path, m, (_ids(2, 8),), {"input_ids": {0: B, 1: S}},
                      [(_ids(1, 5),), (_ids(3, 16),), (_ids(4, 32),)])
@@ -79,7 +79,7 @@ def test_bert(tmp_path):
 def test_gpt2(tmp_path, head):
     tf = pytest.importorskip("transformers")
     torch.manual_seed(1)
-    cfg = tf.GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=96, n_positions=32, use_cache=False,
+    cfg = tf.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=96, n_positions=32, use_cache=False,
                         bos_token_id=0, eos_token_id=0)
     m = tf.GPT2LMHeadModel(cfg) if head else tf.GPT2Model(cfg)
     mod = _roundtrip(tmp_path, m, (_ids(2, 8),), {"input_ids": {0: B, 1: S}}, [(_ids(1, 3),), (_ids(2, 17),)])
@@ -89,7 +89,7 @@ def test_gpt2(tmp_path, head):
 def test_llama_gqa_rope_rmsnorm_swiglu(tmp_path):
     tf = pytest.importorskip("transformers")
     torch.manual_seed(2)
-    m = tf.LlamaForCausalLM(tf.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    m = tf.LlamaForCausalLM(tf.LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                                            num_key_value_heads=2, intermediate_size=64, vocab_size=96,
                                            max_position_embeddings=32, use_cache=False, bos_token_id=0,
                                            eos_token_id=0, pad_token_id=0))
@@ -99,7 +99,7 @@ def test_llama_gqa_rope_rmsnorm_swiglu(tmp_path):
 def test_vit(tmp_path):
     tf = pytest.importorskip("transformers")
     torch.manual_seed(3)
-    m = tf.ViTModel(tf.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    m = tf.ViTModel(tf.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
                                  image_size=32, patch_size=8))
     x = torch.randn(2, 3, 32, 32)
     _roundtrip(tmp_path, m, (x,), {"pixel_values": {0: B}}, [(torch.randn(1, 3, 32, 32),),
@@ -110,7 +110,7 @@ def test_whisper_encoder(tmp_path):
     tf = pytest.importorskip("transformers")
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
     torch.manual_seed(4)
-    m = WhisperEncoder(tf.WhisperConfig(d_model=32, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=64,
+    m = WhisperEncoder(tf.WhisperConfig(d_model=32, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64,
                                         num_mel_bins=16, max_source_positions=20))
     _roundtrip(tmp_path, m, (torch.randn(2, 16, 40),), {"input_features": {0: B}},
                [(torch.randn(1, 16, 40),), (torch.randn(3, 16, 40),)])
@@ -144,7 +144,7 @@ def test_dims_buckets_and_fixed():
         dml.from_torch(m, (torch.randn(2, 8),), dynamic_shapes={"input": {0: Dim("batch")}})
 
 
-def test_tuple_outputs_and_bf16(tmp_path):
+def test_tuple_outputs_and_half_dtypes(tmp_path):
     class Two(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -157,15 +157,17 @@ def test_tuple_outputs_and_bf16(tmp_path):
     m = Two()
     mod = _roundtrip(tmp_path, m, (torch.randn(2, 16),), None, [(torch.randn(2, 16),)])
     assert [o.name for o in mod.outputs] == ["out.0", "out.1"]
-    mb = Two().to(torch.bfloat16)
-    x = torch.randn(3, 16).to(torch.bfloat16)
-    modb = dml.compile_torch(mb, (x,), out=str(tmp_path / "bf16"))
-    assert modb.inputs[0].dtype == "bfloat16"
-    got = modb.create_session().run_torch({"x": x})
-    with torch.no_grad():
-        want = mb(x)
-    for i in range(2):
-        _close(got[f"out.{i}"], want[i], rtol=2e-2, name=f"bf16 out.{i}")
+    for dt, name, tol in ((torch.bfloat16, "bfloat16", 2e-2), (torch.float16, "float16", 3e-3)):
+        mb = Two().to(dt)
+        x = torch.randn(3, 16).to(dt)
+        modb = dml.compile_torch(mb, (x,), out=str(tmp_path / name))
+        assert modb.inputs[0].dtype == name
+        got = modb.create_session().run_torch({"x": x})
+        with torch.no_grad():
+            want = mb(x)
+        for i in range(2):
+            assert got[f"out.{i}"].dtype == dt
+            _close(got[f"out.{i}"], want[i], rtol=tol, name=f"{name} out.{i}")
 
 
 class _Unsupported(torch.nn.Module):
