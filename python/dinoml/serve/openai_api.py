@@ -247,10 +247,10 @@ class OpenAIRoutes:
             raise ApiError(400, f"model '{m.name}' has no tokenizer and chat template: serve it with "
                                 "--tokenizer NAME=FILE.gguf", "model")
         try:
-            text = m.codec.apply_chat_template(clean, True)
+            ids = m.codec.apply_chat_template(clean, True)
         except ValueError as e:
             raise ApiError(400, f"model '{m.name}': {e}", "messages")
-        return self._check_ids(m.codec.tokenize(text, False), m)
+        return self._check_ids(list(ids), m)
 
     async def completions(self, request: Request):
         return await self._serve(request, chat=False)
