@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
   auto* srv = app.add_subcommand("serve", "serve artifacts over HTTP: KServe v2 for tensor models, the OpenAI API for "
                                           "LLM artifacts: DIR... --port P (dinoml serve --help)");
   srv->prefix_command();
+  srv->set_help_flag();  // `dinoml serve --help` is answered by the Python side, which has the options
 
   bool markdown = false;
   auto* o = app.add_subcommand("ops", "list the registered ops");

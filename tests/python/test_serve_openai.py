@@ -41,7 +41,7 @@ class WordCodec:
     def apply_chat_template(self, messages, add_generation_prompt=True):
         role = {"system": "<2>", "user": "<3>", "assistant": "<4>"}
         text = "".join(role[m["role"]] + m["content"] + "<5>" for m in messages)
-        return text + ("<4>" if add_generation_prompt else "")
+        return self.tokenize(text + ("<4>" if add_generation_prompt else ""))
 
 
 def text_of(ids):
@@ -120,7 +120,7 @@ def test_completion_stream_and_stop_string(served, client):
 
 def test_chat_completions(served, llm, client):
     msgs = [{"role": "system", "content": "<7><8>"}, {"role": "user", "content": "<100><101><102>"}]
-    ids = WordCodec().tokenize(WordCodec().apply_chat_template(msgs))
+    ids = WordCodec().apply_chat_template(msgs)
     want = greedy(llm, ids, 4)
     want = want[:next((i for i, t in enumerate(want) if t == served[1][served[2]]), 4)]  # EOS stops early
     r = client.chat.completions.create(model="llm", messages=msgs, max_tokens=4, temperature=0)
@@ -186,10 +186,10 @@ def test_bad_chat_and_malformed_json(served, client):
 
 
 def test_server_sampler():
-    """The server's sampler (dinoml.llm.Sampler + OpenAI penalties) on known logits: top-k 1 and
-    tiny temperatures are greedy (1e-40 is below float32's normal range: logits / T overflow);
-    every draw lies in the top-p support computed here with NumPy (at temperature 1, the chain's
-    order); frequency and presence penalties move the generated ids' logits."""
+    """The server's use of dinoml.llm.Sampler on known logits: top-k 1 and tiny temperatures are
+    greedy (1e-40 is below float32's normal range); every draw lies in the top-p support computed
+    here with NumPy (at temperature 1, the chain's order); frequency and presence penalties reach
+    the sampler (the greedy choice moves off a repeated id)."""
     from dinoml.serve.llm import SamplingParams, ServerSampler
     rng = np.random.default_rng(0)
     logits = (rng.standard_normal(50) * 3).astype(np.float32)
@@ -205,10 +205,9 @@ def test_server_sampler():
     draws = {ServerSampler(SamplingParams(1, temperature=0.7, top_p=0.8, seed=s), []).sample(logits)
              for s in range(200)}
     assert draws <= support and len(draws) > 1
-    s = ServerSampler(SamplingParams(3, temperature=0.0, frequency_penalty=2.0, presence_penalty=2.0), [])
-    first = s.sample(logits)
-    assert first == best and s.sample(logits) == int(order[1])  # best lost 4: the runner-up is within 4 here
-    assert logits[order[0]] - logits[order[1]] < 4.0
+    gap = float(logits[order[0]] - logits[order[1]])
+    s = ServerSampler(SamplingParams(3, temperature=0.0, presence_penalty=2.0, frequency_penalty=2.0), [best] * 3)
+    assert gap < 2.0 + 3 * 2.0 and s.sample(logits) == int(order[1])
 
 
 def test_gguf_tokenizer_codec(tmp_path):
@@ -219,7 +218,7 @@ def test_gguf_tokenizer_codec(tmp_path):
     sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
     import make_random_gguf
     import model as llama_model
-    from dinoml.llm import Tokenizer, render_chat
+    from dinoml.llm import Tokenizer, encode_chat
     from dinoml.serve.codec import codec_from_gguf
     path = str(tmp_path / "tiny.gguf")
     make_random_gguf.make(path, "tiny", "f32", seed=4, n_layers=1, dim=32, n_heads=2, n_kv_heads=1, ffn=64)
@@ -239,7 +238,7 @@ def test_gguf_tokenizer_codec(tmp_path):
         assert "".join(ch.choices[0].text for ch in c.completions.create(
             model="t", prompt="hello world", max_tokens=6, temperature=0, stream=True)) == text
         msgs = [{"role": "user", "content": "hi there"}]
-        prompt = tok.encode(render_chat("chatml", msgs, True, ""), add_special=False, parse_special=True)
+        prompt = encode_chat(tok, "chatml", msgs)
         ids, text = expected(prompt, 5)
         r = c.chat.completions.create(model="t", messages=msgs, max_tokens=5, temperature=0)
         assert r.usage.prompt_tokens == len(prompt) and r.choices[0].message.content == text

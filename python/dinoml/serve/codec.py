@@ -10,9 +10,8 @@ class GgufCodec:
     """tokenize / detokenize / apply_chat_template / eos_ids over dinoml.llm.
 
     Prompts are tokenized like llama.cpp's server does: control tokens written in the text (e.g.
-    "<|im_start|>") become their ids; a completion prompt gets BOS/EOS as the vocabulary says, a
-    rendered chat prompt carries the BOS text itself where its format starts with one. Generated
-    text leaves control tokens out."""
+    "<|im_start|>") become their ids, BOS/EOS as the vocabulary says. Generated text leaves control
+    tokens out."""
 
     def __init__(self, path: str, chat_format: Optional[str] = None):
         from .. import llm
@@ -34,11 +33,12 @@ class GgufCodec:
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tok.decode(ids, remove_special=False, unparse_special=False)
 
-    def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> str:
+    def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> List[int]:
+        """The chat prompt's ids (dinoml.llm.encode_chat: rendered natively, control tokens parsed,
+        never two BOS tokens)."""
         if self.chat_format is None:
             raise ValueError(f"no chat template for {os.path.basename(self.path)}: {self._format_error}")
-        bos = self.tok.token_text(self.tok.bos) if self.tok.bos is not None else ""
-        return self._llm.render_chat(self.chat_format, messages, add_generation_prompt, bos)
+        return self._llm.encode_chat(self.tok, self.chat_format, messages, add_generation_prompt)
 
 
 def codec_from_gguf(path: str, chat_format: Optional[str] = None) -> GgufCodec:

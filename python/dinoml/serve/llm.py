@@ -4,7 +4,7 @@ The endpoints (openai_api.py) see only this small interface:
 
 * `LlmModel.generate(prompt_ids, params, deadline)` -> async iterator of token ids (a slot of the
   pool runs prefill and decode on its thread; ids cross to the event loop one by one);
-* a `TextCodec` (`tokenize`, `detokenize`, `apply_chat_template`, `eos_ids`) when the model has a
+* a `TextCodec` (`tokenize`, `detokenize`, `apply_chat_template` -> prompt ids, `eos_ids`) when the model has a
   tokenizer (`dinoml serve --tokenizer NAME=FILE.gguf`, read from the GGUF file by
   `dinoml.tokenizer`); without one, /v1/completions takes token-id prompts only and returns ids.
 
@@ -35,7 +35,7 @@ class TextCodec(Protocol):
 
     def detokenize(self, ids: Sequence[int]) -> str: ...
 
-    def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> str: ...
+    def apply_chat_template(self, messages: List[dict], add_generation_prompt: bool = True) -> List[int]: ...
 
 
 @dataclasses.dataclass
@@ -52,32 +52,23 @@ class SamplingParams:
 
 
 class ServerSampler:
-    """The next-token choice of one request: dinoml.llm.Sampler (C++, the sampler `dinoml generate`
-    and `dinoml chat` use: repetition penalty over the last 64 ids, top-k, top-p and min-p at
-    temperature 1, temperature, a mt19937_64 draw seeded by `seed`; temperature 0 is greedy), with
-    OpenAI's frequency and presence penalties applied to the logits first (minus count x f and minus
-    p for every id generated so far). A positive temperature below float32's normal range is greedy:
-    logits / T would overflow. No seed: a random one."""
+    """The next-token choice of one request: dinoml.llm.Sampler, the C++ sampler `dinoml generate`
+    and `dinoml chat` use (repetition, frequency and presence penalties over the last 64 ids, top-k,
+    top-p and min-p at temperature 1, temperature, a mt19937_64 draw seeded by `seed`; temperature
+    0 is greedy). A positive temperature below float32's normal range is greedy here (the C++
+    parameter is a float). No seed: a random one."""
 
     def __init__(self, p: SamplingParams, prompt: Sequence[int]):
         from .. import llm
         t = p.temperature if p.temperature >= float(np.finfo(np.float32).tiny) else 0.0
         seed = p.seed if p.seed is not None else secrets.randbits(64)
         self._s = llm.Sampler(temperature=t, top_k=p.top_k, top_p=p.top_p, min_p=p.min_p,
-                              repeat_penalty=p.repetition_penalty, repeat_last_n=64, seed=seed)
+                              repeat_penalty=p.repetition_penalty, repeat_last_n=64, seed=seed,
+                              frequency_penalty=p.frequency_penalty, presence_penalty=p.presence_penalty)
         self._s.accept(list(prompt))
-        self._freq, self._pres = p.frequency_penalty, p.presence_penalty
-        self._counts: dict = {}
 
     def sample(self, logits: np.ndarray) -> int:
-        if self._counts and (self._freq or self._pres):
-            logits = np.array(logits, dtype=np.float32)
-            ids = np.fromiter(self._counts.keys(), dtype=np.int64)
-            counts = np.fromiter(self._counts.values(), dtype=np.float32)
-            logits[ids] -= counts * self._freq + self._pres
-        tok = self._s.sample(logits)
-        self._counts[tok] = self._counts.get(tok, 0) + 1
-        return tok
+        return self._s.sample(logits)
 
 
 class DecoderSlot:

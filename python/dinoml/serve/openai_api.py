@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
@@ -52,8 +53,8 @@ def _num(body: dict, key: str, default, lo: float, hi: float, integer: bool = Fa
 
 def _top_p(body: dict) -> float:
     v = float(_num(body, "top_p", 1.0, 0.0, 1.0))
-    if v <= 0.0:
-        raise ApiError(400, "'top_p' must be greater than 0 (1 keeps every token)", "top_p")
+    if not float(np.float32(v)) > 0.0:  # the sampler's parameter is a float32
+        raise ApiError(400, f"'top_p' is {v}; it must be greater than 0 (1 keeps every token)", "top_p")
     return v
 
 
@@ -247,10 +248,10 @@ class OpenAIRoutes:
             raise ApiError(400, f"model '{m.name}' has no tokenizer and chat template: serve it with "
                                 "--tokenizer NAME=FILE.gguf", "model")
         try:
-            text = m.codec.apply_chat_template(clean, True)
+            ids = m.codec.apply_chat_template(clean, True)
         except ValueError as e:
             raise ApiError(400, f"model '{m.name}': {e}", "messages")
-        return self._check_ids(m.codec.tokenize(text, False), m)
+        return self._check_ids(list(ids), m)
 
     async def completions(self, request: Request):
         return await self._serve(request, chat=False)
