@@ -310,7 +310,7 @@ ProfileResult detail::run_profile(const ir::Graph& g, const passes::MemoryPlan& 
     std::vector<std::string> names = t["candidates"].get<std::vector<std::string>>();
     json pn = {{"node", t["node"]}, {"op", t["op"]}, {"family", t["family"]}, {"candidates", names},
                {"buckets", json::array()}};
-    std::vector<lower::cpu::KernelChoice> per;
+    std::vector<lower::KernelChoice> per;
     for (size_t bi = 0; bi < nb; ++bi) {
       const auto& ms = timings[slot][bi];
       const std::string def = t.value("default", names.at(0));

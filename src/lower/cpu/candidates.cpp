@@ -23,9 +23,7 @@
 //    dml.qgemm.repacked rearranges a constant weight once at init into 8-row interleaved tiles.
 #include "lower/cpu/candidates.h"
 
-#include <dinoml/isa_env.h>
-
-#include <sstream>
+#include "tune/fingerprint.h"
 
 namespace dinoml::lower::cpu {
 
@@ -85,30 +83,10 @@ const std::vector<KernelCandidate>& candidate_table() {
 }
 #pragma GCC diagnostic pop
 
-bool isa_supported_here(const std::string& isa) {
-  std::stringstream ss(isa);
-  std::string f;
-  while (std::getline(ss, f, ',')) {
-    // __builtin_cpu_supports needs literal names, hence the list.
-    bool ok = f.empty() || (f == "avx2" && __builtin_cpu_supports("avx2")) || (f == "fma" && __builtin_cpu_supports("fma")) ||
-              (f == "avx512f" && __builtin_cpu_supports("avx512f")) ||
-              (f == "avx512bw" && __builtin_cpu_supports("avx512bw")) ||
-              (f == "avx512vl" && __builtin_cpu_supports("avx512vl")) ||
-              (f == "avx512vnni" && __builtin_cpu_supports("avx512vnni")) ||
-              (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16")) ||
-              (f == "amx-bf16" && __builtin_cpu_supports("amx-bf16")) ||
-              (f == "amx-int8" && __builtin_cpu_supports("amx-int8"));
-    // DINOML_CPU_DISABLE_ISA applies here as in the runtime's load check, so a compile on a big
-    // machine for a smaller CPU neither offers nor times what that CPU could not run.
-    if (!ok || (!f.empty() && dinoml::isa_disabled_by_env(f.c_str()))) return false;
-  }
-  return true;
-}
-
 std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here) {
   std::vector<KernelCandidate> out;
   for (const auto& c : candidate_table())
-    if (c.family == f && (!only_supported_here || isa_supported_here(c.isa))) out.push_back(c);
+    if (c.family == f && (!only_supported_here || tune::isa_supported_here(c.isa))) out.push_back(c);
   return out;
 }
 

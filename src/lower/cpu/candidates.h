@@ -57,10 +57,6 @@ const std::vector<KernelCandidate>& candidate_table();
 // (the library's own entry point), used when nothing was measured.
 std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here = true);
 
-// Whether the CPU running the compiler has `isa` (a comma-separated list; "" = yes).
-// (DINOML_CPU_DISABLE_ISA, as in the runtime, names ISAs to treat as absent.)
-bool isa_supported_here(const std::string& isa);
-
 // The call statement text "function(common, extra)".
 std::string candidate_call(const KernelCandidate& c, const std::string& common_args);
 

@@ -7,7 +7,7 @@
 
 #include "dinoml/quant_blocks.h"
 #include "ir/serialize.h"
-#include "lower/cpu/emit_context.h"
+#include "lower/cpu/emit_cpu.h"
 
 namespace dinoml::lower::cpu {
 
