@@ -7,7 +7,7 @@
 
 #include <sstream>
 
-#include <dinoml/isa_env.h>
+#include <dinoml/kernel_knobs.h>
 
 #include "ir/serialize.h"
 
