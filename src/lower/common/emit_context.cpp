@@ -229,6 +229,15 @@ nlohmann::json emit_state_assign(EmitContext& cx, const ir::Node& n, size_t inde
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"memcpy"}}, {"selected", "memcpy"}, {"reason", reason}};
 }
 
+// The run() argument slot of graph input / output / state `r`: "(unsigned char*)<array>[i]".
+static std::string signature_slot(const std::vector<std::string>& list, const std::string& r, const char* kind,
+                                  const char* array) {
+  const size_t i = index_of(list, r);
+  if (i == list.size())
+    throw IrError(std::string("CPU lowering: ") + kind + " tensor '" + r + "' is not a graph " + kind);
+  return std::string("(unsigned char*)") + array + "[" + std::to_string(i) + "]";
+}
+
 // Declares one `unsigned char*` per storage root at the top of run().
 void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std::string>& arena) {
   const ir::Graph& g = cx.g;
@@ -240,24 +249,9 @@ void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std
     const ir::Tensor& t = g.tensor(r);
     std::string var = "t" + std::to_string(v++), init;
     switch (t.kind) {
-      case ir::TensorKind::input: {
-        size_t i = index_of(g.inputs, r);
-        if (i == g.inputs.size()) throw IrError("CPU lowering: input tensor '" + r + "' is not a graph input");
-        init = "(unsigned char*)inputs[" + std::to_string(i) + "]";
-        break;
-      }
-      case ir::TensorKind::output: {
-        size_t i = index_of(g.outputs, r);
-        if (i == g.outputs.size()) throw IrError("CPU lowering: output tensor '" + r + "' is not a graph output");
-        init = "(unsigned char*)outputs[" + std::to_string(i) + "]";
-        break;
-      }
-      case ir::TensorKind::state: {
-        size_t i = index_of(g.states, r);
-        if (i == g.states.size()) throw IrError("CPU lowering: state tensor '" + r + "' is not a graph state");
-        init = "(unsigned char*)states[" + std::to_string(i) + "]";
-        break;
-      }
+      case ir::TensorKind::input: init = signature_slot(g.inputs, r, "input", "inputs"); break;
+      case ir::TensorKind::output: init = signature_slot(g.outputs, r, "output", "outputs"); break;
+      case ir::TensorKind::state: init = signature_slot(g.states, r, "state", "states"); break;
       case ir::TensorKind::constant: {
         auto it = layout.find(r);
         if (it == layout.end()) throw IrError("CPU lowering: constant '" + r + "' has no slot in constants.bin");
