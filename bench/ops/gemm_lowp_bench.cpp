@@ -32,6 +32,8 @@
 
 #include <dinoml/half.h>
 
+#include <dinoml/kernel_knobs.h>
+
 #include "dinoml_cpu_kernels.h"
 
 #ifdef DINOML_BENCH_ONEDNN
@@ -73,6 +75,7 @@ void check(int st, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dinoml::apply_kernel_knobs(RTLD_DEFAULT);  // DINOML_GEMM_KC=... and the other kernel knobs
   std::vector<int> threads_list{1, 2}, sizes{1024, 2048};
   std::vector<std::array<int64_t, 3>> shapes;
   int rounds = 5;
