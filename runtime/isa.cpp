@@ -2,7 +2,7 @@
 
 #include "errors.h"
 
-#include <dinoml/isa_env.h>
+#include <dinoml/kernel_knobs.h>
 
 #include <array>
 #include <cstdlib>

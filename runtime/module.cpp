@@ -4,6 +4,7 @@
 #include "sha256.h"
 #include "verify.h"
 
+#include <dinoml/kernel_knobs.h>
 #include <dlfcn.h>
 #include <link.h>
 
@@ -91,6 +92,9 @@ void Module::load_code() {
          "; check that lib/ is complete, or recompile the model");
   }
   check_library_identity();
+  // Debugging knobs from the environment reach the kernel libraries here, before the module's init
+  // packs any weight (include/dinoml/kernel_knobs.h).
+  apply_kernel_knobs(handle_);
 
   entry_.abi_version = resolve<dinoml_module_abi_version_fn>(handle_, DINOML_MODULE_SYM_ABI_VERSION, dir_);
   entry_.graph_hash = resolve<dinoml_module_graph_hash_fn>(handle_, DINOML_MODULE_SYM_GRAPH_HASH, dir_);

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <dinoml/kernel_knobs.h>
+
 #include "dinoml_cpu_kernels.h"
 
 namespace {
@@ -80,6 +82,7 @@ int run(const Conv& c, int64_t N, int variant, int copies, int reps, bool cold) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  dinoml::apply_kernel_knobs(RTLD_DEFAULT);  // DINOML_GEMM_KC=... and the other kernel knobs
   std::vector<Conv> convs;
   int64_t N = 1;
   int variant = -1, copies = 4, reps = 200;

@@ -32,6 +32,8 @@
 
 #include <immintrin.h>
 
+#include <dinoml/kernel_knobs.h>
+
 #include "dinoml_cpu_kernels.h"
 
 extern "C" {
@@ -207,6 +209,7 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dinoml::apply_kernel_knobs(RTLD_DEFAULT);  // DINOML_GEMM_KC=... and the other kernel knobs
   int threads = 2;
   bool quick = false;
   std::string only;

@@ -16,7 +16,7 @@
 //
 //   gemm_lowp_bench [--threads 1,2] [--sizes 1024,2048,4096] [--shapes MxNxK,...] [--rounds 5] [--min-time 2]
 // On a CPU with AMX, bf16 / s8 / u8 run the tile path and bf16-avx / s8-avx the AVX-512 kernels
-// (DINOML_CPU_DISABLE_ISA=amxbf16,amxint8 around the call).
+// (the DINOML_CPU_DISABLE_ISA knob set to amxbf16,amxint8 around the call).
 #include <omp.h>
 
 #include <algorithm>
@@ -31,6 +31,8 @@
 #include <vector>
 
 #include <dinoml/half.h>
+
+#include <dinoml/kernel_knobs.h>
 
 #include "dinoml_cpu_kernels.h"
 
@@ -73,6 +75,7 @@ void check(int st, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dinoml::apply_kernel_knobs(RTLD_DEFAULT);  // DINOML_GEMM_KC=... and the other kernel knobs
   std::vector<int> threads_list{1, 2}, sizes{1024, 2048};
   std::vector<std::array<int64_t, 3>> shapes;
   int rounds = 5;
@@ -150,9 +153,9 @@ int main(int argc, char** argv) {
       cands.push_back({"bf16-pc", [&] { check(dml_cpu_gemm_bf16_native(DML_CPU_BF16, DML_CPU_B_RRR, M, N, K, a16, b16, nullptr, nullptr, c32, DML_CPU_F32, 0, T), "bf16-pc"); }, {}});
       auto no_amx = [](auto f) {
         return [f] {
-          setenv("DINOML_CPU_DISABLE_ISA", "amxbf16,amxint8", 1);
+          dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", "amxbf16,amxint8");
           f();
-          unsetenv("DINOML_CPU_DISABLE_ISA");
+          dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", nullptr);
         };
       };
       cands.push_back({"bf16-avx", no_amx([&] { check(dml_cpu_gemm_bf16_prepacked(DML_CPU_BF16, M, N, K, a16, p16, nullptr, nullptr, c32, DML_CPU_F32, 0, T), "bf16-avx"); }), {}});

@@ -22,6 +22,8 @@
 
 #include <dinoml/quant_ref.h>
 
+#include <dinoml/kernel_knobs.h>
+
 #include "dinoml_cpu_kernels.h"
 
 namespace {
@@ -109,6 +111,7 @@ void ggml_gemm(int type, int64_t M, int64_t N, int64_t K, const float* a, const 
 }  // namespace
 
 int main(int argc, char** argv) {
+  dinoml::apply_kernel_knobs(RTLD_DEFAULT);  // DINOML_GEMM_KC=... and the other kernel knobs
   int threads = 2;
   double min_time = 0.3;
   std::string types = "q4_0,q8_0,q4_K,q6_K", ms = "1,8,128";

@@ -366,12 +366,8 @@ std::vector<const float*>& cv_pixels() {
 // on ResNet-18's 512- and 256-channel convs; 768–2304 measure alike). DINOML_CONV_CV_KC overrides
 // (tuning experiments).
 int64_t cv_kc() {
-  static const int64_t kc = [] {
-    const int64_t env = env_int("DINOML_CONV_CV_KC", 0);
-    if (env > 0) return env;
-    return std::clamp<int64_t>(l2_cache_bytes() * 3 / 10 / (kNR * kDirectNP * int64_t(sizeof(float))), 128, 2304);
-  }();
-  return kc;
+  if (g_knobs.conv_cv_kc > 0) return g_knobs.conv_cv_kc;
+  return std::clamp<int64_t>(l2_cache_bytes() * 3 / 10 / (kNR * kDirectNP * int64_t(sizeof(float))), 128, 2304);
 }
 
 // Portable form of IsaKernels::tile_conv_cv for tables without one.
@@ -482,11 +478,7 @@ int by_image_chunks(const Geo& g, const T* x, const T* r, T* y, Run&& run) {
 }
 
 bool use_direct(const Geo& g) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DINOML_CONV_DIRECT");
-    return !(v && v[0] == '0');
-  }();
-  return enabled && !g.pointwise && gemm::active_isa()->tile_conv != nullptr;
+  return g_knobs.conv_direct && !g.pointwise && gemm::active_isa()->tile_conv != nullptr;
 }
 
 // Direct depthwise: one (image, channel) plane per iteration.

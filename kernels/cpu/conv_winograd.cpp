@@ -26,7 +26,7 @@ namespace dml_cpu::conv {
 // per-output transforms pay most); larger convs use F(2x2).
 // The transform matrices are constexpr and the loops fully unrolled, so zero / ±1 coefficients
 // cost nothing (conv_winograd_transform.h: 8 lanes here, 16 on the avx512 path). DINOML_CONV_WINOGRAD
-// (read at load): 0 off, 2 only F(2x2), 4 F(4x4) where it fits.
+// (a knob, knobs.h): 0 off, 2 only F(2x2), 4 F(4x4) where it fits.
 using wino::Wino;
 
 // The AVX2 transforms: 8-lane vectors (one ymm: the library's baseline); every (M+2)² intermediate is a
@@ -38,14 +38,8 @@ const dml_cpu::conv::wino::Transforms dml_cpu::conv::wino::kAvx2Transforms = {
     input_transform<2, v8>, input_transform<4, v8>, output_transform<2, v8>, output_transform<4, v8>};
 namespace dml_cpu::conv {
 
-static int winograd_mode() {
-  static const int mode = [] {
-    const char* v = std::getenv("DINOML_CONV_WINOGRAD");
-    if (!v || !*v) return 4;
-    return v[0] == '0' ? 0 : v[0] == '2' ? 2 : 4;
-  }();
-  return mode;
-}
+// The DINOML_CONV_WINOGRAD knob (knobs.h): 0 off, 2 F(2x2) only, 4 both.
+static int winograd_mode() { return static_cast<int>(g_knobs.conv_winograd); }
 bool winograd_fits(const Geo& g) {
   return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.G == 1 && g.Cg >= 16 &&
          g.O >= 16;
@@ -148,13 +142,10 @@ inline void interleave_row(const float (*out)[kNR], float* rowbuf) {
 // Each (panel, channel) then gathers its tiles' inputs, runs of consecutive grid tiles, into a
 // 16-lane staging block the input transform reads as it reads the grid. Fewer panels, and a column
 // block spans images, so U streams from memory once per block instead of once per image: ResNet-18's
-// 512-channel 7×7 convs at batch 8. DINOML_CONV_WINO_DENSE (read at
-// load): 0 never, 1 always, unset: where the dense panels are < 85% of the grid's (the staging costs
-// more than it saves otherwise: ~10% at 256 channels, 14², batch 1, with 4 panels either way).
-static int wino_dense_mode() {
-  static const int mode = static_cast<int>(env_int("DINOML_CONV_WINO_DENSE", -1));
-  return mode;
-}
+// 512-channel 7×7 convs at batch 8. DINOML_CONV_WINO_DENSE (a knob, knobs.h): 0 never, 1 always,
+// unset: where the dense panels are < 85% of the grid's (the staging costs more than it saves
+// otherwise: ~10% at 256 channels, 14², batch 1, with 4 panels either way).
+static int wino_dense_mode() { return static_cast<int>(g_knobs.conv_wino_dense); }
 
 // A run of consecutive lanes holding consecutive tiles of one tile row of one image.
 struct TileRun {

@@ -59,6 +59,15 @@ enum dml_cpu_pad_mode { DML_CPU_PAD_CONSTANT = 0, DML_CPU_PAD_REFLECT = 1, DML_C
 /* Message of the last failing call on this thread ("" when none). */
 DML_CPU_API const char* dml_cpu_last_error(void);
 
+/* Tuning and debugging knobs (docs/architecture.md "Debugging knobs"; kernels/cpu/knobs.h). The
+ * library reads no environment variables: the runtime sets each knob whose environment variable
+ * (the knob's name, e.g. "DINOML_GEMM_KC") is set when it loads a module
+ * (include/dinoml/kernel_knobs.h). `value` is the variable's text; null restores the default.
+ * DML_CPU_ERR_ARGUMENT for an unknown name. Set knobs before kernels run. */
+DML_CPU_API int dml_cpu_set_knob(const char* name, const char* value);
+DML_CPU_API size_t dml_cpu_knob_count(void);
+DML_CPU_API const char* dml_cpu_knob_name(size_t i);  /* NULL past the end */
+
 /* ---- GEMM family (float dtypes) ------------------------------------------------------------
  * c[M, N] = epilogue(a[M, K] · b + bias[N] + d[M, N]); bias and d may be NULL (d is required by
  * the ADD epilogues). a, b, bias, d, c share `dtype`. */
@@ -92,9 +101,9 @@ DML_CPU_API int dml_cpu_gemm_variant(int dtype, int b_layout, int64_t M, int64_t
                                      const void* b, const void* bias, const void* d, void* c, int epilogue, int path,
                                      int threads);
 /* The GEMM's ISA path, chosen by CPUID when the library loads ("avx512", "avx2", "generic"; the
- * environment variable DINOML_CPU_GEMM_ISA overrides, and one naming a path this CPU cannot run
- * prints a warning and keeps the CPUID choice). select_isa switches it (tests, benchmarks); it fails
- * with DML_CPU_ERR_UNSUPPORTED for a path this CPU cannot run. The attention kernels follow it. */
+ * knob DINOML_CPU_GEMM_ISA overrides, and one naming a path this CPU cannot run prints a warning and
+ * keeps the CPUID choice). select_isa switches it (tests, benchmarks); it fails with
+ * DML_CPU_ERR_UNSUPPORTED for a path this CPU cannot run. The attention kernels follow it. */
 DML_CPU_API const char* dml_cpu_gemm_isa(void);
 DML_CPU_API int dml_cpu_gemm_select_isa(const char* name);
 

@@ -30,57 +30,58 @@
 #include <memory>
 
 #include "gemm_driver.h"
+#include "knobs.h"
 
 namespace dml_cpu::gemm {
 namespace {
 
 // Up to these M, B is not packed as a whole per call (that pass would cost as much as the product):
 // fp32 b[N, K] is read in place by dot products, other cases pack 16-column L1 slices on the fly.
-// Read once at load; DINOML_GEMM_DOT_MAX_M / DINOML_GEMM_SLICE_MAX_M override (tuning experiments).
-const int64_t kDotMaxM = env_int("DINOML_GEMM_DOT_MAX_M", 64);
-const int64_t kSliceMaxMEnv = env_int("DINOML_GEMM_SLICE_MAX_M", 0);  // else the table's slice_max_m, else 64
+// DINOML_GEMM_DOT_MAX_M / DINOML_GEMM_SLICE_MAX_M override (knobs.h; tuning experiments).
+const int64_t& kDotMaxM = g_knobs.gemm_dot_max_m;
+const int64_t& kSliceMaxMEnv = g_knobs.gemm_slice_max_m;  // else the table's slice_max_m, else 64
 constexpr int64_t kDotKC = 512;
 // Largest M for the transposed skinny path (run_dot_t, tables with skinny_t_min_m): up to here packing
 // Aᵀ (M×K) costs less than packing B and the Aᵀ slices stay in L2. With the 6×64 AVX-512 tiles
 // (b[N, K], against oneDNN) 96 is where the blocked path starts to win at 256³ and M = 200, at a
 // small cost for tall-K shapes (128×4096×4096). DINOML_GEMM_DOT_T_MAX_M overrides.
-const int64_t kDotTMaxM = env_int("DINOML_GEMM_DOT_T_MAX_M", 96);
+const int64_t& kDotTMaxM = g_knobs.gemm_dot_t_max_m;
 // With packed weights, M up to this reads A in place (slice path: no A packing, each C tile
 // finished once) when there are enough 16-column panels to split over the threads; A is re-read
 // from L2 per panel, which measures cheaper than packing it up to M = 256.
 // DINOML_GEMM_SKINNY_PACKED_MAX_M overrides.
-const int64_t kSkinnyPackedMaxM = env_int("DINOML_GEMM_SKINNY_PACKED_MAX_M", 256);
+const int64_t& kSkinnyPackedMaxM = g_knobs.gemm_skinny_packed_max_m;
 constexpr int64_t kTinyM = 16;  // at or below: always the slice path (packed or not)
 // Below this many multiply-adds a GEMM stays on one thread: waking the team costs ~5 µs.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
 // Blocked path: M blocks per thread to aim for, and the fewest rows a block keeps for that.
-const int64_t kBlocksPerThread = env_int("DINOML_GEMM_BLOCKS_PER_THREAD", 4);
-const bool kPrefetchNextB = env_int("DINOML_GEMM_PREFETCH_B", 1) != 0;
+const int64_t& kBlocksPerThread = g_knobs.gemm_blocks_per_thread;
+const int64_t& kPrefetchNextB = g_knobs.gemm_prefetch_b;
 // A per-call packed B larger than this (bytes; beyond any L2 here) is written with non-temporal stores
 // (fp32 whole panels): it is read back from L3 or memory either way, and the stores then need no read
 // for ownership nor evict A and C (a 1–2% gain on the large square and BERT-sized GEMMs at 2
 // threads). DINOML_GEMM_STREAM_PACK_BYTES.
-const int64_t kStreamPackBytes = env_int("DINOML_GEMM_STREAM_PACK_BYTES", int64_t{1} << 20);
-const bool kPrefetchNextSliceB = env_int("DINOML_GEMM_PREFETCH_SLICE_B", 1) != 0;
+const int64_t& kStreamPackBytes = g_knobs.gemm_stream_pack_bytes;
+const int64_t& kPrefetchNextSliceB = g_knobs.gemm_prefetch_slice_b;
 // Packed weights on the slice path: each thread grabs runs of about groups / (threads · this)
 // consecutive groups, so the next group's B rows can be prefetched by the thread that will read them
 // (with grabs of one group the threads alternate and a prefetch lands in the other core's L2).
 // On BERT-base at batch 1 (M = 128, 2 threads) the prefetch with runs of 2 groups is ~8% faster than
 // no prefetch; 1 and 3 are within noise of 2.
-const int64_t kSliceChunkDiv = env_int("DINOML_GEMM_SLICE_CHUNK_DIV", 2);
+const int64_t& kSliceChunkDiv = g_knobs.gemm_slice_chunk_div;
 // The slice path's groups go to the threads in equal contiguous ranges (as run_dot_t's items), so each
 // core reads the same B slices and writes the same C columns on every call: with grabs the
 // assignment changes from call to call and the operands move between the cores' L2s (1–3% on the
 // per-call 128..512-row GEMMs at 2 threads). DINOML_GEMM_SLICE_STATIC=0: dynamic grabs.
-const bool kSliceStatic = env_int("DINOML_GEMM_SLICE_STATIC", 1) != 0;
+const int64_t& kSliceStatic = g_knobs.gemm_slice_static;
 constexpr int64_t kMinBlockedMc = 96;
 // The slice path's epilogue per row tile (DINOML_GEMM_SLICE_FINISH_TILE=0: once per group at the end).
-const bool kSliceFinishTile = env_int("DINOML_GEMM_SLICE_FINISH_TILE", 1) != 0;
+const int64_t& kSliceFinishTile = g_knobs.gemm_slice_finish_tile;
 // The slice path's one-chunk GEMMs (K ≤ the table's kc, which then also holds for M ≤ 512) with an
 // fp32 output and no residual write C from the tiles (DINOML_GEMM_SLICE_DIRECT_C=0: through a
 // private C block that finish copies out, and kc = 128 up to M = 512).
-const bool kSliceDirectC = env_int("DINOML_GEMM_SLICE_DIRECT_C", 1) != 0;
+const int64_t& kSliceDirectC = g_knobs.gemm_slice_direct_c;
 
 // The residual rows [m0, m0+rows) × columns [n0, n0+16) of an ADD epilogue are usually not cached
 // (an activation written one op earlier): fetching them while the tile computes hides the misses
@@ -107,8 +108,7 @@ struct Blocking {
   int64_t mc, kc, nc;
 };
 
-const int64_t kEnvKC = env_int("DINOML_GEMM_KC", 0), kEnvMC = env_int("DINOML_GEMM_MC", 0),
-              kEnvNC = env_int("DINOML_GEMM_NC", 0);
+const int64_t &kEnvKC = g_knobs.gemm_kc, &kEnvMC = g_knobs.gemm_mc, &kEnvNC = g_knobs.gemm_nc;
 
 // MC/KC/NC from this machine's caches for tiles `panels` panels wide: the KC×16·panels B slices a
 // tile reads fill half of L1 (A and C share the rest), an MC×KC A block about 40% of L2, and NC is
@@ -194,21 +194,7 @@ const IsaKernels* cpuid_isa() {
   return cpu_has_avx2_fma_f16c() ? avx2_kernels() : generic_kernels();
 }
 
-// DINOML_CPU_GEMM_ISA names a table. A name this CPU cannot run (or an unknown one) is not an error:
-// the library is being loaded, there is no caller to return one to, and refusing would leave the
-// artifact unusable. It must never mean executing instructions the CPU lacks either: a warning on
-// stderr, and the CPUID choice.
-const IsaKernels* choose_isa() {
-  const char* env = std::getenv("DINOML_CPU_GEMM_ISA");
-  if (!env || !*env) return cpuid_isa();
-  if (const IsaKernels* forced = isa_by_name(env)) return forced;
-  const IsaKernels* fallback = cpuid_isa();
-  std::fprintf(stderr, "dinoml: DINOML_CPU_GEMM_ISA=%s %s; using '%s'\n", env,
-               known_isa(env) ? "cannot run on this CPU" : "is not a GEMM ISA path (avx512, avx2, generic)",
-               fallback->name);
-  return fallback;
-}
-std::atomic<const IsaKernels*> g_isa{choose_isa()};
+std::atomic<const IsaKernels*> g_isa{cpuid_isa()};
 
 // ---- one GEMM -------------------------------------------------------------------------------------
 
@@ -495,7 +481,7 @@ constexpr int64_t kTRows = 48;
 // call and its share of a weight that fits the cores' L2s together stays there (2–8% at M ≤ 64 for
 // N, K of 768..4096; weights larger than the L2s gain nothing).
 // DINOML_GEMM_DOT_T_STATIC=0 restores grabs of `chunk` items.
-const bool kDotTStatic = env_int("DINOML_GEMM_DOT_T_STATIC", 1) != 0;
+const int64_t& kDotTStatic = g_knobs.gemm_dot_t_static;
 // `group` > 1 (M ≤ 16/group, tables with tile_rows_a_grouped): Aᵀ is one panel whose lane j·group + t
 // holds row j at k ≡ t (mod group), so a tile's lanes are all used although M < 16; the group's lanes
 // are summed while transposing. `group` == 1: `at` is filled here, the threads splitting its panels
@@ -606,12 +592,12 @@ enum Path { kAuto = 0, kBlocked = 1, kSlice = 2, kDot = 3 };
 // (mc × N, larger than L2 for N ≥ 768) once per K chunk. That wins at M = 512 and 1024 (BERT-base
 // at batch 8); at M = 2048 (C block half of L2) the slice path is no better (K = 768) or slower
 // (K ≥ 2048: A ≥ 16 MiB), hence the A bound.
-const int64_t kSliceMaxABytes = env_int("DINOML_GEMM_SLICE_MAX_A_BYTES", int64_t{16} << 20);
+const int64_t& kSliceMaxABytes = g_knobs.gemm_slice_max_a_bytes;
 // Per call (B not prepacked), M above the table's slice_max_m and up to this takes the slice path
 // where a prepacked B would (packed_slice): its B slices are packed on the fly, each once, and the
 // blocked path's per-call packing of all of B and its per-K-chunk C traffic are saved. That gains up
 // to M = 1024; at M = 2048 it gains nothing, so it stops at 1024. DINOML_GEMM_SLICE_UNPACKED_MAX_M.
-const int64_t kSliceUnpackedMaxM = env_int("DINOML_GEMM_SLICE_UNPACKED_MAX_M", 1024);
+const int64_t& kSliceUnpackedMaxM = g_knobs.gemm_slice_unpacked_max_m;
 bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
   const int64_t panels = cdiv(p.N, kNR);
   if (p.M <= kTinyM) return true;
@@ -630,7 +616,7 @@ bool packed_slice(const Call& p, const IsaKernels& isa, int threads) {
 // L2) makes fewer chunks win; at M ≤ 512 (C block ≤ 128 KiB) the L1-resident slice does (5–10% at
 // 128..512 rows; at M = 1024 the table's kc stays faster).
 // DINOML_GEMM_SLICE_KC overrides (DINOML_GEMM_KC turns the rule off).
-const int64_t kSliceKcEnv = env_int("DINOML_GEMM_SLICE_KC", 0);
+const int64_t& kSliceKcEnv = g_knobs.gemm_slice_kc;
 constexpr int64_t kSliceSmallKcMaxM = 512;
 // Where 512-bit FMAs issue at half rate (AMD family 19h, Zen 4: two 256-bit halves, 32 fp32 flops per
 // cycle per core against 64 on Zen 5 or a Xeon), a 6 × 64 tile reads its B slice at half the bytes per
@@ -794,6 +780,26 @@ Epilogue make_epilogue(int dtype, int kind, const void* bias, const void* d, int
 }  // namespace
 
 const IsaKernels* active_isa() { return g_isa.load(std::memory_order_relaxed); }
+
+// A name this CPU cannot run (or an unknown one) is not an error: the knob is set while a module
+// loads, there is no caller to return one to, and refusing would leave the artifact unusable. It
+// must never mean executing instructions the CPU lacks either: a warning on stderr, and the CPUID
+// choice.
+void select_isa_knob(const char* value) {
+  if (!value || !*value) {
+    g_isa.store(cpuid_isa(), std::memory_order_relaxed);
+    return;
+  }
+  if (const IsaKernels* forced = isa_by_name(value)) {
+    g_isa.store(forced, std::memory_order_relaxed);
+    return;
+  }
+  const IsaKernels* fallback = cpuid_isa();
+  std::fprintf(stderr, "dinoml: DINOML_CPU_GEMM_ISA=%s %s; using '%s'\n", value,
+               known_isa(value) ? "cannot run on this CPU" : "is not a GEMM ISA path (avx512, avx2, generic)",
+               fallback->name);
+  g_isa.store(fallback, std::memory_order_relaxed);
+}
 
 int BatchAxes::init(const char* kernel, int batch_rank, const int64_t* batch_shape, const int64_t* a_batch,
                     const int64_t* b_batch, int64_t a_mat, int64_t b_mat) {

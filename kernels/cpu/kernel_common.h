@@ -11,18 +11,11 @@
 #include <type_traits>
 
 #include <dinoml/half.h>
-#include <dinoml/isa_env.h>
-
 #include "dinoml_cpu_kernels.h"
+#include "knobs.h"
 
 namespace dml_cpu {
 
-// An integer tuning knob from the environment (read once, at load, by its caller); `fallback` when
-// unset or empty.
-inline int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
 // This CPU's L1 data / L2 cache sizes in bytes (sysconf; 32 KiB / 512 KiB where it does not say).
 inline int64_t l1_cache_bytes() {
   static const int64_t b = [] {

@@ -25,12 +25,10 @@
 namespace dml_cpu::qgemm {
 namespace {
 
-// Up to this M the int8 path is the default (bench/ops/qgemm_bench measures both): the dequantize
-// path wins once the weight decode is spread over enough rows.
-const int64_t kIntDotMaxM = [] {
-  const char* v = std::getenv("DINOML_QGEMM_DOT_MAX_M");
-  return v && *v ? std::atoll(v) : int64_t{32};
-}();
+// Up to this M the int8 path is the default: measured on this machine (docs/benchmarks.md,
+// bench/ops/qgemm_bench), the dequantize path wins once the weight decode is spread over enough rows.
+// DINOML_QGEMM_DOT_MAX_M overrides (knobs.h).
+const int64_t& kIntDotMaxM = g_knobs.qgemm_dot_max_m;
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 constexpr int64_t kKC = 256;  // dequantize path: K slice (one K-quant super-block, 8 legacy blocks)
 // Dequantize path: rows of A per block (a multiple of the 6-row tile). Each weight slice is

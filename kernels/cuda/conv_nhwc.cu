@@ -26,6 +26,11 @@
 #include "gemm_internal.h"
 
 namespace dml_cuda {
+// The DML_CUDA_CONV_NHWC_AUTO knob (status.cu): the channels-last conv's automatic tile rule.
+extern int g_conv_nhwc_auto;
+}  // namespace dml_cuda
+
+namespace dml_cuda {
 namespace {
 
 template <class T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool VEC>
@@ -415,12 +420,7 @@ extern "C" int dml_cuda_conv2d_nhwc(int dtype, const dml_cuda_conv2d_shape* s, c
   const int64_t wide_blocks = ((int64_t)g.P + 127) / 128 * (((int64_t)g.O + 127) / 128);
   if (tile == DML_CUDA_CONV_TILE_AUTO) {
     // 0 default rule, 1 mma, 2 the wgmma conv for everything it takes, 3 plain 1x1 as the own TMA GEMM
-    static const int mode = [] {
-      const char* e = std::getenv("DML_CUDA_CONV_NHWC_AUTO");
-      if (!e) return 0;
-      const std::string v(e);
-      return v == "mma" ? 1 : v == "wgmma" ? 2 : v == "wgmma_gemm" ? 3 : 0;
-    }();
+    const int mode = g_conv_nhwc_auto;  // the DML_CUDA_CONV_NHWC_AUTO knob (status.cu)
     if (mode == 1 || !wg_ok) tile = DML_CUDA_CONV_TILE_MMA_AUTO;
     else if (plain && mode == 0) tile = DML_CUDA_CONV_TILE_GEMM_CUBLASLT;
     else if (plain && mode == 3) tile = DML_CUDA_CONV_TILE_GEMM_WGMMA;

@@ -18,6 +18,7 @@
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
 #include "tune/execution_plan.h"
+#include "tune/fingerprint.h"
 #include "tune/profiler.h"
 
 namespace dinoml {
@@ -252,7 +253,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.target != "cpu" && opts.fp32_matmul_precision != "highest")
     throw BuildError("fp32_matmul_precision is a target cpu option; for target " + opts.target +
                      " float32 GEMMs follow allow_tf32 (--no-tf32)");
-  if (bf16_matmul(opts) && !lower::cpu::isa_supported_here("avx512bf16"))
+  if (bf16_matmul(opts) && !tune::isa_supported_here("avx512bf16"))
     throw BuildError("fp32_matmul_precision bf16 needs AVX512_BF16, which this CPU lacks (or DINOML_CPU_DISABLE_ISA "
                      "names): the artifact could not run here; compile with the default (highest)");
   if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);

@@ -1,13 +1,18 @@
 // GEMM family: gemm_{rcr,rrr}[_epilogue] and bmm_{rrr,rcr}.
 // The twenty gemm names are the product of two tables (layout x epilogue) so that every
 // variant shares one schema, one shape rule and one reference loop; an epilogue is just
-// "which extra inputs (bias, residual d) and which activation".
+// "which extra inputs (bias, residual d) and which activation". The tables are the family's
+// only spelling of its names (gemm.h: gemm_variant / gemm_op_name).
+#include "ops/gemm.h"
+
+#include <map>
+
 #include "ops/op_helpers.h"
 
 namespace dinoml::ops {
 namespace {
 
-enum class Act { none, relu, gelu, fast_gelu, swish, sigmoid, tanh };
+using Act = GemmAct;
 
 struct Epilogue {
   const char* suffix;
@@ -15,19 +20,20 @@ struct Epilogue {
   bool residual;  // + d[..., M, N]
   Act act;        // applied last
   const char* doc;
+  const char* code;  // the kernels' epilogue constant (gemm_epilogue_code)
 };
 
 const Epilogue kEpilogues[] = {
-    {"", false, false, Act::none, "a·b"},
-    {"_bias", true, false, Act::none, "a·b + bias"},
-    {"_bias_relu", true, false, Act::relu, "relu(a·b + bias)"},
-    {"_bias_gelu", true, false, Act::gelu, "gelu(a·b + bias), erf form"},
-    {"_bias_fast_gelu", true, false, Act::fast_gelu, "gelu(a·b + bias), tanh form"},
-    {"_bias_swish", true, false, Act::swish, "swish(a·b + bias) = x·sigmoid(x)"},
-    {"_bias_sigmoid", true, false, Act::sigmoid, "sigmoid(a·b + bias)"},
-    {"_bias_tanh", true, false, Act::tanh, "tanh(a·b + bias)"},
-    {"_bias_add", true, true, Act::none, "a·b + bias + d"},
-    {"_bias_add_relu", true, true, Act::relu, "relu(a·b + bias + d)"},
+    {"", false, false, Act::none, "a·b", "NONE"},
+    {"_bias", true, false, Act::none, "a·b + bias", "NONE"},
+    {"_bias_relu", true, false, Act::relu, "relu(a·b + bias)", "RELU"},
+    {"_bias_gelu", true, false, Act::gelu, "gelu(a·b + bias), erf form", "GELU"},
+    {"_bias_fast_gelu", true, false, Act::fast_gelu, "gelu(a·b + bias), tanh form", "FAST_GELU"},
+    {"_bias_swish", true, false, Act::swish, "swish(a·b + bias) = x·sigmoid(x)", "SWISH"},
+    {"_bias_sigmoid", true, false, Act::sigmoid, "sigmoid(a·b + bias)", "SIGMOID"},
+    {"_bias_tanh", true, false, Act::tanh, "tanh(a·b + bias)", "TANH"},
+    {"_bias_add", true, true, Act::none, "a·b + bias + d", "ADD"},
+    {"_bias_add_relu", true, true, Act::relu, "relu(a·b + bias + d)", "ADD_RELU"},
 };
 
 // Layout letters: r = row-major, c = column-major. Only b's layout varies here:
@@ -37,6 +43,14 @@ struct Layout {
   bool b_is_nk;
 };
 const Layout kLayouts[] = {{"rcr", true}, {"rrr", false}};
+
+// Elementwise ops that fold into a GEMM epilogue as its activation.
+const std::map<std::string, Act>& elementwise_acts() {
+  static const std::map<std::string, Act> m = {{"relu", Act::relu},       {"gelu", Act::gelu},
+                                               {"fast_gelu", Act::fast_gelu}, {"silu", Act::swish},
+                                               {"sigmoid", Act::sigmoid}, {"tanh", Act::tanh}};
+  return m;
+}
 
 double activate(Act a, double x) {
   switch (a) {
@@ -49,6 +63,12 @@ double activate(Act a, double x) {
     case Act::tanh: return std::tanh(x);
   }
   return x;
+}
+
+const Epilogue& epilogue_of(const GemmVariant& v) {
+  for (const Epilogue& e : kEpilogues)
+    if (e.bias == v.bias && e.residual == v.residual && e.act == v.act) return e;
+  return kEpilogues[0];  // not reached for a registered variant
 }
 
 void expect_float_same(const InferContext& ctx) {
@@ -73,14 +93,14 @@ void check_k(const InferContext& ctx, const ir::IntExpr& ka, const BDims& bd) {
              "' (axis " + std::to_string(bd.k_axis) + ")");
 }
 
-std::vector<TensorType> infer_gemm(const Layout& l, const Epilogue& e, const InferContext& ctx) {
+std::vector<TensorType> infer_gemm(const GemmVariant& e, const InferContext& ctx) {
   expect_float_same(ctx);
   const auto& a = ctx.inputs[0].shape;
   const auto& b = ctx.inputs[1].shape;
   if (a.size() < 2) ctx.fail("a " + detail::describe_input(ctx, 0) + " must have rank >= 2 ([..., M, K])");
   if (b.size() != 2)
-    ctx.fail("b " + detail::describe_input(ctx, 1) + " must have rank 2 (" + (l.b_is_nk ? "[N, K]" : "[K, N]") + ")");
-  BDims bd = b_dims(b, l.b_is_nk);
+    ctx.fail("b " + detail::describe_input(ctx, 1) + " must have rank 2 (" + (e.b_is_nk ? "[N, K]" : "[K, N]") + ")");
+  BDims bd = b_dims(b, e.b_is_nk);
   check_k(ctx, a.back(), bd);
   ir::Shape out(a.begin(), a.end() - 1);
   out.push_back(bd.n);
@@ -96,12 +116,12 @@ std::vector<TensorType> infer_gemm(const Layout& l, const Epilogue& e, const Inf
   return {{ctx.inputs[0].dtype, out}};
 }
 
-std::vector<HostTensor> ref_gemm(const Layout& l, const Epilogue& e, const RefContext& ctx) {
+std::vector<HostTensor> ref_gemm(const GemmVariant& e, const RefContext& ctx) {
   const HostTensor& a = ctx.in(0);
   const HostTensor& b = ctx.in(1);
   const int64_t K = a.shape.back();
-  const int64_t N = l.b_is_nk ? b.shape[0] : b.shape[1];
-  if ((l.b_is_nk ? b.shape[1] : b.shape[0]) != K)
+  const int64_t N = e.b_is_nk ? b.shape[0] : b.shape[1];
+  if ((e.b_is_nk ? b.shape[1] : b.shape[0]) != K)
     detail::ref_fail(ctx, "K mismatch: a " + a.shape_string() + " vs b " + b.shape_string());
   HostTensor out(ctx.out_dtypes.at(0), ctx.out_shapes.at(0));
   // Leading dims of a fold into M (taken from the output so that K = 0 still works).
@@ -110,7 +130,7 @@ std::vector<HostTensor> ref_gemm(const Layout& l, const Epilogue& e, const RefCo
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
       for (int64_t k = 0; k < K; ++k)
-        acc += a.get_f64(m * K + k) * b.get_f64(l.b_is_nk ? n * K + k : k * N + n);
+        acc += a.get_f64(m * K + k) * b.get_f64(e.b_is_nk ? n * K + k : k * N + n);
       if (e.bias) acc += ctx.in(2).get_f64(n);
       if (e.residual) acc += ctx.in(3).get_f64(m * N + n);
       out.set_f64(m * N + n, activate(e.act, acc));
@@ -118,7 +138,7 @@ std::vector<HostTensor> ref_gemm(const Layout& l, const Epilogue& e, const RefCo
   return {out};
 }
 
-std::vector<TensorType> infer_bmm(const Layout& l, const InferContext& ctx) {
+std::vector<TensorType> infer_bmm(const GemmVariant& l, const InferContext& ctx) {
   expect_float_same(ctx);
   const auto& a = ctx.inputs[0].shape;
   const auto& b = ctx.inputs[1].shape;
@@ -140,7 +160,7 @@ std::vector<TensorType> infer_bmm(const Layout& l, const InferContext& ctx) {
   return {{ctx.inputs[0].dtype, batch}};
 }
 
-std::vector<HostTensor> ref_bmm(const Layout& l, const RefContext& ctx) {
+std::vector<HostTensor> ref_bmm(const GemmVariant& l, const RefContext& ctx) {
   const HostTensor& a = ctx.in(0);
   const HostTensor& b = ctx.in(1);
   HostTensor out(ctx.out_dtypes.at(0), ctx.out_shapes.at(0));
@@ -164,30 +184,79 @@ std::vector<HostTensor> ref_bmm(const Layout& l, const RefContext& ctx) {
 
 }  // namespace
 
-void register_gemm_ops(Registry& r) {
-  for (const Layout& l : kLayouts) {
-    for (const Epilogue& e : kEpilogues) {
-      OpDef def;
-      def.name = std::string("gemm_") + l.name + e.suffix;
-      def.family = "gemm";
-      def.doc = std::string(e.doc) + "; a[..., M, K], b " + (l.b_is_nk ? "[N, K]" : "[K, N]");
-      def.min_inputs = def.max_inputs = 2 + int(e.bias) + int(e.residual);
-      const Layout* lp = &l;
-      const Epilogue* ep = &e;
-      def.infer = [lp, ep](const InferContext& ctx) { return infer_gemm(*lp, *ep, ctx); };
-      def.reference = [lp, ep](const RefContext& ctx) { return ref_gemm(*lp, *ep, ctx); };
-      r.add(std::move(def));
+const std::vector<GemmOp>& gemm_ops() {
+  static const std::vector<GemmOp> ops = [] {
+    std::vector<GemmOp> v;
+    for (const Layout& l : kLayouts) {
+      for (const Epilogue& e : kEpilogues)
+        v.push_back({std::string("gemm_") + l.name + e.suffix, GemmVariant{false, l.b_is_nk, e.bias, e.residual, e.act}, e.doc});
+      v.push_back({std::string("bmm_") + l.name, GemmVariant{true, l.b_is_nk, false, false, Act::none}, ""});
     }
-    OpDef bmm;
-    bmm.name = std::string("bmm_") + l.name;
-    bmm.family = "gemm";
-    bmm.doc = std::string("batched a[..., M, K] · b ") + (l.b_is_nk ? "[..., N, K]" : "[..., K, N]") +
-              ", batch dims broadcast";
-    bmm.min_inputs = bmm.max_inputs = 2;
-    const Layout* lp = &l;
-    bmm.infer = [lp](const InferContext& ctx) { return infer_bmm(*lp, ctx); };
-    bmm.reference = [lp](const RefContext& ctx) { return ref_bmm(*lp, ctx); };
-    r.add(std::move(bmm));
+    return v;
+  }();
+  return ops;
+}
+
+std::optional<GemmVariant> gemm_variant(const std::string& op) {
+  static const std::map<std::string, GemmVariant> by_name = [] {
+    std::map<std::string, GemmVariant> m;
+    for (const GemmOp& g : gemm_ops()) m[g.name] = g.variant;
+    return m;
+  }();
+  auto it = by_name.find(op);
+  if (it == by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> gemm_op_name(const GemmVariant& v) {
+  for (const GemmOp& g : gemm_ops())
+    if (g.variant == v) return g.name;
+  return std::nullopt;
+}
+
+std::optional<GemmAct> gemm_act_of_elementwise(const std::string& op) {
+  auto it = elementwise_acts().find(op);
+  if (it == elementwise_acts().end()) return std::nullopt;
+  return it->second;
+}
+
+const char* gemm_act_name(GemmAct a) {
+  switch (a) {
+    case Act::none: return "none";
+    case Act::relu: return "relu";
+    case Act::gelu: return "gelu";
+    case Act::fast_gelu: return "fast_gelu";
+    case Act::swish: return "swish";
+    case Act::sigmoid: return "sigmoid";
+    case Act::tanh: return "tanh";
+  }
+  return "none";
+}
+
+std::string gemm_epilogue_code(const GemmVariant& v) {
+  if (!gemm_op_name(v)) return "";
+  return epilogue_of(v).code;
+}
+
+void register_gemm_ops(Registry& r) {
+  for (const GemmOp& g : gemm_ops()) {
+    const GemmVariant v = g.variant;
+    OpDef def;
+    def.name = g.name;
+    def.family = "gemm";
+    if (v.batched) {
+      def.doc = std::string("batched a[..., M, K] · b ") + (v.b_is_nk ? "[..., N, K]" : "[..., K, N]") +
+                ", batch dims broadcast";
+      def.min_inputs = def.max_inputs = 2;
+      def.infer = [v](const InferContext& ctx) { return infer_bmm(v, ctx); };
+      def.reference = [v](const RefContext& ctx) { return ref_bmm(v, ctx); };
+    } else {
+      def.doc = g.doc + "; a[..., M, K], b " + (v.b_is_nk ? "[N, K]" : "[K, N]");
+      def.min_inputs = def.max_inputs = 2 + int(v.bias) + int(v.residual);
+      def.infer = [v](const InferContext& ctx) { return infer_gemm(v, ctx); };
+      def.reference = [v](const RefContext& ctx) { return ref_gemm(v, ctx); };
+    }
+    r.add(std::move(def));
   }
 }
 

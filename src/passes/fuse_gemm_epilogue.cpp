@@ -9,11 +9,13 @@
 // inserted). Fuses only when the GEMM result is an intermediate with exactly one consuming node,
 // dtypes agree and the epilogue's output has the GEMM output's shape (no broadcast growth).
 // Leaves alone: bmm_*, gemms whose result is a graph output or has several consumers, activations
-// with attributes, and any fused op the registry does not define.
+// with attributes, and any fused op the registry does not define. Variants are read and named
+// through ops/gemm.h, never spelled here.
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ops/gemm.h"
 #include "ops/registry.h"
 #include "passes/pass.h"
 
@@ -22,18 +24,13 @@ namespace {
 
 bool is_one(const ir::IntExpr& e) { return e.is_const() && e.const_value() == 1; }
 
-// "gemm_rcr" / "gemm_rrr" prefix of a GEMM-family op, or empty.
-std::string gemm_base(const std::string& op) {
-  for (const char* b : {"gemm_rcr", "gemm_rrr"})
-    if (op.rfind(b, 0) == 0) return b;
-  return {};
-}
-
-const std::map<std::string, std::string>& activation_suffix() {
-  static const std::map<std::string, std::string> m = {
-      {"relu", "relu"}, {"gelu", "gelu"}, {"fast_gelu", "fast_gelu"},
-      {"silu", "swish"}, {"sigmoid", "sigmoid"}, {"tanh", "tanh"}};
-  return m;
+// The statistics key of a fused variant: "gemm_bias", "gemm_bias_relu", "gemm_bias_add_relu", ...
+std::string pattern_key(const ops::GemmVariant& v) {
+  std::string k = "gemm";
+  if (v.bias) k += "_bias";
+  if (v.residual) k += "_add";
+  if (v.act != ops::GemmAct::none) k += std::string("_") + ops::gemm_act_name(v.act);
+  return k;
 }
 
 struct Rewrite {
@@ -52,8 +49,8 @@ class Fuser {
     auto consumers = g_.consumers();
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const ir::Node& p = g_.nodes[i];
-      std::string base = gemm_base(p.op);
-      if (base.empty() || p.outputs.size() != 1) continue;
+      const std::optional<ops::GemmVariant> v = ops::gemm_variant(p.op);
+      if (!v || v->batched || p.outputs.size() != 1) continue;
       const std::string& t = p.outputs[0];
       const ir::Tensor& tt = g_.tensor(t);
       if (tt.kind != ir::TensorKind::intermediate || tt.view_of) continue;
@@ -65,10 +62,8 @@ class Fuser {
       const ir::Tensor& out = g_.tensor(c.outputs[0]);
       // The epilogue must not change the result's type: no broadcast growth, no dtype change.
       if (out.shape != tt.shape || out.dtype != tt.dtype) continue;
-      std::string suffix = p.op.substr(base.size());  // "", "_bias", "_bias_add", "_bias_relu", ...
-      auto rw = match(p, c, base, suffix, t);
+      auto rw = match(p, c, *v, t);
       if (!rw) continue;
-      if (!ops::Registry::global().find(rw->new_op)) continue;  // never emit an op that does not exist
       rw->producer = i;
       rw->consumer = ci;
       return rw;
@@ -120,35 +115,47 @@ class Fuser {
     return name;
   }
 
-  std::optional<Rewrite> match(const ir::Node& p, const ir::Node& c, const std::string& base,
-                               const std::string& suffix, const std::string& t) {
+  // The variant `p` (of variant `v`) becomes when it absorbs its only consumer `c` of `t`, and
+  // its inputs; nullopt when `c` is no epilogue step the family has an op for.
+  std::optional<Rewrite> match(const ir::Node& p, const ir::Node& c, const ops::GemmVariant& v, const std::string& t) {
     const ir::Tensor& tt = g_.tensor(t);
-    if (suffix.empty()) {
+    ops::GemmVariant nv = v;
+    std::vector<std::string> ins = p.inputs;
+    const bool one_plain_input = c.inputs.size() == 1 && c.attrs.empty();
+    if (!v.bias) {
       std::string other = other_add_operand(c, t);
       if (other.empty()) return std::nullopt;
       // Check the shape before as_bias, which may create a re-labelled constant.
       const ir::Tensor& ot = g_.tensor(other);
       if (ot.shape.empty() || ot.shape.back() != tt.shape.back() || ot.dtype != tt.dtype) return std::nullopt;
-      if (!ops::Registry::global().find(base + "_bias")) return std::nullopt;
+      nv.bias = true;
+      if (!registered(nv)) return std::nullopt;
       std::string bias = as_bias(other, tt);
       if (bias.empty()) return std::nullopt;
-      return Rewrite{0, 0, base + "_bias", {p.inputs.at(0), p.inputs.at(1), bias}, "gemm_bias"};
+      ins = {p.inputs.at(0), p.inputs.at(1), bias};
+    } else if (!v.residual && v.act == ops::GemmAct::none) {
+      if (auto act = ops::gemm_act_of_elementwise(c.op); act && one_plain_input) {
+        nv.act = *act;
+      } else {
+        std::string other = other_add_operand(c, t);
+        if (other.empty()) return std::nullopt;
+        const ir::Tensor& d = g_.tensor(other);
+        if (d.shape != tt.shape || d.dtype != tt.dtype) return std::nullopt;
+        nv.residual = true;
+        ins.push_back(other);
+      }
+    } else if (v.residual && v.act == ops::GemmAct::none && c.op == "relu" && one_plain_input) {
+      nv.act = ops::GemmAct::relu;
+    } else {
+      return std::nullopt;
     }
-    if (suffix == "_bias") {
-      auto act = activation_suffix().find(c.op);
-      if (act != activation_suffix().end() && c.inputs.size() == 1 && c.attrs.empty())
-        return Rewrite{0, 0, base + "_bias_" + act->second, p.inputs, "gemm_bias_" + act->second};
-      std::string other = other_add_operand(c, t);
-      if (other.empty()) return std::nullopt;
-      const ir::Tensor& d = g_.tensor(other);
-      if (d.shape != tt.shape || d.dtype != tt.dtype) return std::nullopt;
-      auto ins = p.inputs;
-      ins.push_back(other);
-      return Rewrite{0, 0, base + "_bias_add", ins, "gemm_bias_add"};
-    }
-    if (suffix == "_bias_add" && c.op == "relu" && c.inputs.size() == 1 && c.attrs.empty())
-      return Rewrite{0, 0, base + "_bias_add_relu", p.inputs, "gemm_bias_add_relu"};
-    return std::nullopt;
+    if (!registered(nv)) return std::nullopt;  // never emit an op that does not exist
+    return Rewrite{0, 0, *ops::gemm_op_name(nv), ins, pattern_key(nv)};
+  }
+
+  static bool registered(const ops::GemmVariant& v) {
+    const std::optional<std::string> name = ops::gemm_op_name(v);
+    return name && ops::Registry::global().find(*name);
   }
 
   ir::Graph& g_;
@@ -159,7 +166,9 @@ class Fuser {
 PassResult fuse_gemm_epilogue(ir::Graph& g) {
   PassResult r;
   for (const char* k : {"gemm_bias", "gemm_bias_add", "gemm_bias_add_relu"}) r.stats[k] = 0;
-  for (const auto& [op, act] : activation_suffix()) r.stats["gemm_bias_" + act] = 0;
+  for (ops::GemmAct a : {ops::GemmAct::relu, ops::GemmAct::gelu, ops::GemmAct::fast_gelu, ops::GemmAct::swish,
+                         ops::GemmAct::sigmoid, ops::GemmAct::tanh})
+    r.stats[std::string("gemm_bias_") + ops::gemm_act_name(a)] = 0;
   Fuser f(g);
   // One rewrite at a time until nothing matches: each rewrite may enable the next link of the
   // chain (gemm -> bias -> add -> relu). Graphs are small enough for the quadratic bound.

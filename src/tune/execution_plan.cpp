@@ -45,7 +45,7 @@ Choices choices_from_plan(const json& plan, const json& tunables, const std::str
       throw BuildError(where + ": node '" + node + "' lists " +
                        std::to_string(pn.contains("buckets") ? pn["buckets"].size() : 0) + " buckets, the graph has " +
                        std::to_string(nb));
-    std::vector<lower::cpu::KernelChoice> per(nb);
+    std::vector<lower::KernelChoice> per(nb);
     for (const auto& pb : pn["buckets"]) {
       const size_t b = pb.value("bucket", nb);
       if (b >= nb) throw BuildError(where + ": node '" + node + "' has an entry for bucket " + std::to_string(b) +

@@ -17,11 +17,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lower/cpu/lower_cpu.h"
+#include "lower/common/kernel_choice.h"
 
 namespace dinoml::tune {
 
-using Choices = std::map<std::string, std::vector<lower::cpu::KernelChoice>>;
+using Choices = std::map<std::string, std::vector<lower::KernelChoice>>;
 
 inline constexpr int kExecutionPlanSchemaVersion = 1;
 

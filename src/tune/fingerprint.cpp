@@ -5,8 +5,11 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <sstream>
+
+#include <dinoml/kernel_knobs.h>
+
 #include "ir/serialize.h"
-#include "lower/cpu/candidates.h"
 
 namespace dinoml::tune {
 
@@ -34,11 +37,31 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
+bool isa_supported_here(const std::string& isa) {
+  std::stringstream ss(isa);
+  std::string f;
+  while (std::getline(ss, f, ',')) {
+    // __builtin_cpu_supports needs literal names, hence the list.
+    bool ok = f.empty() || (f == "avx2" && __builtin_cpu_supports("avx2")) || (f == "fma" && __builtin_cpu_supports("fma")) ||
+              (f == "avx512f" && __builtin_cpu_supports("avx512f")) ||
+              (f == "avx512bw" && __builtin_cpu_supports("avx512bw")) ||
+              (f == "avx512vl" && __builtin_cpu_supports("avx512vl")) ||
+              (f == "avx512vnni" && __builtin_cpu_supports("avx512vnni")) ||
+              (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16")) ||
+              (f == "amx-bf16" && __builtin_cpu_supports("amx-bf16")) ||
+              (f == "amx-int8" && __builtin_cpu_supports("amx-int8"));
+    // DINOML_CPU_DISABLE_ISA applies here as in the runtime's load check, so a compile on a big
+    // machine for a smaller CPU neither offers nor times what that CPU could not run.
+    if (!ok || (!f.empty() && dinoml::isa_disabled_by_env(f.c_str()))) return false;
+  }
+  return true;
+}
+
 HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path) {
   HardwareFingerprint h;
   h.cpu_model = cpu_model_name();
   for (const char* flag : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "amx-bf16", "amx-int8"})
-    if (lower::cpu::isa_supported_here(flag)) h.isa += (h.isa.empty() ? "" : ",") + std::string(flag);
+    if (isa_supported_here(flag)) h.isa += (h.isa.empty() ? "" : ",") + std::string(flag);
   h.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (const char* t = std::getenv("OMP_NUM_THREADS")) h.omp_threads = t;
   h.kernel_lib_sha256 = ir::sha256_file(kernel_lib_path);

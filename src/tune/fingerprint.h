@@ -32,6 +32,10 @@ struct HardwareFingerprint {
   nlohmann::json to_json() const;
 };
 
+// Whether the CPU running the compiler has `isa` (a comma-separated list; "" = yes).
+// DINOML_CPU_DISABLE_ISA, as in the runtime, names ISAs to treat as absent.
+bool isa_supported_here(const std::string& isa);
+
 // `kernel_lib_path` is hashed, so a rebuilt kernel library invalidates old measurements.
 HardwareFingerprint hardware_fingerprint(const std::string& kernel_lib_path);
 // /proc/cpuinfo's first "model name" ("unknown" when absent): part of the CPU and GPU fingerprints.

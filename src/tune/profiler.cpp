@@ -12,6 +12,7 @@
 #include <memory>
 
 #include <dinoml/half.h>
+#include <dinoml/kernel_knobs.h>
 #include <dinoml/module_abi.h>
 
 #include "ir/error.h"
@@ -121,6 +122,7 @@ struct Bootstrap {
                           o.use_compile_cache, lm.libraries);
     handle = dlopen((dir / "module.so").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!handle) throw BuildError(std::string("profiler: cannot load the bootstrap module: ") + dlerror());
+    apply_kernel_knobs(handle);  // debugging knobs from the environment, as the runtime sets them
     init = reinterpret_cast<dinoml_module_init_fn>(dlsym(handle, "dinoml_module_init"));
     release = reinterpret_cast<dinoml_module_release_fn>(dlsym(handle, "dinoml_module_release"));
     plan = reinterpret_cast<dinoml_module_plan_fn>(dlsym(handle, "dinoml_module_plan"));
@@ -310,7 +312,7 @@ ProfileResult detail::run_profile(const ir::Graph& g, const passes::MemoryPlan& 
     std::vector<std::string> names = t["candidates"].get<std::vector<std::string>>();
     json pn = {{"node", t["node"]}, {"op", t["op"]}, {"family", t["family"]}, {"candidates", names},
                {"buckets", json::array()}};
-    std::vector<lower::cpu::KernelChoice> per;
+    std::vector<lower::KernelChoice> per;
     for (size_t bi = 0; bi < nb; ++bi) {
       const auto& ms = timings[slot][bi];
       const std::string def = t.value("default", names.at(0));

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 
+#include <dinoml/kernel_knobs.h>
 #include <dinoml/module_abi.h>
 
 #include "ir/error.h"
@@ -119,6 +120,7 @@ class CudaTarget : public detail::ProfileTarget {
                                o_.use_compile_cache);
     void* h = dlopen((dir_ / "module.so").c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) throw BuildError(std::string("profiler (cuda): cannot load the bootstrap module: ") + dlerror());
+    apply_kernel_knobs(h);  // debugging knobs from the environment, as the runtime sets them
     handle_ = h;
     auto init = sym<dinoml_module_init_fn>(DINOML_MODULE_SYM_INIT);
     release_ = sym<dinoml_module_release_fn>(DINOML_MODULE_SYM_RELEASE);

@@ -369,8 +369,8 @@ def test_conv_const_compiled(batch, case, ri, tmp_path_factory):
 @pytest.mark.parametrize("mode", ["0", "2"])
 def test_conv_const_forced_paths(mode):
     """The constant-weight cases again with DINOML_CONV_WINOGRAD=0 (GEMM panels everywhere) and =2
-    (F(2x2, 3x3) instead of F(4x4)); the variable is read when the kernel library loads, hence a
-    fresh process."""
+    (F(2x2, 3x3) instead of F(4x4)); the runtime sets the kernel knob from the variable when it loads
+    a module (include/dinoml/kernel_knobs.h), hence a fresh process."""
     import os
     import subprocess
     import sys

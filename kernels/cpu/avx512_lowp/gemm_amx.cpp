@@ -147,7 +147,7 @@ bool run(int64_t M, int64_t N, int64_t K, int64_t groups, const void* a, int a_d
   const int64_t panels_n = cdiv(N, kPanelCols);
   const bool b_in_l2 = panels_n * groups * kPanelCols * 4 <= l2_bytes() * 3 / 4;
   const int64_t sb =
-      b_in_l2 ? 1 : std::clamp<int64_t>(env_int("DINOML_AMX_A_BLOCK_KB", 768) * 1024 / (kStrip * lda), 1, 32);
+      b_in_l2 ? 1 : std::clamp<int64_t>(g_knobs.amx_a_block_kb * 1024 / (kStrip * lda), 1, 32);
   int64_t mblocks = cdiv(strips, sb);
   // Enough items for every thread to take a few (dynamic: a thread that loses its core takes fewer).
   int64_t nblocks = 1;

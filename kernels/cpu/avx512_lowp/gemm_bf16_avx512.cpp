@@ -39,7 +39,8 @@ int unsupported(const char* kernel) {
 
 // K blocks of up to 1024 pairs: on Zen 5 (1 MiB L2) 2048³ ran 0.77× oneDNN with 256-pair blocks (a
 // 32 KiB B slice in L1) and 0.95-1.05× with 1024 (B slice and A tile streamed from L2, fewer C passes).
-const Blocking kBlk{env_int("DINOML_BF16_MC", 16 * kMR) / kMR * kMR, env_int("DINOML_BF16_KC", 2048) / 2};
+// Knobs DINOML_BF16_MC (0: 16 tiles) / DINOML_BF16_KC (knobs.h).
+Blocking blocking() { return {(g_knobs.bf16_mc > 0 ? g_knobs.bf16_mc : 16 * kMR) / kMR * kMR, g_knobs.bf16_kc / 2}; }
 
 inline __mmask16 col_mask(int cols, int v) {
   const int n = cols - 16 * v;
@@ -161,7 +162,7 @@ void pack_b(const void* b, int dtype, int layout, int64_t N, int64_t K, int64_t 
 int64_t panels_bytes(int64_t N, int64_t K) { return cdiv(N, kNR) * kNR * padded_groups(K) * 4; }
 
 // The AMX tiles take over from this many rows (amx.h; DINOML_BF16_AMX_MIN_M overrides, 0 = never).
-const int64_t kAmxMinM = env_int("DINOML_BF16_AMX_MIN_M", 1);
+const int64_t& kAmxMinM = g_knobs.bf16_amx_min_m;
 
 struct FinCtx {
   const gemm::IsaKernels* isa;
@@ -230,7 +231,7 @@ int run(int64_t M, int64_t N, int64_t K, const void* a, int a_dtype, const uint3
   uint32_t* ap = static_cast<uint32_t*>(scratch(kSlotA, size_t(cdiv(M, kMR) * kMR * G) * 4));
   if (!ap) return fail(DML_CPU_ERR_MEMORY, "gemm_bf16: cannot allocate the packed A operand");
   Job job{M, N, G, ap, panels, c, direct};
-  run_tiles<kMR, kNR>(job, kBlk, threads, kern<kMR, kNV>,
+  run_tiles<kMR, kNR>(job, blocking(), threads, kern<kMR, kNV>,
                       [&](void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
                         if (!plain) isa.finish(static_cast<const float*>(tile), ldt, rows, cols, m0, n0, e, c, N);
                       },

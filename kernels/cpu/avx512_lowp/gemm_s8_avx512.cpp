@@ -37,7 +37,8 @@ int unsupported(const char* kernel) {
 }
 
 // K blocks of up to 1024 quads (as the bf16 GEMM: 2048³ went from 0.78× to ~0.9× oneDNN on Zen 5).
-const Blocking kBlk{env_int("DINOML_S8_MC", 16 * kMR) / kMR * kMR, env_int("DINOML_S8_KC", 4096) / 4};
+// Knobs DINOML_S8_MC (0: 16 tiles) / DINOML_S8_KC (knobs.h).
+Blocking blocking() { return {(g_knobs.s8_mc > 0 ? g_knobs.s8_mc : 16 * kMR) / kMR * kMR, g_knobs.s8_kc / 4}; }
 
 inline __mmask16 col_mask(int cols, int v) {
   const int n = cols - 16 * v;
@@ -214,7 +215,7 @@ void finish_tile(const FinArgs& f, const int32_t* t, int64_t ldt, int rows, int 
 }
 
 // The AMX tiles take over from this many rows (amx.h; DINOML_S8_AMX_MIN_M overrides, 0 = never).
-const int64_t kAmxMinM = env_int("DINOML_S8_AMX_MIN_M", 1);
+const int64_t& kAmxMinM = g_knobs.s8_amx_min_m;
 
 void amx_fin(void* ctx, const void* tile, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
   finish_tile(*static_cast<const FinArgs*>(ctx), static_cast<const int32_t*>(tile), ldt, rows, cols, m0, n0);
@@ -249,7 +250,7 @@ int run(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, const uint3
   const bool direct = !scale;  // int32 output: accumulate in c
   Job job{M, N, G, ap, panels, c, direct};
   const FinArgs f{flip ? comp : nullptr, scale, bias, relu, c, N};
-  run_tiles<kMR, kNR>(job, kBlk, threads, kern14x32,
+  run_tiles<kMR, kNR>(job, blocking(), threads, kern14x32,
                       [&](void* tv, int64_t ldt, int rows, int cols, int64_t m0, int64_t n0) {
                         finish_tile(f, static_cast<const int32_t*>(tv), ldt, rows, cols, m0, n0);
                       },

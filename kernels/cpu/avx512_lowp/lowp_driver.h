@@ -27,15 +27,10 @@ namespace dml_cpu::lowp {
 
 inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-inline int64_t env_int(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoll(v) : fallback;
-}
-
 // true when this CPU runs `isa` (CPUID + OS state via __builtin_cpu_supports, done by the caller)
-// and DINOML_CPU_DISABLE_ISA does not name it (dinoml/isa_env.h): the variable lets a test exercise
-// the "CPU lacks the ISA" refusal anywhere.
-inline bool isa_enabled(const char* isa, bool cpu_has) { return cpu_has && !dinoml::isa_disabled_by_env(isa); }
+// and the DINOML_CPU_DISABLE_ISA knob does not name it (knobs.h): the knob lets a test exercise the
+// "CPU lacks the ISA" refusal anywhere.
+inline bool isa_enabled(const char* isa, bool cpu_has) { return cpu_has && !isa_disabled(isa); }
 
 // Per-thread scratch of the lowp GEMMs (kernel_common.h's scratch_bytes, a pool of their own).
 inline void* scratch(int slot, size_t bytes) { return scratch_bytes<ScratchPool::kLowp, 4>(slot, bytes); }

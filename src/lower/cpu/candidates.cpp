@@ -23,9 +23,7 @@
 //    dml.qgemm.repacked rearranges a constant weight once at init into 8-row interleaved tiles.
 #include "lower/cpu/candidates.h"
 
-#include <dinoml/isa_env.h>
-
-#include <sstream>
+#include "tune/fingerprint.h"
 
 namespace dinoml::lower::cpu {
 
@@ -40,80 +38,62 @@ const char* family_name(CandidateFamily f) {
   return "?";
 }
 
-// Rows name only the fields they set; the rest keep KernelCandidate's defaults.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+// Rows name the fields they set (designated initializers); the rest keep KernelCandidate's defaults.
 const std::vector<KernelCandidate>& candidate_table() {
   using F = CandidateFamily;
   // clang-format off
   static const std::vector<KernelCandidate> table = {
-    // family      name                                   function                extra args            isa  doc
-    {F::gemm,    "dml.gemm.blocked",                    "dml_cpu_gemm",         "",                   "", "library default GEMM"},
-    {F::gemm,    "dml.gemm.tiled.mc48_kc128_nc128",     "dml_cpu_gemm_tiled",   "48, 128, 128, 0",    "", "small tiles: more parallel tiles for skinny M"},
-    {F::gemm,    "dml.gemm.tiled.mc96_kc256_nc256",     "dml_cpu_gemm_tiled",   "96, 256, 256, 0",    "", "L2-sized A block"},
-    {F::gemm,    "dml.gemm.tiled.mc144_kc512_nc512",    "dml_cpu_gemm_tiled",   "144, 512, 512, 0",   "", "deep K blocks, wide C tiles"},
-    {F::gemm,    "dml.gemm.tiled.mc96_kc256_nc256.st",  "dml_cpu_gemm_tiled",   "96, 256, 256, 1",    "", "single-threaded: no OpenMP wake-up"},
-    {F::gemm,    "dml.gemm.path.blocked",               "dml_cpu_gemm_variant", "1, 0",               "", "kernels/cpu/gemm.cpp: B packed per call, A per block (large M)"},
-    {F::gemm,    "dml.gemm.path.slice",                 "dml_cpu_gemm_variant", "2, 0",               "", "kernels/cpu/gemm.cpp: A in place, B packed in L1 slices (small/mid M)"},
-    {F::gemm,    "dml.gemm.path.dot",                   "dml_cpu_gemm_variant", "3, 0",               "", "kernels/cpu/gemm.cpp: fp32 b[N,K] read in place by dot products (skinny M)"},
-    {F::gemm,    "dml.gemm.path.auto.st",               "dml_cpu_gemm_variant", "0, 1",               "", "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
-    {F::gemm,    "dml.gemm.prepacked",                  "dml_cpu_gemm_prepacked", "",                 "", "constant b packed once at module init into the tiles' panel layout", "", "", false, true},
-    {F::gemm,    "dml.gemm.bf16_native.prepacked",      "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "bf16 graphs: constant b packed once at init into K-pair panels; AMX tiles (tdpbf16ps) where the CPU has AMX-BF16, else AVX512_BF16 dot products (vdpbf16ps); fp32 accumulation", "", "", false, true, -1, true},
-    {F::gemm,    "dml.gemm.bf16_math.prepacked",        "dml_cpu_gemm_bf16_prepacked", "",            "avx512bf16", "fp32 graphs compiled with fp32_matmul_precision=bf16: a and the constant b rounded to bf16 (b once at init), AMX / AVX512_BF16 products, fp32 accumulation and output", "", "", false, true, -1, false, true},
-    {F::gemm,    "onednn.matmul",                       "dml_cpu_onednn_gemm",  "",                   "", "oneDNN matmul primitive (created once per shape), post-ops for the epilogue", "dinoml_cpu_onednn", "libdnnl.so.2", true},
-    {F::gemm,    "openblas.sgemm",                      "dml_cpu_openblas_gemm", "",                  "", "OpenBLAS cblas_sgemm, epilogue applied after", "dinoml_cpu_openblas", "libopenblas.so.0", true},
-    {F::bmm,     "dml.bmm.blocked",                     "dml_cpu_bmm",          "",                   "", "library default batched GEMM"},
-    {F::bmm,     "dml.bmm.tiled.over_batch",            "dml_cpu_bmm_tiled",    "96, 256, 256, 1",    "", "threads split the batch"},
-    {F::bmm,     "dml.bmm.tiled.per_gemm",              "dml_cpu_bmm_tiled",    "96, 256, 256, 0",    "", "threads split each GEMM's tiles"},
-    {F::softmax, "dml.softmax.rowwise",                 "dml_cpu_softmax",      "",                   "", "library default (size threshold)"},
-    {F::softmax, "dml.softmax.rows.serial",             "dml_cpu_softmax_rows", "1",                  "", "single-threaded"},
-    {F::softmax, "dml.softmax.rows.parallel",           "dml_cpu_softmax_rows", "0",                  "", "rows split over every thread"},
-    {F::qgemm,   "dml.qgemm.auto",                      "dml_cpu_qgemm",        "",                   "", "library default: int8 dot for small M, dequantize tiles above"},
-    {F::qgemm,   "dml.qgemm.int8dot",                   "dml_cpu_qgemm_variant", "1, 0",              "avx2,fma", "activations quantized to 8-bit blocks, integer dot products (decode)"},
-    {F::qgemm,   "dml.qgemm.dequant_tile",              "dml_cpu_qgemm_variant", "2, 0",              "avx2,fma", "weight tiles dequantized to fp32, fp32 GEMM register tiles (prefill)"},
-    {F::qgemm,   "dml.qgemm.int8dot.st",                "dml_cpu_qgemm_variant", "1, 1",              "avx2,fma", "int8 dot, single-threaded: no OpenMP wake-up"},
-    {F::qgemm,   "dml.qgemm.repacked",                  "dml_cpu_qgemm_prepacked", "0",               "avx2,fma", "constant q4_0/q8_0/q4_K/q6_K weights repacked at init into 8-row interleaved tiles, int8 dot (default)", "", "", false, true},
-    {F::qgemm,   "dml.qgemm.repacked.st",               "dml_cpu_qgemm_prepacked", "1",               "avx2,fma", "repacked tiles, single-threaded", "", "", false, true},
-    {F::conv,    "dml.conv2d.prepacked",                "dml_cpu_conv2d",       "",                   "", "library rule: channel-vectorised direct for small static images, else F(4x4) where accurate, F(2x2) where it fits, else GEMM panels (DINOML_CONV_WINOGRAD at load)", "", "", false, false, -1},
-    {F::conv,    "dml.conv2d.implicit_gemm.prepacked",  "dml_cpu_conv2d",       "",                   "", "direct (spatial lanes, AVX-512) or implicit GEMM over packed 6-row weight panels", "", "", false, false, 0},
-    {F::conv,    "dml.conv2d.direct_cv.prepacked",      "dml_cpu_conv2d",       "",                   "", "direct, output channels in the vector lanes over packed 16-channel weight panels (small images)", "", "", false, false, 1},
-    {F::conv,    "dml.conv2d.winograd_f2.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(2x2,3x3): 2.25x fewer multiplies (3x3 stride 1, C, O >= 16)", "", "", false, false, 2},
-    {F::conv,    "dml.conv2d.winograd_f4.prepacked",    "dml_cpu_conv2d",       "",                   "", "Winograd F(4x4,3x3): 4x fewer multiplies, more transform work (C <= 128)", "", "", false, false, 4},
+    {.family = F::gemm, .name = "dml.gemm.blocked", .function = "dml_cpu_gemm", .doc = "library default GEMM"},
+    {.family = F::gemm, .name = "dml.gemm.tiled.mc48_kc128_nc128", .function = "dml_cpu_gemm_tiled", .extra_args = {48, 128, 128, 0}, .doc = "small tiles: more parallel tiles for skinny M"},
+    {.family = F::gemm, .name = "dml.gemm.tiled.mc96_kc256_nc256", .function = "dml_cpu_gemm_tiled", .extra_args = {96, 256, 256, 0}, .doc = "L2-sized A block"},
+    {.family = F::gemm, .name = "dml.gemm.tiled.mc144_kc512_nc512", .function = "dml_cpu_gemm_tiled", .extra_args = {144, 512, 512, 0}, .doc = "deep K blocks, wide C tiles"},
+    {.family = F::gemm, .name = "dml.gemm.tiled.mc96_kc256_nc256.st", .function = "dml_cpu_gemm_tiled", .extra_args = {96, 256, 256, 1}, .doc = "single-threaded: no OpenMP wake-up"},
+    {.family = F::gemm, .name = "dml.gemm.path.blocked", .function = "dml_cpu_gemm_variant", .extra_args = {1, 0}, .doc = "kernels/cpu/gemm.cpp: B packed per call, A per block (large M)"},
+    {.family = F::gemm, .name = "dml.gemm.path.slice", .function = "dml_cpu_gemm_variant", .extra_args = {2, 0}, .doc = "kernels/cpu/gemm.cpp: A in place, B packed in L1 slices (small/mid M)"},
+    {.family = F::gemm, .name = "dml.gemm.path.dot", .function = "dml_cpu_gemm_variant", .extra_args = {3, 0}, .doc = "kernels/cpu/gemm.cpp: fp32 b[N,K] read in place by dot products (skinny M)"},
+    {.family = F::gemm, .name = "dml.gemm.path.auto.st", .function = "dml_cpu_gemm_variant", .extra_args = {0, 1}, .doc = "kernels/cpu/gemm.cpp: shape-chosen path, single-threaded"},
+    {.family = F::gemm, .name = "dml.gemm.prepacked", .function = "dml_cpu_gemm_prepacked", .doc = "constant b packed once at module init into the tiles' panel layout", .packed_constant_b = true},
+    {.family = F::gemm, .name = "dml.gemm.bf16_native.prepacked", .function = "dml_cpu_gemm_bf16_prepacked", .isa = "avx512bf16", .doc = "bf16 graphs: constant b packed once at init into K-pair panels; AMX tiles (tdpbf16ps) where the CPU has AMX-BF16, else AVX512_BF16 dot products (vdpbf16ps); fp32 accumulation", .packed_constant_b = true, .bf16_only = true},
+    {.family = F::gemm, .name = "dml.gemm.bf16_math.prepacked", .function = "dml_cpu_gemm_bf16_prepacked", .isa = "avx512bf16", .doc = "fp32 graphs compiled with fp32_matmul_precision=bf16: a and the constant b rounded to bf16 (b once at init), AMX / AVX512_BF16 products, fp32 accumulation and output", .packed_constant_b = true, .bf16_math = true},
+    {.family = F::gemm, .name = "onednn.matmul", .function = "dml_cpu_onednn_gemm", .doc = "oneDNN matmul primitive (created once per shape), post-ops for the epilogue", .library = "dinoml_cpu_onednn", .system_library = "libdnnl.so.2", .float32_only = true},
+    {.family = F::gemm, .name = "openblas.sgemm", .function = "dml_cpu_openblas_gemm", .doc = "OpenBLAS cblas_sgemm, epilogue applied after", .library = "dinoml_cpu_openblas", .system_library = "libopenblas.so.0", .float32_only = true},
+    {.family = F::bmm, .name = "dml.bmm.blocked", .function = "dml_cpu_bmm", .doc = "library default batched GEMM"},
+    {.family = F::bmm, .name = "dml.bmm.tiled.over_batch", .function = "dml_cpu_bmm_tiled", .extra_args = {96, 256, 256, 1}, .doc = "threads split the batch"},
+    {.family = F::bmm, .name = "dml.bmm.tiled.per_gemm", .function = "dml_cpu_bmm_tiled", .extra_args = {96, 256, 256, 0}, .doc = "threads split each GEMM's tiles"},
+    {.family = F::softmax, .name = "dml.softmax.rowwise", .function = "dml_cpu_softmax", .doc = "library default (size threshold)"},
+    {.family = F::softmax, .name = "dml.softmax.rows.serial", .function = "dml_cpu_softmax_rows", .extra_args = {1}, .doc = "single-threaded"},
+    {.family = F::softmax, .name = "dml.softmax.rows.parallel", .function = "dml_cpu_softmax_rows", .extra_args = {0}, .doc = "rows split over every thread"},
+    {.family = F::qgemm, .name = "dml.qgemm.auto", .function = "dml_cpu_qgemm", .doc = "library default: int8 dot for small M, dequantize tiles above"},
+    {.family = F::qgemm, .name = "dml.qgemm.int8dot", .function = "dml_cpu_qgemm_variant", .extra_args = {1, 0}, .isa = "avx2,fma", .doc = "activations quantized to 8-bit blocks, integer dot products (decode)"},
+    {.family = F::qgemm, .name = "dml.qgemm.dequant_tile", .function = "dml_cpu_qgemm_variant", .extra_args = {2, 0}, .isa = "avx2,fma", .doc = "weight tiles dequantized to fp32, fp32 GEMM register tiles (prefill)"},
+    {.family = F::qgemm, .name = "dml.qgemm.int8dot.st", .function = "dml_cpu_qgemm_variant", .extra_args = {1, 1}, .isa = "avx2,fma", .doc = "int8 dot, single-threaded: no OpenMP wake-up"},
+    {.family = F::qgemm, .name = "dml.qgemm.repacked", .function = "dml_cpu_qgemm_prepacked", .extra_args = {0}, .isa = "avx2,fma", .doc = "constant q4_0/q8_0/q4_K/q6_K weights repacked at init into 8-row interleaved tiles, int8 dot (default)", .packed_constant_b = true},
+    {.family = F::qgemm, .name = "dml.qgemm.repacked.st", .function = "dml_cpu_qgemm_prepacked", .extra_args = {1}, .isa = "avx2,fma", .doc = "repacked tiles, single-threaded", .packed_constant_b = true},
+    {.family = F::conv, .name = "dml.conv2d.prepacked", .function = "dml_cpu_conv2d", .doc = "library rule: channel-vectorised direct for small static images, else F(4x4) where accurate, F(2x2) where it fits, else GEMM panels (DINOML_CONV_WINOGRAD at load)"},
+    {.family = F::conv, .name = "dml.conv2d.implicit_gemm.prepacked", .function = "dml_cpu_conv2d", .doc = "direct (spatial lanes, AVX-512) or implicit GEMM over packed 6-row weight panels", .variant = 0},
+    {.family = F::conv, .name = "dml.conv2d.direct_cv.prepacked", .function = "dml_cpu_conv2d", .doc = "direct, output channels in the vector lanes over packed 16-channel weight panels (small images)", .variant = 1},
+    {.family = F::conv, .name = "dml.conv2d.winograd_f2.prepacked", .function = "dml_cpu_conv2d", .doc = "Winograd F(2x2,3x3): 2.25x fewer multiplies (3x3 stride 1, C, O >= 16)", .variant = 2},
+    {.family = F::conv, .name = "dml.conv2d.winograd_f4.prepacked", .function = "dml_cpu_conv2d", .doc = "Winograd F(4x4,3x3): 4x fewer multiplies, more transform work (C <= 128)", .variant = 4},
   };
   // clang-format on
   return table;
-}
-#pragma GCC diagnostic pop
-
-bool isa_supported_here(const std::string& isa) {
-  std::stringstream ss(isa);
-  std::string f;
-  while (std::getline(ss, f, ',')) {
-    // __builtin_cpu_supports needs literal names, hence the list.
-    bool ok = f.empty() || (f == "avx2" && __builtin_cpu_supports("avx2")) || (f == "fma" && __builtin_cpu_supports("fma")) ||
-              (f == "avx512f" && __builtin_cpu_supports("avx512f")) ||
-              (f == "avx512bw" && __builtin_cpu_supports("avx512bw")) ||
-              (f == "avx512vl" && __builtin_cpu_supports("avx512vl")) ||
-              (f == "avx512vnni" && __builtin_cpu_supports("avx512vnni")) ||
-              (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16")) ||
-              (f == "amx-bf16" && __builtin_cpu_supports("amx-bf16")) ||
-              (f == "amx-int8" && __builtin_cpu_supports("amx-int8"));
-    // DINOML_CPU_DISABLE_ISA applies here as in the runtime's load check, so a compile on a big
-    // machine for a smaller CPU neither offers nor times what that CPU could not run.
-    if (!ok || (!f.empty() && dinoml::isa_disabled_by_env(f.c_str()))) return false;
-  }
-  return true;
 }
 
 std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here) {
   std::vector<KernelCandidate> out;
   for (const auto& c : candidate_table())
-    if (c.family == f && (!only_supported_here || isa_supported_here(c.isa))) out.push_back(c);
+    if (c.family == f && (!only_supported_here || tune::isa_supported_here(c.isa))) out.push_back(c);
   return out;
 }
 
+std::string extra_args_text(const KernelCandidate& c) {
+  std::string s;
+  for (int64_t v : c.extra_args) s += ", " + std::to_string(v);
+  return s;
+}
+
 std::string candidate_call(const KernelCandidate& c, const std::string& common_args) {
-  return c.function + "(" + common_args + (c.extra_args.empty() ? "" : ", " + c.extra_args) + ")";
+  return c.function + "(" + common_args + extra_args_text(c) + ")";
 }
 
 }  // namespace dinoml::lower::cpu

@@ -3,7 +3,7 @@
 // stable: it keys the profile cache and execution_plan.json, so renaming one invalidates both.
 //
 // Adding a candidate is one line in candidates.cpp's table: the family's call arguments are
-// fixed (see CandidateFamily), a candidate adds only its function and trailing arguments.
+// fixed (see CandidateFamily), a candidate adds only its function and trailing integer arguments.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,19 +21,20 @@ namespace dinoml::lower::cpu {
 //            packed once at module init in the candidate's `variant`
 enum class CandidateFamily { gemm, bmm, softmax, qgemm, conv };
 
+// Every field has a default, so a table row names only what it sets (designated initializers).
 struct KernelCandidate {
-  CandidateFamily family;
-  std::string name;        // stable, e.g. "dml.gemm.tiled.mc96_kc256_nc256"
-  std::string function;    // C function of libdinoml_cpu_kernels
-  std::string extra_args;  // trailing call arguments ("" for none)
-  std::string isa;         // ISA the kernel needs beyond the module's baseline ("" = none), e.g. "avx512f"
-  std::string doc;         // one line: what this variant does differently
+  CandidateFamily family = CandidateFamily::gemm;
+  std::string name = {};        // stable, e.g. "dml.gemm.tiled.mc96_kc256_nc256"
+  std::string function = {};    // C function of libdinoml_cpu_kernels
+  std::vector<int64_t> extra_args = {};  // trailing integer call arguments (the variant's speed parameters)
+  std::string isa = {};         // ISA the kernel needs beyond the module's baseline ("" = none), e.g. "avx512f"
+  std::string doc = {};         // one line: what this variant does differently
   // Vendor provider (kernels/cpu/providers): the library holding `function` ("dinoml_cpu_onednn"),
   // linked into module.so and shipped in lib/ only when the candidate is compiled in, and the
   // system library it needs at run time ("libdnnl.so.2", recorded in the manifest). "" = the
   // kernel library itself.
-  std::string library;
-  std::string system_library;
+  std::string library = {};
+  std::string system_library = {};
   bool float32_only = false;  // the provider offers float32 only
   // gemm: `function` takes (dtype, M, N, K, a, packed_b, bias, d, c, epilogue) with a constant b
   // packed once at module init. conv: the packed-weight variant (0 GEMM panels, 2 / 4 Winograd).
@@ -57,10 +58,8 @@ const std::vector<KernelCandidate>& candidate_table();
 // (the library's own entry point), used when nothing was measured.
 std::vector<KernelCandidate> candidates_for(CandidateFamily f, bool only_supported_here = true);
 
-// Whether the CPU running the compiler has `isa` (a comma-separated list; "" = yes).
-// (DINOML_CPU_DISABLE_ISA, as in the runtime, names ISAs to treat as absent.)
-bool isa_supported_here(const std::string& isa);
-
+// ", a, b, ..." for the candidate's extra_args ("" for none).
+std::string extra_args_text(const KernelCandidate& c);
 // The call statement text "function(common, extra)".
 std::string candidate_call(const KernelCandidate& c, const std::string& common_args);
 

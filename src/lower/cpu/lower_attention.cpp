@@ -3,7 +3,8 @@
 // output that stride_attention_operands (src/passes/) made strided views — the heads of a fused QKV
 // projection, an output written as [B, S, H, D] — go through dml_cpu_sdpa_strided with their
 // element strides (passes::strided_layout), so the head permutes around the attention cost nothing.
-#include "lower/cpu/library_args.h"
+#include "lower/common/library_args.h"
+#include "lower/cpu/emit_cpu.h"
 #include "passes/stride_attention_operands.h"
 
 namespace dinoml::lower::cpu {

@@ -16,8 +16,8 @@
 
 #include "ir/error.h"
 #include "ir/serialize.h"
-#include "lower/cpu/conv_args.h"
-#include "lower/cpu/emit_context.h"
+#include "lower/common/conv_args.h"
+#include "lower/cpu/emit_cpu.h"
 #include "ops/conv_params.h"
 
 namespace dinoml::lower::cpu {

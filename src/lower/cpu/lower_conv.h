@@ -8,9 +8,11 @@
 
 #include "ir/graph.h"
 
-namespace dinoml::lower::cpu {
-
+namespace dinoml::lower {
 class EmitContext;
+}  // namespace dinoml::lower
+
+namespace dinoml::lower::cpu {
 
 bool is_conv_op(const std::string& op);
 nlohmann::json emit_conv_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body);

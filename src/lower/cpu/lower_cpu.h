@@ -10,17 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/graph.h"
+#include "lower/common/kernel_choice.h"
 #include "passes/plan_memory.h"
 
 namespace dinoml::lower::cpu {
-
-// The kernel chosen for one tunable node in one bucket, and why (execution_plan.json).
-struct KernelChoice {
-  std::string kernel;       // candidate name (lower/cpu/candidates.h)
-  std::string reason;       // "fastest ...", "within noise of ...", "default (not profiled)"
-  bool measured = false;    // chosen by measurement (false: default / hand-written plan entry)
-  nlohmann::json timings;   // optional: per candidate {median_s, ci_low_s, ci_high_s, reps}
-};
 
 struct CpuLowerOptions {
   std::vector<std::string> isa = {"avx2", "fma", "f16c"};  // required ISA of the generated code

@@ -1,8 +1,8 @@
 // CPU lowering of kv_cache_write: one call to dml_cpu_kv_cache_write with the cache as
 // [outer, S, D]. When alias_kv_cache_write made the output share the cache's buffer (a state),
 // the kernel writes only the new rows in place.
-#include "lower/cpu/emit_context.h"
-#include "lower/cpu/library_args.h"
+#include "lower/cpu/emit_cpu.h"
+#include "lower/common/library_args.h"
 
 namespace dinoml::lower::cpu {
 

@@ -9,8 +9,8 @@
 #include "dinoml/quant_blocks.h"
 #include "ir/error.h"
 #include "ir/serialize.h"
-#include "lower/cpu/emit_context.h"
-#include "lower/cpu/library_args.h"
+#include "lower/cpu/emit_cpu.h"
+#include "lower/common/library_args.h"
 #include "lower/cpu/lower_conv.h"
 
 namespace dinoml::lower::cpu {
@@ -48,9 +48,8 @@ void expect_float(const ir::Node& n, ir::DType t) {
 
 // ---- GEMM family ----------------------------------------------------------------------------
 
-bool parse_gemm(const std::string& op, GemmKind& k) { return parse_gemm_op(op, "DML_CPU_EPI_", k); }
-
-json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostringstream& body) {
+json emit_gemm(EmitContext& cx, const ir::Node& n, const ops::GemmVariant& k, std::ostringstream& body) {
+  const std::string epilogue = gemm_epilogue(k, "DML_CPU_EPI_");
   const auto& a = cx.tensor(n.inputs.at(0));
   const auto& b = cx.tensor(n.inputs.at(1));
   const auto& y = n.outputs.at(0);
@@ -58,24 +57,24 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
   if (a.shape.size() < 2 || b.shape.size() != 2) no_lowering(n, "expects a[..., M, K] and a 2-d b");
   const size_t ra = a.shape.size();
   const std::string M = cx.cpp_prod(a.shape, 0, ra - 1), K = cx.cpp(a.shape[ra - 1]);
-  const std::string N = cx.cpp(k.rcr ? b.shape[0] : b.shape[1]);
+  const std::string N = cx.cpp(k.b_is_nk ? b.shape[0] : b.shape[1]);
   size_t next = 2;
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
-  const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  const std::string d = k.residual ? cx.ptr(n.inputs.at(next++)) : "NULL";
   if (b.quant) {
     // A weight kept as GGUF blocks (gguf_constant policy keep): the quantized GEMM family.
-    if (!k.rcr) no_lowering(n, "a quantized weight needs the rcr layout (b[N, K])");
+    if (!k.b_is_nk) no_lowering(n, "a quantized weight needs the rcr layout (b[N, K])");
     if (a.dtype != ir::DType::f32) no_lowering(n, "quantized weights take float32 activations");
     const int qt = dml_qtype_by_name(b.quant->type.c_str());
     if (qt < 0) no_lowering(n, "unknown quant type " + b.quant->type);
     const std::string qargs = std::to_string(qt) + " /* " + b.quant->type + " */, " + M + ", " + N + ", " + K + ", " +
                               "(const float*)" + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", (const float*)" +
-                              bias + ", (const float*)" + d + ", (float*)" + cx.ptr(y) + ", " + k.epilogue;
-    return emit_qgemm(cx, n, qt, qargs, M, N, K, cx.ptr(n.inputs[0]), bias, d, cx.ptr(y), k.epilogue, body);
+                              bias + ", (const float*)" + d + ", (float*)" + cx.ptr(y) + ", " + epilogue;
+    return emit_qgemm(cx, n, qt, qargs, M, N, K, cx.ptr(n.inputs[0]), bias, d, cx.ptr(y), epilogue, body);
   }
-  const std::string args = dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
+  const std::string args = dtype_code(a.dtype) + ", " + (k.b_is_nk ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR") + ", " + M + ", " +
                            N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " + bias + ", " +
-                           d + ", " + cx.ptr(y) + ", " + k.epilogue;
+                           d + ", " + cx.ptr(y) + ", " + epilogue;
   // A constant b (a linear layer's weight) can be packed once at init: dml.gemm.prepacked, the
   // default for such nodes. Providers offer float32 only.
   const bool f32 = a.dtype == ir::DType::f32 && b.dtype == ir::DType::f32;
@@ -84,12 +83,12 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
     const auto layout = ir::layout_constants(cx.g);
     if (auto it = layout.find(n.inputs[1]); it != layout.end()) b_offset = it->second.offset;
   }
-  const std::string dt = dtype_code(a.dtype), bl = k.rcr ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR";
+  const std::string dt = dtype_code(a.dtype), bl = k.b_is_nk ? "DML_CPU_B_RCR" : "DML_CPU_B_RRR";
   // The native bf16 GEMM: bf16 a, b (constant) and output only.
   const bool bf16 = a.dtype == ir::DType::bf16 && b.dtype == ir::DType::bf16 && cx.tensor(y).dtype == ir::DType::bf16;
   std::string packed, packed_bf16;
   TunableHooks hooks;
-  const bool bf16_math = f32 && cx.tensor(y).dtype == ir::DType::f32 && cx.options && cx.options->bf16_matmul;
+  const bool bf16_math = f32 && cx.tensor(y).dtype == ir::DType::f32 && cx.bf16_matmul;
   // The bf16 kernel (native bf16 graphs, or float32 ones with fp32_matmul_precision "bf16").
   auto bf16_kernel = [](const KernelCandidate& c) { return c.bf16_only || c.bf16_math; };
   hooks.applies = [&](const KernelCandidate& c) {
@@ -111,9 +110,9 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, std::ostri
     if (!c.packed_constant_b) return candidate_call(c, args);
     if (bf16_kernel(c))
       return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed_bf16 +
-             ", " + bias + ", " + d + ", " + cx.ptr(y) + ", " + dt + ", " + k.epilogue + ", 0)";
+             ", " + bias + ", " + d + ", " + cx.ptr(y) + ", " + dt + ", " + epilogue + ", 0)";
     return c.function + "(" + dt + ", " + M + ", " + N + ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + packed + ", " +
-           bias + ", " + d + ", " + cx.ptr(y) + ", " + k.epilogue + ")";
+           bias + ", " + d + ", " + cx.ptr(y) + ", " + epilogue + ")";
   };
   return emit_tunable(cx, n, CandidateFamily::gemm, args, body, "", "", &hooks);
 }
@@ -273,15 +272,14 @@ bool is_library_op(const std::string& op) {
       "softmax",     "log_softmax", "layer_norm", "rms_norm",    "group_norm", "permute",    "transpose",
       "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
       "arange",      "full",       "scaled_dot_product_attention", "kv_cache_write"};
-  GemmKind k;
-  return ops.count(op) != 0 || parse_gemm(op, k) || is_conv_op(op);
+  return ops.count(op) != 0 || plain_gemm_variant(op) || is_conv_op(op);
 }
 
 json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const std::string& op = n.op;
-  GemmKind k;
-  if (parse_gemm(op, k)) return emit_gemm(cx, n, k, body);
-  if (op == "bmm_rrr" || op == "bmm_rcr") return emit_bmm(cx, n, op == "bmm_rcr", body);
+  const std::optional<ops::GemmVariant> g = ops::gemm_variant(op);
+  if (g && !g->batched) return emit_gemm(cx, n, *g, body);
+  if (g) return emit_bmm(cx, n, g->b_is_nk, body);
   if (op.rfind("reduce_", 0) == 0) return emit_reduce(cx, n, body);
   if (op == "argmax") return emit_argmax(cx, n, body);
   if (op == "softmax" || op == "log_softmax") return emit_softmax(cx, n, body);

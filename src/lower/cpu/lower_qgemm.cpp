@@ -7,7 +7,7 @@
 
 #include "dinoml/quant_blocks.h"
 #include "ir/serialize.h"
-#include "lower/cpu/emit_context.h"
+#include "lower/cpu/emit_cpu.h"
 
 namespace dinoml::lower::cpu {
 
@@ -66,7 +66,7 @@ nlohmann::json emit_qgemm(EmitContext& cx, const ir::Node& n, int qt, const std:
     if (!c.packed_constant_b) return candidate_call(c, qargs);
     return c.function + "(" + q + ", " + M + ", " + N + ", " + K + ", (const float*)" + a + ", " + packed +
            ", (const float*)" + bias + ", (const float*)" + d + ", (float*)" + y + ", " + epilogue +
-           (c.extra_args.empty() ? "" : ", " + c.extra_args) + ")";
+           extra_args_text(c) + ")";
   };
   return emit_tunable(cx, n, CandidateFamily::qgemm, qargs, body, "", "", &hooks);
 }

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lower/cpu/emit_context.h"
+#include "lower/common/emit_context.h"
 #include "lower/cuda/lower_cuda.h"
 #include "ops/conv_params.h"
 
@@ -22,14 +22,14 @@ GpuTarget current_target();
 std::string checked_cuda_call(const ir::Node& n, const std::string& call);
 
 // Elementwise ops and fused_elementwise: one generated __global__ kernel each.
-nlohmann::json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+nlohmann::json emit_cuda_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
 // Library ops: calls into libdinoml_cuda_kernels.
 bool is_cuda_library_op(const std::string& op);
-nlohmann::json emit_cuda_library_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts,
+nlohmann::json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts,
                                     std::ostringstream& body);
 // conv2d family, batch_norm, pooling, interpolate (lower_cuda_conv.cpp); attention (lower_cuda_attention.cpp).
 bool is_cuda_conv_op(const std::string& op);
-nlohmann::json emit_cuda_conv_op(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
+nlohmann::json emit_cuda_conv_op(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
 // What lower() decides for the whole module before it emits nodes, installed for the per-node
 // emitters with ModulePlanScope: the tensors kept NHWC (channels-last conv chains,
 // plan_conv_nhwc) and the weights packed at module init into one device buffer,
@@ -63,30 +63,30 @@ class ModulePlanScope {
   const ModulePlan* saved_;
 };
 // "{sn, sc, sh, sw}": element strides of a [N, C, H, W] tensor stored NHWC or NCHW.
-std::string nhwc_strides(const cpu::EmitContext& cx, const std::string& tensor, bool nhwc);
+std::string nhwc_strides(const EmitContext& cx, const std::string& tensor, bool nhwc);
 // gather / embedding / kv_cache_write / argmax and quantized-weight GEMMs (lower_cuda_quant.cpp).
 bool is_cuda_index_op(const std::string& op);
-nlohmann::json emit_cuda_index_op(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body);
-nlohmann::json emit_cuda_qgemm(cpu::EmitContext& cx, const ir::Node& n, bool rcr, const std::string& epilogue,
+nlohmann::json emit_cuda_index_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
+nlohmann::json emit_cuda_qgemm(EmitContext& cx, const ir::Node& n, bool rcr, const std::string& epilogue,
                                const std::string& bias, const std::string& d, const CudaLowerOptions& opts,
                                std::ostringstream& body);
 // dinoml_module_run_cuda: CUDA-graph capture/replay around the module's dml_run_direct (cuda_graphs.cpp).
 std::string graph_runner_source(size_t num_dims, size_t num_inputs, size_t num_outputs, size_t num_states);
 // A tunable GPU node (lower_cuda_tunable.cpp): candidate names with their full statement text;
 // the kernel selection, bucket dispatch and profile cases are the CPU lowering's
-// (cpu::select_tunable / cpu::emit_tunable_dispatch). `default_index` is the unprofiled choice;
+// (select_tunable / emit_tunable_dispatch). `default_index` is the unprofiled choice;
 // `default_first` moves it to index 0, which the profiler's tie-break favours (qgemm keeps its
 // run-time rule `auto` last instead: see lower_cuda_quant.cpp).
 struct GpuCandidate {
   std::string name;  // stable: keys the profile cache and execution_plan.json
   std::string call;  // statement(s) emitted into run() / the profile entry
 };
-nlohmann::json emit_gpu_tunable(cpu::EmitContext& cx, const ir::Node& n, const std::string& family,
+nlohmann::json emit_gpu_tunable(EmitContext& cx, const ir::Node& n, const std::string& family,
                                 const std::vector<GpuCandidate>& cands, size_t default_index,
                                 const std::string& default_reason, std::ostringstream& body,
                                 bool default_first = true);
 // dinoml_module_profile_cuda of a bootstrap module (empty text otherwise).
-std::string emit_gpu_profile_entry(cpu::EmitContext& cx, const std::string& storage);
-nlohmann::json emit_cuda_sdpa(cpu::EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
+std::string emit_gpu_profile_entry(EmitContext& cx, const std::string& storage);
+nlohmann::json emit_cuda_sdpa(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& opts, std::ostringstream& body);
 
 }  // namespace dinoml::lower::cuda

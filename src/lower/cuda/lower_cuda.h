@@ -3,8 +3,8 @@
 // device memory/stream entry points). Library ops call libdinoml_cuda_kernels
 // (kernels/cuda/dinoml_cuda_kernels.h) with device pointers on the run's stream; every
 // fused_elementwise node becomes a generated __global__ kernel built from the same step
-// expressions as the CPU loops (lower/cpu/fused_program.h). Host-side plumbing (arena tables,
-// bucket selection, storage pointers, output/view/state copies) is the CPU lowering's, with
+// expressions as the CPU loops (lower/common/fused_program.h). Host-side plumbing (arena tables,
+// bucket selection, storage pointers, output/view/state copies) is lower/common's, as on CPU, with
 // device-to-device copies.
 #pragma once
 #include <map>
@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/graph.h"
-#include "lower/cpu/lower_cpu.h"
+#include "lower/common/kernel_choice.h"
 #include "passes/pass.h"
 #include "passes/plan_memory.h"
 
@@ -54,7 +54,7 @@ struct CudaLowerOptions {
   // Kernel selection (as CpuLowerOptions): node name -> one choice per memory-plan bucket; tunable
   // nodes absent here get their default. A bootstrap module compiles every candidate in and
   // exports dinoml_module_profile_cuda (lower_cuda_tunable.cpp) for the profiler.
-  std::map<std::string, std::vector<cpu::KernelChoice>> choices;
+  std::map<std::string, std::vector<KernelChoice>> choices;
   bool bootstrap = false;
 };
 

@@ -7,7 +7,7 @@
 
 #include "ir/error.h"
 #include "ir/serialize.h"
-#include "lower/cpu/conv_args.h"
+#include "lower/common/conv_args.h"
 #include "lower/cuda/emit_cuda.h"
 #include "ops/conv_params.h"
 
@@ -15,8 +15,6 @@ namespace dinoml::lower::cuda {
 namespace {
 
 using nlohmann::json;
-using cpu::brace_list;
-using cpu::EmitContext;
 
 json manifest(const ir::Node& n, const json& cands, const std::string& sel, const std::string& reason) {
   return {{"node", n.name}, {"op", n.op}, {"candidates", cands}, {"selected", sel}, {"reason", reason}};
@@ -44,7 +42,7 @@ bool is_nhwc(const std::string& tensor) {
 // kernel's own rule and tiles; on sm_90a with C % 8 == 0, O % 8 == 0 and channels-last x and y the
 // wgmma kernel's tiles; for a 1x1 / stride 1 / unpadded conv between channels-last tensors the GEMM
 // routes (cuBLASLt, and on sm_90a the own TMA + wgmma GEMM).
-json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, ir::DType t, const cpu::Conv2dArgs& ca,
+json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, ir::DType t, const Conv2dArgs& ca,
                     size_t pack_off, std::ostringstream& body) {
   const bool bias = ca.bias, add = ca.add, relu = ca.relu;
   const auto slots = ir::layout_constants(cx.g);
@@ -54,9 +52,9 @@ json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& 
   cx.init << "  if (dml_cuda_conv2d_pack_ohwi(" << dt(t) << ", " << w.shape[0].const_value() << ", "
           << w.shape[1].const_value() << ", " << w.shape[2].const_value() << ", " << w.shape[3].const_value()
           << ", st->dconst + " << ws->second.offset << ", st->dpack + " << pack_off << ", NULL)) {  // "
-          << cpu::comment_text(n.name) << "\n"
+          << comment_text(n.name) << "\n"
           << "    if (err && errlen) snprintf(err, errlen, \"node %s: packing conv weights: %s\", "
-          << cpu::cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
+          << cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
           << "    cudaFree(st->dpack); cudaFree(st->dconst); free(st);\n    return 1;\n  }\n";
   const std::string wp = "(((const DmlModuleState*)module_state)->dpack + " + std::to_string(pack_off) + ")";
   const std::string xs = nhwc_strides(cx, n.inputs[0], is_nhwc(n.inputs[0]));
@@ -101,7 +99,7 @@ json emit_conv_nhwc(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& 
 
 json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  const cpu::Conv2dArgs ca = cpu::conv2d_args(cx, n, no_cuda_lowering);
+  const Conv2dArgs ca = conv2d_args(cx, n, no_cuda_lowering);
   if (const ModulePlan* p = current_module_plan()) {
     auto it = p->pack_offset.find(n.name);
     if (it != p->pack_offset.end()) return emit_conv_nhwc(cx, n, o, t, ca, it->second, body);
@@ -158,7 +156,7 @@ json emit_conv3d(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
   if (is_nhwc(n.inputs[0]) || is_nhwc(n.outputs[0])) {  // a channels-last chain (lower_cuda_conv_nhwc.cpp)
-    body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(cpu::pool2d_fields(cx, n, no_cuda_lowering)) << ";\n"
+    body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(pool2d_fields(cx, n, no_cuda_lowering)) << ";\n"
          << "    const int64_t xs[4] = " << nhwc_strides(cx, n.inputs[0], is_nhwc(n.inputs[0]))
          << ", ys[4] = " << nhwc_strides(cx, n.outputs[0], is_nhwc(n.outputs[0])) << ";\n  "
          << checked_cuda_call(n, "dml_cuda_pool2d_strided(" + dt(t) + ", " + (n.op == "max_pool2d" ? "1" : "0") +
@@ -170,7 +168,7 @@ json emit_pool(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
     return e;
   }
   const std::string fn = n.op == "max_pool2d" ? "dml_cuda_max_pool2d" : "dml_cuda_avg_pool2d";
-  body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(cpu::pool2d_fields(cx, n, no_cuda_lowering)) << ";\n  "
+  body << "  {\n    const dml_cuda_pool2d_shape ps = " << brace_list(pool2d_fields(cx, n, no_cuda_lowering)) << ";\n  "
        << checked_cuda_call(n, fn + "(" + dt(t) + ", &ps, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)")
        << "  }\n";
   return manifest(n, {fn + ".per_output"}, fn + ".per_output", "only candidate (not tunable)");
@@ -187,7 +185,7 @@ json emit_global_avg(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
     e["layout"] = {{"x", "NHWC"}, {"y", "NCHW"}};
     return e;
   }
-  body << checked_cuda_call(n, "dml_cuda_global_avg_pool2d(" + dt(t) + ", " + cpu::global_avg_pool_args(cx, n, no_cuda_lowering) +
+  body << checked_cuda_call(n, "dml_cuda_global_avg_pool2d(" + dt(t) + ", " + global_avg_pool_args(cx, n, no_cuda_lowering) +
                                    ", stream)");
   return manifest(n, {"dml_cuda_global_avg_pool2d.warp_per_plane"}, "dml_cuda_global_avg_pool2d.warp_per_plane",
                   "only candidate (not tunable)");
@@ -196,14 +194,14 @@ json emit_global_avg(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
 json emit_interpolate(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
   std::string mode;
-  const std::string args = cpu::interpolate_args(cx, n, "DML_CUDA_", no_cuda_lowering, &mode);
+  const std::string args = interpolate_args(cx, n, "DML_CUDA_", no_cuda_lowering, &mode);
   body << checked_cuda_call(n, "dml_cuda_interpolate(" + dt(t) + ", " + args + ", stream)");
   return manifest(n, {"dml_cuda_interpolate." + mode}, "dml_cuda_interpolate." + mode, "only candidate (not tunable)");
 }
 
 json emit_batch_norm(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
-  body << checked_cuda_call(n, "dml_cuda_batch_norm(" + dt(t) + ", " + cpu::batch_norm_args(cx, n, no_cuda_lowering) +
+  body << checked_cuda_call(n, "dml_cuda_batch_norm(" + dt(t) + ", " + batch_norm_args(cx, n, no_cuda_lowering) +
                                    ", stream)");
   return manifest(n, {"dml_cuda_batch_norm.per_element"}, "dml_cuda_batch_norm.per_element", "only candidate (not tunable)");
 }

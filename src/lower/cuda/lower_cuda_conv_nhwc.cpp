@@ -30,7 +30,7 @@
 #include <set>
 
 #include "ir/error.h"
-#include "lower/cpu/conv_args.h"
+#include "lower/common/conv_args.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
@@ -169,7 +169,7 @@ passes::PassResult insert_conv_layout_edges(ir::Graph& g, const CudaLowerOptions
     if (!is_conv(n.op) || !nhwc_conv_capable(g, n, o)) continue;
     if (from_chain(n.inputs[0]) || into_chain(n.outputs[0])) continue;
     // A plain 1x1 conv runs as one batched GEMM on NCHW (DML_CUDA_CONV_GEMM): no transposes needed.
-    if (plain_1x1_conv(cpu::read_window(n, true, true, no_cuda_lowering))) continue;
+    if (plain_1x1_conv(read_window(n, true, true, no_cuda_lowering))) continue;
     const ir::TensorKind yk = g.tensor(n.outputs[0]).kind;
     if (yk != ir::TensorKind::intermediate && yk != ir::TensorKind::output) continue;
     lone.push_back(i);
@@ -231,7 +231,7 @@ const ModulePlan* current_module_plan() { return t_module_plan; }
 ModulePlanScope::ModulePlanScope(const ModulePlan* p) : saved_(t_module_plan) { t_module_plan = p; }
 ModulePlanScope::~ModulePlanScope() { t_module_plan = saved_; }
 
-std::string nhwc_strides(const cpu::EmitContext& cx, const std::string& tensor, bool nhwc) {
+std::string nhwc_strides(const EmitContext& cx, const std::string& tensor, bool nhwc) {
   const auto s = cx.cpp_shape(cx.tensor(tensor).shape);  // N C H W
   auto mul = [](const std::string& a, const std::string& b) { return "(" + a + ") * (" + b + ")"; };
   if (nhwc) return "{" + mul(mul(s[1], s[2]), s[3]) + ", INT64_C(1), " + mul(s[3], s[1]) + ", " + s[1] + "}";

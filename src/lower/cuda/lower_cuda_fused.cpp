@@ -1,62 +1,25 @@
 // Generated elementwise kernels of the CUDA lowering. Each fused_elementwise node (a lone
 // elementwise op is a one-step program) becomes a grid-stride __global__ kernel computing the
-// program's steps per output element with the shared step expressions (lower/cpu/fused_program.h),
+// program's steps per output element with the shared step expressions (lower/common/fused_program.h),
 // so CPU and CUDA evaluate exactly the same program text. Inputs that already have the output's
 // element count are read flat; broadcast inputs through per-axis strides (0 on broadcast axes),
 // the same call-site layout as the CPU loops.
 #include <functional>
-#include <set>
 
 #include "ir/error.h"
 #include "ir/serialize.h"
-#include "lower/cpu/fused_program.h"
-#include "lower/cpu/library_args.h"
+#include "lower/common/fused_program.h"
+#include "lower/common/library_args.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
-namespace {
 
 using nlohmann::json;
-using cpu::brace_list;
-using cpu::comment_text;
-using cpu::Step;
 
-std::string var(const char* prefix, size_t i) {
-  std::string s(prefix);
-  s += std::to_string(i);
-  return s;
-}
-
-size_t parse_index(const std::string& a, size_t prefix) {
-  if (a.size() <= prefix || a.size() > prefix + 9) return SIZE_MAX;
-  size_t v = 0;
-  for (size_t i = prefix; i < a.size(); ++i) {
-    if (a[i] < '0' || a[i] > '9') return SIZE_MAX;
-    v = v * 10 + static_cast<size_t>(a[i] - '0');
-  }
-  return v;
-}
-
-}  // namespace
-
-json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+json emit_cuda_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& y = cx.tensor(n.outputs.at(0));
-  std::vector<Step> steps;
-  std::string program_text;
-  if (n.op == "fused_elementwise") {
-    steps = cpu::parse_program(n);
-    program_text = n.attr_str("program");
-  } else {
-    Step s;
-    s.op = n.op;
-    for (size_t i = 0; i < n.inputs.size(); ++i) s.args.push_back(var("in", i));
-    s.dtype = y.dtype;
-    s.attrs = n.attrs;
-    json attrs = json::object();
-    for (const auto& [key, v] : n.attrs) attrs[key] = ir::attr_to_json(v);
-    program_text = json::array({{{"op", s.op}, {"args", s.args}, {"dtype", ir::dtype_name(s.dtype)}, {"attrs", attrs}}}).dump();
-    steps.push_back(std::move(s));
-  }
+  const NodeProgram p = node_program(n, y.dtype);
+  const std::vector<bool>& used = p.used;
   const size_t K = n.inputs.size();
   if (K > 16) no_cuda_lowering(n, "more than 16 inputs in one fused kernel");
   std::vector<ir::DType> in_dt;
@@ -64,33 +27,14 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   const std::string name = "dml_fused_" + std::to_string(cx.next_kernel_id++);
   const std::string oty(ir::dtype_ctype(y.dtype));
 
-  // Kernel body: loads of used inputs, the steps, the store.
-  std::vector<bool> used(K, false);
-  for (const auto& st : steps)
-    for (const auto& a : st.args)
-      if (a.rfind("in", 0) == 0) {
-        const size_t i = parse_index(a, 2);
-        if (i >= K) throw OpError("node '" + n.name + "': program uses " + a + " but the node has " + std::to_string(K) + " inputs");
-        used[i] = true;
-      }
   // The per-element program: loads of the used inputs (load(i) is input i's element), the steps,
   // the store (store(v) writes the converted result).
   auto element_body = [&](const std::string& indent, const std::function<std::string(size_t)>& load,
                           const std::function<std::string(const std::string&)>& store) {
-    std::string b;
-    for (size_t i = 0; i < K; ++i) {
-      if (!used[i]) continue;
-      const std::string v = ir::is_float(in_dt[i]) ? "dml_to_float(" + load(i) + ")" : load(i);
-      b += indent + "const " + cpu::compute_type(in_dt[i]) + " a" + std::to_string(i) + " = " + v + ";\n";
-    }
-    b += cpu::step_statements(n, steps, in_dt, K, indent);
-    const std::string last = var("s", steps.size() - 1);
-    const std::string value = ir::is_float(y.dtype) ? "dml_from_float<" + oty + ">((float)" + last + ")"
-                                                    : "(" + oty + ")" + last;
-    return b + indent + store(value) + ";\n";
+    return element_statements(n, p, in_dt, y.dtype, indent, load, store, no_cuda_lowering);
   };
   const std::string b = element_body(
-      "    ", [](size_t i) { return var("in", i) + "[" + var("o", i) + "]"; },
+      "    ", [](size_t i) { return indexed("in", i) + "[" + indexed("o", i) + "]"; },
       [](const std::string& v) { return "out[i] = " + v; });
 
   // Each input is read flat (it has the output's element count), as a scalar (one element) or
@@ -128,19 +72,19 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   f << "  for (I v = blockIdx.x * (I)blockDim.x + threadIdx.x; v < nv; v += (I)gridDim.x * blockDim.x) {\n";
   for (size_t i = 0; i < K; ++i) {
     if (!used[i]) continue;
-    const std::string t(ir::dtype_ctype(in_dt[i])), x = var("x", i), in = var("in", i);
+    const std::string t(ir::dtype_ctype(in_dt[i])), x = indexed("x", i), in = indexed("in", i);
     f << "    DmlVec8<" << t << "> " << x << ";\n    if (kind" << i << " == 0) " << x << " = *reinterpret_cast<const DmlVec8<"
       << t << ">*>(" << in << " + (size_t)v * 8);\n    else {\n#pragma unroll\n      for (int j = 0; j < 8; ++j) " << x
       << ".v[j] = " << in << "[0];\n    }\n";
   }
   f << "    DmlVec8<" << oty << "> y;\n#pragma unroll\n    for (int j = 0; j < 8; ++j) {\n"
-    << element_body("      ", [](size_t i) { return var("x", i) + ".v[j]"; },
+    << element_body("      ", [](size_t i) { return indexed("x", i) + ".v[j]"; },
                     [](const std::string& v) { return "y.v[j] = " + v; })
     << "    }\n    *reinterpret_cast<DmlVec8<" << oty << ">*>(out + (size_t)v * 8) = y;\n  }\n";
   f << "  if (blockIdx.x == 0) {  // the last n % 8 elements\n"
        "    for (I i = nv * 8 + threadIdx.x; i < n; i += blockDim.x) {\n";
   for (size_t i = 0; i < K; ++i) f << "      const I o" << i << " = kind" << i << " == 0 ? i : 0;\n      (void)o" << i << ";\n";
-  f << element_body("      ", [](size_t i) { return var("in", i) + "[" + var("o", i) + "]"; },
+  f << element_body("      ", [](size_t i) { return indexed("in", i) + "[" + indexed("o", i) + "]"; },
                     [](const std::string& v) { return "out[i] = " + v; })
     << "    }\n  }\n}\n\n";
   // Host launcher with the CPU call-site signature plus the stream.
@@ -176,11 +120,11 @@ json emit_cuda_fused(cpu::EmitContext& cx, const ir::Node& n, std::ostringstream
   cx.functions << f.str();
 
   // Call site: as the CPU lowering's (output shape, broadcast strides, element counts).
-  const cpu::LibraryCallArgs call = cpu::elementwise_call_args(cx, n, no_cuda_lowering, 8);
+  const LibraryCallArgs call = elementwise_call_args(cx, n, no_cuda_lowering, 8);
   body << "  {\n" << call.decls << "    DML_LAUNCH(" << name << "(" << call.args << ", stream), "
-       << cpu::cpp_string_literal(n.name) << ", " << cpu::cpp_string_literal(n.op) << ");\n  }\n";
-  const json members = cpu::fused_members(n);
-  cx.codegen_plan.push_back({{"name", name}, {"node", n.name}, {"members", members}, {"program", program_text},
+       << cpp_string_literal(n.name) << ", " << cpp_string_literal(n.op) << ");\n  }\n";
+  const json members = fused_members(n);
+  cx.codegen_plan.push_back({{"name", name}, {"node", n.name}, {"members", members}, {"program", p.text},
                              {"dtype", ir::dtype_name(y.dtype)}, {"target", target_id(current_target())}});
   return {{"node", n.name}, {"op", n.op}, {"candidates", {"generated." + name}}, {"selected", "generated." + name},
           {"reason", std::string("generated ") + target_label(current_target()) + " elementwise kernel (only candidate)"}};

@@ -11,15 +11,13 @@
 #include "dinoml/skinny_pack.h"
 #include "ir/error.h"
 #include "ir/serialize.h"
-#include "lower/cpu/library_args.h"
+#include "lower/common/library_args.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
 namespace {
 
 using nlohmann::json;
-using cpu::brace_list;
-using cpu::EmitContext;
 
 std::string dtype_code(ir::DType t) { return std::to_string(static_cast<int>(t)); }
 
@@ -28,7 +26,6 @@ json manifest(const ir::Node& n, const std::string& kernel) {
           {"reason", "only candidate (not tunable)"}};
 }
 
-using cpu::norm_axis;
 
 void expect_gpu_float(const ir::Node& n, ir::DType t) {
   if (t != ir::DType::f32 && t != ir::DType::f16 && t != ir::DType::bf16)
@@ -210,16 +207,14 @@ json emit_gemm_tunable(EmitContext& cx, const ir::Node& n, const CudaLowerOption
   const GemmCands g = gemm_candidates(o, dtype, rcr, K, M, N, b_const, epi, b_packed);
   std::vector<GpuCandidate> cands;
   for (const auto& [name, code] : g.c) cands.push_back({name, call(code)});
-  return emit_gpu_tunable(cx, n, n.op.rfind("bmm", 0) == 0 ? "bmm" : "gemm", cands, g.def, g.reason, body);
+  const std::optional<ops::GemmVariant> v = ops::gemm_variant(n.op);
+  return emit_gpu_tunable(cx, n, v && v->batched ? "bmm" : "gemm", cands, g.def, g.reason, body);
 }
-
-using cpu::GemmKind;
-bool parse_gemm(const std::string& op, GemmKind& k) { return cpu::parse_gemm_op(op, "DML_CUDA_EPI_", k); }
 
 // Bytes of a GEMM node's constant weight packed for the skinny kernel, 0 where it is not packed.
 size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerOptions& o) {
-  GemmKind k;
-  if (!parse_gemm(n.op, k) || !k.rcr || n.inputs.size() < 2 || o.arch.name != "sm_90a") return 0;
+  const std::optional<ops::GemmVariant> k = plain_gemm_variant(n.op);
+  if (!k || !k->b_is_nk || n.inputs.size() < 2 || o.arch.name != "sm_90a") return 0;
   const ir::Tensor& a = g.tensor(n.inputs[0]);
   const ir::Tensor& b = g.tensor(n.inputs[1]);
   if (b.kind != ir::TensorKind::constant || b.quant || b.shape.size() != 2 || a.shape.size() < 2 ||
@@ -237,7 +232,7 @@ size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerO
     if (it != o.choices.end()) {
       for (const auto& c : it->second) use = use || c.kernel == kSkinnyPackedName;
     } else {
-      const GemmCands c = gemm_candidates(o, dtype, true, K, M, N, true, k.epilogue, true);
+      const GemmCands c = gemm_candidates(o, dtype, true, K, M, N, true, gemm_epilogue(*k, "DML_CUDA_EPI_"), true);
       use = c.c[c.def].first == kSkinnyPackedName;
     }
   }
@@ -245,23 +240,24 @@ size_t skinny_pack_bytes(const ir::Graph& g, const ir::Node& n, const CudaLowerO
   return static_cast<size_t>(dml_skinny_packed_elems(N.const_value(), K.const_value())) * 2;  // two-byte elements
 }
 
-json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const CudaLowerOptions& o, std::ostringstream& body) {
+json emit_gemm(EmitContext& cx, const ir::Node& n, const ops::GemmVariant& k, const CudaLowerOptions& o, std::ostringstream& body) {
+  const std::string epilogue = gemm_epilogue(k, "DML_CUDA_EPI_");
   const auto& a = cx.tensor(n.inputs.at(0));
   const auto& b = cx.tensor(n.inputs.at(1));
   expect_gpu_float(n, a.dtype);
   if (a.shape.size() < 2 || b.shape.size() != 2) no_cuda_lowering(n, "expects a[..., M, K] and a 2-d b");
   const size_t ra = a.shape.size();
   const std::string M = cx.cpp_prod(a.shape, 0, ra - 1), K = cx.cpp(a.shape[ra - 1]);
-  const std::string N = cx.cpp(k.rcr ? b.shape[0] : b.shape[1]);
+  const std::string N = cx.cpp(k.b_is_nk ? b.shape[0] : b.shape[1]);
   size_t next = 2;
   const std::string bias = k.bias ? cx.ptr(n.inputs.at(next++)) : "NULL";
-  const std::string d = k.add ? cx.ptr(n.inputs.at(next++)) : "NULL";
-  if (b.quant) return emit_cuda_qgemm(cx, n, k.rcr, k.epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
+  const std::string d = k.residual ? cx.ptr(n.inputs.at(next++)) : "NULL";
+  if (b.quant) return emit_cuda_qgemm(cx, n, k.b_is_nk, epilogue, bias, d, o, body);  // GGUF blocks (issue 6)
   // The call's text up to the implementation code, with `bp` as b.
   auto args = [&](const std::string& bp) {
-    return "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + M + ", " + N +
+    return "dml_cuda_gemm(" + dtype_code(a.dtype) + ", " + (k.b_is_nk ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + M + ", " + N +
            ", " + K + ", " + cx.ptr(n.inputs[0]) + ", " + bp + ", " + bias + ", " + d + ", " + cx.ptr(n.outputs[0]) + ", " +
-           k.epilogue + ", " + (o.allow_tf32 ? "1" : "0") + ", ";
+           epilogue + ", " + (o.allow_tf32 ? "1" : "0") + ", ";
   };
   // A constant weight the skinny kernel reads packed (plan_skinny_packs): packed into
   // DmlModuleState::dpack at module init, where the module plan placed it.
@@ -273,29 +269,29 @@ json emit_gemm(EmitContext& cx, const ir::Node& n, const GemmKind& k, const Cuda
     const auto ws = slots.find(cx.root(n.inputs[1]));
     if (ws == slots.end()) no_cuda_lowering(n, "the weight is not in constants.bin");
     cx.init << "  if (dml_cuda_pack_skinny_weight(" << dtype_code(a.dtype) << ", " << N << ", " << K << ", st->dconst + "
-            << ws->second.offset << ", st->dpack + " << po->second << ", NULL)) {  // " << cpu::comment_text(n.name) << "\n"
+            << ws->second.offset << ", st->dpack + " << po->second << ", NULL)) {  // " << comment_text(n.name) << "\n"
             << "    if (err && errlen) snprintf(err, errlen, \"node %s: packing the GEMM weight: %s\", "
-            << cpu::cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
+            << cpp_string_literal(n.name) << ", dml_cuda_last_error());\n"
             << "    cudaFree(st->dpack); cudaFree(st->dconst); free(st);\n    return 1;\n  }\n";
     packed_b = "(((const DmlModuleState*)module_state)->dpack + " + std::to_string(po->second) + ")";
   }
   return emit_gemm_tunable(
-      cx, n, o, std::string(ir::dtype_name(a.dtype)), k.rcr, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
-      k.rcr ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant,
+      cx, n, o, std::string(ir::dtype_name(a.dtype)), k.b_is_nk, a.shape[ra - 1], gemm_rows(a.shape, ra - 1),
+      k.b_is_nk ? b.shape[0] : b.shape[1], b.kind == ir::TensorKind::constant,
       [&](const std::string& code) {
         const bool packed = code == "DML_CUDA_GEMM_SKINNY_PACKED";
         return checked_cuda_call(n, args(packed ? packed_b : cx.ptr(n.inputs[1])) + code + ", stream)");
       },
-      body, k.epilogue, !packed_b.empty());
+      body, epilogue, !packed_b.empty());
 }
 
 json emit_bmm(EmitContext& cx, const ir::Node& n, bool rcr, const CudaLowerOptions& o, std::ostringstream& body) {
   const auto& a = cx.tensor(n.inputs.at(0));
   expect_gpu_float(n, a.dtype);
-  const cpu::LibraryCallArgs args = cpu::bmm_args(cx, n, rcr, no_cuda_lowering, 6);
+  const LibraryCallArgs args = bmm_args(cx, n, rcr, no_cuda_lowering, 6);
   auto call = [&](const std::string& code) {
     std::ostringstream block;
-    cpu::emit_call_block(block, args,
+    emit_call_block(block, args,
                          checked_cuda_call(n, "dml_cuda_bmm(" + dtype_code(a.dtype) + ", " +
                                                   (rcr ? "DML_CUDA_B_RCR" : "DML_CUDA_B_RRR") + ", " + args.args + ", " +
                                                   (o.allow_tf32 ? "1" : "0") + ", " + code + ", stream)"));
@@ -325,7 +321,7 @@ json emit_softmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
 
 // layer_norm / rms_norm / group_norm: a float x, the target-neutral arguments of `args`
 // (library_args) after the dtype code, the session stream last.
-using NormArgs = cpu::LibraryCallArgs (*)(EmitContext&, const ir::Node&, cpu::LoweringFail);
+using NormArgs = LibraryCallArgs (*)(EmitContext&, const ir::Node&, LoweringFail);
 json emit_norm(EmitContext& cx, const ir::Node& n, const std::string& fn, NormArgs args, const std::string& kernel,
                std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
@@ -341,8 +337,8 @@ json emit_reduce(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const size_t r = x.shape.size();
   if (r > 8) no_cuda_lowering(n, "rank > 8");
   if (x.dtype != y.dtype) no_cuda_lowering(n, "output dtype differs from the input's");
-  const cpu::LibraryCallArgs a = cpu::reduce_args(cx, n, dtype_code(x.dtype), "DML_CUDA_REDUCE_");
-  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_reduce(" + a.args + ", stream)"));
+  const LibraryCallArgs a = reduce_args(cx, n, dtype_code(x.dtype), "DML_CUDA_REDUCE_");
+  emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_reduce(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_reduce.rows_or_strided");
 }
 
@@ -381,24 +377,24 @@ json emit_permute(EmitContext& cx, const ir::Node& n, std::ostringstream& body) 
             {"reason", "strided view: the attention kernel reads / writes this permute in place"}};
   if (cx.tensor(n.inputs.at(0)).shape.size() > 8) no_cuda_lowering(n, "rank > 8");
   if (is_layout_edge(n)) return emit_layout_edge(cx, n, body);
-  const cpu::LibraryCallArgs a = cpu::permute_args(cx, n);
-  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_permute(" + a.args + ", stream)"));
+  const LibraryCallArgs a = permute_args(cx, n);
+  emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_permute(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_permute.strided_gather");
 }
 
 json emit_concat_split(EmitContext& cx, const ir::Node& n, bool split, std::ostringstream& body) {
   if (split)
-    if (json alias = cpu::split_alias_entry(cx, n); !alias.is_null()) return alias;  // outputs are views
-  const cpu::LibraryCallArgs a = cpu::concat_split_args(cx, n, split);
-  cpu::emit_call_block(body, a, checked_cuda_call(n, std::string(split ? "dml_cuda_split(" : "dml_cuda_concat(") + a.args + ", stream)"));
+    if (json alias = split_alias_entry(cx, n); !alias.is_null()) return alias;  // outputs are views
+  const LibraryCallArgs a = concat_split_args(cx, n, split);
+  emit_call_block(body, a, checked_cuda_call(n, std::string(split ? "dml_cuda_split(" : "dml_cuda_concat(") + a.args + ", stream)"));
   return manifest(n, split ? "dml_cuda_split.memcpy2d" : "dml_cuda_concat.memcpy2d");
 }
 
 json emit_slice(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const size_t r = cx.tensor(n.inputs.at(0)).shape.size();
   if (r > 8 || r < 1) no_cuda_lowering(n, "rank outside [1, 8]");
-  const cpu::LibraryCallArgs a = cpu::slice_args(cx, n, [](const ir::Node& node, const std::string& why) { no_cuda_lowering(node, why); });
-  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_slice(" + a.args + ", stream)"));
+  const LibraryCallArgs a = slice_args(cx, n, [](const ir::Node& node, const std::string& why) { no_cuda_lowering(node, why); });
+  emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_slice(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_slice.strided_gather");
 }
 
@@ -406,14 +402,14 @@ json emit_expand(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const size_t r = cx.tensor(n.outputs.at(0)).shape.size();
   if (r > 8 || r < 1 || cx.tensor(n.inputs.at(0)).shape.size() > r)
     no_cuda_lowering(n, "rank outside [1, 8] or input rank above output rank");
-  const cpu::LibraryCallArgs a = cpu::expand_args(cx, n);
-  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_expand(" + a.args + ", stream)"));
+  const LibraryCallArgs a = expand_args(cx, n);
+  emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_expand(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_expand.strided_gather");
 }
 
 json emit_pad(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const cpu::LibraryCallArgs a = cpu::pad_args(cx, n, no_cuda_lowering);
-  cpu::emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_pad(" + a.args + ", stream)"));
+  const LibraryCallArgs a = pad_args(cx, n, no_cuda_lowering);
+  emit_call_block(body, a, checked_cuda_call(n, "dml_cuda_pad(" + a.args + ", stream)"));
   return manifest(n, "dml_cuda_pad.thread_per_element");
 }
 
@@ -421,12 +417,12 @@ json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body
   const auto& y = cx.tensor(n.outputs.at(0));
   const std::string dt = std::to_string(static_cast<int>(y.dtype));
   if (n.op == "arange") {
-    body << checked_cuda_call(n, "dml_cuda_arange(" + dt + ", " + cpu::double_literal(n.attr_float("start", 0.0)) + ", " +
-                                     cpu::double_literal(n.attr_float("step", 1.0)) + ", " + cx.numel(n.outputs[0]) +
+    body << checked_cuda_call(n, "dml_cuda_arange(" + dt + ", " + double_literal(n.attr_float("start", 0.0)) + ", " +
+                                     double_literal(n.attr_float("step", 1.0)) + ", " + cx.numel(n.outputs[0]) +
                                      ", " + cx.ptr(n.outputs[0]) + ", stream)");
     return manifest(n, "dml_cuda_arange.grid_stride");
   }
-  body << checked_cuda_call(n, "dml_cuda_fill(" + dt + ", " + cpu::double_literal(n.attr_float("value", 0.0)) + ", " +
+  body << checked_cuda_call(n, "dml_cuda_fill(" + dt + ", " + double_literal(n.attr_float("value", 0.0)) + ", " +
                                    cx.numel(n.outputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
   return manifest(n, "dml_cuda_fill.grid_stride");
 }
@@ -438,22 +434,21 @@ bool is_cuda_library_op(const std::string& op) {
                                             "reduce_min", "softmax",   "log_softmax", "layer_norm", "rms_norm", "group_norm", "pad",
                                             "permute",   "transpose",  "concatenate", "split",      "slice",
                                             "expand",    "full",       "arange"};
-  GemmKind k;
-  return ops.count(op) != 0 || parse_gemm(op, k);
+  return ops.count(op) != 0 || plain_gemm_variant(op);
 }
 
 json emit_cuda_library_op(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, std::ostringstream& body) {
   const std::string& op = n.op;
-  GemmKind k;
-  if (parse_gemm(op, k)) return emit_gemm(cx, n, k, o, body);
-  if (op == "bmm_rrr" || op == "bmm_rcr") return emit_bmm(cx, n, op == "bmm_rcr", o, body);
+  const std::optional<ops::GemmVariant> g = ops::gemm_variant(op);
+  if (g && !g->batched) return emit_gemm(cx, n, *g, o, body);
+  if (g) return emit_bmm(cx, n, g->b_is_nk, o, body);
   if (op.rfind("reduce_", 0) == 0) return emit_reduce(cx, n, body);
   if (op == "softmax" || op == "log_softmax") return emit_softmax(cx, n, body);
   if (op == "layer_norm")
-    return emit_norm(cx, n, "dml_cuda_layer_norm", cpu::layer_norm_args, "dml_cuda_layer_norm.block_rows", body);
-  if (op == "rms_norm") return emit_norm(cx, n, "dml_cuda_rms_norm", cpu::rms_norm_args, "dml_cuda_rms_norm.block_rows", body);
+    return emit_norm(cx, n, "dml_cuda_layer_norm", layer_norm_args, "dml_cuda_layer_norm.block_rows", body);
+  if (op == "rms_norm") return emit_norm(cx, n, "dml_cuda_rms_norm", rms_norm_args, "dml_cuda_rms_norm.block_rows", body);
   if (op == "group_norm")
-    return emit_norm(cx, n, "dml_cuda_group_norm", cpu::group_norm_args, "dml_cuda_group_norm.block_per_group", body);
+    return emit_norm(cx, n, "dml_cuda_group_norm", group_norm_args, "dml_cuda_group_norm.block_per_group", body);
   if (op == "pad") return emit_pad(cx, n, body);
   if (op == "permute" || op == "transpose") return emit_permute(cx, n, body);
   if (op == "concatenate") return emit_concat_split(cx, n, false, body);

@@ -6,14 +6,13 @@
 #include <dinoml/quant_blocks.h>
 
 #include "ir/error.h"
-#include "lower/cpu/library_args.h"
+#include "lower/common/library_args.h"
 #include "lower/cuda/emit_cuda.h"
 
 namespace dinoml::lower::cuda {
 namespace {
 
 using nlohmann::json;
-using cpu::EmitContext;
 
 json single(const ir::Node& n, const std::string& kernel, const std::string& reason = "only candidate (not tunable)") {
   return {{"node", n.name}, {"op", n.op}, {"candidates", {kernel}}, {"selected", kernel}, {"reason", reason}};
@@ -33,8 +32,8 @@ json emit_gather(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   const auto& idx = cx.tensor(n.inputs.at(1));
   expect_index(n, idx.dtype, "indices");
-  const int64_t axis = cpu::norm_axis(n, n.attr_int("axis", 0), x.shape.size(), "axis");
-  body << checked_cuda_call(n, "dml_cuda_gather(" + cpu::esize_arg(cx, n.inputs[0]) + ", " + oai(cx, x.shape, axis) + ", " +
+  const int64_t axis = norm_axis(n, n.attr_int("axis", 0), x.shape.size(), "axis");
+  body << checked_cuda_call(n, "dml_cuda_gather(" + esize_arg(cx, n.inputs[0]) + ", " + oai(cx, x.shape, axis) + ", " +
                                    cx.ptr(n.inputs[0]) + ", " + std::to_string(static_cast<int>(idx.dtype)) + ", " +
                                    cx.ptr(n.inputs[1]) + ", " + cx.numel(n.inputs[1]) + ", " + cx.ptr(n.outputs[0]) +
                                    ", stream)");
@@ -47,7 +46,7 @@ json emit_embedding(EmitContext& cx, const ir::Node& n, std::ostringstream& body
   expect_index(n, idx.dtype, "indices");
   if (w.shape.size() != 2) no_cuda_lowering(n, "weight must be [V, D]");
   if (w.quant) no_cuda_lowering(n, "a quantized embedding table (dequantize it: gguf_constant policy dequantize)");
-  body << checked_cuda_call(n, "dml_cuda_embedding(" + cpu::esize_arg(cx, n.inputs[1]) + ", " + cx.cpp(w.shape[0]) + ", " +
+  body << checked_cuda_call(n, "dml_cuda_embedding(" + esize_arg(cx, n.inputs[1]) + ", " + cx.cpp(w.shape[0]) + ", " +
                                    cx.cpp(w.shape[1]) + ", " + cx.ptr(n.inputs[1]) + ", " +
                                    std::to_string(static_cast<int>(idx.dtype)) + ", " + cx.ptr(n.inputs[0]) + ", " +
                                    cx.numel(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ", stream)");
@@ -57,7 +56,7 @@ json emit_embedding(EmitContext& cx, const ir::Node& n, std::ostringstream& body
 json emit_kv_cache_write(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   expect_index(n, cx.tensor(n.inputs.at(2)).dtype, "positions");
   bool in_place = false;
-  const cpu::LibraryCallArgs a = cpu::kv_cache_write_args(cx, n, no_cuda_lowering, &in_place);
+  const LibraryCallArgs a = kv_cache_write_args(cx, n, no_cuda_lowering, &in_place);
   body << checked_cuda_call(n, "dml_cuda_kv_cache_write(" + a.args + ", stream)");
   const std::string sel = in_place ? "dml_cuda_kv_cache_write.in_place" : "dml_cuda_kv_cache_write.copy";
   return single(n, sel, in_place ? "output aliases the cache state (alias_kv_cache_write): only the new rows are written"
@@ -68,7 +67,7 @@ json emit_argmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const auto& x = cx.tensor(n.inputs.at(0));
   if (x.dtype != ir::DType::f32 && x.dtype != ir::DType::f16 && x.dtype != ir::DType::bf16)
     no_cuda_lowering(n, "dtype " + std::string(ir::dtype_name(x.dtype)) + " (float32/float16/bfloat16 only)");
-  const int64_t axis = cpu::norm_axis(n, n.attr_int("axis"), x.shape.size(), "axis");
+  const int64_t axis = norm_axis(n, n.attr_int("axis"), x.shape.size(), "axis");
   body << checked_cuda_call(n, "dml_cuda_argmax(" + std::to_string(static_cast<int>(x.dtype)) + ", " +
                                    oai(cx, x.shape, axis) + ", " + cx.ptr(n.inputs[0]) + ", (int64_t*)" +
                                    cx.ptr(n.outputs[0]) + ", stream)");

@@ -1,7 +1,7 @@
 // Kernel selection in the generated GPU module: tunable nodes (gemm family / bmm, conv2d,
 // attention, quantized gemm) name their candidates with the statement each one emits; the choice
 // per bucket, the bucket switch and the profile cases come from the CPU lowering's shared half
-// (cpu::select_tunable / cpu::emit_tunable_dispatch). A bootstrap module (CudaLowerOptions::bootstrap)
+// (select_tunable / emit_tunable_dispatch). A bootstrap module (CudaLowerOptions::bootstrap)
 // additionally exports
 //
 //   int dinoml_module_profile_cuda(void* module_state, const int64_t* dims, const void* const* inputs,
@@ -19,7 +19,7 @@
 
 namespace dinoml::lower::cuda {
 
-nlohmann::json emit_gpu_tunable(cpu::EmitContext& cx, const ir::Node& n, const std::string& family,
+nlohmann::json emit_gpu_tunable(EmitContext& cx, const ir::Node& n, const std::string& family,
                                 const std::vector<GpuCandidate>& cands, size_t default_index,
                                 const std::string& default_reason, std::ostringstream& body, bool default_first) {
   if (cands.size() == 1) {  // nothing to choose: not a tunable node (no profile slot, --strict does not ask)
@@ -37,11 +37,11 @@ nlohmann::json emit_gpu_tunable(cpu::EmitContext& cx, const ir::Node& n, const s
   std::vector<std::string> names;
   for (const auto& c : order) names.push_back(c.name);
   const std::string where = std::string("on ") + target_label(current_target());
-  const cpu::TunableSelection s = cpu::select_tunable(cx, n, names, default_index, default_reason, where);
-  return cpu::emit_tunable_dispatch(cx, n, family, names, s, [&](size_t i) { return order[i].call; }, body);
+  const TunableSelection s = select_tunable(cx, n, names, default_index, default_reason, where);
+  return emit_tunable_dispatch(cx, n, family, names, s, [&](size_t i) { return order[i].call; }, body);
 }
 
-std::string emit_gpu_profile_entry(cpu::EmitContext& cx, const std::string& storage) {
+std::string emit_gpu_profile_entry(EmitContext& cx, const std::string& storage) {
   if (!cx.bootstrap) return "";
   std::ostringstream os;
   os << "// Bootstrap module only: enqueues tunable node `slot` with candidate `candidate` (lower_cuda_tunable.cpp).\n"

@@ -1,5 +1,5 @@
 // CUDA (and ROCm) lowering of group_norm and pad (no GPU needed): both become library calls with
-// the CPU lowering's canonical arguments (src/lower/cpu/library_args.cpp), every pad mode and a
+// the canonical arguments every target shares (src/lower/common/library_args.cpp), every pad mode and a
 // symbolic batch dim; bad attributes fail naming the node. Runtime parity against PyTorch:
 // tests/gpu/cases.py "group_norm_pad" (run on the H200 by scripts/gpu-check).
 #include "cuda/lowering_fixture.h"

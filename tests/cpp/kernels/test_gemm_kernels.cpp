@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <dinoml/half.h>
+#include <dinoml/kernel_knobs.h>
 
 #include "dinoml_cpu_kernels.h"
 
@@ -667,11 +668,14 @@ TEST(GemmKernels, Avx512EpilogueMatchesAvx2) {
 
 namespace {
 
-// DINOML_CPU_GEMM_ISA is read when the library loads, so it is checked in a child process (this
-// test binary re-run with a filter): a runnable name selects that table; an unknown name, or one
-// this CPU cannot run, warns on stderr and keeps the CPUID choice — never an illegal instruction.
+// DINOML_CPU_GEMM_ISA reaches the library through the one place that reads knobs from the
+// environment (include/dinoml/kernel_knobs.h, as the runtime applies it when it loads a module), so
+// it is checked in a child process (this test binary re-run with a filter): a runnable name selects
+// that table; an unknown name, or one this CPU cannot run, warns on stderr and keeps the CPUID
+// choice — never an illegal instruction.
 TEST(GemmKernels, IsaOverrideChild) {
   if (!std::getenv("DML_GEMM_ISA_CHILD")) GTEST_SKIP() << "runs only as IsaOverrideVariable's child";
+  dinoml::apply_kernel_knobs(RTLD_DEFAULT);
   std::printf("child isa=%s\n", dml_cpu_gemm_isa());
   // The chosen table computes correctly.
   Case c;

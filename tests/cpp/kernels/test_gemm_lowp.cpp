@@ -55,18 +55,16 @@ std::vector<int32_t> ref_s8(bool a_unsigned, int layout, int64_t M, int64_t N, i
 }
 
 // Runs `f` on every path of the lowp GEMMs this CPU has: the AVX-512 kernels (AMX turned off
-// through DINOML_CPU_DISABLE_ISA) and, where `amx_here()` says the tile path runs, the AMX tiles.
+// through the DINOML_CPU_DISABLE_ISA knob) and, where `amx_here()` says the tile path runs, the AMX
+// tiles.
 template <class F>
 void on_each_path(int (*amx_here)(void), F f) {
-  const char* prev = std::getenv("DINOML_CPU_DISABLE_ISA");
-  const std::string saved = prev ? prev : "";
-  ::setenv("DINOML_CPU_DISABLE_ISA", "amxbf16,amxint8", 1);
+  ASSERT_EQ(dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", "amxbf16,amxint8"), 0);
   {
     SCOPED_TRACE("path=avx512");
     f();
   }
-  if (prev) ::setenv("DINOML_CPU_DISABLE_ISA", saved.c_str(), 1);
-  else ::unsetenv("DINOML_CPU_DISABLE_ISA");
+  ASSERT_EQ(dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", nullptr), 0);
   if (amx_here()) {
     SCOPED_TRACE("path=amx");
     f();
@@ -344,10 +342,10 @@ TEST_F(Bf16Gemm, KZeroAndShapeChecks) {
 
 // ---- CPUs without the ISA ---------------------------------------------------------------------
 
-// DINOML_CPU_DISABLE_ISA makes the library act as a CPU without the named ISAs (as the runtime's
-// artifact check does), so the refusal path runs on any machine, including CI's AMX one.
+// The DINOML_CPU_DISABLE_ISA knob makes the library act as a CPU without the named ISAs (as the
+// runtime's artifact check does), so the refusal path runs on any machine, including CI's AMX one.
 TEST(LowpGemmUnsupported, RefusesWithMessage) {
-  ::setenv("DINOML_CPU_DISABLE_ISA", "avx512bf16,avx512vnni", 1);
+  ASSERT_EQ(dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", "avx512bf16,avx512vnni"), 0);
   EXPECT_EQ(dml_cpu_gemm_bf16_supported(), 0);
   EXPECT_EQ(dml_cpu_gemm_s8_supported(), 0);
   uint16_t a16[4] = {}, b16[4] = {};
@@ -364,9 +362,12 @@ TEST(LowpGemmUnsupported, RefusesWithMessage) {
   EXPECT_EQ(dml_cpu_gemm_s8_pack_b(0, 2, 2, b8, pb.p), DML_CPU_OK);
   EXPECT_EQ(dml_cpu_gemm_s8_prepacked(DML_CPU_I8, 2, 2, 2, a8, pb.p, nullptr, nullptr, c8, 0, 1),
             DML_CPU_ERR_UNSUPPORTED);
-  ::setenv("DINOML_CPU_DISABLE_ISA", "avx512", 1);  // a prefix of a name does not disable it
+  ASSERT_EQ(dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", "avx512"), 0);  // a prefix of a name does not disable it
   EXPECT_EQ(dml_cpu_gemm_bf16_supported(), __builtin_cpu_supports("avx512bf16") ? 1 : 0);
-  ::unsetenv("DINOML_CPU_DISABLE_ISA");
+  ASSERT_EQ(dml_cpu_set_knob("DINOML_CPU_DISABLE_ISA", nullptr), 0);
+  // An unknown knob is refused by name.
+  EXPECT_EQ(dml_cpu_set_knob("DINOML_NO_SUCH_KNOB", "1"), DML_CPU_ERR_ARGUMENT);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("DINOML_NO_SUCH_KNOB"), std::string::npos) << dml_cpu_last_error();
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "lower/cpu/library_args.h"
+#include "lower/common/library_args.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 #include "dinoml/pad_index.h"
 #include "ir/error.h"
 
-namespace dinoml::lower::cpu {
+namespace dinoml::lower {
 
 int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr) {
   const int64_t r = static_cast<int64_t>(rank);
@@ -106,8 +106,11 @@ LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::strin
   const std::vector<int64_t> axes = n.attr_ints("axes", {});
   for (int64_t a : axes) mask |= 1u << norm_axis(n, a, r, "axes");
   if (axes.empty()) mask = r ? (1u << r) - 1 : 0;
-  std::string op = n.op.substr(n.op.find('_') + 1);  // sum, mean, max, min
-  for (char& c : op) c = static_cast<char>(c - 'a' + 'A');
+  static const std::map<std::string, std::string> codes = {
+      {"reduce_sum", "SUM"}, {"reduce_mean", "MEAN"}, {"reduce_max", "MAX"}, {"reduce_min", "MIN"}};
+  const auto code = codes.find(n.op);
+  if (code == codes.end()) throw OpError("node '" + n.name + "' (" + n.op + "): not a reduce_* op");
+  const std::string& op = code->second;
   return {"    const int64_t xs[] = " + brace_list(cx.cpp_shape(x.shape)) + ";\n",
           dtype_code + ", " + op_prefix + op + ", " + std::to_string(r) + ", xs, UINT32_C(" + std::to_string(mask) + "), " +
               cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0])};
@@ -239,23 +242,14 @@ LibraryCallArgs pad_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) 
               cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.outputs[0])};
 }
 
-bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k) {
-  k = GemmKind{};
-  k.epilogue = epi_prefix + "NONE";
-  if (op.rfind("gemm_rcr", 0) == 0) k.rcr = true;
-  else if (op.rfind("gemm_rrr", 0) != 0) return false;
-  const std::string rest = op.substr(8);
-  static const std::map<std::string, std::string> acts = {
-      {"", "NONE"}, {"_relu", "RELU"}, {"_gelu", "GELU"}, {"_fast_gelu", "FAST_GELU"}, {"_swish", "SWISH"},
-      {"_sigmoid", "SIGMOID"}, {"_tanh", "TANH"}, {"_add", "ADD"}, {"_add_relu", "ADD_RELU"}};
-  if (rest.empty()) return true;
-  if (rest.rfind("_bias", 0) != 0) return false;
-  k.bias = true;
-  auto it = acts.find(rest.substr(5));
-  if (it == acts.end()) return false;
-  k.epilogue = epi_prefix + it->second;
-  k.add = it->second == "ADD" || it->second == "ADD_RELU";
-  return true;
+std::optional<ops::GemmVariant> plain_gemm_variant(const std::string& op) {
+  std::optional<ops::GemmVariant> v = ops::gemm_variant(op);
+  if (v && v->batched) return std::nullopt;
+  return v;
+}
+
+std::string gemm_epilogue(const ops::GemmVariant& v, const std::string& epi_prefix) {
+  return epi_prefix + ops::gemm_epilogue_code(v);
 }
 
 LibraryCallArgs elementwise_call_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, size_t max_rank) {
@@ -304,4 +298,4 @@ LibraryCallArgs kv_cache_write_args(EmitContext& cx, const ir::Node& n, Lowering
                   ", " + cx.ptr(n.inputs[2]) + ", " + cx.ptr(n.outputs[0])};
 }
 
-}  // namespace dinoml::lower::cpu
+}  // namespace dinoml::lower

@@ -1,5 +1,7 @@
-// Shared state and text helpers of the CPU lowering: how a tensor's storage is named in the
-// generated run() body, how shape expressions become C++, and the per-node emitters.
+// Shared state and text helpers of every target's lowering (CPU module.cpp, GPU module.cu): how a
+// tensor's storage is named in the generated run() body, how shape expressions become C++, the
+// module skeleton pieces (arena tables, bucket selection, storage, graph plumbing ops) and the
+// target-independent half of kernel selection. Target emitters live in lower/<target>/.
 #pragma once
 #include <functional>
 #include <map>
@@ -11,11 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/graph.h"
-#include "lower/cpu/candidates.h"
-#include "lower/cpu/lower_cpu.h"
+#include "lower/common/kernel_choice.h"
 #include "passes/plan_memory.h"
 
-namespace dinoml::lower::cpu {
+namespace dinoml::lower {
 
 // C++ string literal for arbitrary text (node names can hold quotes, backslashes, newlines).
 std::string cpp_string_literal(const std::string& s);
@@ -27,6 +28,9 @@ std::string float_literal(double v);
 std::string double_literal(double v);
 // "{a, b, c}" (a single 0 for an empty list: C++ has no zero-length arrays).
 std::string brace_list(const std::vector<std::string>& items);
+
+// The target's "no lowering" error (throws): cpu::no_lowering, cuda::no_cuda_lowering.
+using LoweringFail = void (*)(const ir::Node& n, const std::string& why);
 
 class EmitContext {
  public:
@@ -49,9 +53,12 @@ class EmitContext {
   std::ostringstream functions;
   nlohmann::json codegen_plan = nlohmann::json::array();
   int next_kernel_id = 0;
-  // Kernel selection (lower_tunable.cpp): the options, the tunable nodes met so far, the
-  // `case slot:` blocks of dinoml_module_profile (bootstrap only), ISA the chosen kernels add.
-  const CpuLowerOptions* options = nullptr;
+  // Kernel selection (lower/common/tunable.cpp and the targets' tunable lowerings): the tunable
+  // nodes met so far, the `case slot:` blocks of dinoml_module_profile (bootstrap only), ISA the
+  // chosen kernels add. `providers` and `bf16_matmul` are the CPU options the CPU candidates read
+  // (CpuLowerOptions::providers / bf16_matmul); other targets leave them empty.
+  std::vector<std::string> providers;
+  bool bf16_matmul = false;
   // The target-independent part of kernel selection, set by every lowering (CPU and GPU) from its
   // options: chosen kernels per tunable node and bucket, and whether this is a bootstrap module.
   const std::map<std::string, std::vector<KernelChoice>>* choices = nullptr;
@@ -83,7 +90,7 @@ class EmitContext {
   }
 };
 
-// ---- module skeleton pieces shared with other targets' lowerings (lower_cpu.cpp) ----
+// ---- module skeleton pieces shared by every target's lowering (module_skeleton.cpp) ----
 // Storage roots of kind intermediate, i.e. the tensors that live in the arena.
 std::vector<std::string> arena_tensors(const ir::Graph& g, const std::set<std::string>& roots);
 // kArenaBytes[bucket] and kOffsets[bucket][arena tensor].
@@ -92,8 +99,11 @@ std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan
 void emit_bucket_selection(std::ostringstream& os, const ir::Graph& g, const passes::MemoryPlan& plan);
 // One `unsigned char* const tN` per storage root at the top of run(), fills cx.storage_var.
 void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std::string>& arena);
-// Graph plumbing ops, copies through cx.copy_stmt.
+// The op's OpDef facts (ops/registry.h): a view (reshape family) / fusible elementwise op; false
+// for ops the registry does not know.
 bool is_view_op(const std::string& op);
+bool is_elementwise_op(const std::string& op);
+// Graph plumbing ops, copies through cx.copy_stmt.
 nlohmann::json emit_output(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
 nlohmann::json emit_view(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
 // A split whose outputs eliminate_views made views of its input (passes/view_offset.h) emits
@@ -101,35 +111,6 @@ nlohmann::json emit_view(EmitContext& cx, const ir::Node& n, std::ostringstream&
 nlohmann::json split_alias_entry(const EmitContext& cx, const ir::Node& n);
 nlohmann::json emit_state_assign(EmitContext& cx, const ir::Node& n, size_t index, std::ostringstream& body);
 
-// Thrown text for an op the CPU target cannot lower.
-[[noreturn]] void no_lowering(const ir::Node& n, const std::string& why = "");
-
-// Emits `n` into `body` (statements inside run()) and returns its kernel_manifest entry.
-// Library ops (lower_library_ops.cpp).
-bool is_library_op(const std::string& op);
-nlohmann::json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
-// scaled_dot_product_attention (lower_attention.cpp).
-nlohmann::json emit_sdpa(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
-// Elementwise ops and fused_elementwise (lower_fused.cpp).
-bool is_elementwise_op(const std::string& op);
-nlohmann::json emit_fused(EmitContext& cx, const ir::Node& n, std::ostringstream& body);
-
-// A tunable node (lower_tunable.cpp): `common_args` are the family's call arguments; `wrap_pre`
-// / `wrap_post` surround each call (e.g. a block declaring shape arrays). Emits the selected
-// candidate (a switch on the bucket when buckets chose differently) and returns the manifest entry.
-// `hooks` (optional) adapt the family's candidates to one node.
-struct TunableHooks {
-  std::function<bool(const KernelCandidate&)> applies;      // false drops a candidate for this node
-  std::function<int(const KernelCandidate&)> rank;          // lower first (stable); index 0 = default
-  std::function<void(const KernelCandidate&)> prepare;      // once per emitted candidate (e.g. init code)
-  std::function<std::string(const KernelCandidate&)> call;  // call text; empty function = candidate_call
-  // Unprofiled buckets only: the candidate (by name) a bucket's dims call for instead of the default,
-  // with the reason for the plan; an empty name keeps the default.
-  std::function<std::pair<std::string, std::string>(size_t bucket)> bucket_default;
-};
-nlohmann::json emit_tunable(EmitContext& cx, const ir::Node& n, CandidateFamily family, const std::string& common_args,
-                            std::ostringstream& body, const std::string& wrap_pre = "", const std::string& wrap_post = "",
-                            const TunableHooks* hooks = nullptr);
 // The target-independent half of a tunable node, shared by the CPU and GPU lowerings.
 // select_tunable: the kernel of each bucket: cx.choices' entry for the node (checked: bucket count,
 // candidate names), else `names[default_index]` with `default_reason`. `where` ends the
@@ -148,24 +129,9 @@ TunableSelection select_tunable(const EmitContext& cx, const ir::Node& n, const 
 nlohmann::json emit_tunable_dispatch(EmitContext& cx, const ir::Node& n, const std::string& family,
                                      const std::vector<std::string>& names, const TunableSelection& s,
                                      const std::function<std::string(size_t)>& call, std::ostringstream& body);
-// Statement block for dinoml_module_init packing a constant into a new buffer of the module state
-// (returned: the name `dml_packed_<id>` run() binds to it): `size_expr` gives the bytes,
-// `pack_call` fills `p` and returns a status. Every init (the first load and every weight swap)
-// packs into its own state, so runs on the previous state keep their buffers. Shared by the gemm
-// and conv lowerings.
-std::string emit_init_packing(EmitContext& cx, const ir::Node& n, const std::string& setup, const std::string& size_expr,
-                              const std::string& pack_call);
-// The statements opening run() and profile(): `cbase` (the constants) and each packed buffer's
-// name bound from `module_state` (a DmlCpuState).
-std::string emit_state_bindings(const EmitContext& cx);
-// The dinoml_module_profile entry point of a bootstrap module (empty text otherwise).
-std::string emit_profile_entry(EmitContext& cx, const std::string& storage);
 
 // The dinoml_module_plan entry point (arena bytes and output shapes per bucket); shared by the
 // CPU and GPU modules. `who` names the lowering in errors ("CPU lowering").
 std::string emit_plan_entry(EmitContext& cx, const std::string& who);
 
-// `DML_CHECK(call, node)` line that turns a kernel status into an error naming the node.
-std::string checked_call(const ir::Node& n, const std::string& call);
-
-}  // namespace dinoml::lower::cpu
+}  // namespace dinoml::lower

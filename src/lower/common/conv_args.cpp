@@ -1,8 +1,8 @@
-#include "lower/cpu/conv_args.h"
+#include "lower/common/conv_args.h"
 
 #include <map>
 
-namespace dinoml::lower::cpu {
+namespace dinoml::lower {
 
 std::string i64_literal(int64_t v) { return "INT64_C(" + std::to_string(v) + ")"; }
 
@@ -120,4 +120,4 @@ std::string batch_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fai
          ", " + cx.ptr(n.inputs[4]) + ", " + float_literal(n.attr_float("eps", 1e-5)) + ", " + cx.ptr(n.outputs[0]);
 }
 
-}  // namespace dinoml::lower::cpu
+}  // namespace dinoml::lower

@@ -4,13 +4,15 @@
 // the call reads (`decls`) and the argument list; the target wraps them in its own checked call
 // (adding e.g. the stream).
 #pragma once
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "ir/graph.h"
-#include "lower/cpu/emit_context.h"
+#include "lower/common/emit_context.h"
+#include "ops/gemm.h"
 
-namespace dinoml::lower::cpu {
+namespace dinoml::lower {
 
 // Axis attribute `attr` normalised into [0, rank) (OpError naming node and attribute otherwise).
 int64_t norm_axis(const ir::Node& n, int64_t axis, size_t rank, const char* attr);
@@ -19,8 +21,6 @@ struct LibraryCallArgs {
   std::string decls;  // "    const int64_t xs[] = {...};\n..."
   std::string args;   // "(size_t)4, 3, xs, perm, x, y" (without target-specific trailing arguments)
 };
-// The target's "no lowering" error (throws).
-using LoweringFail = void (*)(const ir::Node& n, const std::string& why);
 
 std::string esize_arg(EmitContext& cx, const std::string& tensor);
 // permute / transpose: esize, rank, xs, perm, x, y (rank <= 8 checked by the caller).
@@ -59,14 +59,11 @@ nlohmann::json fused_members(const ir::Node& n);
 // kv_cache_write: esize, outer (leading axes), cache rows, new rows, row length, cache, new rows,
 // positions dtype, positions, out. `in_place` = the output aliases the cache state.
 LibraryCallArgs kv_cache_write_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool* in_place);
-// The gemm family's op names: gemm_{rcr,rrr}[_bias[_relu|_gelu|_fast_gelu|_swish|_sigmoid|_tanh|
-// _add|_add_relu]]. `epilogue` is the target's constant (`epi_prefix` + NONE, RELU, ...).
-struct GemmKind {
-  bool rcr = false, bias = false, add = false;
-  std::string epilogue;
-};
-bool parse_gemm_op(const std::string& op, const std::string& epi_prefix, GemmKind& k);
+// The gemm_{rcr,rrr}* variant of `op` (ops/gemm.h; bmm_* excluded), nullopt for any other op.
+std::optional<ops::GemmVariant> plain_gemm_variant(const std::string& op);
+// The kernels' epilogue constant of `v`: `epi_prefix` + NONE, RELU, ..., ADD, ADD_RELU.
+std::string gemm_epilogue(const ops::GemmVariant& v, const std::string& epi_prefix);
 // "  {\n<decls>  <checked call>  }\n"
 void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const std::string& checked);
 
-}  // namespace dinoml::lower::cpu
+}  // namespace dinoml::lower

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "lower/cpu/library_args.h"
+#include "lower/common/library_args.h"
 #include "ops/conv_params.h"
 
-namespace dinoml::lower::cpu {
+namespace dinoml::lower {
 
 std::string i64_literal(int64_t v);  // "INT64_C(v)"
 
@@ -46,4 +46,4 @@ std::string interpolate_args(EmitContext& cx, const ir::Node& n, const std::stri
 // batch_norm (inference): N, C, inner, x, gamma, beta, mean, var, eps, y.
 std::string batch_norm_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
 
-}  // namespace dinoml::lower::cpu
+}  // namespace dinoml::lower
