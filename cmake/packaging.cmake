@@ -25,6 +25,7 @@ set(DINOML_INSTALL_CMAKEDIR "${_dml_p}lib/cmake/DinoML")
 
 # ---- runtime library, public headers, CMake package ---------------------------------------
 target_include_directories(dinoml_runtime INTERFACE $<INSTALL_INTERFACE:${DINOML_INSTALL_INCLUDEDIR}>)
+set_target_properties(dinoml_runtime PROPERTIES EXPORT_NAME runtime)  # DinoML::runtime
 install(TARGETS dinoml_runtime EXPORT DinoMLTargets
         LIBRARY DESTINATION ${DINOML_INSTALL_LIBDIR} COMPONENT runtime)
 install(FILES include/dinoml/runtime.h include/dinoml/runtime.hpp include/dinoml/module_abi.h
