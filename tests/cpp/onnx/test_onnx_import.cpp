@@ -630,7 +630,7 @@ TEST(OnnxImport, CumSumMatchesSequentialPrefixSums) {
 
 // float64 constants (torch.onnx.export writes a Python float as a double Constant followed by a
 // Cast) and every other float64 value are read as float32 (DinoML computes float64 in float32).
-TEST(OnnxImport, DoubleConstantsReadOnlyByCastsAreNarrowed) {
+TEST(OnnxImport, Float64IsComputedInFloat32) {
   auto double_tensor = [](onnx::TensorProto* t, const std::string& name, const std::vector<double>& v, bool raw) {
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::DOUBLE);
@@ -683,5 +683,4 @@ TEST(OnnxImport, DoubleConstantsReadOnlyByCastsAreNarrowed) {
   EXPECT_EQ(g.tensor("w2").source->type, "float64");
   auto w2 = ops::interpret(g, {{"x", f32({3}, {1.0f, 2.0f, 3.0f})}}).outputs.at("w2");
   for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(static_cast<float>(w2.get_f64(i)), 2.0f * static_cast<float>(iv[static_cast<size_t>(i)])) << i;
-}
 }
