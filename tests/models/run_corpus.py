@@ -56,7 +56,7 @@ def _dims_for(meta, onnx_inputs):
     corpus = {i["name"]: i["shape"] for i in meta["inputs"]}
     dims, which = {}, {}
     for k, (name, _, shape) in enumerate(onnx_inputs):
-        cshape = corpus.get(name) or (meta["inputs"][k]["shape"] if k < len(meta["inputs"]) else None)
+        cshape = corpus[name] if name in corpus else (meta["inputs"][k]["shape"] if k < len(meta["inputs"]) else None)
         for a, d in enumerate(shape):
             if isinstance(d, int) and d > 0:
                 continue
@@ -77,7 +77,7 @@ def _make_inputs(meta, onnx_inputs, size, rng):
     corpus = {i["name"]: i["shape"] for i in meta["inputs"]}
     feeds = {}
     for k, (name, dt, shape) in enumerate(onnx_inputs):
-        cshape = corpus.get(name) or meta["inputs"][k]["shape"]
+        cshape = corpus[name] if name in corpus else meta["inputs"][k]["shape"]
         concrete = [size[d] if isinstance(d, str) else int(d) for d in cshape]
         if name in meta.get("values", {}):
             v = np.full(concrete, meta["values"][name], dtype=NP[dt])
