@@ -145,7 +145,7 @@ json emit_conv(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o, st
 json emit_conv3d(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   const ir::DType t = expect_float_all(cx, n);
   const bool bias = n.op == "conv3d_bias";
-  body << "  {\n    const dml_cuda_conv3d_shape cs = " << brace_list(cpu::conv3d_fields(cx, n, no_cuda_lowering)) << ";\n  "
+  body << "  {\n    const dml_cuda_conv3d_shape cs = " << brace_list(conv3d_fields(cx, n, no_cuda_lowering)) << ";\n  "
        << checked_cuda_call(n, "dml_cuda_conv3d(" + dt(t) + ", &cs, " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) +
                                    ", " + (bias ? cx.ptr(n.inputs[2]) : "NULL") + ", " + cx.ptr(n.outputs[0]) + ", stream)")
        << "  }\n";
