@@ -28,7 +28,7 @@ import torch
 
 from .. import dtypes
 from .._ext import ext
-from ..dims import Dim, SymDim, TensorSpec, extent
+from ..dims import Dim, SymDim, extent
 from ..errors import IrError, ShapeError, TraceError
 from ..spec import Spec
 from ..tensor import Tensor
