@@ -194,12 +194,13 @@ def test_unsupported_ops_listed_once_with_source_line():
 def test_data_dependent_control_flow():
     class Branchy(torch.nn.Module):
         def forward(self, x):
-            if x.sum() > 0:
+            if x.sum() > 0:  # LINE-BRANCH
                 return x * 2
             return x - 1
 
-    with pytest.raises(TorchExportError, match="data-dependent control flow"):
+    with pytest.raises(TorchExportError, match="data-dependent control flow") as e:
         dml.from_torch(Branchy(), (torch.randn(2, 4),))
+    assert f"test_frontend_torch.py\", line {_line('# LINE-BRANCH')}" in str(e.value), str(e.value)
 
 
 def test_wrong_input_dtype(tmp_path):

@@ -11,7 +11,6 @@ Keys are `"aten.<name>.<overload>"` (one overload) or `"aten.<name>"` (every ove
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Dict
 
 from .. import ops
@@ -316,7 +315,6 @@ def _native_group_norm(cx, node, x, weight, bias, n, c, hw, groups, eps):
 
 def _bn_params(cx, x, weight, bias, mean):
     c = _static(x.shape[1], "batch_norm's channel count")
-    import numpy as np
     dt = mean.dtype
     if weight is None:
         weight = cx.ones([c], dt)

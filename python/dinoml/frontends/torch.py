@@ -28,7 +28,7 @@ import torch
 
 from .. import dtypes
 from .._ext import ext
-from ..dims import Dim, SymDim, TensorSpec, extent
+from ..dims import Dim, SymDim, extent
 from ..errors import IrError, ShapeError, TraceError
 from ..spec import Spec
 from ..tensor import Tensor
@@ -488,7 +488,15 @@ def _export_message(module, e: Exception) -> str:
     kind = type(e).__name__
     data_dep = ("data-dependent" in text or "GuardOnDataDependent" in kind or "data dependent" in text
                 or "Could not guard on data-dependent" in text)
-    head = "\n".join(text.strip().splitlines()[:12])
+    lines = text.strip().splitlines()
+    head = "\n".join(lines[:3])
+    # torch names the user's line after this marker; keep it even when the message is long.
+    for i, ln in enumerate(lines):
+        if "The following call raised this error" in ln:
+            head += "\n" + "\n".join(lines[i:i + 3])
+            break
+    else:
+        head = "\n".join(lines[:12])
     name = type(module).__name__
     if data_dep:
         advice = ("The forward branches or sizes a tensor by its values (data-dependent control flow: "
