@@ -15,7 +15,7 @@ PKGS+=(libdnnl-dev libopenblas-dev)
 # the command is missing.
 command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 # Tokenizers (src/tokenizer): PCRE2 runs the BPE pre-tokenizer regexes, ICU gives Unicode classes.
-PKGS+=(libpcre2-dev libicu-dev)
+PKGS+=(libpcre2-dev libicu-dev tmux)
 # ONNX import (src/import/onnx, cmake/onnx.cmake) and its conformance data (dinoml onnx-conformance).
 PKGS+=(libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata)
 # Headless Chromium renders `dinoml inspect --html` pages in tests/python/test_trust.py (the test
