@@ -109,8 +109,10 @@ LoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, const Cp
   os << "#include <stdlib.h>\n\n"
         "typedef struct DmlCpuState {\n  const unsigned char* constants;\n  void* packed[" << std::max<size_t>(num_packed, 1)
      << "];\n} DmlCpuState;\n\n"
-        "static void dml_state_free(DmlCpuState* st) {\n  if (!st) return;\n"
-        "  for (size_t i = 0; i < " << num_packed << "u; ++i) free(st->packed[i]);\n  free(st);\n}\n\n";
+        "static void dml_state_free(DmlCpuState* st) {\n  if (!st) return;\n";
+  // No loop without packed buffers: `i < 0u` would warn (-Wtype-limits) in every such module.
+  if (num_packed > 0) os << "  for (size_t i = 0; i < " << num_packed << "u; ++i) free(st->packed[i]);\n";
+  os << "  free(st);\n}\n\n";
   os << "DML_EXPORT int dinoml_module_init(const uint8_t* constants, size_t constants_size, void** module_state,\n"
         "                                    char* err, size_t errlen) {\n";
   // The runtime checks constants.bin against metadata.json before dlopen; this check is the module's
