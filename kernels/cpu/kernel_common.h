@@ -35,6 +35,10 @@ inline int64_t l2_cache_bytes() {
 // Records the failure message for dml_cpu_last_error() and returns `status`, so kernels can write
 // `return fail(DML_CPU_ERR_ARGUMENT, "...")`.
 int fail(int status, const std::string& message);
+// `kernel` + `what`, as DML_CPU_ERR_UNSUPPORTED. For the error paths of translation units built
+// for an ISA the CPU may lack (kernels/cpu/avx512_lowp): the message is assembled here, in code
+// built for the baseline, so refusing on such a CPU runs no instruction it lacks.
+int fail_unsupported(const char* kernel, const char* what);
 
 // Grow-only, 64-byte aligned scratch per thread: kernels run every inference, and a fresh large
 // allocation per call would fault its pages in each time. A pool per kernel family keeps one

@@ -7,6 +7,10 @@ namespace {
 thread_local std::string g_last_error;
 }
 
+int fail_unsupported(const char* kernel, const char* what) {
+  return fail(DML_CPU_ERR_UNSUPPORTED, std::string(kernel) + what);
+}
+
 int fail(int status, const std::string& message) {
   g_last_error = message;
   return status;

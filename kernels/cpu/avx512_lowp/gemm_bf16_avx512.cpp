@@ -32,9 +32,8 @@ bool cpu_ok() {
 }
 
 int unsupported(const char* kernel) {
-  return fail(DML_CPU_ERR_UNSUPPORTED,
-              std::string(kernel) + ": this CPU does not support AVX512_BF16 (vdpbf16ps)"
-              " or DINOML_CPU_DISABLE_ISA names avx512bf16; use dml_cpu_gemm with dtype bfloat16 (fp32 compute)");
+  return fail_unsupported(kernel, ": this CPU does not support AVX512_BF16 (vdpbf16ps)"
+                                  " or DINOML_CPU_DISABLE_ISA names avx512bf16; use dml_cpu_gemm with dtype bfloat16 (fp32 compute)");
 }
 
 // K blocks of up to 1024 pairs: on Zen 5 (1 MiB L2) 2048³ ran 0.77× oneDNN with 256-pair blocks (a

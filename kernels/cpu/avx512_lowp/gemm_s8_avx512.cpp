@@ -31,9 +31,8 @@ bool cpu_ok() {
 }
 
 int unsupported(const char* kernel) {
-  return fail(DML_CPU_ERR_UNSUPPORTED, std::string(kernel) +
-                                           ": this CPU does not support AVX512_VNNI (vpdpbusd)"
-                                           " or DINOML_CPU_DISABLE_ISA names avx512vnni");
+  return fail_unsupported(kernel, ": this CPU does not support AVX512_VNNI (vpdpbusd)"
+                                  " or DINOML_CPU_DISABLE_ISA names avx512vnni");
 }
 
 // K blocks of up to 1024 quads (as the bf16 GEMM: 2048³ went from 0.78× to ~0.9× oneDNN on Zen 5).
