@@ -77,8 +77,14 @@ def copy_package(root, dest):
 
 
 def pybind11_include():
-    """pybind11's headers: the system's, else the copy PyTorch's wheels carry (the GPU machine)."""
-    for d in ["/usr/include"] + [os.path.join(p, "torch", "include") for p in sys.path if p]:
+    """pybind11's headers: the pybind11 package of this Python (the project venv: PyPI's release knows
+    numpy 2), else the copy PyTorch's wheels carry (the GPU machine), else the system's."""
+    try:
+        import pybind11
+        return pybind11.get_include()
+    except ImportError:
+        pass
+    for d in [os.path.join(p, "torch", "include") for p in sys.path if p] + ["/usr/include"]:
         if os.path.exists(os.path.join(d, "pybind11", "pybind11.h")):
             return d
     raise SystemExit("pybind11 headers not found (apt-get install pybind11-dev, or a PyTorch wheel)")
