@@ -46,7 +46,12 @@ bool wants_cuda_bench(const std::vector<std::string>& args) {
 }  // namespace
 
 int run_python_cli(const std::vector<std::string>& args) {
-  std::string python = std::getenv("DINOML_PYTHON") ? std::getenv("DINOML_PYTHON") : "/usr/bin/python3";
+#ifdef DINOML_PYTHON_EXECUTABLE
+  const char* built_for = DINOML_PYTHON_EXECUTABLE;
+#else
+  const char* built_for = "python3";
+#endif
+  std::string python = std::getenv("DINOML_PYTHON") ? std::getenv("DINOML_PYTHON") : built_for;
   const std::string pydir = python_dir();
   std::string pypath = pydir;
   if (const char* old = std::getenv("PYTHONPATH")) pypath += std::string(":") + old;
@@ -67,7 +72,7 @@ int run_python_cli(const std::vector<std::string>& args) {
     for (auto& a : full) argv.push_back(a.data());
     argv.push_back(nullptr);
     execv(python.c_str(), argv.data());
-    std::cerr << "dinoml: error: cannot run '" << python << "' (set DINOML_PYTHON to a python3 that sees Debian's packages)\n";
+    std::cerr << "dinoml: error: cannot run '" << python << "' (set DINOML_PYTHON to a python3 with numpy, e.g. the project venv's .venv/bin/python)\n";
     _exit(127);
   }
   int status = 0;

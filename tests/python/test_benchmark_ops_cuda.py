@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,7 +22,7 @@ needs_nvcc = pytest.mark.skipif(not (shutil.which("nvcc") or os.path.exists("/us
 
 
 def run(*args, timeout=600):
-    env = dict(os.environ, DINOML_PYTHON=os.environ.get("DINOML_PYTHON", "/usr/bin/python3"))
+    env = dict(os.environ, DINOML_PYTHON=os.environ.get("DINOML_PYTHON", sys.executable))
     return subprocess.run([str(DINOML), *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 

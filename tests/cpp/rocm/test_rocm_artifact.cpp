@@ -160,10 +160,16 @@ fs::path build_dir() {
   return DINOML_BINARY_DIR;
 }
 
+// The project venv's Python (numpy and the extensions' ABI), else the system's.
+std::string python_exe() {
+  const fs::path venv = fs::path(DINOML_SOURCE_DIR) / ".venv" / "bin" / "python";
+  return fs::exists(venv) ? venv.string() : std::string("/usr/bin/python3");
+}
+
 // examples/<model>.py traced by the Python front end and compiled with dml.compile(target="rocm").
 int compile_example(const std::string& model, const std::string& arch, const fs::path& out, std::string& log) {
   const std::string cmd = "cd " + std::string(DINOML_SOURCE_DIR) + " && PYTHONPATH=python DINOML_BUILD_DIR=" +
-                          build_dir().string() + " /usr/bin/python3 tests/cpp/rocm/compile_example.py " + model + " " + arch +
+                          build_dir().string() + " " + python_exe() + " tests/cpp/rocm/compile_example.py " + model + " " + arch +
                           " " + out.string();
   return run(cmd, log);
 }
