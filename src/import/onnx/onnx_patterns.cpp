@@ -9,6 +9,7 @@
 //    nine elementwise and reduction nodes).
 // Only intermediates consumed inside the pattern are absorbed; anything else is left to the plain
 // converters.
+#include <functional>
 #include <algorithm>
 #include <cmath>
 
@@ -92,41 +93,57 @@ Patterns find_patterns(const onnx::GraphProto& g, const std::map<std::string, op
     return s && std::fabs(*s - want) <= tol;
   };
   Patterns out;
+  // GELU (erf form): the product 0.5 · x · (1 + erf(x / √2)) in any association and operand order,
+  // as exporters write it (x · (1 + erf) · 0.5 from the TorchScript exporter, x · (0.5 · (1 + erf))
+  // from the dynamo one), anchored at the outermost Mul. Its factors are found by flattening the
+  // single-use Muls below it; exactly three must remain: x, the constant 0.5 and 1 + erf(x / √2).
   for (int i = 0; i < g.node_size(); ++i) {
-    const auto& m2 = g.node(i);
-    if (m2.op_type() != "Mul" || m2.input_size() != 2 || m2.output_size() < 1 || !m2.domain().empty()) continue;
-    for (int s = 0; s < 2; ++s) {
-      const std::string& a = m2.input(s);
-      if (!is_const(m2.input(1 - s), 0.5, 1e-7) || !single_use(a)) continue;
-      const int m1 = node_of(a, "Mul");
-      if (m1 < 0) continue;
-      bool matched = false;
-      for (int t = 0; t < 2 && !matched; ++t) {
-        const std::string& x = g.node(m1).input(t);
-        const std::string& t3 = g.node(m1).input(1 - t);
-        const int add = node_of(t3, "Add");
-        if (add < 0 || !single_use(t3)) continue;
-        for (int u = 0; u < 2 && !matched; ++u) {
-          const std::string& t2 = g.node(add).input(u);
-          if (!is_const(g.node(add).input(1 - u), 1.0, 1e-7) || !single_use(t2)) continue;
-          const int erf = node_of(t2, "Erf", 1);
-          if (erf < 0) continue;
-          const std::string& t1 = g.node(erf).input(0);
-          if (!single_use(t1)) continue;
-          const int div = node_of(t1, "Div");
-          const int mul = node_of(t1, "Mul");
-          bool scaled = false;
-          if (div >= 0 && g.node(div).input(0) == x && is_const(g.node(div).input(1), std::sqrt(2.0), 1e-6)) scaled = true;
-          if (mul >= 0)
-            for (int v = 0; v < 2; ++v)
-              if (g.node(mul).input(v) == x && is_const(g.node(mul).input(1 - v), 1.0 / std::sqrt(2.0), 1e-6)) scaled = true;
-          if (!scaled) continue;
-          out.replace[i] = {"gelu", {x}, {}};
-          for (int k : {m1, add, erf, div >= 0 ? div : mul}) out.absorbed.insert(k);
-          matched = true;
-        }
+    const auto& top = g.node(i);
+    if (top.op_type() != "Mul" || top.input_size() != 2 || top.output_size() < 1 || !top.domain().empty()) continue;
+    if (out.absorbed.count(i)) continue;
+    std::vector<std::string> factors;
+    std::vector<int> muls;
+    std::function<void(const std::string&, int)> flatten = [&](const std::string& v, int depth) {
+      const int m = depth < 2 && single_use(v) ? node_of(v, "Mul") : -1;
+      if (m < 0) {
+        factors.push_back(v);
+        return;
       }
-      if (matched) break;
+      muls.push_back(m);
+      flatten(g.node(m).input(0), depth + 1);
+      flatten(g.node(m).input(1), depth + 1);
+    };
+    flatten(top.input(0), 0);
+    flatten(top.input(1), 0);
+    if (factors.size() != 3) continue;
+    int half = -1, add = -1;
+    for (int f = 0; f < 3; ++f) {
+      if (half < 0 && is_const(factors[f], 0.5, 1e-7)) half = f;
+      else if (add < 0 && single_use(factors[f]) && node_of(factors[f], "Add") >= 0) add = f;
+    }
+    if (half < 0 || add < 0) continue;
+    const std::string& x = factors[3 - half - add];
+    const int ad = node_of(factors[add], "Add");
+    bool matched = false;
+    for (int u = 0; u < 2 && !matched; ++u) {
+      const std::string& t2 = g.node(ad).input(u);
+      if (!is_const(g.node(ad).input(1 - u), 1.0, 1e-7) || !single_use(t2)) continue;
+      const int erf = node_of(t2, "Erf", 1);
+      if (erf < 0) continue;
+      const std::string& t1 = g.node(erf).input(0);
+      if (!single_use(t1)) continue;
+      const int div = node_of(t1, "Div");
+      const int mul = node_of(t1, "Mul");
+      int scale = -1;
+      if (div >= 0 && g.node(div).input(0) == x && is_const(g.node(div).input(1), std::sqrt(2.0), 1e-6)) scale = div;
+      if (mul >= 0)
+        for (int v = 0; v < 2; ++v)
+          if (g.node(mul).input(v) == x && is_const(g.node(mul).input(1 - v), 1.0 / std::sqrt(2.0), 1e-6)) scale = mul;
+      if (scale < 0) continue;
+      out.replace[i] = {"gelu", {x}, {}};
+      for (int k : muls) out.absorbed.insert(k);
+      for (int k : {ad, erf, scale}) out.absorbed.insert(k);
+      matched = true;
     }
   }
   // LayerNorm, anchored at the Div that normalises.
