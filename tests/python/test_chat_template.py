@@ -3,7 +3,6 @@ rendering the same templates the way Hugging Face does (sandboxed, trim_blocks, 
 raise_exception): the canonical ChatML, Llama-3 and Gemma templates, and the real templates that
 the vocabularies of scripts/fetch-vocabs carry (Qwen3: ChatML, Llama-3, Gemma 3)."""
 import os
-import subprocess
 
 import pytest
 
@@ -54,15 +53,6 @@ def test_canonical_templates(template, fmt, bos, system_ok):
             continue
         for gen in (True, False):
             assert render_chat(fmt, chat, gen, bos) == jinja(template, chat, bos, gen), (fmt, chat, gen)
-
-
-@pytest.fixture(scope="module")
-def vocab_dir():
-    r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-vocabs")], capture_output=True, text=True)
-    if r.returncode == 2:
-        pytest.skip(f"tokenizer vocabularies unavailable: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("name, fmt", [("qwen3", "chatml"), ("llama3", "llama3"), ("gemma3", "gemma")])

@@ -45,15 +45,6 @@ PROMPT = [1, 300, 451, 27, 999, 512, 260, 870, 42, 613, 777, 301]
 N = 32
 
 
-@pytest.fixture(scope="module")
-def ggml_libdir():
-    r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-ggml-ref")], capture_output=True, text=True)
-    if r.returncode == 2:
-        pytest.skip(f"llama.cpp reference unavailable: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip().splitlines()[-1]
-
-
 def llama_cpp(libdir, path, tmp_path, kv_f32=False):
     out = tmp_path / f"ref_logits{'_kv32' if kv_f32 else ''}.npy"
     env = dict(os.environ, DINOML_GGML_REF_LIBDIR=libdir)

@@ -33,24 +33,6 @@ def cases():
             for a, p in ((True, False), (False, False), (True, True))]
 
 
-@pytest.fixture(scope="module")
-def vocab_dir():
-    r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-vocabs")], capture_output=True, text=True)
-    if r.returncode == 2:
-        pytest.skip(f"tokenizer vocabularies unavailable: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture(scope="module")
-def ggml_libdir():
-    r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-ggml-ref")], capture_output=True, text=True)
-    if r.returncode == 2:
-        pytest.skip(f"llama.cpp reference unavailable: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip().splitlines()[-1]
-
-
 @pytest.mark.parametrize("name", VOCABS)
 def test_ids_and_text_match_llama_cpp(name, vocab_dir, ggml_libdir, tmp_path):
     import dinoml as dml
