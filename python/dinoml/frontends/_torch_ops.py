@@ -364,28 +364,26 @@ def _matmul(cx, node, a, b):
     return ops.matmul(a, b)
 
 
+def _scaled_plus_bias(cx, y, bias, beta, alpha):
+    """alpha · y + beta · bias, the tail shared by addmm and baddbmm."""
+    if alpha != 1:
+        y = call("mul", [y, cx.operand(alpha, y.dtype)])
+    if beta != 0:
+        bias = bias if beta == 1 else call("mul", [bias, cx.operand(beta, bias.dtype)])
+        y = call("add", [y, bias])
+    return y
+
+
 @converter("aten.addmm.default")
 def _addmm(cx, node, bias, a, b, *, beta=1, alpha=1):
     if beta == 1 and alpha == 1 and bias.ndim == 1:
         return call("gemm_rrr_bias", [a, b, bias])
-    y = call("gemm_rrr", [a, b])
-    if alpha != 1:
-        y = call("mul", [y, cx.operand(alpha, y.dtype)])
-    if beta != 0:
-        bias = bias if beta == 1 else call("mul", [bias, cx.operand(beta, bias.dtype)])
-        y = call("add", [y, bias])
-    return y
+    return _scaled_plus_bias(cx, call("gemm_rrr", [a, b]), bias, beta, alpha)
 
 
 @converter("aten.baddbmm.default")
 def _baddbmm(cx, node, bias, a, b, *, beta=1, alpha=1):
-    y = call("bmm_rrr", [a, b])
-    if alpha != 1:
-        y = call("mul", [y, cx.operand(alpha, y.dtype)])
-    if beta != 0:
-        bias = bias if beta == 1 else call("mul", [bias, cx.operand(beta, bias.dtype)])
-        y = call("add", [y, bias])
-    return y
+    return _scaled_plus_bias(cx, call("bmm_rrr", [a, b]), bias, beta, alpha)
 
 
 def _repeat_heads(kv, groups: int):
