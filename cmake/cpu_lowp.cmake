@@ -1,7 +1,8 @@
-# Native low-precision CPU GEMMs (issue 3): bf16 with AVX512_BF16 vdpbf16ps and int8 with
-# AVX512_VNNI vpdpbusd (kernels/cpu/avx512_lowp/). Their own folder and flags: the library checks
-# the CPU at call time (__builtin_cpu_supports) and refuses with DML_CPU_ERR_UNSUPPORTED, so these
-# instructions never run on a CPU without them. Benchmark: bench/ops/gemm_lowp_bench.cpp.
+# Native low-precision CPU GEMMs: bf16 with AVX512_BF16 vdpbf16ps and int8 with AVX512_VNNI
+# vpdpbusd, AMX tiles where present. The compute is in kernels/cpu/avx512_lowp/ with its own flags;
+# the C ABI, checks and packing are in kernels/cpu/gemm_lowp.cpp (baseline flags), which checks
+# the CPU at call time and refuses with DML_CPU_ERR_UNSUPPORTED, so these instructions never run on
+# a CPU without them. Benchmark: bench/ops/gemm_lowp_bench.cpp.
 file(GLOB DINOML_CPU_LOWP_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cpu/avx512_lowp/*.cpp)
 target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_LOWP_SRC})
 set_source_files_properties(${DINOML_CPU_LOWP_SRC} PROPERTIES COMPILE_OPTIONS
@@ -20,4 +21,12 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/bench/ops/gemm_lowp_bench.cpp)
     target_include_directories(gemm_lowp_bench PRIVATE ${DINOML_LOWP_DNNL_INCLUDE})
     target_link_libraries(gemm_lowp_bench PRIVATE ${DINOML_LOWP_DNNL_LIB})
   endif()
+endif()
+
+# Objects built above the baseline ISA must share no inline code with the rest of the library
+# (cmake/scripts/check_isa_objects.cmake says why).
+if(DINOML_BUILD_TESTS)
+  add_test(NAME CpuIsaObjects.ShareNoInlineCode
+           COMMAND ${CMAKE_COMMAND} -DOBJ_DIR=${CMAKE_BINARY_DIR}/CMakeFiles/dinoml_cpu_kernels.dir
+                   -DNM=${CMAKE_NM} -P ${CMAKE_SOURCE_DIR}/cmake/scripts/check_isa_objects.cmake)
 endif()

@@ -12,21 +12,21 @@
 // the block's 32-row strips. Each finished 32 × 32 block goes through `fin` (the GEMM's epilogue).
 //
 // Linux hands out tile state only to a process that asks (arch_prctl ARCH_REQ_XCOMP_PERM,
-// XTILEDATA): `usable` asks once and says false when the CPU, the OS or the kernel's answer says no,
-// or when DINOML_CPU_DISABLE_ISA names the feature ("amxbf16", "amxint8"). Compiled with the AMX
-// flags in cmake/cpu_lowp.cmake; nothing here runs unless `usable` said true.
+// XTILEDATA): `usable` (kernels/cpu/gemm_lowp.cpp, baseline ISA) asks once and says false when the
+// CPU, the OS or the kernel's answer says no, or when DINOML_CPU_DISABLE_ISA names the feature
+// ("amxbf16", "amxint8"). `gemm` is compiled with the AMX flags in cmake/cpu_lowp.cmake and runs
+// only after `usable` said true.
 #pragma once
 #include <cstdint>
 
-namespace dml_cpu::lowp::amx {
+#include "lowp.h"  // kGroupsPerTile (32-bit groups per tile row: 64 bytes), kPanelCols
 
-constexpr int64_t kGroupsPerTile = 16;  // 32-bit groups per tile row (64 bytes)
-constexpr int64_t kPanelCols = 32;      // columns of a packed B panel (both lowp GEMMs)
+namespace dml_cpu::lowp::amx {
 
 enum class Kind { bf16, s8 };
 
 // AMX-TILE plus AMX-BF16 (Kind::bf16) or AMX-INT8 (Kind::s8) on this CPU, tile state enabled by
-// the OS and granted to this process, and not disabled by DINOML_CPU_DISABLE_ISA.
+// the OS and granted to this process, and not disabled by DINOML_CPU_DISABLE_ISA (gemm_lowp.cpp).
 bool usable(Kind kind);
 
 // Called for every finished block: `tile` holds rows × cols 32-bit sums (fp32 for bf16, int32 for

@@ -1,20 +1,14 @@
 // AMX tile paths of the bf16 and int8 GEMMs (amx.h says what and why).
 #include "amx.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <mutex>
 
 #include "lowp_driver.h"
 
 namespace dml_cpu::lowp::amx {
 namespace {
 
-constexpr int kArchReqXcompPerm = 0x1023;  // arch_prctl: ask for an XSAVE feature's state
-constexpr int kXfeatureTileData = 18;      // XTILEDATA
 constexpr int64_t kStrip = 32;             // C rows of a 2 × 2 block (and A rows are padded to it)
 
 int64_t l2_bytes() {
@@ -23,30 +17,6 @@ int64_t l2_bytes() {
     return v > 0 ? int64_t(v) : int64_t(1) << 20;
   }();
   return l2;
-}
-
-struct Hardware {
-  bool bf16 = false, int8 = false;
-};
-
-Hardware probe() {
-  Hardware h;
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return h;
-  const bool tile = d & (1u << 24), bf16 = d & (1u << 22), int8 = d & (1u << 25);
-  if (!tile) return h;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return h;  // OSXSAVE
-  const uint64_t xcr0 = _xgetbv(0);
-  if ((xcr0 & (3u << 17)) != (3u << 17)) return h;  // XTILECFG and XTILEDATA enabled by the OS
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureTileData) != 0) return h;
-  h.bf16 = bf16;
-  h.int8 = int8;
-  return h;
-}
-
-const Hardware& hardware() {
-  static const Hardware h = probe();
-  return h;
 }
 
 // Palette 1; tmm0-7 all 16 rows × 64 bytes.
@@ -186,12 +156,6 @@ bool run(int64_t M, int64_t N, int64_t K, int64_t groups, const void* a, int a_d
 }
 
 }  // namespace
-
-bool usable(Kind kind) {
-  const Hardware& h = hardware();
-  if (kind == Kind::bf16) return isa_enabled("amxbf16", h.bf16);
-  return isa_enabled("amxint8", h.int8);
-}
 
 bool gemm(Kind kind, int64_t M, int64_t N, int64_t K, int64_t groups, const void* a, int a_dtype,
           const uint32_t* panels, int threads, Fin fin, void* ctx) {

@@ -11,7 +11,8 @@
 //     the A tile from L2 and revisit C less, which measured faster than an L1-sized slice).
 // Accumulators are 32-bit (fp32 or int32): a tile goes through memory between K blocks (straight
 // into C when C is 32-bit, else a per-thread buffer) and `fin` runs once on each finished tile.
-// Compiled only inside the two AVX-512 translation units (this header has no ISA code itself).
+// Compiled only inside the two AVX-512 translation units (this header has no ISA code itself);
+// threads, checks and packing of B are gemm_lowp.cpp's (lowp.h).
 #pragma once
 #include <omp.h>
 #include <unistd.h>
@@ -22,38 +23,10 @@
 #include <string>
 
 #include "kernel_common.h"
+#include "lowp.h"
 
 namespace dml_cpu::lowp {
-
-inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// true when this CPU runs `isa` (CPUID + OS state via __builtin_cpu_supports, done by the caller)
-// and the DINOML_CPU_DISABLE_ISA knob does not name it (knobs.h): the knob lets a test exercise the
-// "CPU lacks the ISA" refusal anywhere.
-inline bool isa_enabled(const char* isa, bool cpu_has) { return cpu_has && !isa_disabled(isa); }
-
-// Per-thread scratch of the lowp GEMMs (kernel_common.h's scratch_bytes, a pool of their own).
-inline void* scratch(int slot, size_t bytes) { return scratch_bytes<ScratchPool::kLowp, 4>(slot, bytes); }
-enum Slot { kSlotA = 0, kSlotB = 1, kSlotC = 2, kSlotAux = 3 };
-
-// Header of a packed-B buffer (64 bytes, so the panels stay cache-line aligned): lets the
-// prepacked GEMMs refuse a buffer of another format or shape.
-struct PackedHeader {
-  char magic[8];
-  int64_t n, k, nr, groups;
-  int64_t reserved[3];
-};
-static_assert(sizeof(PackedHeader) == 64, "packed header must be 64 bytes");
-constexpr int64_t kHeaderBytes = 64;
-
-// Threads: `forced` > 0 exactly that many; 0: OpenMP's count, 1 below ~2^18 multiply-adds or
-// inside a parallel region (same rule as dml_cpu_gemm).
-inline int choose_threads(int forced, int64_t M, int64_t N, int64_t K) {
-  if (forced > 0) return forced;
-  if (omp_in_parallel()) return 1;
-  if (M * N * std::max<int64_t>(K, 1) < (int64_t{1} << 18)) return 1;
-  return std::max(1, omp_get_max_threads());
-}
+namespace {  // internal to each AVX-512 translation unit (lowp.h says why)
 
 struct Blocking {
   int64_t mc, gc;  // rows of an A block; 32-bit K groups of a block
@@ -124,4 +97,5 @@ void run_tiles(const Job& p, const Blocking& bl, int threads, Kern kern, Fin fin
   }
 }
 
+}  // namespace
 }  // namespace dml_cpu::lowp
