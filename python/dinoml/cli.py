@@ -1,8 +1,9 @@
 """`python -m dinoml.cli`: the `dinoml` command from Python.
 
-`compile MODEL.py|MODEL.pt2|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs here (a
-.py model file defines `build_spec()` returning a Spec; a .pt2 is a `torch.export.save`d program,
-converted by dinoml.frontends.torch), as do `generate`, `chat`, `serve` (dinoml.serve) and
+`compile MODEL.py|MODEL.gguf|MODEL.pt2|MODEL.dinoir.json --target cpu --out DIR [--dump-passes]` runs
+here (a .py model file defines `build_spec()` returning a Spec; a .gguf decoder LLM is built by
+dinoml.models.decoder from its metadata; a .pt2 is a `torch.export.save`d program, converted by
+dinoml.frontends.torch), as do `generate`, `chat`, `serve` (dinoml.serve) and
 the op benchmarks; every other subcommand (inspect, run,
 validate, benchmark, ops, ...) is the C++ CLI itself, called in-process through the extension.
 """
@@ -50,6 +51,30 @@ def load_model_file(path: str, **model_args) -> Spec:
     return result
 
 
+GGUF_MODEL_ARGS = ("ctx", "max_seq", "policy", "name")
+
+
+def load_gguf_model(path: str, **model_args) -> Spec:
+    """A decoder LLM from a GGUF file (dinoml.models.decoder.build_spec): --model-arg ctx=N,
+    max_seq=M, policy=auto|keep|dequantize, name=NAME."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"model file '{path}' does not exist")
+    unknown = sorted(k for k in model_args if k not in GGUF_MODEL_ARGS)
+    if unknown:
+        raise ValueError(f"{path}: a GGUF model takes --model-arg {', '.join(GGUF_MODEL_ARGS)}; not {unknown}")
+    from .models import build_spec
+    return build_spec(path, **model_args)
+
+
+def link_tokenizer(out: str, gguf: str) -> None:
+    """OUT/tokenizer.gguf -> the GGUF file (absolute), so `dinoml generate OUT --prompt` and `dinoml
+    chat OUT` find the vocabulary without --gguf."""
+    link = os.path.join(out, "tokenizer.gguf")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(os.path.abspath(gguf), link)
+
+
 def load_exported_program(path: str, dim_args: List[str]) -> Spec:
     """A torch.export.save'd program -> Spec (imports torch and the PyTorch front end)."""
     if not os.path.isfile(path):
@@ -81,7 +106,8 @@ def load_exported_program(path: str, dim_args: List[str]) -> Spec:
 
 def _compile(argv: List[str]) -> int:
     p = argparse.ArgumentParser(prog="dinoml compile", description="Compile a model into an artifact directory.")
-    p.add_argument("model", help="MODEL.py (defining build_spec()), MODEL.pt2 (torch.export.save) or MODEL.dinoir.json")
+    p.add_argument("model", help="MODEL.py (defining build_spec()), MODEL.gguf (a decoder LLM: dinoml.models), "
+                   "MODEL.pt2 (torch.export.save) or MODEL.dinoir.json")
     p.add_argument("--target", default="cpu")
     p.add_argument("--out", "-o", required=True, help="artifact directory (created or replaced)")
     p.add_argument("--dump-passes", action="store_true", help="write debug/passes/NN_<pass>.dinoir.json")
@@ -103,7 +129,8 @@ def _compile(argv: List[str]) -> int:
                         "replaceable at run time; external: no constants.bin, load with a safetensors file")
     p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable)")
+                   help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable); MODEL.gguf: "
+                        "ctx=N (KV cache positions), max_seq=M (tokens per run), policy, name")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N|NAME=MIN:MAX[:B1,B2,...]",
                    help="MODEL.pt2: fix a dynamic dim or give its bounds and buckets; a saved program's dims are "
                         "named <input>_<axis> (repeatable)")
@@ -119,12 +146,17 @@ def _compile(argv: List[str]) -> int:
         model_args["gguf"] = a.gguf
     from .compiler import compile as dml_compile
     try:
-        if model_args and not a.model.endswith(".py"):
-            raise ValueError("--gguf / --model-arg apply to MODEL.py files only")
+        gguf_model = a.model.endswith(".gguf")
+        if a.gguf and gguf_model:
+            raise ValueError("--gguf names the GGUF file of a MODEL.py; compile a .gguf file directly without it")
+        if model_args and not (a.model.endswith(".py") or gguf_model):
+            raise ValueError("--gguf / --model-arg apply to MODEL.py and MODEL.gguf files only")
         if a.dim and not a.model.endswith(".pt2"):
             raise ValueError("--dim applies to MODEL.pt2 files only")
         if a.model.endswith(".py"):
             spec = load_model_file(a.model, **model_args)
+        elif gguf_model:
+            spec = load_gguf_model(a.model, **model_args)
         elif a.model.endswith(".pt2"):
             spec = load_exported_program(a.model, a.dim)
         else:
@@ -133,6 +165,9 @@ def _compile(argv: List[str]) -> int:
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
                           execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32,
                           fp32_matmul_precision=a.fp32_matmul_precision, weights=a.weights)
+        tokenizer_from = a.model if gguf_model else model_args.get("gguf")
+        if tokenizer_from and str(tokenizer_from).endswith(".gguf"):
+            link_tokenizer(art.path, str(tokenizer_from))
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError, TraceError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1
