@@ -1,6 +1,7 @@
 #include "ir/int_expr.h"
 
 #include <algorithm>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "ir/dim.h"
@@ -51,7 +52,53 @@ IntExpr IntExpr::dim(const std::string& name) {
   return IntExpr(std::shared_ptr<const Node>(std::move(n)));
 }
 
+namespace {
+
+// A sum of terms with integer coefficients plus a constant: the canonical form of + and -.
+// A term is anything that is not itself a sum (a dim, a product, a quotient); `t*c` with a
+// constant c counts as c times t. Terms keep their order of first appearance, so simplified
+// shapes read the way they were written ("seq - 1", not "-1 + seq").
+struct Linear {
+  std::vector<std::pair<IntExpr, int64_t>> terms;
+  int64_t c = 0;
+
+  void add(const IntExpr& e, int64_t coef) {
+    switch (e.kind()) {
+      case IntExpr::Kind::constant: c += coef * e.const_value(); return;
+      case IntExpr::Kind::add: add(e.lhs(), coef); add(e.rhs(), coef); return;
+      case IntExpr::Kind::sub: add(e.lhs(), coef); add(e.rhs(), -coef); return;
+      case IntExpr::Kind::mul:
+        if (e.rhs().is_const()) {  // constants sit on the right (canonical order)
+          add(e.lhs(), coef * e.rhs().const_value());
+          return;
+        }
+        break;
+      default: break;
+    }
+    for (auto& [t, k] : terms)
+      if (t == e) {
+        k += coef;
+        return;
+      }
+    terms.emplace_back(e, coef);
+  }
+};
+
+}  // namespace
+
+// Simplified on construction so that equal shapes compare equal: constants fold (2+3 -> 5,
+// x*1 -> x), sums and differences are kept as one linear combination of their terms in order of
+// first appearance ((x+1)-1 -> x, seq - seq -> 0, (a + b) - a -> b), and a quotient by a positive
+// constant absorbs added constants (floor(p/c) + m -> (p + m·c)/c). No other algebra (no
+// distribution, no factoring), so the result stays predictable.
 IntExpr IntExpr::binary(Kind k, const IntExpr& a, const IntExpr& b) {
+  auto raw = [](Kind kind, const IntExpr& l, const IntExpr& r) {  // a node as given, no simplification
+    auto n = std::make_shared<Node>();
+    n->kind = kind;
+    n->lhs = std::make_shared<const IntExpr>(l);
+    n->rhs = std::make_shared<const IntExpr>(r);
+    return IntExpr(std::shared_ptr<const Node>(std::move(n)));
+  };
   if (a.is_const() && b.is_const()) {
     int64_t x = a.const_value(), y = b.const_value();
     switch (k) {
@@ -64,14 +111,37 @@ IntExpr IntExpr::binary(Kind k, const IntExpr& a, const IntExpr& b) {
       default: break;
     }
   }
+  if (k == Kind::add || k == Kind::sub) {
+    // floor(p/c) ± m = floor((p ± m·c)/c) for c > 0: a strided conv's "(H + 2 - 3)/2 + 1" and a 1×1
+    // strided conv's "(H - 1)/2 + 1" both become "(H + 1)/2", so residual branches agree.
+    const IntExpr* q = a.kind() == Kind::div ? &a : nullptr;
+    if (q && b.is_const() && q->rhs().is_const() && q->rhs().const_value() > 0) {
+      const int64_t m = k == Kind::add ? b.const_value() : -b.const_value();
+      return (q->lhs() + IntExpr(m * q->rhs().const_value())) / q->rhs();
+    }
+    if (k == Kind::add && b.kind() == Kind::div && a.is_const() && b.rhs().is_const() && b.rhs().const_value() > 0)
+      return (b.lhs() + IntExpr(a.const_value() * b.rhs().const_value())) / b.rhs();
+    Linear lin;
+    lin.add(a, 1);
+    lin.add(b, k == Kind::add ? 1 : -1);
+    // Rebuild: the positive terms, minus the negative ones, then the constant ("c - t" when no
+    // term is positive).
+    auto scaled = [&](const IntExpr& t, int64_t c) { return c == 1 ? t : raw(Kind::mul, t, IntExpr(c)); };
+    std::optional<IntExpr> out;
+    for (const auto& [t, c] : lin.terms)
+      if (c > 0) out = out ? raw(Kind::add, *out, scaled(t, c)) : scaled(t, c);
+    const bool has_positive = out.has_value();
+    for (const auto& [t, c] : lin.terms)
+      if (c < 0) out = raw(Kind::sub, out ? *out : IntExpr(lin.c), scaled(t, -c));
+    if (!out) return IntExpr(lin.c);
+    if (!has_positive || lin.c == 0) return *out;
+    return lin.c > 0 ? raw(Kind::add, *out, IntExpr(lin.c)) : raw(Kind::sub, *out, IntExpr(-lin.c));
+  }
   // Identities that keep shapes canonical without any algebraic search.
-  if (k == Kind::add && a.is_const() && a.const_value() == 0) return b;
-  if ((k == Kind::add || k == Kind::sub) && b.is_const() && b.const_value() == 0) return a;
   if (k == Kind::mul && a.is_const() && a.const_value() == 1) return b;
   if ((k == Kind::mul || k == Kind::div) && b.is_const() && b.const_value() == 1) return a;
   if (k == Kind::mul && ((a.is_const() && a.const_value() == 0) || (b.is_const() && b.const_value() == 0)))
     return IntExpr(int64_t{0});
-  if (k == Kind::sub && a == b) return IntExpr(int64_t{0});
   if (k == Kind::div && a == b) return IntExpr(int64_t{1});
   // (x*c)/c -> x : common in reshape round trips.
   if (k == Kind::div && a.kind() == Kind::mul && a.rhs() == b) return a.lhs();
@@ -79,12 +149,11 @@ IntExpr IntExpr::binary(Kind k, const IntExpr& a, const IntExpr& b) {
   // Canonical order for commutative ops: constants to the right.
   const IntExpr* l = &a;
   const IntExpr* r = &b;
-  if ((k == Kind::add || k == Kind::mul) && l->is_const() && !r->is_const()) std::swap(l, r);
-  auto n = std::make_shared<Node>();
-  n->kind = k;
-  n->lhs = std::make_shared<const IntExpr>(*l);
-  n->rhs = std::make_shared<const IntExpr>(*r);
-  return IntExpr(std::shared_ptr<const Node>(std::move(n)));
+  if (k == Kind::mul && l->is_const() && !r->is_const()) std::swap(l, r);
+  // (x*c1)*c2 -> x*(c1·c2)
+  if (k == Kind::mul && r->is_const() && l->kind() == Kind::mul && l->rhs().is_const())
+    return binary(Kind::mul, l->lhs(), IntExpr(l->rhs().const_value() * r->const_value()));
+  return raw(k, *l, *r);
 }
 
 IntExpr operator+(const IntExpr& a, const IntExpr& b) { return IntExpr::binary(IntExpr::Kind::add, a, b); }

@@ -1,6 +1,6 @@
 // Integer shape expressions over symbolic dims: ints, dim names, + - * / (floor division).
-// Immutable and cheap to copy (shared nodes). Simplified on construction so structurally equal
-// shapes compare equal (x*1 -> x, 2+3 -> 5, (x+1)-1 -> x is NOT attempted: keep it predictable).
+// Immutable and cheap to copy (shared nodes). Simplified on construction so that equal shapes
+// compare equal: sums are kept as linear combinations ((x+1)-1 -> x) (int_expr.cpp, binary()).
 #pragma once
 #include <cstdint>
 #include <functional>

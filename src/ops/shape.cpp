@@ -250,13 +250,16 @@ std::vector<HostTensor> ref_split(const RefContext& ctx) {
 // ---- slice --------------------------------------------------------------------------------
 constexpr int64_t kSliceToEnd = int64_t(1) << 31;  // an end >= 2^31 means "to the end"
 
+// starts / ends are shape-typed: ints, or symbolic extents (x[:, :seq] on a [1, 512] buffer, the
+// GPT-2 mask's [key_len - query_len : key_len]); the kernels clamp them at run time as NumPy does.
 struct SliceSpec {
-  std::vector<int64_t> starts, ends, axes, steps;
+  ir::Shape starts, ends;
+  std::vector<int64_t> axes, steps;
 };
 SliceSpec slice_spec(const ir::Node& node, int64_t rank) {
   SliceSpec s;
-  s.starts = node.attr_ints("starts");
-  s.ends = node.attr_ints("ends");
+  s.starts = node.attr_shape("starts");
+  s.ends = node.attr_shape("ends");
   std::vector<int64_t> dflt_axes(s.starts.size());
   for (size_t i = 0; i < dflt_axes.size(); ++i) dflt_axes[i] = i;
   s.axes = node.attr_ints("axes", dflt_axes);
@@ -316,11 +319,48 @@ IntExpr slice_extent(const InferContext& ctx, size_t axis, const IntExpr& E, int
   return step == 1 ? n : (n + IntExpr(step - 1)) / IntExpr(step);
 }
 
+// Output extent of one axis sliced with a symbolic start or end. As on a symbolic extent, NumPy's
+// clamps must be provable no-ops: a symbolic bound must lie in [0, E] for every value of the dims
+// (a constant one obeys slice_extent's rule), and the length must not be negative.
+IntExpr slice_extent_symbolic(const InferContext& ctx, size_t axis, const IntExpr& E, const IntExpr& start,
+                              const IntExpr& end, int64_t step) {
+  auto lo = [&](const IntExpr& v, const std::string& what) {
+    try {
+      return v.bounds(ctx.dims).lo;
+    } catch (const IrError& err) {
+      ctx.fail("slice of axis " + std::to_string(axis) + ": " + what + " '" + v.to_string() + "': " + err.what());
+    }
+  };
+  const int64_t e_lo = lo(E, "extent");
+  auto resolve = [&](const IntExpr& v, const char* what, bool is_end) -> IntExpr {
+    if (v.is_const()) {
+      const int64_t c = v.const_value();
+      if (is_end && c >= kSliceToEnd) return E;
+      const int64_t mag = c < 0 ? -c : c;
+      if (mag > e_lo)
+        ctx.fail(std::string("slice ") + what + " " + std::to_string(c) + " on axis " + std::to_string(axis) + " of " +
+                 describe_input(ctx, 0) + ": the extent '" + E.to_string() + "' may be as small as " +
+                 std::to_string(e_lo) + ", so NumPy's clamp cannot be resolved symbolically");
+      return c < 0 ? E - IntExpr(mag) : IntExpr(c);
+    }
+    if (lo(v, what) < 0 || lo(E - v, what) < 0)
+      ctx.fail(std::string("slice ") + what + " '" + v.to_string() + "' on axis " + std::to_string(axis) + " of " +
+               describe_input(ctx, 0) + " may fall outside [0, " + E.to_string() +
+               "] for some values of its dims (a symbolic bound must stay within the extent)");
+    return v;
+  };
+  const IntExpr n = resolve(end, "end", true) - resolve(start, "start", false);
+  if (lo(n, "length") < 0)
+    ctx.fail("slice [" + start.to_string() + ":" + end.to_string() + "] on axis " + std::to_string(axis) + " of " +
+             describe_input(ctx, 0) + " may be reversed for some values of its dims (length '" + n.to_string() + "')");
+  return step == 1 ? n : (n + IntExpr(step - 1)) / IntExpr(step);
+}
+
 std::vector<TensorType> infer_slice(const InferContext& ctx) {
   const auto& in = ctx.inputs[0];
   int64_t r = in.shape.size();
-  const auto& starts = ctx.node.attr_ints("starts");
-  const auto& ends = ctx.node.attr_ints("ends");
+  const ir::Shape starts = ctx.node.attr_shape("starts");
+  const ir::Shape ends = ctx.node.attr_shape("ends");
   if (starts.size() != ends.size())
     ctx.fail("starts has " + std::to_string(starts.size()) + " entries, ends " + std::to_string(ends.size()));
   if (ctx.node.has_attr("axes") && ctx.node.attr_ints("axes").size() != starts.size())
@@ -335,7 +375,11 @@ std::vector<TensorType> infer_slice(const InferContext& ctx) {
   Shape out = in.shape;
   for (size_t i = 0; i < sp.axes.size(); ++i) {
     if (sp.steps[i] < 1) ctx.fail("steps must be positive, got " + std::to_string(sp.steps[i]));
-    out[sp.axes[i]] = slice_extent(ctx, sp.axes[i], in.shape[sp.axes[i]], sp.starts[i], sp.ends[i], sp.steps[i]);
+    const IntExpr& E = in.shape[sp.axes[i]];
+    out[sp.axes[i]] = sp.starts[i].is_const() && sp.ends[i].is_const()
+                          ? slice_extent(ctx, sp.axes[i], E, sp.starts[i].const_value(), sp.ends[i].const_value(),
+                                         sp.steps[i])
+                          : slice_extent_symbolic(ctx, sp.axes[i], E, sp.starts[i], sp.ends[i], sp.steps[i]);
   }
   return {{in.dtype, out}};
 }
@@ -346,7 +390,7 @@ std::vector<HostTensor> ref_slice(const RefContext& ctx) {
   std::vector<int64_t> first(x.rank(), 0), step(x.rank(), 1), shape = x.shape;
   for (size_t i = 0; i < sp.axes.size(); ++i) {
     int64_t a = sp.axes[i], s, e;
-    slice_bounds(x.shape[a], sp.starts[i], sp.ends[i], s, e);
+    slice_bounds(x.shape[a], sp.starts[i].eval(ctx.dims), sp.ends[i].eval(ctx.dims), s, e);
     first[a] = s;
     step[a] = sp.steps[i];
     shape[a] = e > s ? (e - s + step[a] - 1) / step[a] : 0;
@@ -512,6 +556,17 @@ std::vector<TensorType> infer_arange(const InferContext& ctx) {
     Shape len = ctx.node.attr_shape("length");
     if (len.size() != 1) ctx.fail("length must be one extent, got " + ir::shape_to_string(len));
     if (len[0].is_const() && len[0].const_value() < 0) ctx.fail("length must not be negative");
+    if (!len[0].is_const()) {
+      int64_t lo = 0;
+      try {
+        lo = len[0].bounds(ctx.dims).lo;
+      } catch (const IrError& err) {
+        ctx.fail("length '" + len[0].to_string() + "': " + err.what());
+      }
+      if (lo < 0)
+        ctx.fail("length '" + len[0].to_string() + "' may be negative for some values of its dims (as small as " +
+                 std::to_string(lo) + ")");
+    }
     return {{dt, len}};
   }
   if (!ctx.node.has_attr("end")) ctx.fail("needs attribute end (or length)");
@@ -589,7 +644,8 @@ void register_shape_ops(Registry& r) {
   split.num_outputs = -1;
   r.add(std::move(split));
   r.add(make("slice", "NumPy basic slicing with positive steps", 1, 1,
-             {{"starts", K::ints, true, ""}, {"ends", K::ints, true, ""}, {"axes", K::ints, false, ""},
+             {{"starts", K::shape, true, "ints or symbolic extents"},
+              {"ends", K::shape, true, "ints or symbolic extents; >= 2^31: to the end"}, {"axes", K::ints, false, ""},
               {"steps", K::ints, false, ""}},
              infer_slice, ref_slice));
   r.add(make("expand", "broadcast copy to shape (-1 keeps)", 1, 1, {{"shape", K::shape, true, ""}}, infer_expand,

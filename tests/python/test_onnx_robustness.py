@@ -87,6 +87,58 @@ def test_graphs_as_stored_unsorted_unused_initializers_defaults_and_outer_scope(
     np.testing.assert_allclose(spec.reference({"x": a})["y"], want, rtol=1e-6)
 
 
+def test_sequence_dims_reach_slice_and_range_bounds(tmp_path):
+    """What transformer exports write for position ids and causal masks: seq = Shape(ids)[1], then
+    Range(0, seq, 1) and Slice(buffer, 0, seq) of a fixed-size buffer, and the mask's
+    [seq - seq : seq] window. Compiled once with a symbolic seq, run at sizes between buckets,
+    compared with ONNX Runtime."""
+    ort = pytest.importorskip("onnxruntime")
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])
+    out = helper.make_tensor_value_info("pos", TensorProto.INT64, None)
+    mask_out = helper.make_tensor_value_info("mask", TensorProto.FLOAT, None)
+    buf = numpy_helper.from_array((np.arange(64, dtype=np.int64) * 3)[None, :], "position_buffer")
+    tri = numpy_helper.from_array(np.tril(np.ones((64, 64), np.float32))[None, None], "causal")
+    c = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["input_ids"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+             helper.make_node("Unsqueeze", ["seq", "zero_axes"], ["seq1"]),
+             helper.make_node("Range", ["zero", "seq", "one"], ["range"]),
+             helper.make_node("Slice", ["position_buffer", "zero1", "seq1", "one1"], ["sliced"]),
+             helper.make_node("Add", ["sliced", "range"], ["pos_row"]),
+             helper.make_node("Add", ["pos_row", "input_ids"], ["pos"]),
+             helper.make_node("Sub", ["seq1", "seq1"], ["start"]),
+             helper.make_node("Slice", ["causal", "start", "seq1", "two1"], ["rows"]),
+             helper.make_node("Slice", ["rows", "zero1", "seq1", "three1"], ["mask"])]
+    inits = [buf, tri, c("one", 1), c("zero", 0), c("zero_axes", [0]), c("zero1", [0]), c("one1", [1]),
+             c("two1", [2]), c("three1", [3])]
+    path = _save(tmp_path, helper.make_graph(nodes, "g", [ids], [out, mask_out], initializer=inits))
+    spec = dml.from_onnx(path, dims={"batch": (1, 4), "seq": (1, 48, [16, 48])})
+    sess = dml.runtime.load(dml.compile(spec, target="cpu", out=str(tmp_path / "art")).path).create_session()
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for b, n in ((1, 1), (2, 7), (3, 16), (1, 33)):
+        x = np.random.default_rng(n).integers(0, 100, (b, n)).astype(np.int64)
+        got = sess.run_numpy({"input_ids": x})
+        want = dict(zip(["pos", "mask"], ref.run(None, {"input_ids": x})))
+        np.testing.assert_array_equal(got["pos"], want["pos"])
+        np.testing.assert_array_equal(got["mask"], want["mask"])
+
+
+def test_symbolic_slice_end_past_the_buffer_is_a_clear_error(tmp_path):
+    """Slice(buffer[1, 8], 0, seq) with seq allowed up to 16: NumPy would clamp at 8, which no
+    symbolic extent expresses; the error names the node's bound and the extent."""
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])
+    out = helper.make_tensor_value_info("y", TensorProto.INT64, None)
+    c = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["input_ids"], ["shape"]),
+             helper.make_node("Slice", ["shape", "one1", "two1"], ["seq1"]),
+             helper.make_node("Slice", ["buf", "zero1", "seq1", "one1"], ["y"], name="slice_pos")]
+    inits = [numpy_helper.from_array(np.zeros((1, 8), np.int64), "buf"), c("zero1", [0]), c("one1", [1]),
+             c("two1", [2])]
+    path = _save(tmp_path, helper.make_graph(nodes, "g", [ids], [out], initializer=inits))
+    msg = _import_error(path, dims={"batch": (1, 2), "seq": (1, 16)})
+    assert "slice end 'seq'" in msg and "[0, 8]" in msg, msg
+
+
 def test_cycle_is_reported(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])

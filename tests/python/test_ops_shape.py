@@ -97,6 +97,13 @@ def _movement_cases(dt):
           lambda x: x[:, 2:100, 0:-1]),
         u("slice-default_axes", (4, 5), lambda o, x: o.slice(x, starts=[1, 0], ends=[3, 5]), lambda x: x[1:3, 0:5]),
         u("slice-dyn_axis", ("B", 10, 6), lambda o, x: o.slice(x, starts=[0], ends=[1], axes=[0]), lambda x: x[0:1]),
+        # symbolic bounds: the first B rows of a fixed buffer (position ids sliced to seq), and
+        # [B - 1 : B] of a B-long axis; B stays within the extent for every value of the dim
+        Case(f"slice-sym_end-{dt}", {"x": Inp(("B", 3), dt, _gen(dt)), "buf": Inp((8, 3), dt, _gen(dt))},
+             lambda o, t: o.slice(t["buf"], starts=[0], ends=[t["x"].shape[0]], axes=[0]),
+             lambda x: x["buf"][: x["x"].shape[0]], dt, exact=True),
+        u("slice-sym_start", ("B", 4), lambda o, x: o.slice(x, starts=[x.shape[0] - 1], ends=[x.shape[0]], axes=[0]),
+          lambda x: x[x.shape[0] - 1:]),
         u("slice-neg-step3", (2, 10), lambda o, x: o.slice(x, starts=[-9], ends=[-1], axes=[1], steps=[3]),
           lambda x: x[:, -9:-1:3]),
         u("expand-keep", ("B", 1, 4), lambda o, x: o.expand(x, shape=[-1, 3, 4]),
@@ -251,6 +258,16 @@ def test_split_sizes_must_sum_to_extent():
 def test_slice_rejects_non_positive_step():
     msg = _trace_error(lambda o, t: o.slice(t["x"], starts=[0], ends=[2], steps=[0]), {"x": ((4,), "float32")})
     assert "slice" in msg and "step" in msg, msg
+
+
+def test_slice_symbolic_end_beyond_the_extent_is_refused():
+    """x[:B] of a 4-row buffer while B may reach 6: NumPy would clamp, which no symbolic extent
+    expresses, so the trace fails and names the bound and the extent."""
+    with pytest.raises(Exception) as ei:
+        H.api_trace(lambda ops, t: ops.output(ops.slice(t["buf"], starts=[0], ends=[t["x"].shape[0]], axes=[0]), "y"),
+                    {"x": (("B", 2), "float32"), "buf": ((4, 2), "float32")}, dims=B_DIM)
+    msg = str(ei.value)
+    assert "slice end 'B'" in msg and "[0, 4]" in msg, msg
 
 
 def test_permute_rejects_non_permutation():

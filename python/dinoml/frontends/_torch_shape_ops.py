@@ -1,9 +1,8 @@
 """The conversion table, continued: views, data movement, indexing and tensor factories (the same
 `CONVERTERS` dict as `_torch_ops`; the contract is described there).
 
-Symbolic sizes (`SymDim`) flow into reshape/expand/full shapes unchanged. A slice whose bounds
-are symbolic (e.g. `position_ids[:, :seq]`) becomes a gather with a symbolic-length arange,
-which is exact and needs no dynamic-slice op.
+Symbolic sizes (`SymDim`) flow into reshape/expand/full and slice bounds unchanged
+(`position_ids[:, :seq]` is one slice whose end is the dim).
 """
 from __future__ import annotations
 
@@ -108,17 +107,13 @@ def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
         if start == 0 and end == _TO_END and step == 1:
             return x
         return ops.slice(x, [start], [end], [dim], [step])
-    # Symbolic bounds: x[start:end] = gather(x, arange(start, end, step)). PyTorch clamps
-    # the bounds to the extent; export has proven them in range (or guarded), so no clamp here.
+    # Symbolic bounds go to the slice op as they are: it proves them within the extent (export has
+    # proven or guarded the same) and the kernel applies them at run time. The result is viewed with
+    # the extents torch inferred, so equal sizes stay the same expressions downstream.
     if isinstance(start, int) and start == 0 and isinstance(end, SymDim) and isinstance(ext, SymDim) \
             and end == ext and step == 1:
         return x
-    if isinstance(start, SymDim):
-        raise Unsupported(f"slice with a symbolic start ({start})")
-    # The length as torch simplified it (the output's extent), so equal sizes stay equal exprs.
-    length = cx.extent(node, dim)
-    idx = _arange_sym(cx, start, length, step)
-    return ops.gather(x, idx, axis=dim)
+    return ops.reshape(ops.slice(x, [start], [end], [dim], [step]), cx.out_shape(node))
 
 
 @converter("aten.select.int", "aten.select_copy.int")

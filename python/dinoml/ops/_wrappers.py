@@ -165,9 +165,17 @@ def argmax(x, axis: Optional[int] = None, keepdim: bool = False, **attrs) -> Ten
     return call("argmax", [x], dict(attrs, axis=axis, keepdim=keepdim))
 
 
+def _bounds(a):
+    """Slice bounds: ints, or symbolic extents (x.shape[1], a Dim, their arithmetic)."""
+    if a is None:
+        return None
+    return [x if not isinstance(x, int) else int(x) for x in (a if isinstance(a, (list, tuple)) else [a])]
+
+
 def slice(x, starts=None, ends=None, axes=None, steps=None, **attrs) -> Tensor:  # noqa: A001
-    """NumPy-style slicing with clamping; an end >= 2**31 means "to the end"."""
-    return call("slice", [x], dict(attrs, starts=_axes(starts), ends=_axes(ends), axes=_axes(axes),
+    """NumPy-style slicing with clamping; an end >= 2**31 means "to the end". Bounds may be
+    symbolic (`ops.slice(pos, [0], [x.shape[1]], [1])`) when they provably stay within the extent."""
+    return call("slice", [x], dict(attrs, starts=_bounds(starts), ends=_bounds(ends), axes=_axes(axes),
                                    steps=_axes(steps)))
 
 

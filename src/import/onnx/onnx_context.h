@@ -149,6 +149,8 @@ class Importer {
     return opn(op, inputs, attrs).at(0);
   }
   std::string constant(const ops::HostTensor& v, const std::string& base = "const");
+  // An int64 tensor holding a symbolic value at run time (a shape value used as data).
+  std::string sym_tensor(const SymValue& v, const std::string& base = "sym");
   std::string scalar(ir::DType dt, double v);
   std::string cast(const std::string& x, ir::DType to);
   std::string reshape(const std::string& x, const ir::Shape& shape);

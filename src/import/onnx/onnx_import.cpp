@@ -18,6 +18,7 @@
 
 namespace dinoml::onnx_import {
 using ir::DType;
+using ir::IntExpr;
 
 namespace {
 std::string printable(const std::string& s) {
@@ -96,16 +97,41 @@ std::string Importer::t(const std::string& onnx_name) {
     return dml;
   }
   if (auto it = syms.find(onnx_name); it != syms.end()) {
-    for (const auto& e : it->second.values)
-      if (!e.is_const())
-        throw Unsupported("value '" + onnx_name + "' holds the symbolic shape value " + ir::shape_to_string(it->second.values) +
-                          " and is used as tensor data; DinoML needs shape values at compile time");
+    const SymValue sv = it->second;
+    if (std::any_of(sv.values.begin(), sv.values.end(), [](const IntExpr& e) { return !e.is_const(); })) {
+      std::string dml = sym_tensor(sv, sanitize(onnx_name));
+      names[onnx_name] = dml;
+      return dml;
+    }
     const auto* v = value(onnx_name);
     std::string dml = constant(*v, sanitize(onnx_name));
     names[onnx_name] = dml;
     return dml;
   }
   throw Invalid("value '" + onnx_name + "' is used before it is defined");
+}
+
+std::string Importer::sym_tensor(const SymValue& sv, const std::string& base) {
+  // Each symbolic element is materialised at run time as the sum of that many ones: exact, and
+  // O(extent) work on what these are (sequence lengths, batch sizes, their small products).
+  if (std::all_of(sv.values.begin(), sv.values.end(), [](const IntExpr& e) { return e.is_const(); })) {
+    ops::HostTensor c(DType::i64, sv.scalar ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(sv.values.size())});
+    for (size_t i = 0; i < sv.values.size(); ++i) c.set_i64(static_cast<int64_t>(i), sv.values[i].const_value());
+    return constant(c, base);
+  }
+  std::vector<std::string> parts;
+  for (const auto& e : sv.values) {
+    if (e.is_const()) {
+      ops::HostTensor c(DType::i64, {1});
+      c.set_i64(0, e.const_value());
+      parts.push_back(constant(c, base + "_part"));
+    } else {
+      const std::string ones = op("full", {}, {{"shape", ir::Shape{e}}, {"value", 1.0}, {"dtype", std::string("int64")}});
+      parts.push_back(op("reduce_sum", {ones}, {{"axes", std::vector<int64_t>{0}}, {"keepdim", true}}));
+    }
+  }
+  std::string out = parts.size() == 1 ? parts[0] : op("concatenate", parts, {{"axis", int64_t{0}}});
+  return sv.scalar ? reshape(out, {}) : out;
 }
 
 std::string Importer::in(NodeView& n, size_t k) {

@@ -126,24 +126,22 @@ void convert_gather_nd(Importer& im, NodeView& n) {
   }
   const int64_t k = is.back().const_value();
   if (k < 1 || k > static_cast<int64_t>(ds.size())) throw Invalid("GatherND index depth out of range");
-  std::vector<int64_t> dims;
-  for (int64_t j = 0; j < k; ++j) {
-    if (!ds[static_cast<size_t>(j)].is_const()) throw Unsupported("GatherND over symbolic axes");
-    dims.push_back(ds[static_cast<size_t>(j)].const_value());
-  }
-  ops::HostTensor extent(DType::i64, {k}), stride(DType::i64, {k});
-  int64_t st = 1;
+  // Extents and strides of the k indexed axes; symbolic ones (a [batch, seq] mask indexed by
+  // position tuples) become run-time tensors.
+  SymValue extent, stride;
+  stride.values.assign(static_cast<size_t>(k), IntExpr(1));
+  IntExpr st(1);
   for (int64_t j = k - 1; j >= 0; --j) {
-    extent.set_i64(j, dims[static_cast<size_t>(j)]);
-    stride.set_i64(j, st);
-    st *= dims[static_cast<size_t>(j)];
+    stride.values[static_cast<size_t>(j)] = st;
+    st = st * ds[static_cast<size_t>(j)];
   }
+  extent.values.assign(ds.begin(), ds.begin() + k);
   std::string iv = im.cast(idx, DType::i64);
-  std::string ext = im.constant(extent, "gathernd_extent");
+  std::string ext = im.sym_tensor(extent, "gathernd_extent");
   iv = im.op("where", {im.op("lt", {iv, im.scalar(DType::i64, 0)}), im.op("add", {iv, ext}), iv});
   const int64_t ri = static_cast<int64_t>(is.size());
-  std::string lin = im.op("reduce_sum", {im.op("mul", {iv, im.constant(stride, "gathernd_stride")})}, attrs_axes({ri - 1}, false));
-  ir::Shape flat{IntExpr(st)};
+  std::string lin = im.op("reduce_sum", {im.op("mul", {iv, im.sym_tensor(stride, "gathernd_stride")})}, attrs_axes({ri - 1}, false));
+  ir::Shape flat{st};
   flat.insert(flat.end(), ds.begin() + k, ds.end());
   std::string y = im.op("gather", {im.reshape(data, flat), lin}, {{"axis", int64_t{0}}});
   if (bd != 0) {

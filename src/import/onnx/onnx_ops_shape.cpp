@@ -184,6 +184,20 @@ bool eval_symbolic(Importer& im, NodeView& n) {
     im.set_sym(n, 0, out);
     return true;
   }
+  if (op == "Reshape" && n.opset >= 5) {
+    // A shape value reshaped (the TorchScript exporter's Expand: Reshape(Concat(dims), [-1])):
+    // the elements stay the same symbolic values; rank 0 and 1 only.
+    auto s = sym(0);
+    const auto* shp = im.in_value(n, 1);
+    n.i("allowzero", 0);  // no 0 in a target of at most one element that keeps the length
+    if (!s || !shp || shp->rank() != 1 || shp->numel() > 1) return false;
+    const int64_t want = shp->numel() == 0 ? 1 : shp->get_i64(0);
+    if (shp->numel() == 0 ? s->values.size() != 1 : (want != -1 && want != int64_t(s->values.size())))
+      return false;
+    s->scalar = shp->numel() == 0;
+    im.set_sym(n, 0, *s);
+    return true;
+  }
   if (op == "Equal") {
     // A dim-based extent is >= 1, so comparing it with a constant <= 0 is statically false.
     auto a = sym(0), b = sym(1);
@@ -368,39 +382,47 @@ void convert_slice(Importer& im, NodeView& n) {
   std::string x = im.in(n, 0);
   const auto shape = im.type(x).shape;
   const int64_t r = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> starts, ends, axes, steps;
+  std::vector<IntExpr> starts_e, ends_e;  // constants, or symbolic (computed from shapes: x[:, :seq])
+  std::vector<int64_t> axes, steps;
+  auto exprs = [](const std::vector<int64_t>& v) { return std::vector<IntExpr>(v.begin(), v.end()); };
   if (n.opset < 10) {
-    starts = n.ints("starts");
-    ends = n.ints("ends");
+    starts_e = exprs(n.ints("starts"));
+    ends_e = exprs(n.ints("ends"));
     axes = n.ints("axes");
   } else {
-    starts = im.ints_of(n, 1, "starts");
-    ends = im.ints_of(n, 2, "ends");
+    starts_e = im.sym_of(n, 1, "starts").values;
+    ends_e = im.sym_of(n, 2, "ends").values;
     if (n.has_input(3)) axes = im.ints_of(n, 3, "axes");
     if (n.has_input(4)) steps = im.ints_of(n, 4, "steps");
   }
   if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    for (size_t i = 0; i < starts_e.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts_e.size(), 1);
+  if (ends_e.size() != starts_e.size() || axes.size() != starts_e.size() || steps.size() != starts_e.size())
     throw Invalid("Slice starts/ends/axes/steps lengths differ");
-  bool negative = false;
+  bool negative = false, symbolic = false;
   for (auto& a : axes) a = normalize_axis(a, r, n);
   for (auto st : steps) {
     if (st == 0) throw Invalid("Slice step 0");
     if (st < 0) negative = true;
   }
+  for (size_t i = 0; i < starts_e.size(); ++i) symbolic |= !starts_e[i].is_const() || !ends_e[i].is_const();
   constexpr int64_t kToEnd = int64_t(1) << 31;
   if (!negative) {
-    std::vector<int64_t> e2 = ends;
-    for (auto& e : e2)
-      if (e >= kToEnd) e = kToEnd;
-      else if (e <= -kToEnd) e = -kToEnd;
-    std::vector<int64_t> s2 = starts;
-    for (auto& s : s2) s = std::clamp<int64_t>(s, -kToEnd, kToEnd);
+    ir::Shape s2, e2;
+    for (const auto& e : ends_e)
+      e2.push_back(!e.is_const() ? e : IntExpr(std::clamp<int64_t>(e.const_value(), -kToEnd, kToEnd)));
+    for (const auto& v : starts_e)
+      s2.push_back(!v.is_const() ? v : IntExpr(std::clamp<int64_t>(v.const_value(), -kToEnd, kToEnd)));
     im.set(n, 0, im.op("slice", {x}, {{"starts", s2}, {"ends", e2}, {"axes", axes}, {"steps", steps}}));
     return;
   }
+  if (symbolic)
+    throw Unsupported("node '" + n.name + "' (Slice): a negative step with symbolic starts/ends (" +
+                      ir::shape_to_string(starts_e) + " : " + ir::shape_to_string(ends_e) + ")");
+  std::vector<int64_t> starts, ends;
+  for (const auto& v : starts_e) starts.push_back(v.const_value());
+  for (const auto& v : ends_e) ends.push_back(v.const_value());
   // Negative steps: explicit indices along each sliced axis (static extents), one gather each.
   std::string y = x;
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -499,12 +521,34 @@ void convert_constant_of_shape(Importer& im, NodeView& n) {
 }
 
 void convert_range(Importer& im, NodeView& n) {
-  const auto* s = &im.value_of(n, 0, "start");
-  const auto* l = &im.value_of(n, 1, "limit");
-  const auto* d = &im.value_of(n, 2, "delta");
-  const DType dt = s->dtype;
-  im.set(n, 0, im.op("arange", {}, {{"start", s->get_as(0)}, {"end", l->get_as(0)}, {"step", d->get_as(0)},
-                                     {"dtype", std::string(ir::dtype_name(dt))}}));
+  const auto* s = im.in_value(n, 0);
+  const auto* l = im.in_value(n, 1);
+  const auto* d = im.in_value(n, 2);
+  if (s && l && d) {
+    im.set(n, 0, im.op("arange", {}, {{"start", s->get_as(0)}, {"end", l->get_as(0)}, {"step", d->get_as(0)},
+                                       {"dtype", std::string(ir::dtype_name(s->dtype))}}));
+    return;
+  }
+  // A limit computed from shapes (Range(0, seq): position ids, causal masks): integer start and
+  // delta known, so the element count ceil((limit - start) / delta) is a symbolic extent.
+  if (!d) im.value_of(n, 2, "delta");  // throws the "must be known at compile time" error
+  const DType dt = d->dtype;
+  if (!ir::is_int(dt))
+    throw Unsupported("node '" + n.name + "' (Range): a symbolic limit needs integer start/limit/delta, got " +
+                      std::string(ir::dtype_name(dt)));
+  const SymValue start = im.sym_of(n, 0, "start"), limit = im.sym_of(n, 1, "limit");
+  if (start.values.size() != 1 || limit.values.size() != 1) throw Invalid("Range: start and limit must be scalars");
+  const int64_t step = static_cast<int64_t>(d->get_as(0));
+  if (step <= 0)
+    throw Unsupported("node '" + n.name + "' (Range): a symbolic limit needs a positive delta, got " +
+                      std::to_string(step));
+  if (!start.values[0].is_const())
+    throw Unsupported("node '" + n.name + "' (Range): start '" + start.values[0].to_string() +
+                      "' is symbolic; only the limit may depend on dims");
+  const IntExpr span = limit.values[0] - start.values[0];
+  const IntExpr count = step == 1 ? span : (span + IntExpr(step - 1)) / IntExpr(step);
+  im.set(n, 0, im.op("arange", {}, {{"start", double(start.values[0].const_value())}, {"step", double(step)},
+                                     {"length", ir::Shape{count}}, {"dtype", std::string(ir::dtype_name(dt))}}));
 }
 
 void convert_tile(Importer& im, NodeView& n) {
@@ -648,7 +692,7 @@ void register_shape_converters(ConverterTable& t) {
   t["Constant"] = convert_constant;
   t["Shape"] = convert_shape;
   t["Size"] = convert_size;
-  t["Reshape"] = convert_reshape;
+  t["Reshape"] = sym_first(convert_reshape);
   t["Flatten"] = convert_flatten;
   t["Squeeze"] = sym_first(convert_squeeze);
   t["Unsqueeze"] = sym_first(convert_unsqueeze);

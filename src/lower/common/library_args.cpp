@@ -63,8 +63,8 @@ LibraryCallArgs slice_args(EmitContext& cx, const ir::Node& n, LoweringFail fail
   const auto& y = cx.tensor(n.outputs.at(0));
   const size_t r = x.shape.size();
   std::vector<std::string> starts(r, "0"), ends(r, "INT64_MAX"), steps(r, "1");
-  const auto& st = n.attr_ints("starts");
-  const auto& en = n.attr_ints("ends");
+  const ir::Shape st = n.attr_shape("starts");  // ints or symbolic extents (clamped by the kernel)
+  const ir::Shape en = n.attr_shape("ends");
   std::vector<int64_t> axes;
   if (n.has_attr("axes")) axes = n.attr_ints("axes");
   else
@@ -74,8 +74,8 @@ LibraryCallArgs slice_args(EmitContext& cx, const ir::Node& n, LoweringFail fail
     fail(n, "starts/ends/axes/steps lengths differ");
   for (size_t i = 0; i < axes.size(); ++i) {
     const size_t a = static_cast<size_t>(norm_axis(n, axes[i], r, "axes"));
-    starts[a] = "INT64_C(" + std::to_string(st[i]) + ")";
-    ends[a] = en[i] == INT64_MIN ? "INT64_MIN" : "INT64_C(" + std::to_string(en[i]) + ")";
+    starts[a] = cx.cpp(st[i]);
+    ends[a] = en[i].is_const() && en[i].const_value() == INT64_MIN ? "INT64_MIN" : cx.cpp(en[i]);
     steps[a] = "INT64_C(" + std::to_string(stp[i]) + ")";
   }
   return {"    const int64_t xs[] = " + brace_list(cx.cpp_shape(x.shape)) + ";\n    const int64_t ys[] = " +

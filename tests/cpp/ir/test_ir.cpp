@@ -92,6 +92,28 @@ TEST(IntExpr, SimplifiesEvaluatesAndBounds) {
             std::string::npos);
 }
 
+TEST(IntExpr, SumsAreLinearCombinationsAndQuotientsAbsorbConstants) {
+  IntExpr h = IntExpr::dim("H"), w = IntExpr::dim("W"), s = IntExpr::dim("seq");
+  EXPECT_EQ((s + 1) - 1, s);
+  EXPECT_EQ((s + w) - s, w);
+  EXPECT_EQ(s - (s - 2), IntExpr(2));
+  EXPECT_EQ(((s - 1) + 1).to_string(), "seq");
+  EXPECT_EQ((s - 1).to_string(), "seq - 1");
+  EXPECT_EQ((IntExpr(5) - s).to_string(), "5 - seq");
+  EXPECT_EQ(s + s, s * 2);
+  EXPECT_EQ((h * 2) * 3, h * 6);
+  // A 3x3 stride-2 pad-1 conv and a 1x1 stride-2 conv (a residual downsample) agree on H.
+  IntExpr conv3 = (h + 2 * 1 - 1 * (3 - 1) - 1) / 2 + 1, conv1 = (h - 1) / 2 + 1;
+  EXPECT_EQ(conv3, conv1);
+  EXPECT_EQ(conv1.to_string(), "(H + 1)/2");
+  for (int64_t v : {1, 2, 7, 8, 33}) EXPECT_EQ(conv1.eval({{"H", v}}), (v - 1) / 2 + 1) << v;
+  // Stride 1, pad 1, kernel 3: the extent is H again.
+  EXPECT_EQ((h + 2 - 2 - 1) / 1 + 1, h);
+  std::map<std::string, Dim> dims = {{"seq", Dim{"seq", 1, 32, 0, {}, 1}}};
+  EXPECT_EQ((IntExpr(512) - s).bounds(dims).lo, 480);
+  EXPECT_EQ(((s + 3) - s).bounds(dims).lo, 3);
+}
+
 TEST(Graph, JsonRoundTripIsCanonicalAndHashed) {
   Graph g = small_graph();
   validate_structure(g);
