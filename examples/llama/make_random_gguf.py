@@ -43,7 +43,7 @@ FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q4_k_m": 15}  # llama_ftype numbers
 
 
 def tensor_type(name: str, quant: str, tied: bool = False) -> str:
-    if quant == "f32" or name.endswith("norm.weight") or name.endswith(".bias") or name.endswith("ffn_gate_inp.weight"):
+    if quant == "f32" or name.endswith(("norm.weight", ".bias", "ffn_gate_inp.weight", "rope_freqs.weight")):
         return "f32"
     if quant == "f16":
         return "f16"
@@ -83,6 +83,7 @@ def vocab_metadata(path: str):
 # test's 44 tokens, soft caps small enough to bend the scores, tied output embeddings).
 ARCH_PRESETS = {
     "llama": dict(arch="llama"),
+    "llama-rope": dict(arch="llama", rope_linear=4.0, rope_freqs=True),
     "mixtral": dict(arch="llama", n_expert=4, n_expert_used=2, ffn=256),
     "qwen2": dict(arch="qwen2", qkv_bias=True, tied=True, rope_base=1e6, ffn_gain=3.0),
     "qwen3": dict(arch="qwen3", head_dim=64, rope_base=1e6),
@@ -103,7 +104,9 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
     (attention.key_length; default dim/heads), qkv_bias (q/k/v biases; qwen2 always has them),
     tied (no output.weight; gemma always), fused (phi3: attn_qkv and a [2*ffn] ffn_up), swa
     (attention.sliding_window), attn_softcap / final_softcap (gemma2), n_expert / n_expert_used
-    (llama: Mixtral-style experts), rope_base. ARCH_PRESETS names tested combinations."""
+    (llama: Mixtral-style experts), rope_base, rope_linear (linear rope scaling factor), rope_freqs
+    (a rope_freqs.weight tensor), ffn_gain (ffn_down's gain, default out_gain), attn_post_gain
+    (gemma's post-attention norm scale). ARCH_PRESETS names tested combinations."""
     h = dict(PRESETS[preset])
     h.update(overrides)
     if vocab_from:
@@ -146,7 +149,8 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
             tensors += [(p + "attn_q_norm.weight", norm(hd)), (p + "attn_k_norm.weight", norm(hd))]
         tensors.append((p + "attn_output.weight", mat(d, qd, out_gain)))
         if gemma:
-            tensors.append((p + "post_attention_norm.weight", norm() * np.float32(h.get("attn_post_gain", 1.0))))
+            attn_post_gain = np.float32(h.get("attn_post_gain", 1.0))
+            tensors.append((p + "post_attention_norm.weight", norm() * attn_post_gain))
         tensors.append((p + "ffn_norm.weight", norm()))
         if n_expert:
             # Router logits of spread ~2 so the top-k choice is clear-cut; ggml ne [d, ff, E] = [E, ff, d].
@@ -161,6 +165,8 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
                         (p + "ffn_down.weight", mat(d, ff, ffn_gain))]
         if gemma:
             tensors.append((p + "post_ffw_norm.weight", norm()))
+    if h.get("rope_freqs"):  # llama 3.x-style per-frequency divisors of the rope angles
+        tensors.append(("rope_freqs.weight", (1.0 + 7.0 * rng.random(hd // 2)).astype(np.float32)))
     tensors.append(("output_norm.weight", norm() * np.float32(20.0 if tied else 1.0)))
     if not tied:
         tensors.append(("output.weight", mat(V, d, 3.0)))
@@ -175,6 +181,8 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
           (f"{a}.vocab_size", "u32", V)]
     if h.get("head_dim"):
         md += [(f"{a}.attention.key_length", "u32", hd), (f"{a}.attention.value_length", "u32", hd)]
+    if h.get("rope_linear"):
+        md += [(f"{a}.rope.scaling.type", "str", "linear"), (f"{a}.rope.scaling.factor", "f32", h["rope_linear"])]
     if h.get("swa"):
         md.append((f"{a}.attention.sliding_window", "u32", h["swa"]))
     if h.get("attn_softcap"):

@@ -7,7 +7,9 @@ teacher-forced with llama.cpp's tokens: at every step max |logit difference| <= 
 and the same greedy token (unless llama.cpp's top two are closer than that). F32 files are also
 compared with llama.cpp's F32 KV cache and exact attention (EXACT_TOL: 1e-5, gemma 3e-3).
 
-What each case exercises: llama (adjacent-pair rope), mixtral (llama + 4 experts, top-2 softmax
+What each case exercises: llama (adjacent-pair rope; F16 weights), llama-rope (linear rope
+scaling x4 and llama-3-style rope_freqs divisors: each moves the logits by 1.6e-2..2.7e-2 of max
+|logit| when left out), mixtral (llama + 4 experts, top-2 softmax
 routing with renormalized weights), qwen2 (q/k/v biases, NEOX rope, tied output, rope base 1e6),
 qwen3 (per-head QK RMSNorm, head size 64 != dim/heads 32), gemma2 (embedding x sqrt(dim),
 post-attention/post-FFN norms, gelu-tanh FFN, attention soft cap 2 and final soft cap 5 —
@@ -66,8 +68,8 @@ def compare(art_path, ref_tokens, ref_logits, rel_tol=1e-2):
     return max(errs)
 
 
-CASES = [("llama", "f16"), ("mixtral", "f32"), ("qwen2", "f32"), ("qwen3", "f32"), ("gemma2", "f32"),
-         ("gemma3", "f32"), ("phi3", "f32"), ("qwen3", "q4_k_m")]
+CASES = [("llama", "f16"), ("llama-rope", "f32"), ("mixtral", "f32"), ("qwen2", "f32"), ("qwen3", "f32"),
+         ("gemma2", "f32"), ("gemma3", "f32"), ("phi3", "f32"), ("qwen3", "q4_k_m")]
 # F32 files against llama.cpp with an F32 KV cache and exact attention: the same computation up to
 # float summation order (measured 2e-6 or less), except that ggml's GELU reads an fp16 table (input
 # and output rounded to fp16): gemma 0.5e-3..0.9e-3.

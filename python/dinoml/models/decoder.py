@@ -47,7 +47,7 @@ class Arch:
 
     def __init__(self, rope="norm", qk_norm=False, post_norms=False, act="silu", embed_scale=False,
                  swa_pattern=0, swa_default=None, swa_rope_base=None, attn_softcap=None, final_softcap=None,
-                 big_scale_layers=(), moe=None, swa_required=False):
+                 big_scale_layers=(), moe=None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -117,27 +117,25 @@ class DecoderConfig:
         if n_heads % n_kv:
             raise ValueError(f"{path}: {arch}.attention.head_count {n_heads} is not a multiple of "
                              f"{arch}.attention.head_count_kv {n_kv}")
-        if "attention.key_length" not in (k[len(arch) + 1:] for k in md) and dim % n_heads:
+        if f"{arch}.attention.key_length" not in md and dim % n_heads:
             raise ValueError(f"{path}: {arch}.embedding_length {dim} is not a multiple of {arch}.attention.head_count "
                              f"{n_heads} and {arch}.attention.key_length is missing")
         head_dim = int(key("attention.key_length", dim // n_heads))
         v_dim = int(key("attention.value_length", head_dim))
         if v_dim != head_dim:
-            raise ValueError(f"{path}: {arch}.attention.value_length {v_dim} != key_length {head_dim} (different K and V "
-                             "head sizes are not supported)")
+            raise ValueError(f"{path}: {arch}.attention.value_length {v_dim} != key_length {head_dim} (different K "
+                             "and V head sizes are not supported)")
         rope_dims = int(key("rope.dimension_count", head_dim))
-        if rope_dims > head_dim or rope_dims % 2:
-            raise ValueError(f"{path}: {arch}.rope.dimension_count {rope_dims} must be even and at most the head size "
-                             f"{head_dim}")
+        if rope_dims != head_dim:
+            raise ValueError(f"{path}: {arch}.rope.dimension_count {rope_dims} != head size {head_dim} (partial rotary "
+                             "embeddings are not supported)")
         rope_base = float(key("rope.freq_base", 10000.0))
         scaling = str(key("rope.scaling.type", "none"))
-        freq_scale = 1.0
-        if scaling == "linear":
-            freq_scale = 1.0 / float(key("rope.scaling.factor", required=True))
-        elif scaling != "none":
+        if scaling not in ("none", "linear"):
             raise ValueError(f"{path}: {arch}.rope.scaling.type '{scaling}' is not supported (none, linear)")
-        elif f"{arch}.rope.scale_linear" in md:
-            freq_scale = 1.0 / float(md[f"{arch}.rope.scale_linear"])
+        # llama.cpp: freq_scale = 1 / (rope.scale_linear, else rope.scaling.factor), 0 meaning none
+        factor = float(key("rope.scale_linear", 0.0) or key("rope.scaling.factor", 0.0) or 0.0)
+        freq_scale = 1.0 / factor if factor else 1.0
         rope_freqs = None
         if "rope_freqs.weight" in tensors:  # llama 3.x frequency factors: theta_i / f_i
             rope_freqs = np.asarray(_gguf.tensor(path, "rope_freqs.weight"), np.float32).reshape(-1)
@@ -232,15 +230,10 @@ def rope_tables(cfg: DecoderConfig, ctx: int, base: float):
 
 
 def rope(x, heads: int, cfg: DecoderConfig, cos, sin):
-    """Rotates the first rope_dims elements of each head of x [T, heads*head_dim] by the position's
-    angles (cos/sin [T, rope_dims/2], gathered by position); the rest pass through."""
-    T, hd, nr = x.shape[0], cfg.head_dim, cfg.rope_dims
+    """Rotates each head of x [T, heads*head_dim] by the position's angles (cos/sin
+    [T, head_dim/2], gathered by position)."""
+    T, nr = x.shape[0], cfg.rope_dims
     half = nr // 2
-    x = ops.reshape(x, [T, heads, hd])
-    rest = None
-    if nr < hd:
-        rest = ops.slice(x, starts=[nr], ends=[hd], axes=[2])
-        x = ops.slice(x, starts=[0], ends=[nr], axes=[2])
     if cfg.arch_rules.rope == "norm":  # adjacent pairs (x[2i], x[2i+1])
         x = ops.reshape(x, [T, heads, half, 2])
         c, s = ops.reshape(cos, [T, 1, half, 1]), ops.reshape(sin, [T, 1, half, 1])
@@ -248,14 +241,12 @@ def rope(x, heads: int, cfg: DecoderConfig, cos, sin):
         x1 = ops.slice(x, starts=[1], ends=[2], axes=[3])
         y = ops.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=3)
     else:  # neox: halves (x[i], x[i + n_rot/2])
+        x = ops.reshape(x, [T, heads, nr])
         c, s = ops.reshape(cos, [T, 1, half]), ops.reshape(sin, [T, 1, half])
         x0 = ops.slice(x, starts=[0], ends=[half], axes=[2])
         x1 = ops.slice(x, starts=[half], ends=[nr], axes=[2])
         y = ops.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=2)
-    y = ops.reshape(y, [T, heads, nr])
-    if rest is not None:
-        y = ops.concatenate([y, rest], axis=2)
-    return ops.reshape(y, [T, heads * hd])
+    return ops.reshape(y, [T, heads * nr])
 
 
 class Block(Module):
