@@ -129,6 +129,17 @@ def test_cnn(tmp_path, arch):
     _roundtrip(tmp_path, m, (torch.randn(2, 3, 32, 32),), {"x": {0: B}}, runs)
 
 
+def test_resnet_with_dynamic_height_and_width(tmp_path):
+    """Any H x W through residual blocks: the strided 3x3 conv and the strided 1x1 downsample give
+    (H + 1)/2 by different formulas, and the add between them needs the two to be one extent."""
+    torch.manual_seed(6)
+    m = tv.ResNet((1, 1, 1, 1), 8, num_classes=10)
+    H, W = Dim("h", min=40, max=96), Dim("w", min=40, max=96)
+    runs = [(torch.randn(1, 3, 40, 40),), (torch.randn(2, 3, 45, 77),), (torch.randn(1, 3, 96, 51),)]
+    _roundtrip(tmp_path, m, (torch.randn(2, 3, 64, 64),), {"x": {0: B, 2: H, 3: W}}, runs,
+               dims={"h": [40, 64, 96], "w": [40, 64, 96]})
+
+
 def test_dims_buckets_and_fixed():
     m = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
     spec = dml.from_torch(m, (torch.randn(2, 8),), dynamic_shapes={"input": {0: Dim("batch", min=1, max=16)}},
