@@ -553,7 +553,7 @@ void convert_range(Importer& im, NodeView& n) {
 
 void convert_tile(Importer& im, NodeView& n) {
   std::string x = im.in(n, 0);
-  auto reps = im.ints_of(n, 1, "repeats");
+  auto reps = im.sym_of(n, 1, "repeats").values;  // may be symbolic (Tile by the batch size)
   const auto s = im.type(x).shape;
   if (reps.size() != s.size()) throw Invalid("Tile repeats length differs from the rank");
   // [d0, d1] → [1, d0, 1, d1] → expand [r0, d0, r1, d1] → reshape [r0*d0, r1*d1]
@@ -563,7 +563,7 @@ void convert_tile(Importer& im, NodeView& n) {
     inter.push_back(s[i]);
     expanded.push_back(reps[i]);
     expanded.push_back(s[i]);
-    out.push_back(s[i] * IntExpr(reps[i]));
+    out.push_back(s[i] * reps[i]);
   }
   std::string y = im.reshape(x, inter);
   y = im.op("expand", {y}, {{"shape", expanded}});
