@@ -43,7 +43,8 @@ FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q4_k_m": 15}  # llama_ftype numbers
 
 
 def tensor_type(name: str, quant: str, tied: bool = False) -> str:
-    if quant == "f32" or name.endswith(("norm.weight", ".bias", "ffn_gate_inp.weight", "rope_freqs.weight")):
+    if quant == "f32" or name.endswith(("norm.weight", ".bias", "ffn_gate_inp.weight", "rope_freqs.weight",
+                                        "ffn_gate_inp_shexp.weight")):
         return "f32"
     if quant == "f16":
         return "f16"
@@ -90,6 +91,8 @@ ARCH_PRESETS = {
     "gemma2": dict(arch="gemma2", n_heads=4, head_dim=64, tied=True, swa=8, attn_softcap=2.0, final_softcap=5.0),
     "gemma3": dict(arch="gemma3", n_layers=6, n_heads=4, head_dim=64, tied=True, swa=8, rope_base=1e6),
     "phi3": dict(arch="phi3", fused=True),
+    "qwen2moe": dict(arch="qwen2moe", n_expert=4, n_expert_used=2, ffn=128, shexp_ffn=256, qkv_bias=True),
+    "qwen3moe": dict(arch="qwen3moe", n_expert=4, n_expert_used=2, ffn=128, head_dim=64),
 }
 
 
@@ -145,7 +148,7 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
                         (p + "attn_v.weight", mat(kvd, d))]
         if h.get("qkv_bias") or arch == "qwen2":
             tensors += [(p + "attn_q.bias", vec(qd)), (p + "attn_k.bias", vec(kvd)), (p + "attn_v.bias", vec(kvd))]
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
             tensors += [(p + "attn_q_norm.weight", norm(hd)), (p + "attn_k_norm.weight", norm(hd))]
         tensors.append((p + "attn_output.weight", mat(d, qd, out_gain)))
         if gemma:
@@ -158,6 +161,12 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
                         (p + "ffn_gate_exps.weight", np.stack([mat(ff, d) for _ in range(n_expert)])),
                         (p + "ffn_up_exps.weight", np.stack([mat(ff, d) for _ in range(n_expert)])),
                         (p + "ffn_down_exps.weight", np.stack([mat(d, ff, ffn_gain) for _ in range(n_expert)]))]
+            if h.get("shexp_ffn"):  # qwen2moe's shared expert and its sigmoid gate
+                fs = h["shexp_ffn"]
+                tensors += [(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(d, dtype=np.float32)
+                                                                / np.float32(np.sqrt(d))).astype(np.float32)),
+                            (p + "ffn_gate_shexp.weight", mat(fs, d)), (p + "ffn_up_shexp.weight", mat(fs, d)),
+                            (p + "ffn_down_shexp.weight", mat(d, fs, ffn_gain))]
         elif h.get("fused"):
             tensors += [(p + "ffn_up.weight", mat(2 * ff, d)), (p + "ffn_down.weight", mat(d, ff, ffn_gain))]
         else:
@@ -190,7 +199,10 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
     if h.get("final_softcap"):
         md.append((f"{a}.final_logit_softcapping", "f32", h["final_softcap"]))
     if n_expert:
-        md += [(f"{a}.expert_count", "u32", n_expert), (f"{a}.expert_used_count", "u32", h["n_expert_used"])]
+        md += [(f"{a}.expert_count", "u32", n_expert), (f"{a}.expert_used_count", "u32", h["n_expert_used"]),
+               (f"{a}.expert_feed_forward_length", "u32", ff)]
+        if h.get("shexp_ffn"):
+            md.append((f"{a}.expert_shared_feed_forward_length", "u32", h["shexp_ffn"]))
     if vocab_from:
         md += vocab_md
     else:

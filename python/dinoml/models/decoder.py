@@ -43,11 +43,13 @@ class Arch:
     softcap: attention / final logit soft-capping with these defaults (llama.cpp's hparams);
     big_scale_layers: layer counts whose attention scale is 1/sqrt(dim/heads) instead of
     1/sqrt(head_dim) (gemma 27B); moe: expert routing allowed ("softmax_norm": softmax, top-k,
-    weights renormalized)."""
+    weights renormalized; "softmax": the top-k probabilities as they are); moe_required: the
+    architecture has experts in every layer; shared_expert: a SwiGLU expert every token takes,
+    scaled by sigmoid(ffn_gate_inp_shexp · x) (qwen2moe)."""
 
     def __init__(self, rope="norm", qk_norm=False, post_norms=False, act="silu", embed_scale=False,
                  swa_pattern=0, swa_default=None, swa_rope_base=None, attn_softcap=None, final_softcap=None,
-                 big_scale_layers=(), moe=None):
+                 big_scale_layers=(), moe=None, moe_required=False, shared_expert=False):
         self.__dict__.update(locals())
         del self.__dict__["self"]
 
@@ -63,6 +65,8 @@ ARCHS: Dict[str, Arch] = {
     "gemma3": Arch(rope="neox", qk_norm=True, post_norms=True, act="gelu", embed_scale=True, swa_pattern=6,
                    swa_rope_base=10000.0, big_scale_layers=(62,)),
     "phi3": Arch(rope="neox"),
+    "qwen2moe": Arch(rope="neox", moe="softmax", moe_required=True, shared_expert=True),
+    "qwen3moe": Arch(rope="neox", qk_norm=True, moe="softmax_norm", moe_required=True),
 }
 
 
@@ -168,6 +172,8 @@ class DecoderConfig:
         if n_expert and not rules.moe:
             raise ValueError(f"{path}: {arch}.expert_count is {n_expert}; mixture-of-experts is supported for "
                              f"{[a for a, r in ARCHS.items() if r.moe]} only")
+        if rules.moe_required and not n_expert:
+            raise ValueError(f"{path}: {arch}.expert_count is missing or 0; {arch} needs experts")
         if n_expert and not 0 < n_used <= n_expert:
             raise ValueError(f"{path}: {arch}.expert_used_count {n_used} must be in 1..expert_count {n_expert}")
 
@@ -184,7 +190,13 @@ class DecoderConfig:
             names += ["ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"]
             ffn = int(need("blk.0.ffn_up_exps.weight")["shape"][1])
             fused_up = False
-        else:
+            if rules.shared_expert:
+                names += ["ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                          "ffn_down_shexp.weight"]
+                ffn_shexp = int(need("blk.0.ffn_up_shexp.weight")["shape"][0])
+        if not n_expert or not rules.shared_expert:
+            ffn_shexp = 0
+        if not n_expert:
             ffn = int(key("feed_forward_length"))
             fused_up = "blk.0.ffn_gate.weight" not in tensors
             names += ["ffn_up.weight", "ffn_down.weight"] + ([] if fused_up else ["ffn_gate.weight"])
@@ -210,6 +222,7 @@ class DecoderConfig:
             freq_scale=freq_scale, rope_freqs=rope_freqs, swa=swa, swa_layers=swa_layers, swa_rope_base=swa_base,
             eps=float(key("attention.layer_norm_rms_epsilon", 1e-5)), attn_scale=attn_scale,
             attn_softcap=attn_softcap, final_softcap=final_softcap, n_expert=n_expert, n_expert_used=n_used,
+            ffn_shexp=ffn_shexp,
             fused_qkv=fused_qkv, fused_up=fused_up, biases=biases, ctx_train=int(key("context_length", 2048)),
             has_output="output.weight" in tensors, output_bias="output.bias" in tensors)
 
@@ -279,6 +292,11 @@ class Block(Module):
             self.w_gate_exps = Parameter([E, cfg.ffn, d])
             self.w_up_exps = Parameter([E, cfg.ffn, d])
             self.w_down_exps = Parameter([E, d, cfg.ffn])
+            if cfg.ffn_shexp:
+                self.w_shexp_inp = Parameter([d])
+                self.w_gate_shexp = Parameter([cfg.ffn_shexp, d])
+                self.w_up_shexp = Parameter([cfg.ffn_shexp, d])
+                self.w_down_shexp = Parameter([d, cfg.ffn_shexp])
         else:
             if not cfg.fused_up:
                 self.w_gate = Parameter([cfg.ffn, d])
@@ -355,9 +373,10 @@ class Block(Module):
         return ops.gemm_rcr(g, self.w_down)
 
     def moe(self, h):
-        """Softmax router, top-k experts per token, their weights renormalized to sum 1 (llama.cpp's
-        build_moe_ffn for llama/Mixtral). Every expert runs on every token (batched GEMMs) and the
-        unselected ones get weight 0: exact, E/k times the FLOPs of a gathered implementation."""
+        """Softmax router, top-k experts per token, their weights renormalized to sum 1 where the
+        architecture says so (llama.cpp's build_moe_ffn, norm_w), plus a sigmoid-gated shared expert
+        (qwen2moe). Every expert runs on every token (batched GEMMs) and the unselected ones get
+        weight 0: exact, E/k times the FLOPs of a gathered implementation."""
         cfg = self.cfg
         T, E, d = h.shape[0], cfg.n_expert, cfg.dim
         probs = ops.softmax(ops.gemm_rcr(h, self.w_router), axis=-1)                        # [T, E]
@@ -365,11 +384,17 @@ class Block(Module):
         beats = ops.gt(ops.reshape(probs, [T, 1, E]), ops.reshape(probs, [T, E, 1]))           # [T, e, j]
         rank = ops.reduce_sum(ops.cast(beats, "float32"), axes=[2])
         w = probs * ops.cast(ops.lt(rank, np.float32(cfg.n_expert_used)), "float32")
-        w = w / ops.reduce_sum(w, axes=[1], keepdim=True)
+        if cfg.arch_rules.moe == "softmax_norm":
+            w = w / ops.reduce_sum(w, axes=[1], keepdim=True)
         xe = ops.expand(ops.reshape(h, [1, T, d]), shape=[E, T, d])
         g = self.act(ops.bmm_rcr(xe, self.w_gate_exps)) * ops.bmm_rcr(xe, self.w_up_exps)    # [E, T, ffn]
         y = ops.bmm_rcr(g, self.w_down_exps)                                                  # [E, T, d]
-        return ops.reduce_sum(y * ops.reshape(ops.permute(w, dims=[1, 0]), [E, T, 1]), axes=[0])
+        out = ops.reduce_sum(y * ops.reshape(ops.permute(w, dims=[1, 0]), [E, T, 1]), axes=[0])
+        if cfg.ffn_shexp:
+            gate = ops.sigmoid(ops.gemm_rcr(h, ops.reshape(self.w_shexp_inp, [1, d])))            # [T, 1]
+            s = self.act(ops.gemm_rcr(h, self.w_gate_shexp)) * ops.gemm_rcr(h, self.w_up_shexp)
+            out = out + ops.gemm_rcr(s, self.w_down_shexp) * gate
+        return out
 
     def forward(self, x, positions, tables, masks):
         x = self.attention(x, positions, tables, masks)
@@ -444,8 +469,11 @@ def gguf_constants(cfg: DecoderConfig, policy: str = "auto") -> dict:
              "ffn_post_norm": "post_ffw_norm.weight", "ffn_norm": "ffn_norm.weight", "w_gate": "ffn_gate.weight",
              "w_up": "ffn_up.weight", "w_down": "ffn_down.weight", "w_router": "ffn_gate_inp.weight",
              "w_gate_exps": "ffn_gate_exps.weight", "w_up_exps": "ffn_up_exps.weight",
-             "w_down_exps": "ffn_down_exps.weight"}
-    dense = {"wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_down", "w_router"}
+             "w_down_exps": "ffn_down_exps.weight", "w_shexp_inp": "ffn_gate_inp_shexp.weight",
+             "w_gate_shexp": "ffn_gate_shexp.weight", "w_up_shexp": "ffn_up_shexp.weight",
+             "w_down_shexp": "ffn_down_shexp.weight"}
+    dense = {"wq", "wk", "wv", "wqkv", "wo", "w_gate", "w_up", "w_down", "w_router", "w_gate_shexp", "w_up_shexp",
+             "w_down_shexp"}
     for i in range(cfg.n_layers):
         block = Block(cfg, i, 1)
         for p in names:
