@@ -102,14 +102,15 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
     file whose tokenizer (and chat template) the model takes; the vocabulary size follows it.
     Default: a synthetic SentencePiece-style vocabulary of the preset's size.
 
-    arch: general.architecture (llama, qwen2, qwen3, gemma2, gemma3, phi3), written with the
+    arch: general.architecture (llama, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3), written with the
     tensor names and shapes llama.cpp loads for it. Architecture fields (overrides): head_dim
     (attention.key_length; default dim/heads), qkv_bias (q/k/v biases; qwen2 always has them),
     tied (no output.weight; gemma always), fused (phi3: attn_qkv and a [2*ffn] ffn_up), swa
     (attention.sliding_window), attn_softcap / final_softcap (gemma2), n_expert / n_expert_used
-    (llama: Mixtral-style experts), rope_base, rope_linear (linear rope scaling factor), rope_freqs
-    (a rope_freqs.weight tensor), ffn_gain (ffn_down's gain, default out_gain), attn_post_gain
-    (gemma's post-attention norm scale). ARCH_PRESETS names tested combinations."""
+    (llama: Mixtral-style experts; qwen2moe, qwen3moe), shexp_ffn (qwen2moe's shared expert),
+    rope_base, rope_linear (linear rope scaling factor), rope_freqs (a rope_freqs.weight tensor),
+    ffn_gain (ffn_down's gain, default out_gain), attn_post_gain (gemma's post-attention norm
+    scale). ARCH_PRESETS names tested combinations."""
     h = dict(PRESETS[preset])
     h.update(overrides)
     if vocab_from:
@@ -235,8 +236,9 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", default=None, help="take the tokenizer (and chat template) of this GGUF file")
     ap.add_argument("--layers", type=int, default=None, help="override the preset's layer count")
     ap.add_argument("--arch", choices=sorted(ARCH_PRESETS), default="llama",
-                    help="architecture preset (ARCH_PRESETS: tiny test shapes of llama, mixtral, qwen2, qwen3, gemma2, "
-                         "gemma3, phi3); other than llama, the preset's shape fields replace --preset's")
+                    help="architecture preset (ARCH_PRESETS: tiny test shapes of llama, llama-rope, mixtral, qwen2, "
+                         "qwen3, gemma2, gemma3, phi3, qwen2moe, qwen3moe); other than llama, the preset's shape "
+                         "fields replace --preset's")
     a = ap.parse_args(argv)
     kw = {"n_layers": a.layers} if a.layers else {}
     if a.arch != "llama":

@@ -1,7 +1,7 @@
 """A decoder LLM read from a GGUF file: `dinoml compile` of this file is the same as compiling the
 GGUF file itself, kept so scripts that name this file keep working. The model code is the
-package's metadata-driven decoder, dinoml.models.decoder (llama/mistral/mixtral, qwen2, qwen3,
-gemma2, gemma3, phi3; docs/architecture.md, "GGUF decoder").
+package's metadata-driven decoder, dinoml.models.decoder (llama/mistral/mixtral, qwen2, qwen2moe,
+qwen3, qwen3moe, gemma2, gemma3, phi3; docs/architecture.md, "GGUF decoder").
 
     dinoml compile examples/llama/model.py --gguf model.gguf --target cpu --out out/llama
     dinoml compile model.gguf --target cpu --out out/llama          # the same
