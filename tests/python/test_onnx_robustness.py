@@ -123,6 +123,42 @@ def test_sequence_dims_reach_slice_and_range_bounds(tmp_path):
         np.testing.assert_array_equal(got["mask"], want["mask"])
 
 
+def test_positions_after_a_kv_cache(tmp_path):
+    """A decoder export with a cache: past = Shape(past_key)[1], positions Range(past, past + seq)
+    and the key window Slice(keys, past, past + seq) of the concatenated cache; two symbolic dims."""
+    ort = pytest.importorskip("onnxruntime")
+    ids = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"])
+    past = helper.make_tensor_value_info("past_key", TensorProto.FLOAT, [1, "past", 4])
+    new = helper.make_tensor_value_info("new_key", TensorProto.FLOAT, [1, "seq", 4])
+    outs = [helper.make_tensor_value_info("positions", TensorProto.INT64, None),
+            helper.make_tensor_value_info("window", TensorProto.FLOAT, None)]
+    c = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["past_key"], ["ps"]),
+             helper.make_node("Gather", ["ps", "one"], ["past_len"], axis=0),
+             helper.make_node("Shape", ["input_ids"], ["is"]),
+             helper.make_node("Gather", ["is", "one"], ["seq_len"], axis=0),
+             helper.make_node("Add", ["past_len", "seq_len"], ["total"]),
+             helper.make_node("Range", ["past_len", "total", "one"], ["positions"]),
+             helper.make_node("Concat", ["past_key", "new_key"], ["keys"], axis=1),
+             helper.make_node("Unsqueeze", ["past_len", "zero1"], ["p1"]),
+             helper.make_node("Unsqueeze", ["total", "zero1"], ["t1"]),
+             helper.make_node("Slice", ["keys", "p1", "t1", "one1"], ["window"])]
+    inits = [c("one", 1), c("zero1", [0]), c("one1", [1])]
+    path = _save(tmp_path, helper.make_graph(nodes, "g", [ids, past, new], outs, initializer=inits))
+    spec = dml.from_onnx(path, dims={"seq": (1, 16, [1, 16]), "past": (1, 32, [8, 32])})
+    sess = dml.runtime.load(dml.compile(spec, target="cpu", out=str(tmp_path / "art")).path).create_session()
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for p, n in ((1, 1), (5, 3), (32, 16)):
+        feed = {"input_ids": rng.integers(0, 9, (1, n)).astype(np.int64),
+                "past_key": rng.standard_normal((1, p, 4)).astype(np.float32),
+                "new_key": rng.standard_normal((1, n, 4)).astype(np.float32)}
+        got = sess.run_numpy(feed)
+        want = dict(zip(["positions", "window"], ref.run(None, feed)))
+        np.testing.assert_array_equal(got["positions"], want["positions"])
+        np.testing.assert_array_equal(got["window"], want["window"])
+
+
 def test_symbolic_slice_end_past_the_buffer_is_a_clear_error(tmp_path):
     """Slice(buffer[1, 8], 0, seq) with seq allowed up to 16: NumPy would clamp at 8, which no
     symbolic extent expresses; the error names the node's bound and the extent."""

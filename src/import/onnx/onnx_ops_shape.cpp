@@ -542,13 +542,19 @@ void convert_range(Importer& im, NodeView& n) {
   if (step <= 0)
     throw Unsupported("node '" + n.name + "' (Range): a symbolic limit needs a positive delta, got " +
                       std::to_string(step));
-  if (!start.values[0].is_const())
-    throw Unsupported("node '" + n.name + "' (Range): start '" + start.values[0].to_string() +
-                      "' is symbolic; only the limit may depend on dims");
   const IntExpr span = limit.values[0] - start.values[0];
   const IntExpr count = step == 1 ? span : (span + IntExpr(step - 1)) / IntExpr(step);
-  im.set(n, 0, im.op("arange", {}, {{"start", double(start.values[0].const_value())}, {"step", double(step)},
-                                     {"length", ir::Shape{count}}, {"dtype", std::string(ir::dtype_name(dt))}}));
+  const std::string dts(ir::dtype_name(dt));
+  if (start.values[0].is_const()) {
+    im.set(n, 0, im.op("arange", {}, {{"start", double(start.values[0].const_value())}, {"step", double(step)},
+                                       {"length", ir::Shape{count}}, {"dtype", dts}}));
+    return;
+  }
+  // A symbolic start too (Range(past, past + seq): positions after a KV cache): arange from 0,
+  // plus the start as a run-time scalar.
+  const std::string base = im.op("arange", {}, {{"start", 0.0}, {"step", double(step)},
+                                                {"length", ir::Shape{count}}, {"dtype", dts}});
+  im.set(n, 0, im.op("add", {base, im.cast(im.sym_tensor(start, "range_start"), dt)}));
 }
 
 void convert_tile(Importer& im, NodeView& n) {
