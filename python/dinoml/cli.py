@@ -165,9 +165,8 @@ def _compile(argv: List[str]) -> int:
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
                           execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32,
                           fp32_matmul_precision=a.fp32_matmul_precision, weights=a.weights)
-        tokenizer_from = a.model if gguf_model else model_args.get("gguf")
-        if tokenizer_from and str(tokenizer_from).endswith(".gguf"):
-            link_tokenizer(art.path, str(tokenizer_from))
+        if gguf_model:
+            link_tokenizer(art.path, a.model)
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError, TraceError) as e:
         print(f"dinoml compile: error: {e}", file=sys.stderr)
         return 1
