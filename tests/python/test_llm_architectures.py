@@ -133,6 +133,11 @@ def test_clear_errors(tmp_path):
     dml.gguf.write(str(path), md, tensors)
     with pytest.raises(ValueError, match=r"tensor 'blk.0.attn_k_norm.weight' is missing \(needed by the qwen3"):
         build_spec(str(path))
+    extra = [(t["name"], dml.gguf.tensor(str(good), t["name"]), "f32") for t in info["tensors"]]
+    dml.gguf.write(str(path), md, extra + [("rope_factors_long.weight", np.ones(32, np.float32), "f32")])
+    with pytest.raises(ValueError, match=r"1 tensor\(s\) that DinoML's qwen3 decoder does not use: "
+                                         r"\['rope_factors_long.weight'\]"):
+        build_spec(str(path))
 
 
 def test_compile_gguf_cli(tmp_path):

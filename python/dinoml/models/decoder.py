@@ -79,7 +79,7 @@ class DecoderConfig:
 
     def __repr__(self):
         return "DecoderConfig(" + ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items()
-                                            if k not in ("tensors", "arch_rules")) + ")"
+                                            if k not in ("tensor_names", "arch_rules")) + ")"
 
     @staticmethod
     def from_gguf(path: str) -> "DecoderConfig":
@@ -224,7 +224,7 @@ class DecoderConfig:
             attn_softcap=attn_softcap, final_softcap=final_softcap, n_expert=n_expert, n_expert_used=n_used,
             ffn_shexp=ffn_shexp,
             fused_qkv=fused_qkv, fused_up=fused_up, biases=biases, ctx_train=int(key("context_length", 2048)),
-            has_output="output.weight" in tensors, output_bias="output.bias" in tensors)
+            has_output="output.weight" in tensors, output_bias="output.bias" in tensors, tensor_names=sorted(tensors))
 
 
 def rope_tables(cfg: DecoderConfig, ctx: int, base: float):
@@ -500,5 +500,14 @@ def build_spec(gguf: Optional[str] = None, ctx: Optional[int] = None, max_seq: O
         raise ValueError(f"max_seq {max_seq} must be in 1..ctx {ctx}")
     seq = Dim("seq", min=1, max=max_seq, typical=1, buckets=default_buckets(max_seq))
     model = Decoder(cfg, ctx)
+    constants = gguf_constants(cfg, policy)
+    # Every tensor of the file must be used (llama.cpp refuses files with extra tensors too): one
+    # left over means a variant this builder does not know, e.g. phi3's LongRoPE rope_factors_*.
+    used = {c.tensor for c in constants.values()} | ({"rope_freqs.weight"} if cfg.rope_freqs is not None else set())
+    extra = [t for t in cfg.tensor_names if t not in used]
+    if extra:
+        raise ValueError(f"{cfg.path}: {len(extra)} tensor(s) that DinoML's {cfg.arch} decoder does not use: "
+                         f"{extra[:6]}{' ...' if len(extra) > 6 else ''} (a variant of the architecture it does not "
+                         "support)")
     return trace(model, inputs={"tokens": TensorSpec([seq], "int64"), "positions": TensorSpec([seq], "int64")},
-                 constants=gguf_constants(cfg, policy), name=name or cfg.arch)
+                 constants=constants, name=name or cfg.arch)
