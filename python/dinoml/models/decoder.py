@@ -158,8 +158,8 @@ class DecoderConfig:
         final_softcap = None
         if rules.final_softcap:
             final_softcap = float(key("final_logit_softcapping", rules.final_softcap))
-        elif arch == "gemma3" and not any(swa_layers) and f"{arch}.final_logit_softcapping" in md:
-            final_softcap = float(md[f"{arch}.final_logit_softcapping"])  # llama.cpp: gemma3 without SWA only
+        elif arch == "gemma3" and f"{arch}.final_logit_softcapping" in md:
+            final_softcap = float(md[f"{arch}.final_logit_softcapping"]) or None  # gemma3: only when the key says
         attn_scale = 1.0 / math.sqrt(head_dim)
         if n_layers in rules.big_scale_layers:
             attn_scale = 1.0 / math.sqrt(dim // n_heads)
