@@ -18,7 +18,9 @@ gemma3 (QK-norm, 5 sliding-window layers of 8 tokens with rope base 10000 and 1 
 the file's base 1e6, a final soft cap of 10 from the file's key), phi3 (fused attn_qkv, fused gate+up ffn_up), qwen2moe (4 experts top-2
 without renormalization, plus a sigmoid-gated shared expert), qwen3moe (QK-norm + experts, top-2
 renormalized). Routing mistakes are visible: renormalizing qwen2moe's weights, or routing to 1 or
-all 4 experts, moves the logits by 1.0e-2..3.7e-2 of max |logit| (against 5e-7 when right).
+all 4 experts, moves the logits by 1.0e-2..3.7e-2 of max |logit| (against 5e-7 when right); so
+does gemma3's with the global rope base in local layers (0.61), no window (1.6) or no QK-norm
+(0.39), against 7e-4 when right.
 Skips only when npm is missing.
 """
 import json
