@@ -35,7 +35,15 @@ def _to_dim(name: str, b: DimBound):
     if isinstance(b, (tuple, list)) and len(b) in (2, 3):
         buckets = list(b[2]) if len(b) == 3 else None
         return Dim(ident, int(b[0]), int(b[1]), buckets=buckets)._dim
-    raise TypeError(f"dims[{name!r}]: expected a Dim, an int, (min, max) or (min, max, buckets); got {b!r}")
+    if isinstance(b, Mapping):
+        unknown = set(b) - {"min", "max", "buckets", "typical", "divisible_by"}
+        if unknown or "min" not in b or "max" not in b:
+            raise TypeError(f"dims[{name!r}]: a dict takes min, max and optionally buckets, typical, divisible_by; "
+                            f"got {sorted(b)}")
+        return Dim(ident, int(b["min"]), int(b["max"]), typical=b.get("typical"), buckets=b.get("buckets"),
+                   divisible_by=int(b.get("divisible_by", 1)))._dim
+    raise TypeError(f"dims[{name!r}]: expected a Dim, an int, (min, max), (min, max, buckets) or a dict "
+                    f"{{'min', 'max', 'buckets', 'divisible_by'}}; got {b!r}")
 
 
 def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBound]] = None,
@@ -43,7 +51,9 @@ def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBoun
     """Imports the ONNX model at `path`. `dims` gives the bounds of its symbolic dims (ONNX
     `dim_param` names, any string: `{"batch": (1, 8)}`, `{"p2o.DynamicDimension.0": (1, 8)}`;
     an axis with neither size nor dim_param is named `<input>_dim<axis>`):
-    `{"seq": (1, 512, [128, 256, 512])}` (buckets), a `dml.Dim`, or an int for a fixed size.
+    `{"seq": (1, 512, [128, 256, 512])}` (buckets), a `dml.Dim`, an int for a fixed size, or a dict
+    `{"min": 64, "max": 1024, "buckets": [...], "divisible_by": 32}` (a detector's input side that
+    its preprocessing keeps a multiple of its stride).
     Inside the artifact a dim is named by `dim_identifier(name)`; inputs and outputs keep their
     ONNX names. Unsupported operators or attributes raise `OnnxImportError` (a ValueError)
     listing every problem with its node name.

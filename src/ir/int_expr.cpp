@@ -218,6 +218,54 @@ Interval IntExpr::bounds(const std::map<std::string, Dim>& dims) const {
   }
 }
 
+bool provably_equal(const IntExpr& a, const IntExpr& b, const std::map<std::string, Dim>& dims, int64_t max_points) {
+  if (a == b) return true;
+  if (a.is_const() && b.is_const()) return false;
+  // Floor divisions make structurally different expressions equal on a dim's domain (an FPN's
+  // ceil(H/16) vs 2·ceil(H/32) for H divisible by 32): decide it by evaluating both at every
+  // point of the dims' domains (min..max in steps of divisible_by) when there are few enough.
+  std::set<std::string> names;
+  a.collect_dims(names);
+  b.collect_dims(names);
+  struct Axis {
+    std::string name;
+    int64_t first, last, step;
+  };
+  std::vector<Axis> axes;
+  double points = 1;
+  for (const auto& n : names) {
+    auto it = dims.find(n);
+    if (it == dims.end()) return false;
+    const Dim& d = it->second;
+    const int64_t step = std::max<int64_t>(d.divisible_by, 1);
+    const int64_t first = (d.min + step - 1) / step * step;
+    if (first > d.max) return false;
+    const int64_t last = d.max / step * step;
+    points *= double((last - first) / step + 1);
+    if (points > double(max_points)) return false;
+    axes.push_back({n, first, last, step});
+  }
+  std::map<std::string, int64_t> v;
+  for (const auto& ax : axes) v[ax.name] = ax.first;
+  for (;;) {
+    try {
+      if (a.eval(v) != b.eval(v)) return false;
+    } catch (const IrError&) {
+      return false;
+    }
+    size_t k = 0;
+    for (; k < axes.size(); ++k) {
+      int64_t& x = v[axes[k].name];
+      if (x + axes[k].step <= axes[k].last) {
+        x += axes[k].step;
+        break;
+      }
+      x = axes[k].first;
+    }
+    if (k == axes.size()) return true;
+  }
+}
+
 void IntExpr::collect_dims(std::set<std::string>& out) const {
   if (is_dim()) out.insert(dim_name());
   else if (!is_const()) {

@@ -68,6 +68,11 @@ class IntExpr {
 
 using Shape = std::vector<IntExpr>;
 
+// True when a and b are equal for every value of their dims (structurally equal, or equal at every
+// point of the dims' domains, min..max in steps of divisible_by, when there are at most max_points).
+bool provably_equal(const IntExpr& a, const IntExpr& b, const std::map<std::string, Dim>& dims,
+                    int64_t max_points = int64_t{1} << 16);
+
 nlohmann::json expr_to_json(const IntExpr& e);
 IntExpr expr_from_json(const nlohmann::json& j);
 nlohmann::json shape_to_json(const Shape& s);

@@ -26,7 +26,7 @@ ir::Shape InferContext::broadcast(const ir::Shape& a, const ir::Shape& b) const 
     ir::IntExpr y = i < r - b.size() ? ir::IntExpr(1) : b[i - (r - b.size())];
     bool x1 = x.is_const() && x.const_value() == 1, y1 = y.is_const() && y.const_value() == 1;
     if (x1) out[i] = y;
-    else if (y1 || x == y) out[i] = x;
+    else if (y1 || ir::provably_equal(x, y, dims)) out[i] = x;
     else
       fail("shapes " + ir::shape_to_string(a) + " and " + ir::shape_to_string(b) +
            " cannot be broadcast: axis " + std::to_string(i) + " is '" + x.to_string() + "' vs '" + y.to_string() + "'");
@@ -35,7 +35,7 @@ ir::Shape InferContext::broadcast(const ir::Shape& a, const ir::Shape& b) const 
 }
 
 void InferContext::expect_same_extent(const ir::IntExpr& a, const ir::IntExpr& b, const std::string& what) const {
-  if (a != b) fail(what + ": '" + a.to_string() + "' != '" + b.to_string() + "'");
+  if (!ir::provably_equal(a, b, dims)) fail(what + ": '" + a.to_string() + "' != '" + b.to_string() + "'");
 }
 
 void InferContext::expect_float(size_t i) const {

@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "onnx"))
 
 torch = pytest.importorskip("torch")
+import numpy as np  # noqa: E402
 import real_models  # noqa: E402
+
+import dinoml as dml  # noqa: E402
 
 FAST = ["bert", "lstm"]
 # The torchvision CNNs take longer to export and compile: opt in with DINOML_SLOW_TESTS=1
@@ -275,3 +278,44 @@ def test_einsum_export_compiles_and_matches_torch(eq, shapes, tmp_path):
     art = dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art"))
     got = dml.runtime.load(art.path).create_session().run_numpy({k: x.numpy() for k, x in zip(names, xs)})["y"]
     np.testing.assert_allclose(got, M()(*xs).numpy(), atol=1e-5, rtol=1e-5)
+
+
+class _TinyFpn(torch.nn.Module):
+    """A detector's neck in miniature: two stride-2 stages, the coarse one upsampled twice over
+    (nearest Resize and a stride-2 ConvTranspose) and added to the finer one, as PP-OCR's DB
+    head and FPNs do. ceil(H/2)/2·2 equals ceil(H/2) only when H is a multiple of 4."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, 2, 1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, 2, 1)
+        self.up = torch.nn.ConvTranspose2d(8, 8, 2, 2)
+        self.head = torch.nn.ConvTranspose2d(8, 1, 2, 2)
+
+    def forward(self, x):
+        f1 = torch.relu(self.c1(x))
+        f2 = torch.relu(self.c2(f1))
+        y = f1 + torch.nn.functional.interpolate(f2, scale_factor=2.0, mode="nearest") + self.up(f2)
+        return torch.sigmoid(self.head(y))
+
+
+def test_detector_neck_with_symbolic_height_and_width(tmp_path):
+    """Any H x W that the preprocessing keeps a multiple of the stride (dims with divisible_by): one
+    artifact, compared with ONNX Runtime at sizes between buckets."""
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    m = _TinyFpn().eval()
+    path = str(tmp_path / "fpn.onnx")
+    with torch.no_grad():
+        torch.onnx.export(m, (torch.randn(1, 3, 32, 48),), path, input_names=["x"], output_names=["prob"],
+                          dynamic_axes={"x": {2: "h", 3: "w"}}, opset_version=17, dynamo=False)
+    side = {"min": 16, "max": 96, "buckets": [48, 96], "divisible_by": 4}
+    spec = dml.from_onnx(path, dims={"h": side, "w": side})
+    sess = dml.runtime.load(dml.compile(spec, target="cpu", out=str(tmp_path / "art")).path).create_session()
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for h, w in ((16, 16), (36, 92), (96, 52)):
+        x = np.random.default_rng(h * w).standard_normal((1, 3, h, w)).astype(np.float32)
+        got = sess.run_numpy({"x": x})["prob"]
+        np.testing.assert_allclose(got, ref.run(None, {"x": x})[0], atol=1e-5)
+    with pytest.raises(Exception, match="multiple of 4"):
+        sess.run_numpy({"x": np.zeros((1, 3, 18, 16), np.float32)})

@@ -14,6 +14,7 @@
 namespace dinoml::onnx_import {
 namespace {
 using ir::DType;
+using ir::IntExpr;
 
 void require_op(const std::string& op) {
   if (!ops::Registry::global().find(op))
@@ -115,11 +116,14 @@ void convert_conv(Importer& im, NodeView& n) {
 // Pads (positive) or crops (negative) axis `axis` of x by `begin` / `end` elements.
 std::string pad_or_crop(Importer& im, std::string x, int64_t axis, int64_t begin, int64_t end) {
   const auto s = im.type(x).shape;
-  const int64_t len = s[static_cast<size_t>(axis)].const_value();
+  const ir::IntExpr& len = s[static_cast<size_t>(axis)];
   const int64_t cb = begin < 0 ? -begin : 0, ce = end < 0 ? -end : 0;
   if (cb || ce) {
-    if (cb + ce >= len) throw Unsupported("ConvTranspose whose padding removes the whole output (empty tensor)");
-    x = im.op("slice", {x}, {{"starts", std::vector<int64_t>{cb}}, {"ends", std::vector<int64_t>{len - ce}}, {"axes", std::vector<int64_t>{axis}}});
+    if (len.is_const() && cb + ce >= len.const_value())
+      throw Unsupported("ConvTranspose whose padding removes the whole output (empty tensor)");
+    // [cb : len - ce], the end counted from the end so that a symbolic extent works too.
+    x = im.op("slice", {x}, {{"starts", std::vector<int64_t>{cb}}, {"ends", std::vector<int64_t>{ce ? -ce : int64_t(1) << 31}},
+                             {"axes", std::vector<int64_t>{axis}}});
   }
   const int64_t pb = std::max<int64_t>(begin, 0), pe = std::max<int64_t>(end, 0);
   if (pb || pe) {
@@ -144,8 +148,12 @@ void convert_conv_transpose(Importer& im, NodeView& n) {
     throw Unsupported("ConvTranspose of " + std::string(ir::dtype_name(im.type(x).dtype)) + " tensors");
   const auto ws0 = im.type(w).shape;
   if (ws0.size() != sp + 2) throw Invalid("node '" + n.name + "' (ConvTranspose): weights of rank " + std::to_string(ws0.size()) + " for a " + std::to_string(sp + 2) + "-d input");
+  // Spatial extents may be symbolic for 1-d and 2-d inputs without output_shape / SAME padding
+  // (both need the input size to place the padding).
+  const bool sym_spatial = std::any_of(xs0.begin() + 2, xs0.end(), [](const ir::IntExpr& e) { return !e.is_const(); });
   for (size_t i = 0; i < sp + 2; ++i)
-    if (!ws0[i].is_const() || (i >= 1 && !xs0[i].is_const())) throw Unsupported("ConvTranspose with symbolic channel, spatial or kernel extents");
+    if (!ws0[i].is_const() || (i == 1 && !xs0[i].is_const()))
+      throw Unsupported("ConvTranspose with symbolic channel or kernel extents");
   std::vector<int64_t> k(sp);
   for (size_t i = 0; i < sp; ++i) k[i] = ws0[i + 2].const_value();
   k = n.ints("kernel_shape", k);
@@ -160,13 +168,17 @@ void convert_conv_transpose(Importer& im, NodeView& n) {
   for (size_t i = 0; i < sp; ++i)
     if (k[i] != ws0[i + 2].const_value()) throw Invalid("node '" + n.name + "' (ConvTranspose): kernel_shape differs from the weights");
   if (oshape.size() > sp) oshape.erase(oshape.begin(), oshape.end() - static_cast<std::ptrdiff_t>(sp));
-  std::vector<int64_t> in(sp), keff(sp);
+  if (sym_spatial && (sp == 3 || !oshape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
+    throw Unsupported("ConvTranspose with symbolic spatial extents needs 1-d or 2-d input without output_shape or "
+                      "SAME auto_pad (fix the spatial dims with dims=)");
+  std::vector<int64_t> keff(sp);
+  std::vector<ir::IntExpr> in(sp);
   for (size_t i = 0; i < sp; ++i) {
-    in[i] = xs0[i + 2].const_value();
+    in[i] = xs0[i + 2];
     keff[i] = (k[i] - 1) * dil[i] + 1;
   }
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    if (oshape.empty()) for (size_t i = 0; i < sp; ++i) oshape.push_back(in[i] * stride[i]);
+    if (oshape.empty()) for (size_t i = 0; i < sp; ++i) oshape.push_back(in[i].const_value() * stride[i]);
   } else if (auto_pad == "VALID") {
     std::fill(pads.begin(), pads.end(), 0);
   } else if (auto_pad != "NOTSET") {
@@ -175,7 +187,7 @@ void convert_conv_transpose(Importer& im, NodeView& n) {
   if (!oshape.empty()) {
     if (oshape.size() != sp) throw Invalid("node '" + n.name + "' (ConvTranspose): output_shape must have one value per spatial axis");
     for (size_t i = 0; i < sp; ++i) {
-      const int64_t total = stride[i] * (in[i] - 1) + opad[i] + keff[i] - oshape[i];
+      const int64_t total = stride[i] * (in[i].const_value() - 1) + opad[i] + keff[i] - oshape[i];
       // Floor division (a larger output_shape makes the total negative: extra zeros at the end).
       const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
       if (auto_pad == "SAME_UPPER") { pads[i] = half; pads[i + sp] = total - half; }
@@ -192,13 +204,13 @@ void convert_conv_transpose(Importer& im, NodeView& n) {
     const int64_t Nn = xs0[0].is_const() ? xs0[0].const_value() : -1;
     if (Nn < 0) throw Unsupported("3-d ConvTranspose with a symbolic batch");
     if (stride[0] > 1 || stride[1] > 1 || stride[2] > 1) {
-      x = im.reshape(x, {Nn, C, in[0], 1, in[1], 1, in[2], 1});
+      x = im.reshape(x, {Nn, C, in[0], 1, in[1], 1, in[2], 1});  // static: 3-d needs constant extents
       std::vector<int64_t> zp(16, 0);
       zp[8 + 3] = stride[0] - 1;
       zp[8 + 5] = stride[1] - 1;
       zp[8 + 7] = stride[2] - 1;
       x = im.op("pad", {x}, {{"pads", zp}, {"mode", std::string("constant")}, {"value", 0.0}});
-      x = im.reshape(x, {Nn, C, in[0] * stride[0], in[1] * stride[1], in[2] * stride[2]});
+      x = im.reshape(x, {Nn, C, in[0] * IntExpr(stride[0]), in[1] * IntExpr(stride[1]), in[2] * IntExpr(stride[2])});
     }
     for (size_t i = 0; i < 3; ++i)
       x = pad_or_crop(im, x, static_cast<int64_t>(i) + 2, keff[i] - 1 - pads[i], keff[i] - 1 - pads[i + 3] + opad[i] - (stride[i] - 1));
@@ -252,7 +264,7 @@ void convert_conv_transpose(Importer& im, NodeView& n) {
     x = im.reshape(x, {xs[0], xs[1], in[0], 1, in[1], 1});
     x = im.op("pad", {x}, {{"pads", std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, stride[0] - 1, 0, stride[1] - 1}},
                            {"mode", std::string("constant")}, {"value", 0.0}});
-    x = im.reshape(x, {xs[0], xs[1], in[0] * stride[0], in[1] * stride[1]});
+    x = im.reshape(x, {xs[0], xs[1], in[0] * IntExpr(stride[0]), in[1] * IntExpr(stride[1])});
   }
   for (size_t i = 0; i < 2; ++i) {
     const int64_t begin = keff[i] - 1 - pads[i];

@@ -114,6 +114,22 @@ TEST(IntExpr, SumsAreLinearCombinationsAndQuotientsAbsorbConstants) {
   EXPECT_EQ(((s + 3) - s).bounds(dims).lo, 3);
 }
 
+TEST(IntExpr, ProvablyEqualOnTheDimsDomain) {
+  IntExpr h = IntExpr::dim("H");
+  // An FPN: ceil(H/16) vs 2*ceil(H/32), equal exactly when H is a multiple of 32.
+  IntExpr fine = (h + 15) / 16, coarse_up = ((h + 31) / 32) * 2;
+  std::map<std::string, Dim> div32 = {{"H", Dim{"H", 64, 2048, 0, {}, 32}}};
+  std::map<std::string, Dim> any = {{"H", Dim{"H", 64, 2048, 0, {}, 1}}};
+  EXPECT_TRUE(provably_equal(fine, coarse_up, div32));
+  EXPECT_FALSE(provably_equal(fine, coarse_up, any));
+  EXPECT_TRUE(provably_equal(h, h, {}));
+  EXPECT_FALSE(provably_equal(IntExpr(2), IntExpr(3), div32));
+  // Too many points to enumerate: not proven (false), never guessed.
+  EXPECT_FALSE(provably_equal(fine, coarse_up, div32, /*max_points=*/10));
+  // A dim the map does not know: not proven.
+  EXPECT_FALSE(provably_equal(h, IntExpr::dim("W"), div32));
+}
+
 TEST(Graph, JsonRoundTripIsCanonicalAndHashed) {
   Graph g = small_graph();
   validate_structure(g);
