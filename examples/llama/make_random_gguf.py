@@ -84,16 +84,17 @@ def vocab_metadata(path: str):
 # test's 44 tokens, soft caps small enough to bend the scores, tied output embeddings).
 ARCH_PRESETS = {
     "llama": dict(arch="llama"),
-    "llama-rope": dict(arch="llama", rope_linear=4.0, rope_freqs=True),
-    "mixtral": dict(arch="llama", n_expert=4, n_expert_used=2, ffn=256),
+    "llama-rope": dict(arch="llama", n_layers=2, rope_linear=4.0, rope_freqs=True),
+    "mixtral": dict(arch="llama", n_layers=2, n_expert=4, n_expert_used=2, ffn=256),
     "qwen2": dict(arch="qwen2", qkv_bias=True, tied=True, rope_base=1e6, ffn_gain=3.0),
     "qwen3": dict(arch="qwen3", head_dim=64, rope_base=1e6),
     "gemma2": dict(arch="gemma2", n_heads=4, head_dim=64, tied=True, swa=8, attn_softcap=2.0, final_softcap=5.0),
     "gemma3": dict(arch="gemma3", n_layers=6, n_heads=4, head_dim=64, tied=True, swa=8, rope_base=1e6,
                    final_softcap=10.0),
-    "phi3": dict(arch="phi3", fused=True),
-    "qwen2moe": dict(arch="qwen2moe", n_expert=4, n_expert_used=2, ffn=128, shexp_ffn=256, qkv_bias=True),
-    "qwen3moe": dict(arch="qwen3moe", n_expert=4, n_expert_used=2, ffn=128, head_dim=64),
+    "phi3": dict(arch="phi3", n_layers=2, fused=True),
+    "qwen2moe": dict(arch="qwen2moe", n_layers=2, n_expert=4, n_expert_used=2, ffn=128, shexp_ffn=256,
+                     qkv_bias=True),
+    "qwen3moe": dict(arch="qwen3moe", n_layers=2, n_expert=4, n_expert_used=2, ffn=128, head_dim=64),
 }
 
 
