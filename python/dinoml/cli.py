@@ -81,19 +81,10 @@ def load_exported_program(path: str, dim_args: List[str]) -> Spec:
         raise FileNotFoundError(f"model file '{path}' does not exist")
     from .dims import Dim
     dims = {}
-    for kv in dim_args:  # the ONNX importer's syntax: name=value or name=min:max[:bucket,...]
-        k, sep, v = kv.partition("=")
-        parts = v.split(":")
-        try:
-            if not k or not sep or len(parts) not in (1, 2, 3):
-                raise ValueError
-            if len(parts) == 1:
-                dims[k] = int(parts[0])
-            else:
-                buckets = [int(b) for b in parts[2].split(",")] if len(parts) == 3 else None
-                dims[k] = Dim(k, int(parts[0]), int(parts[1]), buckets=buckets)
-        except ValueError:
-            raise ValueError(f"--dim expects name=value or name=min:max[:bucket,...], got {kv!r}") from None
+    for kv in dim_args:  # the ONNX importer's syntax and parser: name=value or name=min:max[:buckets][:%divisor]
+        k = kv.partition("=")[0]
+        d = Dim._wrap(ext.parse_dim_spec(kv))
+        dims[k] = d.min if d.min == d.max else d
     try:
         import torch
     except ImportError as e:
@@ -131,7 +122,7 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable); MODEL.gguf: "
                         "ctx=N (KV cache positions), max_seq=M (tokens per run), policy, name")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=N|NAME=MIN:MAX[:B1,B2,...]",
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=N|NAME=MIN:MAX[:B1,B2,...][:%%D]",
                    help="MODEL.pt2: fix a dynamic dim or give its bounds and buckets; a saved program's dims are "
                         "named <input>_<axis> (repeatable)")
     a = p.parse_args(argv)

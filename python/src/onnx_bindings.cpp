@@ -34,6 +34,8 @@ void bind_onnx(py::module_& m) {
       "Imports an ONNX model; symbolic dims (dim_param) take their bounds from `dims`; `bind` fixes graph inputs "
       "to values at compile time.");
   m.def("onnx_supported_ops", &onnx_import::supported_onnx_ops);
+  m.def("parse_dim_spec", &onnx_import::parse_dim_spec, py::arg("spec"),
+        "The CLI's --dim syntax (name=value or name=min:max[:buckets][:%divisor]) -> Dim; raises with the spec");
 }
 
 }  // namespace dinoml::py_ext

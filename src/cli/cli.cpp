@@ -195,9 +195,13 @@ int main(int argc, char** argv) {
         for (const auto& r : fwd->remaining()) args.push_back(r);
         return run_python_cli(args);
       }
-    if (c->parsed() && (!model_gguf.empty() || !model_kv.empty()) &&
-        !(model.size() > 3 && model.substr(model.size() - 3) == ".py"))
-      throw std::runtime_error("--gguf / --model-arg apply to MODEL.py files only (got '" + model + "')");
+    auto model_ends = [&](const std::string& ext) {
+      return model.size() > ext.size() && model.compare(model.size() - ext.size(), ext.size(), ext) == 0;
+    };
+    if (c->parsed() && !model_gguf.empty() && !model_ends(".py"))
+      throw std::runtime_error("--gguf applies to MODEL.py files only (got '" + model + "')");
+    if (c->parsed() && !model_kv.empty() && !model_ends(".py") && !model_ends(".gguf"))
+      throw std::runtime_error("--model-arg applies to MODEL.py and MODEL.gguf files only (got '" + model + "')");
     if (c->parsed() && is_onnx_path(model))
       return cmd_compile_onnx(model, target, out, onnx_dims, dump_passes, no_cache, no_fuse, tune);
     const bool pt2 = model.size() > 4 && model.compare(model.size() - 4, 4, ".pt2") == 0;

@@ -86,8 +86,9 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   auto ends_with = [&](const std::string& ext) {
     return model.size() > ext.size() && model.compare(model.size() - ext.size(), ext.size(), ext) == 0;
   };
-  // MODEL.py (build_spec()) and MODEL.pt2 (torch.export.save) are Python front-end inputs.
-  if (ends_with(".py") || ends_with(".pt2")) {
+  // MODEL.py (build_spec()), MODEL.pt2 (torch.export.save) and MODEL.gguf (the GGUF decoder of
+  // dinoml.models) are Python front-end inputs.
+  if (ends_with(".py") || ends_with(".pt2") || ends_with(".gguf")) {
     std::vector<std::string> args = {"compile", model, "--target", target, "--out", out};
     if (dump_passes) args.push_back("--dump-passes");
     if (no_cache) args.push_back("--no-cache");
@@ -102,7 +103,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     args.insert(args.end(), tune.model_args.begin(), tune.model_args.end());
     return run_python_cli(args);
   }
-  if (!tune.model_args.empty()) throw std::runtime_error("--gguf / --model-arg apply to MODEL.py files only");
+  if (!tune.model_args.empty()) throw std::runtime_error("--gguf / --model-arg apply to MODEL.py (and --model-arg to MODEL.gguf) files only");
   ir::Graph g = ir::read_graph(model);
   CompileOptions opts;
   opts.target = target;

@@ -248,7 +248,7 @@ size_t NodeView::num_inputs() const {
 ir::Dim parse_dim_spec(const std::string& spec) {
   auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw IrError("--dim expects name=min:max[:bucket,bucket,...] or name=value, got '" + spec + "'");
+    throw IrError("--dim expects name=min:max[:bucket,bucket,...][:%divisor] or name=value, got '" + spec + "'");
   ir::Dim d;
   d.name = dim_identifier(spec.substr(0, eq));  // the ONNX name may be any string (p2o.DynamicDimension.0)
   std::string rest = spec.substr(eq + 1);
@@ -270,6 +270,11 @@ ir::Dim parse_dim_spec(const std::string& spec) {
       throw IrError("--dim '" + spec + "': '" + s + "' is not an integer");
     }
   };
+  // A last part "%D": the dim is a multiple of D (a detector's side kept a multiple of its stride).
+  if (parts.size() >= 3 && !parts.back().empty() && parts.back()[0] == '%') {
+    d.divisible_by = num(parts.back().substr(1));
+    parts.pop_back();
+  }
   if (parts.size() == 1) {
     d.min = d.max = num(parts[0]);
   } else if (parts.size() == 2 || parts.size() == 3) {
@@ -285,7 +290,7 @@ ir::Dim parse_dim_spec(const std::string& spec) {
       }
     }
   } else {
-    throw IrError("--dim '" + spec + "': expected name=min:max[:buckets] or name=value");
+    throw IrError("--dim '" + spec + "': expected name=min:max[:buckets][:%divisor] or name=value");
   }
   d.normalize_and_validate();
   return d;

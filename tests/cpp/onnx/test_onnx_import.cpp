@@ -280,6 +280,11 @@ TEST(OnnxImport, DimSpecParsing) {
   EXPECT_THROW(onnx_import::parse_dim_spec("batch"), IrError);
   EXPECT_THROW(onnx_import::parse_dim_spec("batch=8:1"), IrError);
   EXPECT_THROW(onnx_import::parse_dim_spec("batch=1:x"), IrError);
+  auto h = onnx_import::parse_dim_spec("h=64:1024:256,1024:%32");
+  EXPECT_EQ(h.divisible_by, 32);
+  EXPECT_EQ(h.buckets, (std::vector<int64_t>{256, 1024}));
+  EXPECT_EQ(onnx_import::parse_dim_spec("w=64:1024:%32").divisible_by, 32);
+  EXPECT_THROW(onnx_import::parse_dim_spec("w=64:1024:%x"), IrError);
 }
 
 TEST(OnnxImport, LstmMatchesAHandWrittenRecurrence) {
