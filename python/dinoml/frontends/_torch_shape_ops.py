@@ -292,4 +292,107 @@ def _arange(cx, node, *args, **kwargs):
     return ops.arange(start, end, step, dtype=dt)
 
 
-CONVERTERS.setdefault("aten.copy.default", lambda cx, node, dst, src, *a: cx.operand(src, cx.dtype(node)))
+# ---- writes (in-place ops as export functionalizes them: buffer updates, KV caches) ----------------
+@converter("aten.copy.default")
+def _copy(cx, node, dst, src, non_blocking=False):
+    # copy(dst, src): src cast to dst's dtype and broadcast to dst's shape.
+    y = cx.operand(src, cx.dtype(node))
+    if list(y.shape) != list(dst.shape):
+        y = ops.expand(y, cx.out_shape(node))
+    return y
+
+
+def _write_rows(cx, node, x, axis, idx, values):
+    """x with x[:, ..., idx, ...] (idx on `axis`, any rank) replaced by `values` (broadcast to
+    x.shape[:axis] + idx.shape + x.shape[axis+1:]), negative indices wrapped: one kv_cache_write
+    on x viewed as [*x.shape[:axis], S, prod(x.shape[axis+1:])]. When `axis` is the second-to-last
+    axis no view is needed, so a session state written back by state_assign is updated in place."""
+    dt = x.dtype
+    pre, n_rows, post = list(x.shape[:axis]), x.shape[axis], list(x.shape[axis + 1:])
+    idx = cx.operand(idx, "int64")
+    t_shape = list(idx.shape)
+    zero, size = cx.operand(0, "int64"), cx.operand(n_rows, "int64")
+    idx = call("where", [call("lt", [idx, zero]), call("add", [idx, size]), idx])
+    if len(t_shape) != 1:
+        idx = ops.reshape(idx, [_prod(t_shape)])
+    values = cx.operand(values, dt)
+    full = pre + t_shape + post
+    if list(values.shape) != full:
+        values = ops.expand(values, full)
+    width = _prod(post)
+    if len(post) == 1 and len(t_shape) == 1:
+        return call("kv_cache_write", [x, values, idx])
+    cache = ops.reshape(x, pre + [n_rows, width])
+    rows = ops.reshape(values, pre + [_prod(t_shape), width])
+    return ops.reshape(call("kv_cache_write", [cache, rows, idx]), list(x.shape))
+
+
+def _prod(extents):
+    p = 1
+    for e in extents:
+        p = p * e
+    return p
+
+
+@converter("aten.index_put")
+def _index_put(cx, node, x, indices, values, accumulate=False):
+    # x[..., idx, ...] = values (index_copy_, index_put_, `buf[:, pos] = v` with a tensor pos):
+    # one index tensor on one axis -> a row write; a boolean mask -> where(mask, values, x).
+    if accumulate:
+        raise Unsupported("index_put with accumulate=True (index_add_ / x[idx] += v with repeated indices)")
+    real = [(i, t) for i, t in enumerate(indices) if t is not None]
+    if len(real) != 1:
+        raise Unsupported("index_put with several index tensors (write through one index tensor on one axis)")
+    axis, idx = real[0]
+    if not _is_t(idx):
+        raise Unsupported(f"index_put with an index of type {type(idx).__name__}")
+    if idx.dtype == "bool":
+        # x[mask] = v: v broadcasts to [nnz, *rest]; only a v that is the same for every selected
+        # element (it broadcasts against `rest`) avoids the data-dependent nnz.
+        rest = list(x.shape[axis + idx.ndim:])
+        v = cx.operand(values, x.dtype)
+        if v.ndim > len(rest):
+            lead = list(v.shape[:v.ndim - len(rest)])
+            if any(not (isinstance(e, int) and e == 1) for e in lead):
+                raise Unsupported("x[mask] = values with one value per selected element (a data-dependent count); "
+                                  "use torch.where(mask, values, x)")
+            v = ops.reshape(v, list(v.shape[v.ndim - len(rest):]))
+        mask = ops.reshape(idx, list(idx.shape) + [1] * len(rest)) if rest else idx
+        return call("where", [mask, v, x])
+    return _write_rows(cx, node, x, axis, idx, values)
+
+
+@converter("aten.slice_scatter.default")
+def _slice_scatter(cx, node, x, src, dim=0, start=None, end=None, step=1):
+    # x[..., start:end:step, ...] = src: a row write at positions arange(start, end, step).
+    dim = _axis(dim, x.ndim)
+    n_rows = x.shape[dim]
+    start = 0 if start is None else start
+    end = n_rows if end is None or (isinstance(end, int) and end >= 2**31) else end
+    if isinstance(start, SymDim) or isinstance(step, SymDim):
+        raise Unsupported("slice assignment with a symbolic start or step")
+    if isinstance(end, int) and isinstance(n_rows, int):
+        start, end = _clip(start, n_rows), _clip(end, n_rows)
+        if len(range(start, end, step)) == 0:
+            return x
+        pos = ops.arange(start, end, step, dtype="int64")
+    else:
+        if start < 0 or step != 1:
+            raise Unsupported("slice assignment with a symbolic end and a negative start or a step other than 1")
+        pos = _arange_sym(cx, start, end - start)
+    return _write_rows(cx, node, x, dim, pos, src)
+
+
+def _clip(i: int, n: int) -> int:
+    i = i + n if i < 0 else i
+    return min(max(i, 0), n)
+
+
+@converter("aten.select_scatter.default")
+def _select_scatter(cx, node, x, src, dim, index):
+    # x[..., index, ...] = src (src lacks axis `dim`): a one-row write.
+    dim = _axis(dim, x.ndim)
+    if isinstance(index, SymDim):
+        raise Unsupported("select assignment with a symbolic index")
+    pos = ops.arange(index, index + 1, 1, dtype="int64")
+    return _write_rows(cx, node, x, dim, pos, ops.unsqueeze(cx.operand(src, x.dtype), [dim]))

@@ -49,7 +49,7 @@ KEEP = ("linear", "layer_norm", "native_layer_norm", "scaled_dot_product_attenti
         "flatten", "squeeze", "unsqueeze", "select", "split", "split_with_sizes", "chunk", "unbind", "masked_fill",
         "clamp", "clamp_min", "clamp_max", "where", "full", "zeros", "ones", "full_like", "zeros_like", "ones_like",
         "arange", "rsub", "reciprocal", "index_select", "constant_pad_nd", "gather", "stack", "repeat", "square",
-        "var", "var_mean", "pow", "erf")
+        "var", "var_mean", "pow", "erf", "select_scatter")
 
 
 class TorchConversionError(ValueError):
@@ -117,10 +117,57 @@ class _Converter:
         self.params.update(sig.inputs_to_buffers)
         self.params.update(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
         self.user_inputs = list(sig.user_inputs)
-        if getattr(sig, "buffers_to_mutate", None):
-            muts = ", ".join(sorted(sig.buffers_to_mutate.values()))
-            raise TorchConversionError(f"the forward writes to buffer(s) {muts}: DinoML graphs are functional; "
-                                       "keep such state outside the module (pass it in and return it)")
+        self.constants = dict(ep.state_dict)
+        self.constants.update(getattr(ep, "constants", {}) or {})
+        self.states: Dict[str, str] = {}  # placeholder name -> name of a buffer the forward writes
+        self.state_tensors: Dict[str, Tensor] = {}  # buffer name -> its DinoML state
+        self.state_writes: list = []  # (buffer name, graph value of its new contents)
+        self.user_values: list = []  # the graph values of the user outputs
+        self._initialized: Optional[Tensor] = None
+        self._classify_outputs()
+
+    def _classify_outputs(self):
+        """Splits the graph's outputs into user outputs and buffer writes (-> states); every other
+        write (to an input or a parameter, or one that changes a buffer's shape or dtype) is
+        reported in one TorchConversionError."""
+        from torch.export.graph_signature import OutputKind
+        sig = self.ep.graph_signature
+        out_node = next(n for n in self.ep.graph.nodes if n.op == "output")
+        placeholder_of = {b: p for p, b in sig.inputs_to_buffers.items()}
+        problems = []
+        for spec, v in zip(sig.output_specs, out_node.args[0]):
+            kind, target = spec.kind, spec.target
+            where = _where(v) if isinstance(v, torch.fx.Node) else "(a constant value)"
+            if kind == OutputKind.USER_OUTPUT:
+                self.user_values.append(v)
+            elif kind == OutputKind.BUFFER_MUTATION:
+                t = self.constants.get(target)
+                val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+                new = _describe(val)
+                if t is None or not isinstance(val, torch.Tensor):
+                    problems.append(f"  buffer {target!r}{_owner(target)}: written with {new}, which DinoML cannot "
+                                    f"keep as session state\n    {where}")
+                elif val.dtype != t.dtype or not _same_static_shape(val.shape, t.shape):
+                    problems.append(f"  buffer {target!r}{_owner(target)}, {_describe(t)}, is written with {new}: a "
+                                    "session state keeps its shape and dtype; preallocate the buffer at its full "
+                                    "size and dtype and write into it (index_copy_, slice assignment, copy_)"
+                                    f"\n    {where}")
+                else:
+                    self.states[placeholder_of[target]] = target
+                    self.state_writes.append((target, v))
+            elif kind == OutputKind.USER_INPUT_MUTATION:
+                problems.append(f"  input {target!r} is written in place: DinoML inputs are read-only; return the "
+                                f"new value as an output instead\n    {where}")
+            elif kind == OutputKind.PARAMETER_MUTATION:
+                problems.append(f"  parameter {target!r}{_owner(target)} is written in place: parameters become "
+                                "constants; register it as a buffer (register_buffer) to keep it as session "
+                                f"state\n    {where}")
+            elif kind != OutputKind.TOKEN:
+                problems.append(f"  output {spec.arg.name!r} of kind {kind.name} (training outputs are not "
+                                f"supported)\n    {where}")
+        if problems:
+            raise TorchConversionError("the forward writes to tensors DinoML cannot keep between runs:\n"
+                                       + "\n".join(problems))
 
     # -- helpers used by the converters --
     def dtype(self, node) -> str:
@@ -259,8 +306,7 @@ class _Converter:
                              f"{sorted(self.dim_names.values()) or 'none'})")
         graph = self.ep.graph
         self._check_supported(graph)
-        constants = dict(self.ep.state_dict)
-        constants.update(getattr(self.ep, "constants", {}) or {})
+        constants = self.constants
         failures = []
         with self.tr:
             for node in graph.nodes:
@@ -316,6 +362,8 @@ class _Converter:
 
     def _placeholder(self, node, constants):
         val = node.meta.get("val")
+        if node.name in self.states:
+            return self._state(self.states[node.name])
         if node.name in self.params:
             key = self.params[node.name]
             if not node.users:
@@ -334,7 +382,49 @@ class _Converter:
             raise Unsupported(f"input {node.name!r} is a symbolic int; pass sizes as tensor shapes instead")
         return val  # a constant Python value specialised by export
 
-    def _outputs(self, values):
+    def _state(self, key: str):
+        """The session state of buffer `key` (written by the forward). The runtime zeroes states at
+        session creation and reset_states; a buffer whose export-time value is not all zero bytes
+        reads `where(initialized, state, <that value as a constant>)`, with `initialized` a bool
+        state the run sets, so the first run after creation or a reset starts from that value."""
+        from .. import ops
+        from ..tracer import state
+        t = self.constants[key]
+        dt = _dtype_name(t.dtype)
+        st = state(key, list(t.shape), dt)
+        self.state_tensors[key] = st
+        arr = _numpy(t)
+        if not np.ascontiguousarray(arr).reshape(-1).view(np.uint8).any():
+            return st
+        init = self.tr.constant(self.tr.builder.unique_name(key + ".initial"), dt, list(t.shape), arr)
+        if self._initialized is None:
+            names = set(self.constants) | set(self.params.values())
+            flag = "dinoml.initialized"
+            while flag in names:
+                flag += "_"
+            self._initialized = state(flag, [], "bool")
+        return ops.where(self._initialized, st, init)
+
+    def _state_writes(self):
+        from .. import ops
+        for key, v in self.state_writes:
+            st = self.state_tensors[key]
+            val = self.env[v]
+            if val is st:
+                continue
+            if not isinstance(val, Tensor):
+                val = self.operand(val, st.dtype)
+            if val.dtype != st.dtype:
+                val = ops.cast(val, st.dtype)
+            if [_int_or_none(e) for e in val.shape] != list(st.shape):
+                val = ops.expand(val, list(st.shape)) if val.ndim < st.ndim else ops.reshape(val, list(st.shape))
+            ops.state_assign(st, val)
+        if self._initialized is not None:
+            ops.state_assign(self._initialized, self.tr.scalar(True, "bool"))
+
+    def _outputs(self, _values):
+        self._state_writes()
+        values = self.user_values
         spec = self.ep.call_spec.out_spec
         names = _output_names(spec, len(values))
         seen = set()
@@ -345,7 +435,7 @@ class _Converter:
             if not isinstance(t, Tensor):
                 raise TorchConversionError(f"output {name!r} is not a tensor ({type(t).__name__}); DinoML outputs "
                                            "are tensors")
-            if t.kind in ("input", "constant", "output") or t.name in seen:
+            if t.kind in ("input", "constant", "state", "output") or t.name in seen:
                 from .. import ops
                 t = ops.reshape(t, list(t.shape))  # a distinct tensor for the output name
             seen.add(t.name)
@@ -366,6 +456,29 @@ def _bound(v):
         return int(v)
     except (TypeError, ValueError, OverflowError, AttributeError):
         return None
+
+
+def _int_or_none(e):
+    try:
+        return int(e)
+    except (TypeError, ValueError):
+        return None
+
+
+def _same_static_shape(a, b) -> bool:
+    return len(a) == len(b) and all(isinstance(x, int) and int(x) == int(y) for x, y in zip(a, b))
+
+
+def _describe(v) -> str:
+    if isinstance(v, torch.Tensor):
+        return f"{str(v.dtype).replace('torch.', '')}{list(v.shape)}"
+    return type(v).__name__
+
+
+def _owner(name: str) -> str:
+    """' of module <path>' for a dotted state_dict key (the module that registered it)."""
+    path = name.rpartition(".")[0]
+    return f" of module {path}" if path else " of the root module"
 
 
 def _is_sym(node) -> bool:
@@ -511,11 +624,45 @@ def _export_message(module, e: Exception) -> str:
     return f"torch.export could not capture {name} ({kind}):\n{head}\n{advice}"
 
 
+def _check_reassignments(ep):
+    """A forward that rebinds a buffer to a tensor of another shape (`self.buf = torch.cat(...)`)
+    exports as `copy_(buffer, value)` with a value that does not broadcast to the buffer;
+    functionalization would fail on it with a bare expand error, so it is reported here."""
+    sig = ep.graph_signature
+    names = {p: ("buffer", b) for p, b in sig.inputs_to_buffers.items()}
+    names.update({p: ("parameter", b) for p, b in sig.inputs_to_parameters.items()})
+    names.update({u: ("input", u) for u in sig.user_inputs})
+    problems = []
+    for n in ep.graph.nodes:
+        if n.op != "call_function" or str(n.target) != "aten.copy_.default" or len(n.args) < 2:
+            continue
+        dst, src = n.args[0], n.args[1]
+        if not isinstance(dst, torch.fx.Node) or dst.name not in names or not isinstance(src, torch.fx.Node):
+            continue
+        d, v = dst.meta.get("val"), src.meta.get("val")
+        if not isinstance(d, torch.Tensor) or not isinstance(v, torch.Tensor):
+            continue
+        try:
+            ok = tuple(torch.broadcast_shapes(tuple(v.shape), tuple(d.shape))) == tuple(d.shape)
+        except (RuntimeError, ValueError, TypeError):
+            ok = False
+        if not ok:
+            what, key = names[dst.name]
+            owner = _owner(key) if what != "input" else ""
+            problems.append(f"  {what} {key!r}{owner}, {_describe(d)}, is assigned a tensor of shape {list(v.shape)}:"
+                            " a session state keeps its shape; preallocate the buffer at its full size and write "
+                            f"into it (index_copy_, slice assignment)\n    {_where(n)}")
+    if problems:
+        raise TorchConversionError("the forward writes to tensors DinoML cannot keep between runs:\n"
+                                   + "\n".join(problems))
+
+
 def from_exported_program(ep, name: Optional[str] = None, dims: Optional[Mapping] = None,
                           dim_names: Optional[Mapping] = None) -> Spec:
     """Converts a `torch.export.ExportedProgram` (e.g. from `torch.export.load("model.pt2")`).
     Dims are named after the torch.export.Dim when known (`from_torch` passes them), else
     `<input>_<axis>`; `dims` as in from_torch."""
+    _check_reassignments(ep)
     ep = ep.run_decompositions(decomposition_table())
     name = name or "model"
     return _Converter(ep, name, dim_names or {}, dims or {}).run()
