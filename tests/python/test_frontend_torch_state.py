@@ -91,8 +91,10 @@ class RunningMean(torch.nn.Module):
         super().__init__()
         self.register_buffer("mean", torch.ones(4))
         self.register_buffer("peak", torch.full((4,), 2.0))
+        self.register_buffer("calls", torch.zeros(()))
 
     def forward(self, x):
+        self.calls = self.calls + 1  # rebinding a root-module buffer: export writes it back
         self.mean.mul_(0.9).add_(0.1 * x.mean(0))
         self.peak.copy_(torch.maximum(self.peak, x.amax(0)))
         return (x - self.mean) / self.peak
@@ -102,9 +104,10 @@ def test_running_mean_starts_from_export_time_value(tmp_path):
     torch.manual_seed(1)
     m = RunningMean()
     mod = _compile(tmp_path, m, (torch.randn(3, 4),))
-    assert sorted(s.name for s in mod.states) == ["dinoml.initialized", "mean", "peak"]
+    assert sorted(s.name for s in mod.states) == ["calls", "dinoml.initialized", "mean", "peak"]
     runs = [(torch.randn(3, 4) * (i + 1),) for i in range(3)]
-    sess, _ = _runs(mod, m, runs, ["mean", "peak"])
+    sess, _ = _runs(mod, m, runs, ["mean", "peak", "calls"])
+    assert float(sess.get_state("calls")) == 3
     # reset_states zeroes every state, the flag included: the next run starts from the initial values.
     sess.reset_states()
     _runs_after_reset = copy.deepcopy(m)
@@ -125,8 +128,10 @@ class Attn(torch.nn.Module):
         self.kv = torch.nn.Linear(d, 2 * d)
         self.register_buffer("k_cache", torch.zeros(1, ctx, d))
         self.register_buffer("v_cache", torch.zeros(1, ctx, 2, d // 2))
+        self.register_buffer("seen", torch.zeros((), dtype=torch.int32))
 
     def forward(self, x, pos):
+        self.seen += x.shape[1]  # in place inside a submodule
         k, v = self.kv(x).chunk(2, -1)
         self.k_cache.index_copy_(1, pos, k)
         self.v_cache[:, pos] = v.reshape(1, -1, 2, self.v_cache.shape[-1])
@@ -152,7 +157,8 @@ def test_kv_cache_decoder(tmp_path):
     m = Decoder()
     mod = _compile(tmp_path, m, (torch.randn(1, 1, 8), torch.tensor([0])))
     names = sorted(s.name for s in mod.states)
-    assert names == ["layers.0.k_cache", "layers.0.v_cache", "layers.1.k_cache", "layers.1.v_cache"]
+    assert names == ["layers.0.k_cache", "layers.0.seen", "layers.0.v_cache", "layers.1.k_cache", "layers.1.seen",
+                     "layers.1.v_cache"]
     runs = [(torch.randn(1, 1, 8), torch.tensor([i])) for i in range(3)]
     _runs(mod, m, runs, names)
     # The index_copy_ on the [B, S, D] cache is a kv_cache_write updated in place in the state.
@@ -264,7 +270,28 @@ class _ShapeWrite(torch.nn.Module):
         return self.history.sum()
 
 
+class _Rebind(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(2))
+
+    def forward(self, x):
+        self.total = self.total + x  # rebinding: kept by export only at the root module
+        return self.total * 2
+
+
+class _NestedRebind(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.acc = _Rebind()
+
+    def forward(self, x):
+        return self.acc(x)
+
+
 @pytest.mark.parametrize("model, x, words", [
+    (_NestedRebind(), torch.ones(2), ["buffer 'acc.total' of module acc", "rebound", "copy_",
+                                      "self.total = self.total + x"]),
     (_InputWrite(), torch.ones(3), ["input 'x'", "read-only", "x.mul_(2)"]),
     (_ParamWrite(), torch.ones(3), ["parameter 'block.w' of module block", "register_buffer", "self.w.add_(1)"]),
     (_DtypeWrite(), torch.ones(3, dtype=torch.float64), ["buffer 'acc'", "float32[3]", "float64[3]"]),

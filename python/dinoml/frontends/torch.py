@@ -587,13 +587,48 @@ def export(module, args: Sequence = (), kwargs: Optional[Mapping] = None, dynami
         args = tuple(args) if isinstance(args, list) else (args,)
     was_training = module.training
     module.eval()
+    reassigned: Dict[str, str] = {}
+    hook = _watch_submodule_buffer_assignments(module, reassigned)
     try:
         with torch.no_grad():
-            return torch.export.export(module, args, kwargs=dict(kwargs or {}), dynamic_shapes=dynamic_shapes)
+            ep = torch.export.export(module, args, kwargs=dict(kwargs or {}), dynamic_shapes=dynamic_shapes)
     except Exception as e:  # torch raises many types; all mean "could not capture"
         raise TorchExportError(_export_message(module, e)) from e
     finally:
+        hook.remove()
         module.train(was_training)
+    if reassigned:
+        lines = [f"  buffer {k!r}{_owner(k)} is rebound (self.<buffer> = new tensor) inside a submodule: torch.export "
+                 f"drops such writes; write it in place instead (self.<buffer>.copy_(new), +=, index_copy_)\n    at {w}"
+                 for k, w in reassigned.items()]
+        raise TorchConversionError("the forward writes to tensors DinoML cannot keep between runs:\n" + "\n".join(lines))
+    return ep
+
+
+def _watch_submodule_buffer_assignments(module, found: Dict[str, str]):
+    """A buffer registration hook that records `self.buf = <new tensor>` inside a submodule while
+    export traces (torch.export turns the root module's rebinding into a buffer write but loses
+    a submodule's); the tracer's own swaps assign real tensors, the forward's assign fake ones."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.nn.modules.module import register_module_buffer_registration_hook
+    paths = {id(m): p for p, m in module.named_modules() if p}
+
+    def hook(mod, name, value):
+        if id(mod) in paths and isinstance(value, FakeTensor) and value is not mod._buffers.get(name):
+            found.setdefault(f"{paths[id(mod)]}.{name}", _python_user_frame())
+        return None
+
+    return register_module_buffer_registration_hook(hook)
+
+
+def _python_user_frame() -> str:
+    import traceback
+    internal = (os.sep + "torch" + os.sep, os.sep + "dinoml" + os.sep)
+    frames = [f for f in traceback.extract_stack() if not any(p in f.filename for p in internal)]
+    if not frames:
+        return "(no source location recorded)"
+    f = frames[-1]
+    return f'File "{f.filename}", line {f.lineno}, in {f.name}{": " + f.line if f.line else ""}'
 
 
 def _export_message(module, e: Exception) -> str:
