@@ -303,3 +303,23 @@ def test_writes_that_cannot_be_state(model, x, words):
     msg = str(e.value)
     for w in words:
         assert w in msg, (w, msg)
+
+
+def test_saved_program_states_through_the_reference_interpreter(tmp_path):
+    # A .pt2 keeps the buffer writes; the Spec's states carry them in the reference interpreter too.
+    from dinoml.frontends.torch import export, from_exported_program
+    from dinoml.reference import reference
+    torch.manual_seed(5)
+    m = RunningMean()
+    x0 = torch.randn(3, 4)
+    torch.export.save(export(m, (x0,)), str(tmp_path / "m.pt2"))
+    spec = from_exported_program(torch.export.load(str(tmp_path / "m.pt2")))
+    assert sorted(t["name"] for t in spec.states) == ["calls", "dinoml.initialized", "mean", "peak"]
+    ref, states = copy.deepcopy(m), None
+    for i in range(3):
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            want = ref(x)
+        outs, states = reference(spec, {"x": x.numpy()}, states=states, return_states=True)
+        _check(outs["out"], want.numpy(), f"run {i}")
+        _check(states["mean"], ref.mean.numpy(), f"mean after run {i}")

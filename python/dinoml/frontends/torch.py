@@ -11,7 +11,8 @@ table in `_torch_ops` / `_torch_shape_ops`, which adds registered DinoML ops thr
 `GraphBuilder` as `dml.trace`.
 
 Names: graph inputs keep the forward's argument names; parameters and buffers become constants
-named by their state_dict keys; outputs are flattened from the forward's return structure:
+named by their state_dict keys, except buffers the forward writes (a counter, a running mean, a
+KV cache), which become session states of the same names (`_Converter._state`); outputs are flattened from the forward's return structure:
 "out" for a lone tensor, "out.0", "out.1" for tuples, the keys for dicts and ModelOutputs
 ("logits", "last_hidden_state"), dotted for nesting. Symbolic sizes: each `torch.export.Dim`
 becomes a `dml.Dim` with its min/max; `dims={"batch": [1, 4, 8]}` sets its buckets (and max when
