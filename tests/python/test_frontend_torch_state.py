@@ -120,7 +120,7 @@ def test_running_mean_starts_from_export_time_value(tmp_path):
 class Attn(torch.nn.Module):
     """One attention head with a KV cache: k written with index_copy_ on [B, S, D] (in place),
     v with `v[:, pos] = ...` on [B, S, H, Dh] (a row write on a [B, S, H*Dh] view); attends over
-    the rows written so far (positions <= pos)."""
+    the rows up to the last position written (a prefill of T rows, then decode steps)."""
 
     def __init__(self, d=8, ctx=6):
         super().__init__()
@@ -155,11 +155,14 @@ class Decoder(torch.nn.Module):
 def test_kv_cache_decoder(tmp_path):
     torch.manual_seed(2)
     m = Decoder()
-    mod = _compile(tmp_path, m, (torch.randn(1, 1, 8), torch.tensor([0])))
+    t = torch.export.Dim("t", min=1, max=4)  # rows written per run: a prefill, then decode steps
+    mod = _compile(tmp_path, m, (torch.randn(1, 2, 8), torch.tensor([0, 1])),
+                   dynamic_shapes={"x": {1: t}, "pos": {0: t}})
     names = sorted(s.name for s in mod.states)
     assert names == ["layers.0.k_cache", "layers.0.seen", "layers.0.v_cache", "layers.1.k_cache", "layers.1.seen",
                      "layers.1.v_cache"]
-    runs = [(torch.randn(1, 1, 8), torch.tensor([i])) for i in range(3)]
+    runs = [(torch.randn(1, 3, 8), torch.tensor([0, 1, 2])), (torch.randn(1, 1, 8), torch.tensor([3])),
+            (torch.randn(1, 2, 8), torch.tensor([4, 5]))]
     _runs(mod, m, runs, names)
     # The index_copy_ on the [B, S, D] cache is a kv_cache_write updated in place in the state.
     import json
