@@ -12,11 +12,12 @@ table in `_torch_ops` / `_torch_shape_ops`, which adds registered DinoML ops thr
 
 Names: graph inputs keep the forward's argument names; parameters and buffers become constants
 named by their state_dict keys, except buffers the forward writes (a counter, a running mean, a
-KV cache), which become session states of the same names (`_Converter._state`); outputs are flattened from the forward's return structure:
-"out" for a lone tensor, "out.0", "out.1" for tuples, the keys for dicts and ModelOutputs
-("logits", "last_hidden_state"), dotted for nesting. Symbolic sizes: each `torch.export.Dim`
-becomes a `dml.Dim` with its min/max; `dims={"batch": [1, 4, 8]}` sets its buckets (and max when
-the Dim has none), `dims={"batch": 4}` fixes it.
+KV cache), which become session states of the same names (`_Converter._state`); outputs are
+flattened from the forward's return structure: "out" for a lone tensor, "out.0", "out.1" for
+tuples, the keys for dicts and ModelOutputs ("logits", "last_hidden_state"), dotted for nesting.
+Symbolic sizes: each `torch.export.Dim` becomes a `dml.Dim` with its min/max;
+`dims={"batch": [1, 4, 8]}` sets its buckets (and max when the Dim has none), `dims={"batch": 4}`
+fixes it.
 """
 from __future__ import annotations
 
@@ -599,10 +600,11 @@ def export(module, args: Sequence = (), kwargs: Optional[Mapping] = None, dynami
         hook.remove()
         module.train(was_training)
     if reassigned:
-        lines = [f"  buffer {k!r}{_owner(k)} is rebound (self.<buffer> = new tensor) inside a submodule: torch.export "
-                 f"drops such writes; write it in place instead (self.<buffer>.copy_(new), +=, index_copy_)\n    at {w}"
-                 for k, w in reassigned.items()]
-        raise TorchConversionError("the forward writes to tensors DinoML cannot keep between runs:\n" + "\n".join(lines))
+        lines = [f"  buffer {k!r}{_owner(k)} is rebound (self.<buffer> = new tensor) inside a submodule: "
+                 "torch.export drops such writes; write it in place instead (self.<buffer>.copy_(new), +=, "
+                 f"index_copy_)\n    at {w}" for k, w in reassigned.items()]
+        raise TorchConversionError("the forward writes to tensors DinoML cannot keep between runs:\n"
+                                   + "\n".join(lines))
     return ep
 
 
