@@ -13,6 +13,10 @@ file(GLOB DINOML_CPU_AVX512_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/cp
 target_sources(dinoml_cpu_kernels PRIVATE ${DINOML_CPU_AVX512_SRC})
 set_source_files_properties(${DINOML_CPU_AVX512_SRC} PROPERTIES COMPILE_OPTIONS
                             "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq")
+# The VNNI kernels of the repacked quantized GEMM (qgemm_packed_kernels.h), called only on CPUs with
+# AVX512_VNNI.
+set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cpu/avx512/qgemm_packed_vnni.cpp PROPERTIES COMPILE_OPTIONS
+                            "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
 
 # The kernel tests link the library directly (they test its C ABI, including internal paths
 # selected through dml_cpu_gemm_select_isa).

@@ -36,6 +36,8 @@
 #include "gemm_driver.h"
 #include "kernel_common.h"
 #include "qgemm.h"
+#define DML_QPK_VNNI 0
+#include "qgemm_packed_kernels.h"
 
 namespace dml_cpu::qgemm {
 namespace {
@@ -201,78 +203,8 @@ void pack_tile(int qtype, const uint8_t* const* rows, uint8_t* t) {
 }
 
 // ---- kernels: one 8-row group × R activation rows (R = 1..4) over all blocks --------------------
-
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline __m128i load16(const void* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-inline __m256i bcast4(const void* p) {
-  int v;
-  memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-inline __m256 halves8(const void* p) { return _mm256_cvtph_ps(load16(p)); }
-// Software prefetch of the tile kPrefetchBytes ahead: one decode step streams the whole model from
-// DRAM, and the hardware prefetcher alone leaves one core well below its bandwidth.
-constexpr int kPrefetchBytes = 4096;  // measured at 1–8 KiB on a 32000×2048 GEMV (DRAM-resident): 4 KiB best
-template <int Bytes>
-inline void prefetch_tile(const uint8_t* t) {
-  for (int o = 0; o < Bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchBytes + o), _MM_HINT_T0);
-}
-
-template <int R>
-void group_q4_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  __m256 acc[R], corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, t += 144) {
-    prefetch_tile<144>(t);
-    const __m256 dv = halves8(t);
-    __m256i s16[R];
-    for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256i w = load32(t + 16 + 32 * k);
-      const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
-      for (int r = 0; r < R; ++r) {
-        const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
-        s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(lo, bcast4(a->qs + 4 * k)));
-        s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(hi, bcast4(a->qs + 16 + 4 * k)));
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
-      const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[r], ones));
-      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(p, _mm256_set1_ps(a->d)), acc[r]);
-      corr[r] = _mm256_fmadd_ps(dv, _mm256_set1_ps(a->s), corr[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_fnmadd_ps(_mm256_set1_ps(8.f), corr[r], acc[r]));
-}
-
-template <int R>
-void group_q8_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, t += 272) {
-    prefetch_tile<272>(t);
-    const __m256 dv = halves8(t);
-    __m256i s32[R];
-    for (int r = 0; r < R; ++r) s32[r] = _mm256_setzero_si256();
-    for (int s = 0; s < 8; ++s) {
-      const __m256i w = load32(t + 16 + 32 * s);
-      const __m256i aw = _mm256_sign_epi8(w, w);
-      for (int r = 0; r < R; ++r) {
-        const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
-        const __m256i sy = _mm256_sign_epi8(bcast4(a->qs + 4 * s), w);
-        s32[r] = _mm256_add_epi32(s32[r], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones));
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
-      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(s32[r]), _mm256_set1_ps(a->d)), acc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
-}
+// q4_0 / q8_0 (and the shared helpers) are in qgemm_packed_kernels.h, compiled here for AVX2 and in
+// avx512/qgemm_packed_vnni.cpp for AVX512_VNNI; q4_K / q6_K follow.
 
 // Per 32-bit lane r: the int16 pair (v, v) from byte r of `p` (8 bytes), zero- or sign-extended.
 inline __m256i pair_dup_u8(const uint8_t* p) {
@@ -378,30 +310,25 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
 
 using GroupFn = void (*)(int64_t nb, const uint8_t* tiles, const uint8_t* act, int64_t stride, float* out);
 
-template <template <int> class K>
-struct ByRows {
-  static void run(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) {
-    switch (rows) {
-      case 1: K<1>::f(nb, t, a, s, o); break;
-      case 2: K<2>::f(nb, t, a, s, o); break;
-      case 3: K<3>::f(nb, t, a, s, o); break;
-      default: K<4>::f(nb, t, a, s, o); break;
-    }
-  }
-};
 #define DML_QPK(name, fn)                                                                                     \
   template <int R>                                                                                            \
   struct name {                                                                                               \
     static void f(int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) { fn<R>(nb, t, a, s, o); } \
   };
-DML_QPK(PQ4_0, group_q4_0)
-DML_QPK(PQ8_0, group_q8_0)
 DML_QPK(PQ4_K, group_q4_K)
 DML_QPK(PQ6_K, group_q6_K)
 #undef DML_QPK
 
-using RowsFn = void (*)(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o);
+// q4_0 / q8_0 with vpdpbusd where the CPU has AVX512_VNNI + VL and DINOML_CPU_DISABLE_ISA does not
+// name avx512vnni (same integer sums, bit-identical results), else the AVX2 kernels.
+bool vnni_usable() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") && !isa_disabled("avx512vnni");
+}
+
 RowsFn group_fn(int qtype) {
+  if ((qtype == DML_QT_Q4_0 || qtype == DML_QT_Q8_0) && vnni_usable())
+    if (RowsFn f = vnni_group_fn(qtype)) return f;
   switch (qtype) {
     case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
     case DML_QT_Q8_0: return ByRows<PQ8_0>::run;

@@ -1,0 +1,17 @@
+// The q4_0 / q8_0 kernels of the repacked quantized GEMM with AVX512_VNNI's vpdpbusd on 256-bit
+// vectors (qgemm_packed_kernels.h; the driver, avx2/qgemm_packed_avx2.cpp, calls them only on a
+// CPU with AVX512_VNNI + VL). Flags: cmake/cpu_providers.cmake.
+#define DML_QPK_VNNI 1
+#include "../qgemm_packed_kernels.h"
+
+namespace dml_cpu::qgemm {
+
+RowsFn vnni_group_fn(int qtype) {
+  switch (qtype) {
+    case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
+    case DML_QT_Q8_0: return ByRows<PQ8_0>::run;
+    default: return nullptr;
+  }
+}
+
+}  // namespace dml_cpu::qgemm

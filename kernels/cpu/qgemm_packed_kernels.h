@@ -1,0 +1,141 @@
+// The q4_0 / q8_0 tile kernels of the repacked quantized GEMM (layout, overflow bounds and the
+// callers: avx2/qgemm_packed_avx2.cpp), compiled twice from this one source:
+//   * avx2/qgemm_packed_avx2.cpp (DML_QPK_VNNI 0): u8 × s8 pairs by vpmaddubsw into 16 bits, summed
+//     in 16 bits over a q4_0 block (no overflow: ≤ 8·2·15·127) and widened by vpmaddwd;
+//   * avx512/qgemm_packed_vnni.cpp (DML_QPK_VNNI 1): vpdpbusd on 256-bit vectors, the four u8 × s8
+//     products of each lane summed straight into 32 bits (AVX512_VNNI + VL: Zen 4, Sapphire Rapids).
+// Both compute the same integer sums, so the results are bit-identical. Everything here has
+// internal linkage (the AVX-512 object must share no code with the baseline ones:
+// cmake/scripts/check_isa_objects.cmake).
+#pragma once
+#include <immintrin.h>
+#include <string.h>
+
+#include <cstdint>
+
+#include "qgemm.h"
+
+#ifndef DML_QPK_VNNI
+#error "define DML_QPK_VNNI (0: AVX2, 1: AVX512_VNNI) before including qgemm_packed_kernels.h"
+#endif
+
+namespace dml_cpu::qgemm {
+namespace {
+
+#if DML_QPK_VNNI
+// sum (32-bit lanes) += Σ of the 4 u8 × s8 products of each lane.
+inline __m256i dot_block(__m256i sum, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(sum, u, s); }
+inline __m256i widen_block(__m256i sum) { return sum; }
+inline __m256i dot_step(__m256i sum, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(sum, u, s); }
+#else
+// sum (16-bit lanes) += u8 × s8 pair sums; widen_block turns them into the 32-bit lane sums.
+inline __m256i dot_block(__m256i sum, __m256i u, __m256i s) { return _mm256_add_epi16(sum, _mm256_maddubs_epi16(u, s)); }
+inline __m256i widen_block(__m256i sum) { return _mm256_madd_epi16(sum, _mm256_set1_epi16(1)); }
+// sum (32-bit lanes) += the 4 products of each lane, widened at once (q8_0 pairs reach 2·127², so
+// 16-bit sums across steps would overflow).
+inline __m256i dot_step(__m256i sum, __m256i u, __m256i s) {
+  return _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+#endif
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m128i load16(const void* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i bcast4(const void* p) {
+  int v;
+  memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256 halves8(const void* p) { return _mm256_cvtph_ps(load16(p)); }
+// Software prefetch of the tile kPrefetchBytes ahead: one decode step streams the whole model from
+// DRAM, and the hardware prefetcher alone leaves one core well below its bandwidth.
+constexpr int kPrefetchBytes = 4096;  // measured at 1–8 KiB on a 32000×2048 GEMV (DRAM-resident): 4 KiB best
+template <int Bytes>
+inline void prefetch_tile(const uint8_t* t) {
+  for (int o = 0; o < Bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(t + kPrefetchBytes + o), _MM_HINT_T0);
+}
+
+template <int R>
+void group_q4_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[R], corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, t += 144) {
+    prefetch_tile<144>(t);
+    const __m256 dv = halves8(t);
+    __m256i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w = load32(t + 16 + 32 * k);
+      const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+      for (int r = 0; r < R; ++r) {
+        const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
+        sum[r] = dot_block(sum[r], lo, bcast4(a->qs + 4 * k));
+        sum[r] = dot_block(sum[r], hi, bcast4(a->qs + 16 + 4 * k));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
+      const __m256 p = _mm256_cvtepi32_ps(widen_block(sum[r]));
+      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(p, _mm256_set1_ps(a->d)), acc[r]);
+      corr[r] = _mm256_fmadd_ps(dv, _mm256_set1_ps(a->s), corr[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_fnmadd_ps(_mm256_set1_ps(8.f), corr[r], acc[r]));
+}
+
+template <int R>
+void group_q8_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, t += 272) {
+    prefetch_tile<272>(t);
+    const __m256 dv = halves8(t);
+    __m256i s32[R];
+    for (int r = 0; r < R; ++r) s32[r] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s) {
+      const __m256i w = load32(t + 16 + 32 * s);
+      const __m256i aw = _mm256_sign_epi8(w, w);
+      for (int r = 0; r < R; ++r) {
+        const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
+        const __m256i sy = _mm256_sign_epi8(bcast4(a->qs + 4 * s), w);
+        s32[r] = dot_step(s32[r], aw, sy);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
+      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(s32[r]), _mm256_set1_ps(a->d)), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
+}
+
+
+template <template <int> class K>
+struct ByRows {
+  static void run(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) {
+    switch (rows) {
+      case 1: K<1>::f(nb, t, a, s, o); break;
+      case 2: K<2>::f(nb, t, a, s, o); break;
+      case 3: K<3>::f(nb, t, a, s, o); break;
+      default: K<4>::f(nb, t, a, s, o); break;
+    }
+  }
+};
+#define DML_QPK(name, fn)                                                                                     \
+  template <int R>                                                                                            \
+  struct name {                                                                                               \
+    static void f(int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) { fn<R>(nb, t, a, s, o); } \
+  };
+DML_QPK(PQ4_0, group_q4_0)
+DML_QPK(PQ8_0, group_q8_0)
+#undef DML_QPK
+
+}  // namespace
+
+// One 8-row group × `rows` (1..4) activation rows over `nb` blocks (the repacked GEMM's unit).
+using RowsFn = void (*)(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o);
+// avx512/qgemm_packed_vnni.cpp: the AVX512_VNNI kernels for q4_0 / q8_0 (nullptr for other types);
+// call only on a CPU with AVX512_VNNI and AVX512_VL.
+RowsFn vnni_group_fn(int qtype);
+
+}  // namespace dml_cpu::qgemm
