@@ -1,9 +1,11 @@
-// The q4_0 / q8_0 tile kernels of the repacked quantized GEMM (layout, overflow bounds and the
+// The q4_0 / q8_0 / q4_K tile kernels of the repacked quantized GEMM (layout, overflow bounds and the
 // callers: avx2/qgemm_packed_avx2.cpp), compiled twice from this one source:
 //   * avx2/qgemm_packed_avx2.cpp (DML_QPK_VNNI 0): u8 × s8 pairs by vpmaddubsw into 16 bits, summed
-//     in 16 bits over a q4_0 block (no overflow: ≤ 8·2·15·127) and widened by vpmaddwd;
+//     in 16 bits over a q4_0 block or a q4_K sub-block (no overflow: ≤ 8·2·15·127) and widened by
+//     vpmaddwd (times the q4_K sub-block scale);
 //   * avx512/qgemm_packed_vnni.cpp (DML_QPK_VNNI 1): vpdpbusd on 256-bit vectors, the four u8 × s8
-//     products of each lane summed straight into 32 bits (AVX512_VNNI + VL: Zen 4, Sapphire Rapids).
+//     products of each lane summed straight into 32 bits (AVX512_VNNI + VL: Zen 4, Sapphire Rapids),
+//     times the q4_K sub-block scale by vpmulld.
 // Both compute the same integer sums, so the results are bit-identical. Everything here has
 // internal linkage (the AVX-512 object must share no code with the baseline ones:
 // cmake/scripts/check_isa_objects.cmake).
@@ -27,6 +29,12 @@ namespace {
 inline __m256i dot_block(__m256i sum, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(sum, u, s); }
 inline __m256i widen_block(__m256i sum) { return sum; }
 inline __m256i dot_step(__m256i sum, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(sum, u, s); }
+// Per 32-bit lane r: the u8 scale from byte r of `p` (8 bytes); scale_block multiplies a block's
+// 32-bit sums by it.
+inline __m256i block_scales(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i scale_block(__m256i sum, __m256i sc) { return _mm256_mullo_epi32(sum, sc); }
 #else
 // sum (16-bit lanes) += u8 × s8 pair sums; widen_block turns them into the 32-bit lane sums.
 inline __m256i dot_block(__m256i sum, __m256i u, __m256i s) { return _mm256_add_epi16(sum, _mm256_maddubs_epi16(u, s)); }
@@ -36,6 +44,13 @@ inline __m256i widen_block(__m256i sum) { return _mm256_madd_epi16(sum, _mm256_s
 inline __m256i dot_step(__m256i sum, __m256i u, __m256i s) {
   return _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
+// Per 32-bit lane r: the int16 pair (v, v) from byte r of `p` (8 bytes); scale_block's vpmaddwd
+// widens a block's 16-bit pair sums and multiplies them by v in one step.
+inline __m256i block_scales(const uint8_t* p) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+inline __m256i scale_block(__m256i sum, __m256i sc) { return _mm256_madd_epi16(sum, sc); }
 #endif
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -110,6 +125,53 @@ void group_q8_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
 }
 
 
+
+template <int R>
+void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[R], corr[R];
+  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, t += 1184) {
+    prefetch_tile<1184>(t);
+    const __m256 dv = halves8(t), mv = halves8(t + 16);
+    __m256i isum[R], msum[R];
+    for (int r = 0; r < R; ++r) {
+      const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
+      // 32-element sums B_0..B_7 of the activation block, paired (B_2p, B_2p+1) per 32-bit lane.
+      const __m256i B = _mm256_castsi128_si256(_mm_hadd_epi16(load16(a->bsums), load16(a->bsums + 8)));
+      __m256i m = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i mins = _mm256_cvtepu8_epi16(load16(t + 96 + 16 * p));
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_permutevar8x32_epi32(B, _mm256_set1_epi32(p))));
+      }
+      msum[r] = m;
+      isum[r] = _mm256_setzero_si256();
+    }
+    const uint8_t* q = t + 160;
+    // Sub-blocks one at a time (low nibbles of a pair, then high): R s16 sums live at once.
+    for (int j = 0; j < 8; ++j) {
+      const int jp = j >> 1, shift = (j & 1) * 4;
+      const __m256i sc = block_scales(t + 32 + 8 * j);
+      __m256i sum[R];
+      for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        const __m256i w = _mm256_and_si256(_mm256_srli_epi16(load32(q + 256 * jp + 32 * s), shift), m4);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 32 * j + 4 * s;
+          sum[r] = dot_block(sum[r], w, bcast4(aq));
+        }
+      }
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], scale_block(sum[r], sc));
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 da = _mm256_set1_ps((reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->d);
+      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), da), acc[r]);
+      corr[r] = _mm256_fmadd_ps(mv, _mm256_mul_ps(_mm256_cvtepi32_ps(msum[r]), da), corr[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_sub_ps(acc[r], corr[r]));
+}
+
 template <template <int> class K>
 struct ByRows {
   static void run(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) {
@@ -128,13 +190,14 @@ struct ByRows {
   };
 DML_QPK(PQ4_0, group_q4_0)
 DML_QPK(PQ8_0, group_q8_0)
+DML_QPK(PQ4_K, group_q4_K)
 #undef DML_QPK
 
 }  // namespace
 
 // One 8-row group × `rows` (1..4) activation rows over `nb` blocks (the repacked GEMM's unit).
 using RowsFn = void (*)(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o);
-// avx512/qgemm_packed_vnni.cpp: the AVX512_VNNI kernels for q4_0 / q8_0 (nullptr for other types);
+// avx512/qgemm_packed_vnni.cpp: the AVX512_VNNI kernels for q4_0 / q8_0 / q4_K (nullptr for other types);
 // call only on a CPU with AVX512_VNNI and AVX512_VL.
 RowsFn vnni_group_fn(int qtype);
 

@@ -203,60 +203,8 @@ void pack_tile(int qtype, const uint8_t* const* rows, uint8_t* t) {
 }
 
 // ---- kernels: one 8-row group × R activation rows (R = 1..4) over all blocks --------------------
-// q4_0 / q8_0 (and the shared helpers) are in qgemm_packed_kernels.h, compiled here for AVX2 and in
-// avx512/qgemm_packed_vnni.cpp for AVX512_VNNI; q4_K / q6_K follow.
-
-// Per 32-bit lane r: the int16 pair (v, v) from byte r of `p` (8 bytes), zero- or sign-extended.
-inline __m256i pair_dup_u8(const uint8_t* p) {
-  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-}
-
-template <int R>
-void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[R], corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i, t += 1184) {
-    prefetch_tile<1184>(t);
-    const __m256 dv = halves8(t), mv = halves8(t + 16);
-    __m256i isum[R], msum[R];
-    for (int r = 0; r < R; ++r) {
-      const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
-      // 32-element sums B_0..B_7 of the activation block, paired (B_2p, B_2p+1) per 32-bit lane.
-      const __m256i B = _mm256_castsi128_si256(_mm_hadd_epi16(load16(a->bsums), load16(a->bsums + 8)));
-      __m256i m = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m256i mins = _mm256_cvtepu8_epi16(load16(t + 96 + 16 * p));
-        m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_permutevar8x32_epi32(B, _mm256_set1_epi32(p))));
-      }
-      msum[r] = m;
-      isum[r] = _mm256_setzero_si256();
-    }
-    const uint8_t* q = t + 160;
-    // Sub-blocks one at a time (low nibbles of a pair, then high): R s16 sums live at once.
-    for (int j = 0; j < 8; ++j) {
-      const int jp = j >> 1, shift = (j & 1) * 4;
-      const __m256i sc = pair_dup_u8(t + 32 + 8 * j);
-      __m256i s16[R];
-      for (int r = 0; r < R; ++r) s16[r] = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s) {
-        const __m256i w = _mm256_and_si256(_mm256_srli_epi16(load32(q + 256 * jp + 32 * s), shift), m4);
-        for (int r = 0; r < R; ++r) {
-          const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 32 * j + 4 * s;
-          s16[r] = _mm256_add_epi16(s16[r], _mm256_maddubs_epi16(w, bcast4(aq)));
-        }
-      }
-      for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(s16[r], sc));
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m256 da = _mm256_set1_ps((reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->d);
-      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), da), acc[r]);
-      corr[r] = _mm256_fmadd_ps(mv, _mm256_mul_ps(_mm256_cvtepi32_ps(msum[r]), da), corr[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_sub_ps(acc[r], corr[r]));
-}
+// q4_0 / q8_0 / q4_K (and the shared helpers) are in qgemm_packed_kernels.h, compiled here for AVX2
+// and in avx512/qgemm_packed_vnni.cpp for AVX512_VNNI; q6_K follows.
 
 template <int R>
 void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
@@ -315,11 +263,10 @@ using GroupFn = void (*)(int64_t nb, const uint8_t* tiles, const uint8_t* act, i
   struct name {                                                                                               \
     static void f(int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) { fn<R>(nb, t, a, s, o); } \
   };
-DML_QPK(PQ4_K, group_q4_K)
 DML_QPK(PQ6_K, group_q6_K)
 #undef DML_QPK
 
-// q4_0 / q8_0 with vpdpbusd where the CPU has AVX512_VNNI + VL and DINOML_CPU_DISABLE_ISA does not
+// q4_0 / q8_0 / q4_K with vpdpbusd where the CPU has AVX512_VNNI + VL and DINOML_CPU_DISABLE_ISA does not
 // name avx512vnni (same integer sums, bit-identical results), else the AVX2 kernels.
 bool vnni_usable() {
   __builtin_cpu_init();
@@ -327,7 +274,7 @@ bool vnni_usable() {
 }
 
 RowsFn group_fn(int qtype) {
-  if ((qtype == DML_QT_Q4_0 || qtype == DML_QT_Q8_0) && vnni_usable())
+  if ((qtype == DML_QT_Q4_0 || qtype == DML_QT_Q8_0 || qtype == DML_QT_Q4_K) && vnni_usable())
     if (RowsFn f = vnni_group_fn(qtype)) return f;
   switch (qtype) {
     case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
