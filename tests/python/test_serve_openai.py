@@ -262,3 +262,27 @@ def test_queue_full_gives_503(llm):
     busy = [r for r in results if not isinstance(r, int)]
     assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
     assert all(r == 50 for r in results if isinstance(r, int)) and len(busy) < 8
+
+
+def test_compiled_gguf_serves_text_with_its_own_tokenizer(tmp_path):
+    """`dinoml compile MODEL.gguf` links DIR/tokenizer.gguf; `dinoml serve DIR` then takes text and
+    chat with no --tokenizer (the process as a user starts it)."""
+    import subprocess
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+    import make_random_gguf
+    from serve_harness import server_process
+    path = str(tmp_path / "tiny.gguf")
+    make_random_gguf.make(path, "tiny", "f32", seed=5, n_layers=1, dim=32, n_heads=2, n_kv_heads=1, ffn=64)
+    out = str(tmp_path / "chat")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    subprocess.run([sys.executable, "-m", "dinoml.cli", "compile", path, "--target", "cpu", "--out", out,
+                    "--model-arg", "ctx=64", "--model-arg", "max_seq=16"], check=True, env=env)
+    assert os.path.isfile(os.path.join(out, "tokenizer.gguf"))
+    with server_process([out, "--threads", "1", "--chat-template", "chatml"]) as (_, port):
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+        r = c.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                      temperature=0)
+        assert r.usage.prompt_tokens > 1 and r.usage.completion_tokens >= 1
+        r = c.completions.create(model="chat", prompt="hello", max_tokens=3, temperature=0)
+        assert isinstance(r.choices[0].text, str) and r.usage.prompt_tokens >= 1

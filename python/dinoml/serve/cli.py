@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Dict, List
 
@@ -9,7 +10,9 @@ from .app import ServeConfig, serve
 
 
 def _codecs(items: List[str], models: List[str], chat_format=None) -> Dict[str, object]:
-    """--tokenizer NAME=FILE.gguf (or FILE.gguf when exactly one model is served)."""
+    """--tokenizer NAME=FILE.gguf (or FILE.gguf when exactly one model is served); a model without one
+    uses DIR/tokenizer.gguf, which `dinoml compile MODEL.gguf` links to the model's file."""
+    from .codec import codec_from_gguf
     from .models import ModelSpec
     out: Dict[str, object] = {}
     for item in items:
@@ -18,8 +21,12 @@ def _codecs(items: List[str], models: List[str], chat_format=None) -> Dict[str, 
             if len(models) != 1:
                 raise ValueError(f"--tokenizer {item}: several models are served, name one: --tokenizer NAME=FILE.gguf")
             name, path = ModelSpec.parse(models[0]).name, item
-        from .codec import codec_from_gguf
         out[name] = codec_from_gguf(path, chat_format)
+    for m in models:
+        spec = ModelSpec.parse(m)
+        linked = os.path.join(spec.path, "tokenizer.gguf")
+        if spec.name not in out and os.path.isfile(linked):
+            out[spec.name] = codec_from_gguf(linked, chat_format)
     return out
 
 
@@ -42,7 +49,8 @@ def main(argv: List[str]) -> int:
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
                    help=f"largest request body accepted; larger ones get 413 (default {d.max_body_bytes})")
     p.add_argument("--tokenizer", action="append", default=[], metavar="NAME=FILE.gguf",
-                   help="tokenizer and chat template of an LLM model, read from its GGUF file (repeatable)")
+                   help="tokenizer and chat template of an LLM model, read from its GGUF file (repeatable; default: "
+                   "DIR/tokenizer.gguf, linked by `dinoml compile MODEL.gguf`)")
     p.add_argument("--chat-template", default=None, choices=["chatml", "llama3", "gemma"],
                    help="chat format for the --tokenizer models instead of the one recognised in the GGUF file")
     p.add_argument("--graceful-timeout-s", type=float, default=d.graceful_timeout_s,
@@ -60,9 +68,9 @@ def main(argv: List[str]) -> int:
                       log_level=a.log_level)
     from ..errors import DinoMLRuntimeError
     try:
-        if a.chat_template and not a.tokenizer:
-            p.error("--chat-template applies to models given a --tokenizer")
         codecs = _codecs(a.tokenizer, a.models, a.chat_template)
+        if a.chat_template and not codecs:
+            p.error("--chat-template applies to LLM models with a tokenizer (--tokenizer, or DIR/tokenizer.gguf)")
         return serve(a.models, cfg, codecs)
     except (ValueError, OSError, DinoMLRuntimeError) as e:
         print(f"dinoml serve: error: {e}", file=sys.stderr)
