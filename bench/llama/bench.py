@@ -24,8 +24,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import dinoml as dml  # noqa: E402
+import machine  # noqa: E402
 import make_random_gguf  # noqa: E402
 import model as llama_model  # noqa: E402
 from dinoml.tools.generate import Decoder, generate  # noqa: E402
@@ -93,32 +95,14 @@ def main(argv=None) -> int:
     for q, dp, lp, dd, ld, same in rows:
         print(f"| {q} | {dp:.1f} | {lp:.1f} | {dp / lp:.2f}× | {dd:.1f} | {ld:.1f} | {dd / ld:.2f}× | {same} |")
     if a.json:
-        meta = {"machine": platform.machine(), "cpu": _cpu_model(), "threads": a.threads, "prompt": a.prompt,
-                "decode_tokens": a.n - 1, "repeat": a.repeat, "profile": a.profile, "commit": _commit(),
+        meta = {"machine": platform.machine(), "cpu": machine.cpu_description(), "threads": a.threads, "prompt": a.prompt,
+                "decode_tokens": a.n - 1, "repeat": a.repeat, "profile": a.profile, "commit": machine.commit(),
                 "command": "bench/llama/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
         results = [{"quant": q, "dinoml_prefill_tok_s": dp, "llama_cpp_prefill_tok_s": lp, "dinoml_decode_tok_s": dd,
                     "llama_cpp_decode_tok_s": ld, "same_greedy_tokens": same} for q, dp, lp, dd, ld, same in rows]
         with open(a.json, "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
     return 0
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True).stdout.strip()
-    except OSError:
-        return "?"
 
 
 if __name__ == "__main__":

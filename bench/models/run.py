@@ -36,7 +36,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
 import dinoml as dml  # noqa: E402
+import machine  # noqa: E402
 import torch  # noqa: E402
 
 ORT_DIR = ROOT / ".cache" / "ort"
@@ -233,8 +235,9 @@ def main() -> int:
             if len(rounds) > 1 and use_ort:
                 line += " | ORT/DinoML per round " + " ".join(f"{r[2] / r[1]:.2f}" for r in rounds)
             print(line, flush=True)
-    meta = {"machine": platform.processor() or platform.machine(), "cpu": _cpu_model(), "threads": args.threads,
-            "profile": args.profile, "fp32_matmul_precision": args.fp32_matmul_precision, "commit": _commit(), "torch": torch.__version__,
+    meta = {"machine": platform.processor() or platform.machine(), "cpu": machine.cpu_description(),
+            "threads": args.threads, "profile": args.profile, "fp32_matmul_precision": args.fp32_matmul_precision,
+            "commit": machine.commit(), "torch": torch.__version__,
             "command": "bench/models/run.py " + " ".join(sys.argv[1:])}
     print(json.dumps(meta))
     if args.json:
@@ -242,24 +245,6 @@ def main() -> int:
     if args.plot:
         _plot(results, args.plot, meta)
     return 0
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True).stdout.strip()
-    except OSError:
-        return "?"
 
 
 def _plot(results, path, meta):

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -28,20 +27,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import dinoml as dml  # noqa: E402
 from serve_harness import free_port, wait_live  # noqa: E402
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+import machine  # noqa: E402
 
 
 def build_artifact(which: str, tmp: str) -> str:
@@ -153,7 +144,7 @@ def main() -> int:
            "in_process_runs_per_s_before_after": [round(before[0], 1), round(after[0], 1)], "in_process_p50_ms": ms(np.percentile(ilat, 50)),
            "server_vs_in_process": round(len(lat) / wall / ips, 3), "server_exit": rc,
            "input_shape": list(x.shape), "model": os.path.basename(os.path.normpath(art)),
-           "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0))}
+           "cpu": machine.cpu_description(), "cores": len(os.sched_getaffinity(0))}
     print(json.dumps(res))
     return 0 if not errors and rc == 0 else 1
 
