@@ -203,70 +203,11 @@ void pack_tile(int qtype, const uint8_t* const* rows, uint8_t* t) {
 }
 
 // ---- kernels: one 8-row group × R activation rows (R = 1..4) over all blocks --------------------
-// q4_0 / q8_0 / q4_K (and the shared helpers) are in qgemm_packed_kernels.h, compiled here for AVX2
-// and in avx512/qgemm_packed_vnni.cpp for AVX512_VNNI; q6_K follows.
+// The kernels (and their helpers) are in qgemm_packed_kernels.h, compiled here for AVX2 and in
+// avx512/qgemm_packed_vnni.cpp for AVX512_VNNI.
 
-template <int R>
-void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
-  const __m256i dup_a = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9,
-                                         8, 9, 12, 13, 12, 13);
-  const __m256i dup_b = _mm256_add_epi8(dup_a, _mm256_set1_epi8(2));
-  __m256 acc[R], corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-  for (int64_t i = 0; i < nb; ++i, t += 1680) {
-    prefetch_tile<1680>(t);
-    const __m256 dv = halves8(t);
-    __m256i isum[R], osum[R];
-    for (int r = 0; r < R; ++r) isum[r] = osum[r] = _mm256_setzero_si256();
-    const uint8_t* q = t + 144;
-    for (int p = 0; p < 8; ++p, q += 192) {
-      const __m256i s16 = _mm256_cvtepi8_epi16(load16(t + 16 + 16 * p));  // (sc_2p, sc_2p+1) per row
-      const __m256i sA = _mm256_shuffle_epi8(s16, dup_a), sB = _mm256_shuffle_epi8(s16, dup_b);
-      const __m256i l0 = load32(q), l1 = load32(q + 32), l2 = load32(q + 64), l3 = load32(q + 96);
-      const __m256i h0 = load32(q + 128), h1 = load32(q + 160);
-      // Top bits of step k sit at bits 2k..2k+1 of each byte: moved to bits 4..5.
-      const __m256i w0 = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h0, 4), m30));
-      const __m256i w1 = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h0, 2), m30));
-      const __m256i w2 = _mm256_or_si256(_mm256_and_si256(l2, m4), _mm256_and_si256(h0, m30));
-      const __m256i w3 = _mm256_or_si256(_mm256_and_si256(l3, m4), _mm256_and_si256(_mm256_srli_epi16(h0, 2), m30));
-      const __m256i w4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_slli_epi16(h1, 4), m30));
-      const __m256i w5 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_slli_epi16(h1, 2), m30));
-      const __m256i w6 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4), _mm256_and_si256(h1, m30));
-      const __m256i w7 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l3, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h1, 2), m30));
-      for (int r = 0; r < R; ++r) {
-        const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
-        const int8_t* aq = a->qs + 32 * p;
-        osum[r] = _mm256_add_epi32(osum[r], _mm256_madd_epi16(s16, bcast4(a->bsums + 2 * p)));
-        const __m256i x0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(aq)), _mm256_maddubs_epi16(w1, bcast4(aq + 4)));
-        const __m256i x1 = _mm256_add_epi16(_mm256_maddubs_epi16(w2, bcast4(aq + 8)), _mm256_maddubs_epi16(w3, bcast4(aq + 12)));
-        const __m256i x2 = _mm256_add_epi16(_mm256_maddubs_epi16(w4, bcast4(aq + 16)), _mm256_maddubs_epi16(w5, bcast4(aq + 20)));
-        const __m256i x3 = _mm256_add_epi16(_mm256_maddubs_epi16(w6, bcast4(aq + 24)), _mm256_maddubs_epi16(w7, bcast4(aq + 28)));
-        const __m256i ga = _mm256_add_epi32(_mm256_madd_epi16(x0, sA), _mm256_madd_epi16(x1, sA));
-        const __m256i gb = _mm256_add_epi32(_mm256_madd_epi16(x2, sB), _mm256_madd_epi16(x3, sB));
-        isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(ga, gb));
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      const __m256 da = _mm256_set1_ps((reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->d);
-      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), da), acc[r]);
-      corr[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(osum[r]), da), corr[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_fnmadd_ps(_mm256_set1_ps(32.f), corr[r], acc[r]));
-}
 
-using GroupFn = void (*)(int64_t nb, const uint8_t* tiles, const uint8_t* act, int64_t stride, float* out);
-
-#define DML_QPK(name, fn)                                                                                     \
-  template <int R>                                                                                            \
-  struct name {                                                                                               \
-    static void f(int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o) { fn<R>(nb, t, a, s, o); } \
-  };
-DML_QPK(PQ6_K, group_q6_K)
-#undef DML_QPK
-
-// q4_0 / q8_0 / q4_K with vpdpbusd where the CPU has AVX512_VNNI + VL and DINOML_CPU_DISABLE_ISA does not
+// vpdpbusd where the CPU has AVX512_VNNI + VL and DINOML_CPU_DISABLE_ISA does not
 // name avx512vnni (same integer sums, bit-identical results), else the AVX2 kernels.
 bool vnni_usable() {
   __builtin_cpu_init();
@@ -274,7 +215,7 @@ bool vnni_usable() {
 }
 
 RowsFn group_fn(int qtype) {
-  if ((qtype == DML_QT_Q4_0 || qtype == DML_QT_Q8_0 || qtype == DML_QT_Q4_K) && vnni_usable())
+  if (vnni_usable())
     if (RowsFn f = vnni_group_fn(qtype)) return f;
   switch (qtype) {
     case DML_QT_Q4_0: return ByRows<PQ4_0>::run;

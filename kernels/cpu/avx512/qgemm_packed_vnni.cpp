@@ -1,4 +1,4 @@
-// The q4_0 / q8_0 / q4_K kernels of the repacked quantized GEMM with AVX512_VNNI's vpdpbusd on 256-bit
+// The q4_0 / q8_0 / q4_K / q6_K kernels of the repacked quantized GEMM with AVX512_VNNI's vpdpbusd on 256-bit
 // vectors (qgemm_packed_kernels.h; the driver, avx2/qgemm_packed_avx2.cpp, calls them only on a
 // CPU with AVX512_VNNI + VL). Flags: cmake/cpu_providers.cmake.
 #define DML_QPK_VNNI 1
@@ -11,6 +11,7 @@ RowsFn vnni_group_fn(int qtype) {
     case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
     case DML_QT_Q8_0: return ByRows<PQ8_0>::run;
     case DML_QT_Q4_K: return ByRows<PQ4_K>::run;
+    case DML_QT_Q6_K: return ByRows<PQ6_K>::run;
     default: return nullptr;
   }
 }
