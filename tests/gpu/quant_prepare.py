@@ -9,6 +9,8 @@
     artifact's greedy run (prompt + 32 tokens, logits of every step) from this machine: CPU
     default (int8 dot products on activations quantized to 8 bits) and CPU exact
     (DINOML_QGEMM_DOT_MAX_M=0: dequantized weights, fp32).
+  * arch_<name>: the other GGUF architectures of dinoml.models (qwen2, qwen3, gemma2, gemma3, phi3,
+    mixtral; f32 random weights) compiled straight from the file, with the same CPU references.
 
     PYTHONPATH=python DINOML_BUILD_DIR=build python3 tests/gpu/quant_prepare.py OUT_DIR [--arch sm_90a] [--only WORD]
 """
@@ -159,6 +161,36 @@ def llama_case(dml, out, key, arch, tmp):
     json.dump({"kind": "llama", **ref}, open(os.path.join(d, "case.json"), "w"), indent=1)
 
 
+def arch_case(dml, out, name, arch, tmp):
+    """A GGUF architecture of the decoder (examples/llama/make_random_gguf.py ARCH_PRESETS, f32
+    weights) compiled straight from the file for CUDA (`dinoml compile FILE.gguf`), with the CPU
+    artifact's greedy run as the reference (same `llama` kind: quant_run.py compares them)."""
+    sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+    import make_random_gguf
+    from dinoml.models.decoder import build_spec
+    d = os.path.join(out, f"arch_{name}")
+    os.makedirs(d, exist_ok=True)
+    gguf = os.path.join(tmp, f"arch-{name}.gguf")
+    make_random_gguf.make_arch(gguf, name, "f32", seed=7)
+    cpu = dml.compile(build_spec(gguf, ctx=64, max_seq=16), target="cpu", out=os.path.join(tmp, f"cpu_arch_{name}"))
+    ref = {"prompt": PROMPT, "n": NGEN, "quant": f"{name} f32"}
+    ref["cpu_default"] = cpu_generate(cpu.path, os.path.join(d, "cpu_default_logits.npy"), False)
+    ref["cpu_exact"] = cpu_generate(cpu.path, os.path.join(d, "cpu_exact_logits.npy"), True)
+    cmd = [sys.executable, "-m", "dinoml.cli", "compile", gguf, "--model-arg", "ctx=64", "--model-arg", "max_seq=16",
+           "--target", "cuda", "--arch", arch, "--out", os.path.join(d, "artifact")]
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise SystemExit(f"CUDA compile of {name} failed:\n{r.stdout}\n{r.stderr}")
+    ref["command"] = f"dinoml compile arch-{name}.gguf --model-arg ctx=64 --model-arg max_seq=16 --target cuda --arch {arch}"
+    man = json.load(open(os.path.join(d, "artifact", "kernel_manifest.json")))
+    ref["kernels"] = sorted({k["selected"] for k in (man if isinstance(man, list) else man.get("nodes", []))})
+    json.dump({"kind": "llama", **ref}, open(os.path.join(d, "case.json"), "w"), indent=1)
+
+
+ARCH_CASES = ("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mixtral")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -169,7 +201,8 @@ def main():
 
     import dinoml as dml
     os.makedirs(a.out, exist_ok=True)
-    keys = ["index_ops"] + [f"qgemm_{p}" for p in ("auto", "gemv", "int8", "dequant_gemm")] + [f"llama_{q}" for q in ("f32", "f32_notf32", "q4_k_m", "q4_0")]
+    keys = ["index_ops"] + [f"qgemm_{p}" for p in ("auto", "gemv", "int8", "dequant_gemm")] + \
+        [f"llama_{q}" for q in ("f32", "f32_notf32", "q4_k_m", "q4_0")] + [f"arch_{n}" for n in ARCH_CASES]
     done = []
     with tempfile.TemporaryDirectory() as tmp:
         for key in keys:
@@ -180,6 +213,8 @@ def main():
                 index_case(dml, a.out, a.arch)
             elif key.startswith("qgemm_"):
                 qgemm_case(dml, a.out, key[len("qgemm_"):], a.arch)
+            elif key.startswith("arch_"):
+                arch_case(dml, a.out, key[len("arch_"):], a.arch, tmp)
             else:
                 llama_case(dml, a.out, key[len("llama_"):], a.arch, tmp)
             done.append(key)
