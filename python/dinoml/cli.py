@@ -67,12 +67,21 @@ def load_gguf_model(path: str, **model_args) -> Spec:
 
 
 def link_tokenizer(out: str, gguf: str) -> None:
-    """OUT/tokenizer.gguf -> the GGUF file (absolute), so `dinoml generate OUT --prompt` and `dinoml
-    chat OUT` find the vocabulary without --gguf."""
-    link = os.path.join(out, "tokenizer.gguf")
-    if os.path.lexists(link):
-        os.remove(link)
-    os.symlink(os.path.abspath(gguf), link)
+    """OUT/tokenizer.gguf: the model file's vocabulary as a vocab-only GGUF file (its `general.*` and
+    `tokenizer.*` keys, no tensors), so `dinoml generate OUT --prompt`, `dinoml chat OUT` and
+    `dinoml serve OUT` find the tokenizer and chat template without --gguf, and the artifact stays
+    self-contained when it is copied elsewhere. A file without tokenizer keys gets none."""
+    from . import gguf as gguf_file
+    info = gguf_file.read(gguf)
+    md, types = info["metadata"], info["metadata_types"]
+    keys = [k for k in md if k.startswith("tokenizer.")]
+    dest = os.path.join(out, "tokenizer.gguf")
+    if os.path.lexists(dest):
+        os.remove(dest)
+    if not keys:
+        return
+    keys = [k for k in md if k.startswith("general.") and k != "general.file_type"] + keys
+    gguf_file.write(dest, [(k, types[k], md[k]) for k in keys], [])
 
 
 def load_exported_program(path: str, dim_args: List[str]) -> Spec:

@@ -143,8 +143,9 @@ def test_clear_errors(tmp_path):
 
 
 def test_compile_gguf_cli(tmp_path):
-    """`dinoml compile MODEL.gguf --model-arg ctx=N` builds the decoder from the file and links
-    OUT/tokenizer.gguf to it, so `dinoml generate OUT --prompt` needs no --gguf."""
+    """`dinoml compile MODEL.gguf --model-arg ctx=N` builds the decoder from the file and writes its
+    vocabulary as OUT/tokenizer.gguf (vocab-only: no tensors), so `dinoml generate OUT --prompt`
+    needs no --gguf, also after the model file is gone."""
     path = tmp_path / "m.gguf"
     make_random_gguf.make_arch(str(path), "qwen2", "q4_0", seed=3, n_layers=1)
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
@@ -153,10 +154,14 @@ def test_compile_gguf_cli(tmp_path):
                         "--model-arg", "max_seq=8", "--target", "cpu", "--out", str(out)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    assert os.path.realpath(out / "tokenizer.gguf") == os.path.realpath(path)
+    tok = out / "tokenizer.gguf"
+    assert not os.path.islink(tok) and dml.gguf.read(str(tok))["tensors"] == []
+    assert dml.Tokenizer.from_gguf(str(tok)).encode("t1 t2 t3") == dml.Tokenizer.from_gguf(str(path)).encode("t1 t2 t3")
+    os.remove(path)  # the artifact is self-contained
     r = subprocess.run([sys.executable, "-m", "dinoml.cli", "generate", str(out), "--prompt", "t1 t2 t3", "--n", "4",
                         "--temperature", "0"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
+    make_random_gguf.make_arch(str(path), "qwen2", "q4_0", seed=3, n_layers=1)
     r = subprocess.run([sys.executable, "-m", "dinoml.cli", "compile", str(path), "--model-arg", "bogus=1",
                         "--target", "cpu", "--out", str(tmp_path / "x")], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and "ctx, max_seq, policy, name" in r.stderr

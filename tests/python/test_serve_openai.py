@@ -265,7 +265,7 @@ def test_queue_full_gives_503(llm):
 
 
 def test_compiled_gguf_serves_text_with_its_own_tokenizer(tmp_path):
-    """`dinoml compile MODEL.gguf` links DIR/tokenizer.gguf; `dinoml serve DIR` then takes text and
+    """`dinoml compile MODEL.gguf` writes DIR/tokenizer.gguf; `dinoml serve DIR` then takes text and
     chat with no --tokenizer (the process as a user starts it)."""
     import subprocess
     import sys

@@ -11,7 +11,7 @@ from .app import ServeConfig, serve
 
 def _codecs(items: List[str], models: List[str], chat_format=None) -> Dict[str, object]:
     """--tokenizer NAME=FILE.gguf (or FILE.gguf when exactly one model is served); a model without one
-    uses DIR/tokenizer.gguf, which `dinoml compile MODEL.gguf` links to the model's file."""
+    uses DIR/tokenizer.gguf, the vocabulary `dinoml compile MODEL.gguf` writes."""
     from .codec import codec_from_gguf
     from .models import ModelSpec
     out: Dict[str, object] = {}
@@ -50,7 +50,7 @@ def main(argv: List[str]) -> int:
                    help=f"largest request body accepted; larger ones get 413 (default {d.max_body_bytes})")
     p.add_argument("--tokenizer", action="append", default=[], metavar="NAME=FILE.gguf",
                    help="tokenizer and chat template of an LLM model, read from its GGUF file (repeatable; default: "
-                   "DIR/tokenizer.gguf, linked by `dinoml compile MODEL.gguf`)")
+                   "DIR/tokenizer.gguf, written by `dinoml compile MODEL.gguf`)")
     p.add_argument("--chat-template", default=None, choices=["chatml", "llama3", "gemma"],
                    help="chat format for the --tokenizer models instead of the one recognised in the GGUF file")
     p.add_argument("--graceful-timeout-s", type=float, default=d.graceful_timeout_s,
