@@ -65,6 +65,7 @@ const ConverterTable& converters() {
     register_indexing_converters(t);
     register_quant_converters(t);
     register_misc_converters(t);
+    register_contrib_converters(t);
     register_control_converters(t);
     register_sample_converters(t);
     return t;
@@ -346,8 +347,8 @@ constexpr int kNewestOpset = 28;
 std::string domain_message(const std::string& domain, const std::string& op) {
   std::string m = "operator domain '" + domain + "' is not supported (DinoML converts the default ONNX domain)";
   if (domain == "com.microsoft")
-    m += ": " + op + " is an ONNX Runtime contrib operator, written by ONNX Runtime's graph optimizations or its "
-         "transformer optimizer; give DinoML the model as exported, before those optimizations";
+    m += ": " + op + " is an ONNX Runtime contrib operator that DinoML does not convert (`dinoml onnx-ops` lists the "
+         "com.microsoft.* ones it does); give DinoML the model as exported, before ONNX Runtime's optimizations";
   else if (domain == "ai.onnx.ml")
     m += ": classical-ML operators (ai.onnx.ml) have no DinoML lowering";
   else if (domain == "ai.onnx.preview.training")
@@ -530,7 +531,10 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       problems.push_back({display, np.op_type(), "the node has no outputs", false});
       continue;
     }
-    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+    // Operators of other domains are keyed "<domain>.<op>" (com.microsoft contrib operators).
+    const bool default_domain = np.domain().empty() || np.domain() == "ai.onnx";
+    const std::string key = default_domain ? np.op_type() : np.domain() + "." + np.op_type();
+    if (!default_domain && !table.count(key)) {
       problems.push_back({display, np.op_type(), domain_message(np.domain(), np.op_type()), true});
       poison_outputs();
       continue;
@@ -549,7 +553,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       }
       continue;
     }
-    auto it = table.find(np.op_type());
+    auto it = table.find(key);
     if (it == table.end()) {
       problems.push_back({display, np.op_type(),
                           "operator " + np.op_type() + " is not supported (`dinoml onnx-ops` lists the supported ones; "

@@ -1,0 +1,98 @@
+"""Operators of newer opsets (Gelu 20, GroupNormalization 18 and 21, RMSNormalization 23, Swish 24)
+and the ONNX Runtime contrib operators its transformer optimizer writes (com.microsoft Gelu,
+FastGelu, BiasGelu, QuickGelu, SkipLayerNormalization, SkipSimplifiedLayerNormalization;
+SimplifiedLayerNormalization): each one-node model compiled for the CPU with a symbolic batch and
+compared with ONNX Runtime, which implements all of them."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import dinoml as dml  # noqa: E402
+
+MS = "com.microsoft"
+RNG = np.random.default_rng(0)
+
+
+def _model(tmp_path, nodes, inputs, outputs, inits, opset, name):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    imports = [helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)]
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = 10
+    p = tmp_path / f"{name}.onnx"
+    p.write_bytes(model.SerializeToString())
+    return str(p)
+
+
+def _init(name, shape):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * 0.5 + (1.0 if "gamma" in name else 0.0))
+                                   .astype(np.float32), name)
+
+
+D = 16
+CASES = {
+    # name: (node kwargs builder, extra input names with shapes [batch, 5, D] / initializers, opset, n_outputs)
+    "gelu_none": (lambda: helper.make_node("Gelu", ["x"], ["y0"]), [], [], 20),
+    "gelu_tanh": (lambda: helper.make_node("Gelu", ["x"], ["y0"], approximate="tanh"), [], [], 20),
+    "swish": (lambda: helper.make_node("Swish", ["x"], ["y0"], alpha=0.8), [], [], 24),
+    "rms_normalization": (lambda: helper.make_node("RMSNormalization", ["x", "gamma"], ["y0"], epsilon=1e-6), [],
+                          [("gamma", [D])], 23),
+    "rms_normalization_axis1": (lambda: helper.make_node("RMSNormalization", ["x", "gamma2"], ["y0"], axis=1), [],
+                                [("gamma2", [5, D])], 23),
+    "simplified_layer_norm": (lambda: helper.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["y0"],
+                                                       epsilon=1e-6), [], [("gamma", [D])], 17),
+    "ms_gelu": (lambda: helper.make_node("Gelu", ["x"], ["y0"], domain=MS), [], [], 17),
+    "fast_gelu": (lambda: helper.make_node("FastGelu", ["x", "bias"], ["y0"], domain=MS), [], [("bias", [D])], 17),
+    "bias_gelu": (lambda: helper.make_node("BiasGelu", ["x", "bias"], ["y0"], domain=MS), [], [("bias", [D])], 17),
+    "quick_gelu": (lambda: helper.make_node("QuickGelu", ["x"], ["y0"], domain=MS, alpha=1.5), [], [], 17),
+    "skip_layer_norm": (lambda: helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"],
+                                                 ["y0", "", "", "y3"], domain=MS, epsilon=1e-5), ["skip"],
+                        [("gamma", [D]), ("beta", [D]), ("bias", [D])], 17),
+    "skip_simplified_layer_norm": (lambda: helper.make_node("SkipSimplifiedLayerNormalization",
+                                                            ["x", "skip", "gamma"], ["y0", "", "", "y3"], domain=MS,
+                                                            epsilon=1e-6), ["skip"], [("gamma", [D])], 17),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_operator_matches_onnx_runtime(case, tmp_path):
+    make, extra, inits, opset = CASES[case]
+    node = make()
+    outs = [o for o in node.output if o]
+    xs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 5, D]) for n in ["x", *extra]]
+    ys = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]
+    path = _model(tmp_path, [node], xs, ys, [_init(n, s) for n, s in inits], opset, case)
+    spec = dml.from_onnx(path, dims={"batch": (1, 4)})
+    sess = dml.runtime.load(dml.compile(spec, target="cpu", out=str(tmp_path / "art")).path).create_session()
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for b in (1, 3):
+        feed = {n: RNG.standard_normal((b, 5, D)).astype(np.float32) for n in ["x", *extra]}
+        got = sess.run_numpy(feed)
+        for o, want in zip(outs, ref.run(outs, feed)):
+            np.testing.assert_allclose(got[o], want, rtol=1e-4, atol=1e-5, err_msg=f"{case} {o} batch {b}")
+
+
+@pytest.mark.parametrize("opset,per", [(18, "group"), (21, "channel")])
+def test_group_normalization_matches_onnx_runtime(opset, per, tmp_path):
+    C, G = 8, 4
+    n_par = G if per == "group" else C
+    node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=G, epsilon=1e-5)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", C, 6, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    path = _model(tmp_path, [node], [x], [y], [_init("scale", [n_par]), _init("bias", [n_par])], opset, "gn")
+    sess = dml.runtime.load(dml.compile(dml.from_onnx(path, dims={"batch": (1, 2)}), target="cpu",
+                                        out=str(tmp_path / "art")).path).create_session()
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    a = RNG.standard_normal((2, C, 6, 5)).astype(np.float32)
+    np.testing.assert_allclose(sess.run_numpy({"x": a})["y"], ref.run(None, {"x": a})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_unconverted_contrib_operator_is_named(tmp_path):
+    node = helper.make_node("Attention", ["x"], ["y"], domain=MS, num_heads=2)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, D])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    path = _model(tmp_path, [node], [x], [y], [], 17, "attn")
+    with pytest.raises(dml.OnnxImportError, match=r"Attention is an ONNX Runtime contrib operator .*onnx-ops"):
+        dml.from_onnx(path)
