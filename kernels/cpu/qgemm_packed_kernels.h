@@ -22,6 +22,10 @@
 #endif
 
 namespace dml_cpu::qgemm {
+
+// One 8-row group × `rows` (1..4) activation rows over `nb` blocks (the repacked GEMM's unit).
+using RowsFn = void (*)(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o);
+
 namespace {
 
 #if DML_QPK_VNNI
@@ -174,9 +178,11 @@ void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
 
 template <int R>
 void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
+#if !DML_QPK_VNNI  // the AVX2 tiles scale pairs of 16-bit sums
   const __m256i dup_a = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9,
                                          8, 9, 12, 13, 12, 13);
   const __m256i dup_b = _mm256_add_epi8(dup_a, _mm256_set1_epi8(2));
+#endif
   __m256 acc[R], corr[R];
   for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
@@ -188,7 +194,9 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
     const uint8_t* q = t + 144;
     for (int p = 0; p < 8; ++p, q += 192) {
       const __m256i s16 = _mm256_cvtepi8_epi16(load16(t + 16 + 16 * p));  // (sc_2p, sc_2p+1) per row
+#if !DML_QPK_VNNI
       const __m256i sA = _mm256_shuffle_epi8(s16, dup_a), sB = _mm256_shuffle_epi8(s16, dup_b);
+#endif
       const __m256i l0 = load32(q), l1 = load32(q + 32), l2 = load32(q + 64), l3 = load32(q + 96);
       const __m256i h0 = load32(q + 128), h1 = load32(q + 160);
       // Top bits of step k sit at bits 2k..2k+1 of each byte: moved to bits 4..5.
@@ -262,10 +270,18 @@ DML_QPK(PQ4_K, group_q4_K)
 DML_QPK(PQ6_K, group_q6_K)
 #undef DML_QPK
 
-}  // namespace
+// The kernel of `qtype` built for this file's ISA (nullptr for a type without a repacked layout).
+RowsFn rows_fn(int qtype) {
+  switch (qtype) {
+    case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
+    case DML_QT_Q8_0: return ByRows<PQ8_0>::run;
+    case DML_QT_Q4_K: return ByRows<PQ4_K>::run;
+    case DML_QT_Q6_K: return ByRows<PQ6_K>::run;
+    default: return nullptr;
+  }
+}
 
-// One 8-row group × `rows` (1..4) activation rows over `nb` blocks (the repacked GEMM's unit).
-using RowsFn = void (*)(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o);
+}  // namespace
 // avx512/qgemm_packed_vnni.cpp: the AVX512_VNNI kernels (nullptr for a type without a repacked layout);
 // call only on a CPU with AVX512_VNNI and AVX512_VL.
 RowsFn vnni_group_fn(int qtype);

@@ -217,13 +217,7 @@ bool vnni_usable() {
 RowsFn group_fn(int qtype) {
   if (vnni_usable())
     if (RowsFn f = vnni_group_fn(qtype)) return f;
-  switch (qtype) {
-    case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
-    case DML_QT_Q8_0: return ByRows<PQ8_0>::run;
-    case DML_QT_Q4_K: return ByRows<PQ4_K>::run;
-    case DML_QT_Q6_K: return ByRows<PQ6_K>::run;
-    default: return nullptr;
-  }
+  return rows_fn(qtype);
 }
 
 void* scratch(size_t bytes) { return scratch_bytes<ScratchPool::kQgemmPacked, 1>(0, bytes); }

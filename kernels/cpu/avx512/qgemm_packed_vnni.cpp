@@ -6,14 +6,6 @@
 
 namespace dml_cpu::qgemm {
 
-RowsFn vnni_group_fn(int qtype) {
-  switch (qtype) {
-    case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
-    case DML_QT_Q8_0: return ByRows<PQ8_0>::run;
-    case DML_QT_Q4_K: return ByRows<PQ4_K>::run;
-    case DML_QT_Q6_K: return ByRows<PQ6_K>::run;
-    default: return nullptr;
-  }
-}
+RowsFn vnni_group_fn(int qtype) { return rows_fn(qtype); }
 
 }  // namespace dml_cpu::qgemm

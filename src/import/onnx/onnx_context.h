@@ -166,6 +166,10 @@ class Importer {
 };
 
 // Helpers for converters.
+// A scalar constant with the dtype of tensor x.
+std::string like(Importer& im, const std::string& x, double v);
+// Unsupported (naming the op and the dtype) unless x is float32, float16 or bfloat16.
+void expect_float(Importer& im, NodeView& n, const std::string& x);
 ir::Attrs attrs_axes(const std::vector<int64_t>& axes, bool keepdim);
 std::vector<int64_t> normalize_axes(std::vector<int64_t> axes, int64_t rank, const NodeView& n);
 int64_t normalize_axis(int64_t axis, int64_t rank, const NodeView& n);

@@ -112,6 +112,14 @@ std::string Importer::t(const std::string& onnx_name) {
   throw Invalid("value '" + onnx_name + "' is used before it is defined");
 }
 
+std::string like(Importer& im, const std::string& x, double v) { return im.scalar(im.type(x).dtype, v); }
+
+void expect_float(Importer& im, NodeView& n, const std::string& x) {
+  const DType dt = im.type(x).dtype;
+  if (!ir::is_float(dt))
+    throw Unsupported(n.op() + " on " + std::string(ir::dtype_name(dt)) + " tensors is not supported (float only)");
+}
+
 std::string Importer::sym_tensor(const SymValue& sv, const std::string& base) {
   // Each symbolic element is materialised at run time as the sum of that many ones: exact, and
   // O(extent) work on what these are (sequence lengths, batch sizes, their small products).

@@ -14,14 +14,6 @@ namespace {
 using ir::DType;
 using ir::IntExpr;
 
-std::string scalar_like(Importer& im, const std::string& x, double v) { return im.scalar(im.type(x).dtype, v); }
-
-void expect_float(Importer& im, NodeView& n, const std::string& x) {
-  const DType dt = im.type(x).dtype;
-  if (!ir::is_float(dt))
-    throw Unsupported(n.op() + " on " + std::string(ir::dtype_name(dt)) + " tensors is not supported (float only)");
-}
-
 std::string same_dtype(Importer& im, const std::string& p, const std::string& x) {
   return im.type(p).dtype == im.type(x).dtype ? p : im.cast(p, im.type(x).dtype);
 }
@@ -53,6 +45,12 @@ std::string rms_norm(Importer& im, NodeView& n, const std::string& x, const std:
   return im.reshape(im.op("rms_norm", {im.reshape(x, flat), w}, {{"eps", eps}}), shape);
 }
 
+// x · sigmoid(alpha · x) (Swish, QuickGelu); silu when alpha is 1.
+std::string scaled_silu(Importer& im, const std::string& x, double alpha) {
+  if (alpha == 1.0) return im.op("silu", {x});
+  return im.op("mul", {x, im.op("sigmoid", {im.op("mul", {x, like(im, x, alpha)})})});
+}
+
 // ---- default domain, newer opsets ---------------------------------------------------------------
 
 void convert_gelu(Importer& im, NodeView& n) {  // opset 20
@@ -66,9 +64,7 @@ void convert_gelu(Importer& im, NodeView& n) {  // opset 20
 void convert_swish(Importer& im, NodeView& n) {  // opset 24: x * sigmoid(alpha * x)
   std::string x = im.in(n, 0);
   expect_float(im, n, x);
-  const double alpha = n.f("alpha", 1.0f);
-  if (alpha == 1.0) return im.set(n, 0, im.op("silu", {x}));
-  im.set(n, 0, im.op("mul", {x, im.op("sigmoid", {im.op("mul", {x, scalar_like(im, x, alpha)})})}));
+  im.set(n, 0, scaled_silu(im, x, n.f("alpha", 1.0f)));
 }
 
 // GroupNormalization: opset 18 gives scale / bias per group, opset 21 per channel.
@@ -134,8 +130,7 @@ void convert_bias_gelu(Importer& im, NodeView& n) {  // erf form of gelu(x + bia
 void convert_quick_gelu(Importer& im, NodeView& n) {  // x * sigmoid(alpha * x)
   std::string x = im.in(n, 0);
   expect_float(im, n, x);
-  const double alpha = n.f("alpha", 1.702f);
-  im.set(n, 0, im.op("mul", {x, im.op("sigmoid", {im.op("mul", {x, scalar_like(im, x, alpha)})})}));
+  im.set(n, 0, scaled_silu(im, x, n.f("alpha", 1.702f)));
 }
 
 // SkipLayerNormalization(input, skip, gamma[, beta[, bias]]) and the simplified (RMS) form

@@ -16,8 +16,6 @@ void expect_float_input(Importer& im, NodeView& n, size_t k) {
                       "; DinoML's " + n.op() + " mapping needs a float dtype");
 }
 
-// Scalar constant with the dtype of tensor x.
-std::string like(Importer& im, const std::string& x, double v) { return im.scalar(im.type(x).dtype, v); }
 
 Converter unary(const char* op, bool float_only = true) {
   return [op, float_only](Importer& im, NodeView& n) {

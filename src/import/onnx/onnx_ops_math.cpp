@@ -9,13 +9,6 @@ namespace dinoml::onnx_import {
 namespace {
 using ir::DType;
 
-std::string like(Importer& im, const std::string& x, double v) { return im.scalar(im.type(x).dtype, v); }
-
-void expect_float(Importer& im, NodeView& n, const std::string& x) {
-  const DType dt = im.type(x).dtype;
-  if (!ir::is_float(dt))
-    throw Unsupported(n.op() + " on " + std::string(ir::dtype_name(dt)) + " tensors is not supported (float only)");
-}
 
 // NumPy matmul semantics on top of gemm_rrr (b is 2-d: a's leading dims fold into M) and
 // bmm_rrr (batch dims broadcast).
