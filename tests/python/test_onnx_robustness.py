@@ -236,7 +236,7 @@ def test_bad_files_give_one_clear_error(tmp_path):
     p = tmp_path / "custom.onnx"
     p.write_bytes(model.SerializeToString())
     msg = _import_error(str(p))
-    assert "node 'gelu_1' (FusedGelu)" in msg and "com.microsoft" in msg and "before those optimizations" in msg, msg
+    assert "node 'gelu_1' (FusedGelu)" in msg and "com.microsoft" in msg and "before ONNX Runtime's optimizations" in msg, msg
 
     unknown = _save(tmp_path, helper.make_graph([helper.make_node("Unique", ["x"], ["y"], name="uniq")], "g", [x], [y]),
                     name="unsupported.onnx")
