@@ -37,24 +37,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LLAMA_DIR = os.path.join(ROOT, "examples", "llama")
 sys.path.insert(0, LLAMA_DIR)
 
+import llama_cpp_oracle as oracle  # noqa: E402
 import make_random_gguf  # noqa: E402
 import model as llama_model  # noqa: E402
+from llama_cpp_oracle import N, PROMPT  # noqa: E402
 from dinoml.tools.generate import Decoder, generate  # noqa: E402
 
-PROMPT = [1, 300, 451, 27, 999, 512, 260, 870, 42, 613, 777, 301]
-N = 32
 
 
 def llama_cpp(libdir, path, tmp_path, kv_f32=False):
-    out = tmp_path / f"ref_logits{'_kv32' if kv_f32 else ''}.npy"
-    env = dict(os.environ, DINOML_GGML_REF_LIBDIR=libdir)
-    r = subprocess.run([sys.executable, os.path.join(LLAMA_DIR, "llama_cpp_ref.py"), str(path), "--tokens",
-                        ",".join(map(str, PROMPT)), "--n", str(N), "--ctx", "256", "--threads", "1",
-                        "--logits", str(out)] + (["--kv-f32"] if kv_f32 else []),
-                       capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    return res["tokens"], np.load(out)
+    return oracle.llama_cpp(libdir, path, tmp_path / f"ref_logits{'_kv32' if kv_f32 else ''}.npy", kv_f32)
 
 
 @pytest.mark.parametrize("quant", ["f32", "q4_k_m"])

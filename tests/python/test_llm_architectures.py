@@ -39,20 +39,9 @@ sys.path.insert(0, LLAMA_DIR)
 
 import make_random_gguf  # noqa: E402
 from dinoml.models import build_spec  # noqa: E402
+from llama_cpp_oracle import N, PROMPT, llama_cpp  # noqa: E402
 from dinoml.tools.generate import Decoder  # noqa: E402
 
-PROMPT = [1, 300, 451, 27, 999, 512, 260, 870, 42, 613, 777, 301]
-N = 32
-
-
-def llama_cpp(libdir, path, out, kv_f32=False):
-    env = dict(os.environ, DINOML_GGML_REF_LIBDIR=libdir)
-    r = subprocess.run([sys.executable, os.path.join(LLAMA_DIR, "llama_cpp_ref.py"), str(path), "--tokens",
-                        ",".join(map(str, PROMPT)), "--n", str(N), "--ctx", "256", "--threads", "1",
-                        "--logits", str(out)] + (["--kv-f32"] if kv_f32 else []),
-                       capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])["tokens"], np.load(out)
 
 
 def compare(art_path, ref_tokens, ref_logits, rel_tol=1e-2):
