@@ -23,7 +23,6 @@ does gemma3's with the global rope base in local layers (0.61), no window (1.6) 
 (0.39), against 7e-4 when right.
 Skips only when npm is missing.
 """
-import json
 import os
 import subprocess
 import sys
