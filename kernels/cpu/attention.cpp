@@ -151,6 +151,20 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
       const int64_t jend = causal ? std::min(lk, i0 + rows) : lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kBK) {
         const int64_t cols = std::min(kBK, jend - j0);
+        // A key block that a boolean mask hides from every row of this query block would add
+        // nothing (its scores are -inf: p = 0, corr = 1, the running max and sum unchanged), so it
+        // is skipped unread: a decoder attends to its KV cache only where the cache is filled.
+        if (mask && mask_dtype == DML_CPU_BOOL) {
+          const auto* mb = static_cast<const uint8_t*>(mask) + moff + i0 * mask_si + j0 * mask_sj;
+          bool any = false;
+          for (int64_t i = 0; i < rows && !any; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+              if (mb[i * mask_si + j * mask_sj]) {
+                any = true;
+                break;
+              }
+          if (!any) continue;
+        }
         // Key rows are read contiguously (they may be strided views) and written transposed.
         for (int64_t j = 0; j < cols; ++j) {
           const T* kj = k + ko + (j0 + j) * kr;

@@ -127,3 +127,21 @@ def test_int_mask_is_rejected():
                        {"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float32"), "v": ((2, 5, 8), "float32"),
                         "m": ((4, 5), "int32")})
     assert "mask" in msg and "bool" in msg, msg
+
+
+def test_bool_mask_hiding_whole_key_blocks(tmp_path):
+    """A decoder's cache mask: each query row sees keys up to its position, so key blocks past
+    the filled part are hidden from every row (the CPU kernel skips them unread) while other rows
+    of the same query block see part of a block; compared with NumPy in float64."""
+    Lq, Lk, D = 5, 300, 16
+    spec = dml.trace(lambda q, k, v, m: dml.ops.scaled_dot_product_attention(q, k, v, m),
+                     inputs={"q": dml.TensorSpec([2, Lq, D], "float32"), "k": dml.TensorSpec([2, Lk, D], "float32"),
+                             "v": dml.TensorSpec([2, Lk, D], "float32"), "m": dml.TensorSpec([Lq, Lk], "bool")},
+                     name="cache_mask")
+    sess = dml.runtime.load(dml.compile(spec, target="cpu", out=str(tmp_path / "art")).path).create_session()
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, Lq, D), (2, Lk, D), (2, Lk, D)))
+    for positions in ([3, 4, 5, 6, 7], [60, 61, 62, 63, 64], [129, 130, 131, 132, 200]):
+        m = np.arange(Lk)[None, :] <= np.array(positions)[:, None]
+        y = sess.run({"q": q, "k": k, "v": v, "m": m})["output"]
+        np.testing.assert_allclose(y, np_sdpa(q, k, v, m), rtol=1e-4, atol=1e-5, err_msg=str(positions))
