@@ -96,3 +96,78 @@ def test_unconverted_contrib_operator_is_named(tmp_path):
     path = _model(tmp_path, [node], [x], [y], [], 17, "attn")
     with pytest.raises(dml.OnnxImportError, match=r"Attention is an ONNX Runtime contrib operator .*onnx-ops"):
         dml.from_onnx(path)
+
+
+ATTN = {
+    # name: (Q shape, K shape, attrs, mask (shape, dtype) or None, past (Skv_past) or 0)
+    "causal": ([2, 4, 7, 16], [2, 4, 7, 16], dict(is_causal=1), None, 0),
+    "bool_mask_gqa": ([2, 4, 5, 16], [2, 2, 9, 16], dict(scale=0.2), ([2, 1, 5, 9], TensorProto.BOOL), 0),
+    "float_mask": ([1, 2, 6, 8], [1, 2, 6, 8], {}, ([6, 6], TensorProto.FLOAT), 0),
+    "3d_heads": ([2, 5, 32], [2, 5, 16], dict(q_num_heads=4, kv_num_heads=2), None, 0),
+    "past_kv": ([1, 2, 3, 8], [1, 2, 3, 8], {}, None, 4),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ATTN))
+def test_attention_opset23_matches_onnx_runtime(case, tmp_path):
+    """opset-23 Attention (torch.onnx.export's form of scaled_dot_product_attention at opset 23)."""
+    qs, ks, attrs, mask, past = ATTN[case]
+    names = ["Q", "K", "V"]
+    inputs = [helper.make_tensor_value_info("Q", TensorProto.FLOAT, qs),
+              helper.make_tensor_value_info("K", TensorProto.FLOAT, ks),
+              helper.make_tensor_value_info("V", TensorProto.FLOAT, ks)]
+    feed = {"Q": RNG.standard_normal(qs).astype(np.float32), "K": RNG.standard_normal(ks).astype(np.float32),
+            "V": RNG.standard_normal(ks).astype(np.float32)}
+    node_in = list(names)
+    if mask is not None:
+        mshape, mtype = mask
+        inputs.append(helper.make_tensor_value_info("M", mtype, mshape))
+        feed["M"] = (RNG.random(mshape) > 0.3) if mtype == TensorProto.BOOL else \
+            (RNG.standard_normal(mshape) * 2).astype(np.float32)
+        if mtype == TensorProto.BOOL:
+            feed["M"][..., 0] = True  # no row with every key masked (NaN in both, but not comparable)
+        node_in.append("M")
+    outs = ["Y"]
+    if past:
+        node_in += [""] * (4 - len(node_in)) + ["PK", "PV"]
+        pshape = ks[:2] + [past] + ks[3:]
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, pshape) for n in ("PK", "PV")]
+        feed.update(PK=RNG.standard_normal(pshape).astype(np.float32), PV=RNG.standard_normal(pshape).astype(np.float32))
+        outs += ["present_key", "present_value"]
+    node = helper.make_node("Attention", node_in, outs, **attrs)
+    ys = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]
+    path = _model(tmp_path, [node], inputs, ys, [], 23, case)
+    sess = dml.runtime.load(dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art")).path) \
+        .create_session()
+    got = sess.run_numpy(feed)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for o, want in zip(outs, ref.run(outs, feed)):
+        np.testing.assert_allclose(got[o], want, rtol=1e-4, atol=1e-5, err_msg=f"{case} {o}")
+
+
+@pytest.mark.parametrize("layout,interleaved,rot", [("4d", 0, 0), ("4d", 1, 0), ("3d", 0, 8), ("3d", 1, 8)])
+def test_rotary_embedding_opset23_matches_onnx_runtime(layout, interleaved, rot, tmp_path):
+    """opset-23 RotaryEmbedding (the torch exporter fuses a transformer's rope into it): caches
+    gathered by position_ids, halves or interleaved pairs, full or partial rotary dim."""
+    B, H, S, D, P = 2, 3, 5, 16, 32
+    xshape = [B, H, S, D] if layout == "4d" else [B, S, H * D]
+    R = rot or D
+    attrs = dict(interleaved=interleaved)
+    if layout == "3d":
+        attrs["num_heads"] = H
+    if rot:
+        attrs["rotary_embedding_dim"] = rot
+    node = helper.make_node("RotaryEmbedding", ["X", "cos", "sin", "pos"], ["Y"], **attrs)
+    theta = np.arange(P)[:, None] * (10000.0 ** (-np.arange(R // 2) / (R // 2)))[None, :]
+    inits = [numpy_helper.from_array(np.cos(theta).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(theta).astype(np.float32), "sin")]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, xshape),
+              helper.make_tensor_value_info("pos", TensorProto.INT64, [B, S])]
+    path = _model(tmp_path, [node], inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits,
+                  23, f"rope_{layout}_{interleaved}")
+    sess = dml.runtime.load(dml.compile(dml.from_onnx(path), target="cpu", out=str(tmp_path / "art")).path) \
+        .create_session()
+    feed = {"X": RNG.standard_normal(xshape).astype(np.float32),
+            "pos": RNG.integers(0, P, (B, S)).astype(np.int64)}
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    np.testing.assert_allclose(sess.run_numpy(feed)["Y"], want, rtol=1e-5, atol=1e-5)
