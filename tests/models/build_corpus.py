@@ -2,7 +2,7 @@
 
 Every model is a real architecture from PyPI packages (transformers) or a small hand-written CNN,
 exported through BOTH of PyTorch's ONNX exporters (`dynamo=False`, the TorchScript tracer, and
-`dynamo=True`, torch.export + onnxscript), in float32 and float16. Each export lands in
+`dynamo=True`, torch.export + onnxscript, at torch's default opset and at opset 23), in float32 and float16. Each export lands in
 CACHE/<model>.<exporter>.<dtype>.onnx with a CACHE/<same>.json describing its inputs (names,
 dtypes, shapes, the symbolic dims and their test sizes) for tests/models/run_corpus.py.
 
@@ -249,7 +249,11 @@ MODELS = {
     "mobilenet_small": Entry("mobilenet_small", mobilenet_small, {"batch": [1, 4, [2, 4]]}, [{"batch": 2}, {"batch": 3}]),
 }
 
-EXPORTERS = ("torchscript", "dynamo")
+# torchscript: dynamo=False at opset 17; dynamo: torch.export at torch's default opset (20 in torch
+# 2.13: nn.GELU becomes Gelu); dynamo23: opset 23 (scaled_dot_product_attention becomes Attention,
+# RMSNorm RMSNormalization, a transformer's rope RotaryEmbedding).
+EXPORTERS = ("torchscript", "dynamo", "dynamo23")
+DYNAMO_OPSET = {"dynamo": None, "dynamo23": 23}
 DTYPES = ("float32", "float16")
 
 
@@ -282,11 +286,13 @@ def export(entry: Entry, exporter: str, dtype: str, size: str, path: Path):
             dyn = dyn if not isinstance(model, _HF) else (dyn,)
             try:
                 prog = torch.onnx.export(model, args, input_names=names, output_names=outputs, dynamic_shapes=dyn,
-                                         opset_version=18, dynamo=True, optimize=True, verbose=False)
+                                         opset_version=DYNAMO_OPSET[exporter], dynamo=True, optimize=True,
+                                         verbose=False)
             except Exception as err:  # noqa: BLE001 - some models export only with static shapes
                 static_reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
                 prog = torch.onnx.export(model, args, input_names=names, output_names=outputs,
-                                         opset_version=18, dynamo=True, optimize=True, verbose=False)
+                                         opset_version=DYNAMO_OPSET[exporter], dynamo=True, optimize=True,
+                                         verbose=False)
             prog.save(str(path))
     meta = {"model": entry.name, "exporter": exporter, "dtype": dtype, "size": size,
             "inputs": [{"name": n, "dtype": d, "shape": s} for n, d, s in inputs], "outputs": outputs,
