@@ -3,7 +3,8 @@
 # define a weak symbol that another object of the library defines too. Such a symbol is an inline
 # or template function (a std::string member, a header helper) that both objects emit; the linker
 # keeps one copy for the whole library, and if it keeps the AVX-512 one, code that runs on every
-# CPU stops with SIGILL on a CPU without AVX-512. (DW.ref.* personality pointers are data, not code.)
+# CPU stops with SIGILL on a CPU without AVX-512. Only code counts: weak data (a template's constant
+# tables, DW.ref.* personality pointers) holds the same bytes whichever copy the linker keeps.
 # Usage: cmake -DOBJ_DIR=<dinoml_cpu_kernels.dir> -DNM=<nm> -P check_isa_objects.cmake
 file(GLOB_RECURSE all_objs "${OBJ_DIR}/*.o")
 set(isa_objs "")
@@ -37,7 +38,9 @@ foreach(obj IN LISTS isa_objs)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${NM} failed on ${obj}")
   endif()
-  string(REGEX MATCHALL "[0-9a-f]+ [WwVvu] [^\n]+" weak "${out}")
+  # W / w: weak code (V / v weak objects and u unique globals are data, e.g. a template's constant
+  # tables: the same bytes whichever copy the linker keeps).
+  string(REGEX MATCHALL "[0-9a-f]+ [Ww] [^\n]+" weak "${out}")
   foreach(line IN LISTS weak)
     string(REGEX REPLACE "^[0-9a-f]+ [A-Za-z] " "" sym "${line}")
     if(sym MATCHES "^DW\\.ref\\.")

@@ -2,6 +2,8 @@
 #include "knobs.h"
 
 #include <atomic>
+#include <deque>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -58,9 +60,22 @@ const char* const kTextKnobs[] = {"DINOML_CONV_DIRECT", "DINOML_CONV_WINOGRAD", 
 constexpr size_t kIntCount = sizeof kIntKnobs / sizeof kIntKnobs[0];
 constexpr size_t kTextCount = sizeof kTextKnobs / sizeof kTextKnobs[0];
 
-// DINOML_CPU_DISABLE_ISA's list; replaced whole on each set (the old list is kept: a reader may
-// still hold it, and the knob is set a handful of times per process).
+// DINOML_CPU_DISABLE_ISA's list; replaced whole on each set (by a pointer to an interned copy: a reader
+// may still hold the previous one).
 std::atomic<const std::string*> g_disabled_isa{nullptr};
+
+// The strings g_disabled_isa points to: kept for the process's life (a reader may still hold the
+// previous one after a store), one copy per distinct value, so setting the knob repeatedly does not
+// grow memory.
+const std::string* interned(const char* value) {
+  static std::mutex mu;
+  static std::deque<std::string> values;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& v : values)
+    if (v == value) return &v;
+  values.emplace_back(value);
+  return &values.back();
+}
 
 }  // namespace
 
@@ -96,7 +111,7 @@ extern "C" int dml_cpu_set_knob(const char* name, const char* value) {
   } else if (n == "DINOML_CPU_GEMM_ISA") {
     dml_cpu::gemm::select_isa_knob(value);
   } else if (n == "DINOML_CPU_DISABLE_ISA") {
-    dml_cpu::g_disabled_isa.store(value ? new std::string(value) : nullptr, std::memory_order_release);
+    dml_cpu::g_disabled_isa.store(value ? dml_cpu::interned(value) : nullptr, std::memory_order_release);
   } else {
     return dml_cpu::fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_set_knob: no knob named '" + n +
                                                    "' (docs/architecture.md \"Debugging knobs\" lists them)");
