@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   c->add_option("--gguf", model_gguf, "MODEL.py: build_spec(gguf=FILE), e.g. examples/llama/model.py");
   c->add_option("--model-arg", model_kv, "MODEL.py: build_spec(KEY=VALUE) (repeatable)");
   std::vector<std::string> onnx_dims;
-  c->add_option("--dim", onnx_dims, "ONNX models and .pt2 programs: bounds of a symbolic dim, name=min:max[:bucket,...] or name=value");
+  c->add_option("--dim", onnx_dims, "ONNX models and .pt2 programs: bounds of a symbolic dim, name=min:max[:bucket,...][:%divisor] or name=value");
 
   std::string artifact;
   bool as_json = false;
