@@ -65,7 +65,8 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) : path_(path.string()) {
       }
       continue;
     }
-    auto bad_t = [&](const auto&... what) { bad("tensor '", name, "': ", what...); };
+    const std::string& tname = name;  // a structured binding: clang 14 cannot capture it in a lambda
+    auto bad_t = [&](const auto&... what) { bad("tensor '", tname, "': ", what...); };
     if (!v.is_object()) bad_t("its entry is not an object with dtype, shape and data_offsets");
     SafetensorsEntry e;
     e.name = name;

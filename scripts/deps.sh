@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config ccache libgtest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libssl-dev
       libsqlite3-dev pybind11-dev python3-dev python3-venv python3-pybind11)
 # scripts/fuzz (libFuzzer + sanitizer runtimes); opt-in so the normal set-up stays lean.
-if [[ "${DINOML_WITH_FUZZ:-0}" == 1 ]]; then PKGS+=(clang-14 libclang-rt-14-dev llvm-14); fi
+if [[ "${DINOML_WITH_FUZZ:-0}" == 1 ]]; then PKGS+=(clang-14 libclang-rt-14-dev llvm-14 libomp-14-dev); fi
 # GEMM provider candidates (kernels/cpu/providers) and bench/ops/gemm_bench: oneDNN, OpenBLAS.
 PKGS+=(libdnnl-dev libopenblas-dev)
 # GGUF tests: scripts/fetch-ggml-ref installs llama.cpp's libraries (the oracle) with npm;
