@@ -1,5 +1,6 @@
 #include "tune/fingerprint.h"
 
+#include <cpuid.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -37,6 +38,13 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
+// CPUID leaf 7 EDX bit (AMX-BF16 22, AMX-INT8 25): GCC's __builtin_cpu_supports knows these names,
+// clang 14's does not.
+bool cpuid7_edx_bit(int bit) {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> bit) & 1u;
+}
+
 bool isa_supported_here(const std::string& isa) {
   std::stringstream ss(isa);
   std::string f;
@@ -48,8 +56,7 @@ bool isa_supported_here(const std::string& isa) {
               (f == "avx512vl" && __builtin_cpu_supports("avx512vl")) ||
               (f == "avx512vnni" && __builtin_cpu_supports("avx512vnni")) ||
               (f == "avx512bf16" && __builtin_cpu_supports("avx512bf16")) ||
-              (f == "amx-bf16" && __builtin_cpu_supports("amx-bf16")) ||
-              (f == "amx-int8" && __builtin_cpu_supports("amx-int8"));
+              (f == "amx-bf16" && cpuid7_edx_bit(22)) || (f == "amx-int8" && cpuid7_edx_bit(25));
     // DINOML_CPU_DISABLE_ISA applies here as in the runtime's load check, so a compile on a big
     // machine for a smaller CPU neither offers nor times what that CPU could not run.
     if (!ok || (!f.empty() && dinoml::isa_disabled_by_env(f.c_str()))) return false;
