@@ -285,19 +285,19 @@ int bf16_run(const char* kernel, int64_t M, int64_t N, int64_t K, const void* a,
     for (int64_t j = 0; j < N; ++j) bf[j] = dml_bf16_to_float(static_cast<const uint16_t*>(bias)[j]);
     bias32 = bf;
   }
+  gemm::Epilogue e;
+  e.kind = epilogue;
+  e.d = (epilogue == DML_CPU_EPI_ADD || epilogue == DML_CPU_EPI_ADD_RELU) ? d : nullptr;
+  e.dtype = c_dtype;
+  e.ldd = N;
+  e.bias = bias32;
   if (K == 0) {
-    gemm::Epilogue e;
-    e.kind = epilogue;
-    e.d = (epilogue == DML_CPU_EPI_ADD || epilogue == DML_CPU_EPI_ADD_RELU) ? d : nullptr;
-    e.dtype = c_dtype;
-    e.ldd = N;
-    e.bias = bias32;
     const gemm::IsaKernels& isa = *gemm::active_isa();
     std::vector<float> z(size_t(N), 0.0f);
     for (int64_t m = 0; m < M; ++m) isa.finish(z.data(), 0, 1, N, m, 0, e, c, N);
     return DML_CPU_OK;
   }
-  if (bf16_run_avx512(M, N, K, a, a_dtype, panels, bias32, d, c, c_dtype, epilogue, threads) != kRunOk)
+  if (bf16_run_avx512(M, N, K, a, a_dtype, panels, e, c, threads) != kRunOk)
     return no_memory(kernel, "the packed A operand");
   return DML_CPU_OK;
 }

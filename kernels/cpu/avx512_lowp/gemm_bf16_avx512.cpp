@@ -127,17 +127,11 @@ void amx_fin(void* ctx, const void* tile, int64_t ldt, int rows, int cols, int64
 
 // The GEMM on a packed B (`panels`); A is packed here.
 int bf16_run_avx512(int64_t M, int64_t N, int64_t K, const void* a, int a_dtype, const uint32_t* panels,
-                    const float* bias, const void* d, void* c, int c_dtype, int epilogue, int threads) {
-  gemm::Epilogue e;
-  e.kind = epilogue;
-  e.d = (epilogue == DML_CPU_EPI_ADD || epilogue == DML_CPU_EPI_ADD_RELU) ? d : nullptr;
-  e.dtype = c_dtype;
-  e.ldd = N;
-  e.bias = bias;
+                    const gemm::Epilogue& e, void* c, int threads) {
   const gemm::IsaKernels& isa = *gemm::active_isa();
   const int64_t G = bf16_groups(K);
-  const bool direct = c_dtype == DML_CPU_F32;
-  const bool plain = direct && epilogue == DML_CPU_EPI_NONE && !bias;
+  const bool direct = e.dtype == DML_CPU_F32;
+  const bool plain = direct && e.kind == DML_CPU_EPI_NONE && !e.bias;
   if (kAmxMinM > 0 && M >= kAmxMinM && amx::usable(amx::Kind::bf16)) {
     FinCtx f{&isa, &e, c, N, plain};
     return amx::gemm(amx::Kind::bf16, M, N, K, G, a, a_dtype, panels, threads, amx_fin, &f) ? kRunOk : kRunNoMemory;

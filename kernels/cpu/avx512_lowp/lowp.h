@@ -11,6 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace dml_cpu::gemm {
+struct Epilogue;  // gemm_isa.h
+}
+
 namespace dml_cpu::lowp {
 namespace {
 
@@ -56,9 +60,9 @@ int s8_run_avx512(int a_dtype, int64_t M, int64_t N, int64_t K, const void* a, c
 void s8_pack_rrr_panel_avx512(const int8_t* b, int64_t N, int64_t K, int64_t groups, int64_t panel, uint32_t* out,
                               int32_t* comp);
 
-// gemm_bf16_avx512.cpp: C (fp32 or bf16) = epilogue(A (bf16 or fp32, rounded) · packed B). M, N, K > 0.
-// `bias` is fp32 (gemm_lowp.cpp widens a bf16 bias).
+// gemm_bf16_avx512.cpp: C (fp32 or bf16, e.dtype) = e(A (bf16 or fp32, rounded) · packed B), the
+// epilogue as gemm_lowp.cpp built it (fp32 bias: a bf16 one is widened there). M, N, K > 0.
 int bf16_run_avx512(int64_t M, int64_t N, int64_t K, const void* a, int a_dtype, const uint32_t* panels,
-                    const float* bias, const void* d, void* c, int c_dtype, int epilogue, int threads);
+                    const gemm::Epilogue& e, void* c, int threads);
 
 }  // namespace dml_cpu::lowp
