@@ -171,3 +171,44 @@ def test_rotary_embedding_opset23_matches_onnx_runtime(layout, interleaved, rot,
             "pos": RNG.integers(0, P, (B, S)).astype(np.int64)}
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feed)[0]
     np.testing.assert_allclose(sess.run_numpy(feed)["Y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_bert_as_onnx_runtimes_transformer_optimizer_writes_it(tmp_path):
+    """The contrib operators as ONNX Runtime itself writes them: a BERT exported by torch, then
+    `onnxruntime.transformers.optimizer.optimize_model` (BiasGelu, SkipLayerNormalization), imported
+    with symbolic batch and sequence and compared with ONNX Runtime on the optimized file."""
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("transformers")
+    from onnxruntime.transformers import optimizer
+    torch.manual_seed(0)
+    m = tf.BertModel(tf.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                   vocab_size=96, max_position_embeddings=32)).eval()
+    ids = torch.randint(0, 96, (2, 8))
+    raw = str(tmp_path / "bert.onnx")
+
+    class Bert(torch.nn.Module):  # keyword arguments: BertModel's positional order differs by version
+        def __init__(self):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask):
+            r = self.m(input_ids=input_ids, attention_mask=attention_mask)
+            return r.last_hidden_state, r.pooler_output
+
+    with torch.no_grad():
+        torch.onnx.export(Bert().eval(), (ids, torch.ones_like(ids)), raw, input_names=["input_ids", "attention_mask"],
+                          output_names=["last_hidden_state", "pooler_output"], opset_version=17, dynamo=False,
+                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}})
+    opt = optimizer.optimize_model(raw, model_type="bert", num_heads=2, hidden_size=32, opt_level=0)
+    path = str(tmp_path / "bert_opt.onnx")
+    opt.save_model_to_file(path)
+    contrib = {n.op_type for n in onnx.load(path).graph.node if n.domain == MS}
+    assert {"SkipLayerNormalization"} <= contrib, contrib
+    spec = dml.from_onnx(path, dims={"batch": (1, 4), "seq": (1, 32, [16, 32])})
+    sess = dml.runtime.load(dml.compile(spec, target="cpu", out=str(tmp_path / "art")).path).create_session()
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for b, n in ((1, 5), (3, 27)):
+        feed = {"input_ids": RNG.integers(0, 96, (b, n)).astype(np.int64), "attention_mask": np.ones((b, n), np.int64)}
+        got = sess.run_numpy(feed)
+        for o, want in zip(ref.get_outputs(), ref.run(None, feed)):
+            np.testing.assert_allclose(got[o.name], want, rtol=1e-4, atol=1e-5, err_msg=f"{o.name} {b}x{n}")
