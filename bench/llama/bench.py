@@ -33,6 +33,19 @@ import model as llama_model  # noqa: E402
 from dinoml.tools.generate import Decoder, generate  # noqa: E402
 
 
+def model_file(quant: str) -> str:
+    """The 0.5B llama in `quant`, written once into .cache/llama-bench/ (DinoML's writer and
+    reference quantizers, about a minute)."""
+    cache = os.path.join(ROOT, ".cache", "llama-bench")
+    os.makedirs(cache, exist_ok=True)
+    path = os.path.join(cache, f"llama-0.5b-{quant}.gguf")
+    if not os.path.exists(path):
+        t = time.perf_counter()
+        make_random_gguf.make(path, "0.5b", quant, seed=0)
+        print(f"wrote {path} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quants", default="q4_0,q4_k_m")
@@ -55,11 +68,7 @@ def main(argv=None) -> int:
     prompt = [1] + [(7 * i + 300) % 32000 for i in range(a.prompt - 1)]
     rows = []
     for quant in a.quants.split(","):
-        path = os.path.join(cache, f"llama-0.5b-{quant}.gguf")
-        if not os.path.exists(path):
-            t = time.perf_counter()
-            make_random_gguf.make(path, "0.5b", quant, seed=0)
-            print(f"wrote {path} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        path = model_file(quant)
         out = os.path.join(cache, f"art-{quant}")
         if not (a.reuse and os.path.exists(os.path.join(out, "manifest.json"))):
             t = time.perf_counter()

@@ -13,6 +13,16 @@ mixture-of-experts routing. Each rule follows what llama.cpp computes for that a
 Artifact interface (shared with dinoml.tools.generate and dinoml.serve): inputs `tokens`,
 `positions` int64 [seq] (seq buckets 1, 16, 64, ..., max_seq), output `logits` float32 [1, vocab]
 of the last token, states `cache_k.N` / `cache_v.N` float32 [n_kv_heads, ctx, head_dim] per layer.
+
+With `slots=S` (S > 1; `--model-arg slots=S`) one artifact holds the KV caches of S sequences and
+one run takes tokens of any of them (batched decoding, continuous batching): inputs `tokens`,
+`positions`, `slots` int64 [seq] (token t is at position positions[t] of the sequence in slot
+slots[t]; seq buckets also hold S, a decode step of every slot) and `logit_rows` int64 [rows]
+(1..S rows of the run whose logits are wanted), output `logits` float32 [rows, vocab], states
+`[n_kv_heads, S * ctx, head_dim]` where slot s owns cache rows s*ctx .. s*ctx + ctx - 1 (ctx is
+rounded up to a multiple of the attention's 64-row key blocks). A token attends to its own slot's
+rows at positions <= its own. Positions outside 0..ctx-1, slots outside 0..S-1 and logit rows outside the run are
+errors of the run.
 """
 from __future__ import annotations
 
@@ -263,8 +273,9 @@ def rope(x, heads: int, cfg: DecoderConfig, cos, sin):
 
 
 class Block(Module):
-    def __init__(self, cfg: DecoderConfig, index: int, ctx: int):
+    def __init__(self, cfg: DecoderConfig, index: int, ctx: int, cache_rows: Optional[int] = None):
         self.cfg, self.index, self.ctx = cfg, index, ctx
+        self.cache_rows = cache_rows or ctx
         self.swa = cfg.swa_layers[index]
         d, hd, r = cfg.dim, cfg.head_dim, cfg.arch_rules
         qd, kvd = cfg.n_heads * hd, cfg.n_kv_heads * hd
@@ -307,7 +318,7 @@ class Block(Module):
         y = ops.gemm_rcr(h, getattr(self, w))
         return y + getattr(self, b) if hasattr(self, b) else y
 
-    def attention(self, x, positions, tables, masks):
+    def attention(self, x, rows, tables, masks):
         cfg = self.cfg
         T = x.shape[0]
         H, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
@@ -326,13 +337,14 @@ class Block(Module):
         cos, sin = tables[self.swa]
         q = rope(q, H, cfg, cos, sin)
         k = rope(k, nkv, cfg, cos, sin)
-        # Cache rows [nkv, T, hd] written at the tokens' positions (in place in the state).
+        # Cache rows [nkv, T, hd] written at the tokens' cache rows (their positions; with slots,
+        # slot * ctx + position), in place in the state.
         k = ops.permute(ops.reshape(k, [T, nkv, hd]), dims=[1, 0, 2])
         v = ops.permute(ops.reshape(v, [T, nkv, hd]), dims=[1, 0, 2])
-        cache_k = state(f"cache_k.{self.index}", [nkv, self.ctx, hd])
-        cache_v = state(f"cache_v.{self.index}", [nkv, self.ctx, hd])
-        k_all = ops.kv_cache_write(cache_k, k, positions)
-        v_all = ops.kv_cache_write(cache_v, v, positions)
+        cache_k = state(f"cache_k.{self.index}", [nkv, self.cache_rows, hd])
+        cache_v = state(f"cache_v.{self.index}", [nkv, self.cache_rows, hd])
+        k_all = ops.kv_cache_write(cache_k, k, rows)
+        v_all = ops.kv_cache_write(cache_v, v, rows)
         ops.state_assign(cache_k, k_all)
         ops.state_assign(cache_v, v_all)
         # Grouped-query attention: query head h = kv*group + g reads kv head `kv`; the group's
@@ -396,8 +408,8 @@ class Block(Module):
             out = out + ops.gemm_rcr(s, self.w_down_shexp) * gate
         return out
 
-    def forward(self, x, positions, tables, masks):
-        x = self.attention(x, positions, tables, masks)
+    def forward(self, x, rows, tables, masks):
+        x = self.attention(x, rows, tables, masks)
         h = ops.rms_norm(x, self.ffn_norm, eps=self.cfg.eps)
         f = self.ffn(h)
         if self.cfg.arch_rules.post_norms:
@@ -405,11 +417,18 @@ class Block(Module):
         return x + f
 
 
+# Key rows of the fused CPU attention's blocks (kernels/cpu/attention_isa.h, kBK). With slots, ctx
+# is rounded up to a multiple of it: every slot's cache region starts on a block boundary, so a
+# block masked for every query row of a task is skipped unread and a token reads only its own
+# slot's filled rows.
+KEY_BLOCK = 64
+
+
 class Decoder(Module):
-    def __init__(self, cfg: DecoderConfig, ctx: int):
-        self.cfg, self.ctx = cfg, ctx
+    def __init__(self, cfg: DecoderConfig, ctx: int, slots: int = 1):
+        self.cfg, self.ctx, self.slots = cfg, ctx, slots
         self.tok_embd = Parameter([cfg.vocab, cfg.dim])
-        self.layers = [Block(cfg, i, ctx) for i in range(cfg.n_layers)]
+        self.layers = [Block(cfg, i, ctx, slots * ctx) for i in range(cfg.n_layers)]
         self.output_norm = Parameter([cfg.dim])
         self.output = Parameter([cfg.vocab, cfg.dim])
         if cfg.output_bias:
@@ -419,29 +438,53 @@ class Decoder(Module):
         if any(cfg.swa_layers) and cfg.swa_rope_base != cfg.rope_base:
             self.cos_swa, self.sin_swa = rope_tables(cfg, ctx, cfg.swa_rope_base)
 
-    def forward(self, tokens, positions):
+    def forward(self, tokens, positions, slots=None, logit_rows=None):
+        """One artifact without slots: logits of the last token. With slots (slots > 1): token t
+        belongs to sequence slot slots[t] at position positions[t]; logits of the rows
+        logit_rows."""
         cfg = self.cfg
         T = tokens.shape[0]
         group = cfg.n_heads // cfg.n_kv_heads
         x = ops.embedding(tokens, self.tok_embd)                                   # [T, d]
         if cfg.arch_rules.embed_scale:
             x = x * np.float32(math.sqrt(cfg.dim))
-        tables = {False: (ops.gather(self.cos, positions, axis=0), ops.gather(self.sin, positions, axis=0))}
+        # With slots the tables are read by `embedding` (no negative wrap-around: a position
+        # outside 0..ctx-1 is an error), which keeps the cache rows below inside the token's slot.
+        take = ((lambda t, i: ops.gather(t, i, axis=0)) if slots is None else (lambda t, i: ops.embedding(i, t)))
+        tables = {False: (take(self.cos, positions), take(self.sin, positions))}
         tables[True] = tables[False]
         if hasattr(self, "cos_swa"):
-            tables[True] = (ops.gather(self.cos_swa, positions, axis=0), ops.gather(self.sin_swa, positions, axis=0))
-        # mask[(t, g), j] = j <= positions[t]: causal over absolute positions, and cache rows not
-        # written yet (j > every position so far) are never attended. Sliding-window layers also
-        # need j > positions[t] - window (llama.cpp's LLAMA_SWA_TYPE_STANDARD).
-        qpos = ops.reshape(ops.expand(ops.reshape(positions, [T, 1]), shape=[-1, group]), [T * group, 1])
-        keys = ops.reshape(np.arange(self.ctx, dtype=np.int64), [1, self.ctx])
-        masks = {False: ops.le(keys, qpos)}
+            tables[True] = (take(self.cos_swa, positions), take(self.sin_swa, positions))
+        keys = ops.reshape(np.arange(self.slots * self.ctx, dtype=np.int64), [1, self.slots * self.ctx])
+
+        def per_query(v):  # [T] -> [T*group, 1]: the value of each query row (t, g)
+            return ops.reshape(ops.expand(ops.reshape(v, [T, 1]), shape=[-1, group]), [T * group, 1])
+
+        if slots is None:
+            # mask[(t, g), j] = j <= positions[t]: causal over absolute positions, and cache rows
+            # not written yet (j > every position so far) are never attended. Sliding-window layers
+            # also need j > positions[t] - window (llama.cpp's LLAMA_SWA_TYPE_STANDARD).
+            rows = positions
+            qrow = per_query(positions)
+            masks = {False: ops.le(keys, qrow)}
+        else:
+            # Token t's cache row is slots[t] * ctx + positions[t] (kv_cache_write refuses a row
+            # outside the cache, so a slot outside 0..slots-1 is an error). Key j is visible when
+            # it lies in the token's slot at a position <= the token's: slots[t] * ctx <= j <= row[t].
+            base = slots * np.int64(self.ctx)
+            rows = base + positions
+            qrow = per_query(rows)
+            visible = ops.le(keys, qrow)
+            masks = {False: ops.where(visible, ops.ge(keys, per_query(base)), visible)}
         masks[True] = masks[False]
         if any(cfg.swa_layers):
-            masks[True] = ops.where(masks[False], ops.gt(keys, qpos - np.int64(cfg.swa)), masks[False])
+            masks[True] = ops.where(masks[False], ops.gt(keys, qrow - np.int64(cfg.swa)), masks[False])
         for layer in self.layers:
-            x = layer(x, positions, tables, masks)
-        x = ops.slice(x, starts=[-1], ends=[TO_END], axes=[0])                    # last token [1, d]
+            x = layer(x, rows, tables, masks)
+        if logit_rows is None:
+            x = ops.slice(x, starts=[-1], ends=[TO_END], axes=[0])                # last token [1, d]
+        else:
+            x = ops.embedding(logit_rows, x)                                       # [B, d], no wrap-around
         x = ops.rms_norm(x, self.output_norm, eps=cfg.eps)
         logits = ops.gemm_rcr(x, self.output)
         if cfg.output_bias:
@@ -482,24 +525,36 @@ def gguf_constants(cfg: DecoderConfig, policy: str = "auto") -> dict:
     return c
 
 
-def default_buckets(max_seq: int):
+def default_buckets(max_seq: int, slots: int = 1):
     b = [1] + [s for s in (16, 64, 128, 256, 512) if s < max_seq] + [max_seq]
+    if 1 < slots < max_seq:  # a decode step of every slot is its own bucket
+        b.append(slots)
     return tuple(sorted(set(b)))
 
 
 def build_spec(gguf: Optional[str] = None, ctx: Optional[int] = None, max_seq: Optional[int] = None,
-               policy: str = "auto", name: Optional[str] = None):
+               policy: str = "auto", name: Optional[str] = None, slots: int = 1):
     """The decoder of GGUF file `gguf` with a KV cache of `ctx` positions (default
-    min(context_length, 512)) and prompts of up to `max_seq` tokens per run (default min(ctx, 128))."""
+    min(context_length, 512)) and prompts of up to `max_seq` tokens per run (default min(ctx, 128)).
+    slots > 1: a KV cache of `ctx` positions for each of `slots` sequences, and one run takes
+    tokens of any of them (inputs `slots`, `logit_rows`; module docstring)."""
     if not gguf:
         raise ValueError("build_spec needs a GGUF file")
     cfg = DecoderConfig.from_gguf(gguf)
     ctx = int(ctx or min(cfg.ctx_train, 512))
-    max_seq = int(max_seq or min(ctx, 128))
-    if not 1 <= max_seq <= ctx:
+    slots = int(slots)
+    if slots < 1:
+        raise ValueError(f"slots {slots} must be >= 1")
+    if slots > 1:  # whole attention key blocks per slot (KEY_BLOCK)
+        ctx = -(-ctx // KEY_BLOCK) * KEY_BLOCK
+    max_seq = int(max_seq or max(min(ctx, 128), slots))
+    if slots == 1 and not 1 <= max_seq <= ctx:
         raise ValueError(f"max_seq {max_seq} must be in 1..ctx {ctx}")
-    seq = Dim("seq", min=1, max=max_seq, typical=1, buckets=default_buckets(max_seq))
-    model = Decoder(cfg, ctx)
+    if slots > 1 and not slots <= max_seq <= slots * ctx:
+        raise ValueError(f"max_seq {max_seq} must be in slots {slots}..slots*ctx {slots * ctx} (a run holds a decode "
+                         "token of every slot)")
+    seq = Dim("seq", min=1, max=max_seq, typical=1 if slots == 1 else slots, buckets=default_buckets(max_seq, slots))
+    model = Decoder(cfg, ctx, slots)
     constants = gguf_constants(cfg, policy)
     # Every tensor of the file must be used (llama.cpp refuses files with extra tensors too): one
     # left over means a variant this builder does not know, e.g. phi3's LongRoPE rope_factors_*.
@@ -509,5 +564,8 @@ def build_spec(gguf: Optional[str] = None, ctx: Optional[int] = None, max_seq: O
         raise ValueError(f"{cfg.path}: {len(extra)} tensor(s) that DinoML's {cfg.arch} decoder does not use: "
                          f"{extra[:6]}{' ...' if len(extra) > 6 else ''} (a variant of the architecture it does not "
                          "support)")
-    return trace(model, inputs={"tokens": TensorSpec([seq], "int64"), "positions": TensorSpec([seq], "int64")},
-                 constants=constants, name=name or cfg.arch)
+    inputs = {"tokens": TensorSpec([seq], "int64"), "positions": TensorSpec([seq], "int64")}
+    if slots > 1:
+        rows = Dim("rows", min=1, max=slots, typical=slots, buckets=(1, slots))
+        inputs.update({"slots": TensorSpec([seq], "int64"), "logit_rows": TensorSpec([rows], "int64")})
+    return trace(model, inputs=inputs, constants=constants, name=name or cfg.arch)

@@ -1,6 +1,7 @@
 """`dinoml generate DIR --prompt "..." --gguf MODEL.gguf`: text in, text out with a compiled
-decoder artifact (examples/llama/model.py: inputs `tokens`/`positions` int64 [seq], output
-`logits` [1, vocab] of the last token, KV cache in session states). `--tokens 1,2,3` feeds ids
+decoder artifact (dinoml.models.decoder: inputs `tokens`/`positions` int64 [seq], output
+`logits` [1, vocab] of the last token, KV cache in session states; an artifact compiled with
+slots=S runs its sequence in slot 0, and `BatchDecoder` runs several). `--tokens 1,2,3` feeds ids
 instead of text (and prints ids).
 
 The prompt is run in chunks of at most the artifact's `seq` maximum (prefill), then one token per
@@ -25,22 +26,99 @@ import numpy as np
 from .. import runtime
 
 
+def decoder_layout(module: runtime.Module, artifact: str) -> Dict:
+    """{"max_seq", "ctx" (positions per sequence), "slots" (sequences per run; 1 without the
+    `slots` input), "vocab"} of a decoder artifact (dinoml.models.decoder); ValueError otherwise."""
+    names = {t.name for t in module.inputs}
+    outs = [o.name for o in module.outputs]
+    if names not in ({"tokens", "positions"}, {"tokens", "positions", "slots", "logit_rows"}) or outs != ["logits"]:
+        raise ValueError(f"{artifact}: not a decoder artifact (needs inputs tokens, positions [, slots, logit_rows] and "
+                         f"output logits; has inputs {sorted(names)}, outputs {outs})")
+    with open(os.path.join(artifact, "metadata.json")) as f:
+        md = json.load(f)
+    dims = {d["name"]: d for d in md["dims"]}
+    slots = int(dims["rows"]["max"]) if "slots" in names else 1
+    caches = [s for s in md["states"] if s["name"].startswith("cache_k.")]
+    rows = int(caches[0]["shape"][1]) if caches else 0
+    vocab = module.outputs[0].shape[-1]
+    return {"max_seq": int(dims["seq"]["max"]) if "seq" in dims else 1, "ctx": rows // slots, "slots": slots,
+            "vocab": int(vocab) if isinstance(vocab, int) else None}
+
+
+class BatchDecoder:
+    """A session of a decoder artifact compiled with slots=S: S sequences, each with its own
+    position counter and cache region. `step([(slot, tokens), ...])` runs the tokens of several
+    sequences in one run (prefill chunks and decode tokens mixed; at most max_seq tokens in all) and
+    returns each entry's last-token logits."""
+
+    def __init__(self, artifact: str, module: Optional[runtime.Module] = None):
+        self.module = module or runtime.load(artifact)
+        lay = decoder_layout(self.module, artifact)
+        if lay["slots"] < 2:
+            raise ValueError(f"{artifact}: compiled without slots (one sequence per session): use Decoder, or compile "
+                             "with --model-arg slots=S")
+        self.max_seq, self.ctx, self.slots, self.vocab = lay["max_seq"], lay["ctx"], lay["slots"], lay["vocab"]
+        self.session = self.module.create_session()
+        self.pos = [0] * self.slots
+
+    def reset(self, slot: Optional[int] = None):
+        """Starts slot `slot` (all slots: None) over at position 0. The old rows need no clearing:
+        a token attends only to its slot's positions <= its own, all written before it reads them."""
+        if slot is None:
+            self.pos = [0] * self.slots
+        else:
+            self._check_slot(slot)
+            self.pos[slot] = 0
+
+    def _check_slot(self, slot: int) -> None:
+        if not (isinstance(slot, (int, np.integer)) and 0 <= slot < self.slots):
+            raise ValueError(f"slot {slot!r} is out of range: this artifact has slots 0..{self.slots - 1}")
+
+    def step(self, batch: Sequence) -> np.ndarray:
+        """batch: [(slot, token ids)], each slot at most once, each with at least one token; the
+        tokens go to positions pos[slot], pos[slot] + 1, ... Returns logits [len(batch), vocab]."""
+        if not batch:
+            raise ValueError("step() needs at least one (slot, tokens) entry")
+        if len(batch) > self.slots:
+            raise ValueError(f"step() got {len(batch)} entries; this artifact runs at most {self.slots} sequences")
+        toks: List[int] = []
+        pos: List[int] = []
+        slot_of: List[int] = []
+        last: List[int] = []
+        seen = set()
+        for slot, ids in batch:
+            self._check_slot(slot)
+            if slot in seen:
+                raise ValueError(f"slot {slot} appears twice in one step")
+            seen.add(slot)
+            n = len(ids)
+            if n < 1:
+                raise ValueError(f"slot {slot}: an entry needs at least one token")
+            if self.pos[slot] + n > self.ctx:
+                raise ValueError(f"slot {slot}: the KV cache holds {self.ctx} positions per sequence: {self.pos[slot]} "
+                                 f"used + {n} new is too many (compile with --model-arg ctx=N)")
+            toks.extend(int(t) for t in ids)
+            pos.extend(range(self.pos[slot], self.pos[slot] + n))
+            slot_of.extend([slot] * n)
+            last.append(len(toks) - 1)
+        if len(toks) > self.max_seq:
+            raise ValueError(f"step() got {len(toks)} tokens; this artifact runs at most {self.max_seq} per step "
+                             "(--model-arg max_seq=M)")
+        out = self.session.run({"tokens": np.asarray(toks, np.int64), "positions": np.asarray(pos, np.int64),
+                                "slots": np.asarray(slot_of, np.int64), "logit_rows": np.asarray(last, np.int64)})
+        for slot, ids in batch:
+            self.pos[slot] += len(ids)
+        return out["logits"]
+
+
 class Decoder:
-    """A session of a decoder artifact and its position counter."""
+    """A session of a decoder artifact and its position counter. An artifact compiled with slots
+    runs its one sequence in slot 0."""
 
     def __init__(self, artifact: str):
         self.module = runtime.load(artifact)
-        with open(os.path.join(artifact, "metadata.json")) as f:
-            md = json.load(f)
-        names = {t.name for t in self.module.inputs}
-        if names != {"tokens", "positions"} or [o.name for o in self.module.outputs] != ["logits"]:
-            raise ValueError(f"{artifact}: not a decoder artifact (needs inputs tokens, positions and output logits; "
-                             f"has inputs {sorted(names)}, outputs {[o.name for o in self.module.outputs]})")
-        seq = [d for d in md["dims"] if d["name"] == "seq"]
-        self.max_seq = int(seq[0]["max"]) if seq else 1
-        caches = [s for s in md["states"] if s["name"].startswith("cache_k.")]
-        self.ctx = int(caches[0]["shape"][1]) if caches else 0
-        self.vocab = int(self.module.outputs[0].shape[-1]) if isinstance(self.module.outputs[0].shape[-1], int) else None
+        lay = decoder_layout(self.module, artifact)
+        self.max_seq, self.ctx, self.vocab, self.slots = lay["max_seq"], lay["ctx"], lay["vocab"], lay["slots"]
         self.session = self.module.create_session()
         self.pos = 0
 
@@ -65,8 +143,11 @@ class Decoder:
         logits = None
         for i in range(0, len(tokens), self.max_seq):
             chunk = np.asarray(tokens[i:i + self.max_seq], dtype=np.int64)
-            pos = np.arange(self.pos, self.pos + len(chunk), dtype=np.int64)
-            logits = self.session.run({"tokens": chunk, "positions": pos})["logits"]
+            feeds = {"tokens": chunk, "positions": np.arange(self.pos, self.pos + len(chunk), dtype=np.int64)}
+            if self.slots > 1:
+                feeds["slots"] = np.zeros(len(chunk), np.int64)
+                feeds["logit_rows"] = np.array([len(chunk) - 1], np.int64)
+            logits = self.session.run(feeds)["logits"]
             self.pos += len(chunk)
         return logits[0]
 
