@@ -1,8 +1,9 @@
 """`dinoml serve` over the OpenAI API, driven by the official `openai` client: a tiny random-weight
 llama (written by DinoML's GGUF writer, compiled from examples/llama/model.py); completions and
 chat completions, streaming and not, stop strings, EOS, seeds, 16 concurrent requests, and the
-4xx answers to bad parameters. Oracle for the ids: greedy decoding by dinoml.tools.generate, a
-separate code path over its own session. Loopback only.
+4xx answers to bad parameters; the same file compiled with slots=4 (continuous batching: one
+session, one scheduler thread) under concurrent requests of different lengths. Oracle for the ids:
+greedy decoding by dinoml.tools.generate, a separate code path over its own session. Loopback only.
 
 `WordCodec` stands in for a GGUF tokenizer (the server's TextCodec interface: tokenize,
 detokenize, apply_chat_template, eos_ids): token i is the text "<i>", so every id sequence has
@@ -14,6 +15,7 @@ import http.client
 import json
 import os
 import re
+import time
 
 import numpy as np
 import pytest
@@ -262,6 +264,117 @@ def test_queue_full_gives_503(llm):
     busy = [r for r in results if not isinstance(r, int)]
     assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
     assert all(r == 50 for r in results if isinstance(r, int)) and len(busy) < 8
+
+
+@pytest.fixture(scope="module")
+def llm_slots(llm):
+    """The tiny llama of `llm` compiled with slots=4 (max_seq 16: longer prompts are prefilled in
+    chunks, in the same steps as other sequences' decode tokens)."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples", "llama"))
+    import model as llama_model
+    d = os.path.dirname(llm)
+    spec = llama_model.build_spec(os.path.join(d, "tiny.gguf"), ctx=64, max_seq=16, slots=4)
+    return dml.compile(spec, target="cpu", out=os.path.join(d, "art-slots")).path
+
+
+def test_continuous_batching_matches_greedy(llm, llm_slots):
+    """Twelve concurrent requests (prompts of 3..33 tokens, 4..24 new ones, half streamed) on a
+    slots=4 artifact: at most four run at once, the others wait and join the batch as sequences
+    leave it; every request gets the ids of greedy decoding of its prompt alone. A seeded sampled
+    request running among them draws what the one-sequence artifact draws for the same seed."""
+    rng = np.random.default_rng(2)
+    jobs = [(rng.integers(0, VOCAB, 3 + 30 * i // 11).tolist(), 4 + (i * 7) % 21) for i in range(12)]
+    want = [greedy(llm, p, n) for p, n in jobs]
+    seeded = dict(prompt=PROMPT, max_tokens=8, temperature=0.9, top_p=0.95, seed=77)
+    with server_thread([f"b={llm_slots}", f"one={llm}"], threads=2, max_queue=16) as port:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+        ref_sampled = c.completions.create(model="one", **seeded).choices[0].token_ids
+        models = {m.id: m for m in c.models.list().data}
+        assert set(models) == {"b", "one"}
+
+        def one(i):
+            if i == len(jobs):
+                return c.completions.create(model="b", **seeded).choices[0].token_ids
+            prompt, n = jobs[i]
+            if i % 2:
+                r = c.completions.create(model="b", prompt=prompt, max_tokens=n, temperature=0, stream=True)
+                return [t for ch in r if ch.choices for t in (ch.choices[0].token_ids or [])]
+            return c.completions.create(model="b", prompt=prompt, max_tokens=n, temperature=0).choices[0].token_ids
+
+        with concurrent.futures.ThreadPoolExecutor(len(jobs) + 1) as ex:
+            got = list(ex.map(one, range(len(jobs) + 1)))
+    assert got[:-1] == want
+    assert got[-1] == ref_sampled and len(ref_sampled) == 8
+
+
+def test_continuous_batching_queue_full_and_cancel(llm_slots):
+    """slots=4, no queue: of sixteen simultaneous 58-token completions, those arriving while four
+    run get 503; the others complete. A stream the client drops frees its slot for later requests."""
+    with server_thread([f"b={llm_slots}"], threads=2, max_queue=0) as port:
+        c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
+
+        def one(_):
+            try:
+                return len(c.completions.create(model="b", prompt=PROMPT, max_tokens=58, temperature=0)
+                           .choices[0].token_ids)
+            except openai.APIStatusError as e:
+                return e
+
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            results = list(ex.map(one, range(16)))
+        busy = [r for r in results if not isinstance(r, int)]
+        assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
+        assert all(r == 58 for r in results if isinstance(r, int)) and len(busy) <= 12
+
+        def retried(**kw):  # a dropped stream's slot is freed once the server sees the disconnect
+            for _ in range(100):
+                try:
+                    return c.completions.create(model="b", prompt=PROMPT, temperature=0, **kw)
+                except openai.APIStatusError as e:
+                    assert e.status_code == 503
+                    time.sleep(0.05)
+            raise AssertionError("no slot came free: dropped streams keep their slots")
+
+        for _ in range(6):  # more dropped streams than slots: each must give its slot back
+            stream = retried(max_tokens=58, stream=True)
+            next(iter(stream))
+            stream.close()
+        assert len(retried(max_tokens=3).choices[0].token_ids) == 3
+
+
+def test_batch_scheduler_runs_sequences_together(llm, llm_slots):
+    """The scheduler without HTTP: four sequences admitted at once share steps (fewer runs than
+    tokens), each gets its greedy ids, and a fifth waits for a slot and then runs."""
+    import threading
+    from dinoml.serve.batching import BatchedSequence, BatchScheduler
+    from dinoml.serve.llm import SamplingParams, ServerSampler
+    from dinoml.tools.generate import BatchDecoder
+    jobs = [([3 + i, 40, 41 + i] * (1 + 3 * i), 6 + i) for i in range(5)]
+    sched = BatchScheduler("t", BatchDecoder(llm_slots), max_queue=1)
+    outs = [[] for _ in jobs]
+    done = [threading.Event() for _ in jobs]
+
+    def emit(i):
+        def f(item):
+            outs[i].append(item)
+            if not isinstance(item, int):
+                done[i].set()
+        return f
+
+    try:
+        for i, (p, n) in enumerate(jobs):
+            sched.admit(BatchedSequence(p, n, ServerSampler(SamplingParams(n, temperature=0), p), set(), emit(i),
+                                        threading.Event()))
+        with pytest.raises(Exception, match="--max-queue 1"):
+            sched.admit(BatchedSequence(PROMPT, 2, ServerSampler(SamplingParams(2, temperature=0), PROMPT), set(),
+                                        lambda item: None, threading.Event()))
+        assert all(e.wait(30) for e in done)
+    finally:
+        sched.close()
+    for (p, n), out in zip(jobs, outs):
+        assert out == greedy(llm, p, n) + ["length"]
+    assert sched.steps < sum(n for _, n in jobs) - 5, sched.steps
 
 
 def test_compiled_gguf_serves_text_with_its_own_tokenizer(tmp_path):

@@ -8,14 +8,16 @@ The endpoints (openai_api.py) see only this small interface:
   tokenizer (`dinoml serve --tokenizer NAME=FILE.gguf`, read from the GGUF file by
   `dinoml.tokenizer`); without one, /v1/completions takes token-id prompts only and returns ids.
 
-A slot is one runtime Session of the decoder artifact (its KV cache is the session's states): one
-sequence at a time per slot, `--threads` slots per model, so that many sequences decode at once.
+A decoder compiled without slots: a slot is one runtime Session of the artifact (its KV cache is
+the session's states), one sequence at a time per slot, `--threads` slots per model, so that many
+sequences decode at once (each run reads all weights for one token). A decoder compiled with
+`--model-arg slots=S`: one session holds S sequences' caches and a scheduler thread runs them
+together, continuous batching (batching.py): S sequences at once, one weight read per step.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import secrets
 import threading
@@ -25,6 +27,8 @@ from typing import AsyncIterator, List, Optional, Protocol, Sequence, Set
 import numpy as np
 
 from .. import runtime
+from ..tools.generate import BatchDecoder, decoder_layout
+from .batching import BatchedSequence, BatchScheduler
 from .pool import DeadlineExceeded, WorkerPool
 
 
@@ -110,18 +114,17 @@ class LlmModel:
             from .. import llm  # noqa: F401  (the sampler; checked now, not at the first request)
         except ImportError as e:
             raise ValueError(f"model '{name}' is an LLM artifact, which needs the LLM extension: {e}") from None
-        with open(os.path.join(path, "metadata.json")) as f:
-            md = json.load(f)
-        seq = [d for d in md["dims"] if d["name"] == "seq"]
-        self.max_seq = int(seq[0]["max"]) if seq else 1
-        caches = [s for s in md["states"] if s["name"].startswith("cache_k.")]
-        self.ctx = int(caches[0]["shape"][1])
-        logits = module.outputs[0]
-        self.vocab = int(logits.shape[-1]) if isinstance(logits.shape[-1], int) else None
+        lay = decoder_layout(module, path)
+        self.max_seq, self.ctx, self.vocab = lay["max_seq"], lay["ctx"], lay["vocab"]
         self.codec = codec
         self.created = int(os.path.getmtime(os.path.join(path, "manifest.json")))
-        self.pool = WorkerPool(name, [DecoderSlot(module, self.max_seq, self.ctx) for _ in range(slots)], max_queue,
-                               on_depth=lambda n: metrics.queue_depth.labels(model=name).set(n))
+        depth = lambda n: metrics.queue_depth.labels(model=name).set(n)  # noqa: E731
+        self.batched = lay["slots"] > 1
+        if self.batched:  # one session, S sequences per run (`slots` is then only the CPU thread budget)
+            self.pool = BatchScheduler(name, BatchDecoder(path, module), max_queue, on_depth=depth)
+        else:
+            self.pool = WorkerPool(name, [DecoderSlot(module, self.max_seq, self.ctx) for _ in range(slots)],
+                                   max_queue, on_depth=depth)
         metrics.queue_depth.labels(model=name).set(0)
 
     def eos_ids(self) -> Set[int]:
@@ -150,6 +153,10 @@ class LlmModel:
         """Yields token ids, then one final str: the finish reason. Queue full / deadline errors come
         from the pool before the first id. Setting `cancel` (stop string found, client gone) stops
         the slot after its current step."""
+        if self.batched:
+            async for item in self._generate_batched(prompt, p, deadline, cancel):
+                yield item
+            return
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
 
@@ -187,3 +194,33 @@ class LlmModel:
                 yield item
         finally:
             cancel.set()
+
+    async def _generate_batched(self, prompt: List[int], p: SamplingParams, deadline: Optional[float],
+                                cancel: threading.Event) -> AsyncIterator[object]:
+        """generate() on the batch scheduler: the sequence joins the running batch (or waits for a
+        slot); items arrive from the scheduler thread through this loop's queue."""
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+        seq = BatchedSequence(prompt, p.max_tokens, ServerSampler(p, prompt), self.eos_ids(),
+                              lambda item: loop.call_soon_threadsafe(q.put_nowait, item), cancel)
+        self.pool.admit(seq)
+        self.metrics.prompt_tokens.labels(model=self.name).inc(len(prompt))
+        try:
+            while True:
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    item = await asyncio.wait_for(q.get(), timeout)
+                except asyncio.TimeoutError:
+                    cancel.set()
+                    where = "waited in the queue" if self.pool.withdraw(seq) else "ran"
+                    raise DeadlineExceeded(f"model '{self.name}': the request's deadline passed while it {where}")
+                if isinstance(item, BaseException):
+                    raise item
+                if isinstance(item, str):  # the finish reason
+                    yield item
+                    return
+                self.metrics.tokens.labels(model=self.name).inc()
+                yield item
+        finally:
+            cancel.set()
+            self.pool.withdraw(seq)

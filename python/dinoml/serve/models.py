@@ -38,7 +38,8 @@ class ModelSpec:
 
 
 def is_decoder(module: runtime.Module) -> bool:
-    return ({t.name for t in module.inputs} == {"tokens", "positions"}
+    """inputs tokens, positions (and slots, logit_rows when compiled with slots), output logits."""
+    return ({t.name for t in module.inputs} in ({"tokens", "positions"}, {"tokens", "positions", "slots", "logit_rows"})
             and [o.name for o in module.outputs] == ["logits"]
             and any(s.name.startswith("cache_k.") for s in module.states))
 
