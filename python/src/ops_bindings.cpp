@@ -5,6 +5,7 @@
 #include "ops/host_tensor.h"
 #include "ops/interpreter.h"
 #include "ops/registry.h"
+#include "passes/shard_tensor_parallel.h"
 
 namespace dinoml::py_ext {
 
@@ -98,6 +99,52 @@ void bind_ops(py::module_& m) {
     return py::make_tuple(to_dict(r.outputs), to_dict(r.states));
   }, py::arg("graph"), py::arg("inputs"), py::arg("states") = py::dict(),
      "Runs the graph with the reference interpreter: (outputs, states) as numpy arrays.");
+
+  m.def("interpret_group", [](const std::vector<std::shared_ptr<ir::Graph>>& ranks, const py::dict& inputs,
+                              const py::list& states) {
+    if (ranks.empty()) throw py::value_error("interpret_group needs at least one rank graph");
+    const ir::Graph& g = *ranks[0];
+    std::map<std::string, ops::HostTensor> in;
+    for (auto [k, v] : inputs) {
+      std::string name = py::str(k);
+      if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end())
+        throw py::value_error("unknown input '" + name + "' (graph '" + g.name + "')");
+      in[name] = to_host(g, name, v, "input");
+    }
+    std::vector<std::map<std::string, ops::HostTensor>> st;
+    for (size_t r = 0; r < states.size(); ++r) {
+      std::map<std::string, ops::HostTensor> one;
+      for (auto [k, v] : py::cast<py::dict>(states[r])) one[py::str(k)] = to_host(*ranks.at(r), py::str(k), v, "state");
+      st.push_back(std::move(one));
+    }
+    std::vector<const ir::Graph*> ptrs;
+    for (const auto& p : ranks) ptrs.push_back(p.get());
+    std::vector<ops::InterpretResult> res;
+    {
+      py::gil_scoped_release release;
+      res = ops::interpret_group(ptrs, in, st);
+    }
+    py::list out;
+    for (const auto& r : res) out.append(py::make_tuple(to_dict(r.outputs), to_dict(r.states)));
+    return out;
+  }, py::arg("ranks"), py::arg("inputs"), py::arg("states") = py::list(),
+     "Runs a tensor-parallel group's rank graphs in lockstep: [(outputs, states)] per rank.");
+
+  m.def("shard_tensor_parallel", [](const ir::Graph& g, int world_size) {
+    passes::ShardReport rep;
+    std::vector<ir::Graph> ranks;
+    {
+      py::gil_scoped_release release;
+      ranks = passes::shard_tensor_parallel(g, world_size, &rep);
+    }
+    py::list out;
+    for (auto& r : ranks) out.append(std::make_shared<ir::Graph>(std::move(r)));
+    py::dict report;
+    for (const auto& [k, v] : rep.stats) report[py::str(k)] = v;
+    report["replicated"] = rep.replicated;
+    return py::make_tuple(out, report);
+  }, py::arg("graph"), py::arg("world_size"),
+     "The rank graphs of a tensor-parallel split of `graph` and a report (counts, ops left replicated).");
 }
 
 }  // namespace dinoml::py_ext

@@ -2,6 +2,7 @@
 #include "ops/interpreter.h"
 
 #include "ir/error.h"
+#include "ops/collective.h"
 #include "ops/registry.h"
 
 namespace dinoml::ops {
@@ -87,42 +88,106 @@ std::vector<HostTensor> run_node(const ir::Node& node, const std::vector<const H
   return out;
 }
 
-InterpretResult interpret(const ir::Graph& g, const std::map<std::string, HostTensor>& inputs,
-                          const std::map<std::string, HostTensor>& states) {
-  auto dims = derive_dims(g, inputs);
+namespace {
+
+// One graph's run state: the environment of tensors by name and the deferred state writes.
+struct RankRun {
+  const ir::Graph* g = nullptr;
+  std::map<std::string, int64_t> dims;
   std::map<std::string, HostTensor> env;
-  for (const auto& n : g.inputs) env[n] = inputs.at(n);
-  for (const auto& [name, t] : g.tensors)
-    if (t.kind == ir::TensorKind::constant) env[name] = constant_tensor(g, name);
-  for (const auto& s : g.states) {
-    auto it = states.find(s);
-    const auto& t = g.tensor(s);
-    std::vector<int64_t> shape = ir::eval_shape(t.shape, dims);
-    if (it != states.end()) {
-      // A state from another graph or run must match exactly: ops read its bytes as typed.
-      if (it->second.dtype != t.dtype || it->second.shape != shape)
-        throw IrError("reference interpreter: state '" + s + "' is " + it->second.shape_string() + " " +
-                      std::string(ir::dtype_name(it->second.dtype)) + ", expected " + ir::shape_to_string(t.shape) +
-                      " " + std::string(ir::dtype_name(t.dtype)));
-      env[s] = it->second;
-    } else {
-      env[s] = HostTensor(t.dtype, shape);
+  std::map<std::string, HostTensor> state_updates;
+
+  RankRun(const ir::Graph& graph, const std::map<std::string, HostTensor>& inputs,
+          const std::map<std::string, HostTensor>& states)
+      : g(&graph), dims(derive_dims(graph, inputs)) {
+    for (const auto& n : graph.inputs) env[n] = inputs.at(n);
+    for (const auto& [name, t] : graph.tensors)
+      if (t.kind == ir::TensorKind::constant) env[name] = constant_tensor(graph, name);
+    for (const auto& s : graph.states) {
+      auto it = states.find(s);
+      const auto& t = graph.tensor(s);
+      std::vector<int64_t> shape = ir::eval_shape(t.shape, dims);
+      if (it != states.end()) {
+        // A state from another graph or run must match exactly: ops read its bytes as typed.
+        if (it->second.dtype != t.dtype || it->second.shape != shape)
+          throw IrError("reference interpreter: state '" + s + "' is " + it->second.shape_string() + " " +
+                        std::string(ir::dtype_name(it->second.dtype)) + ", expected " + ir::shape_to_string(t.shape) +
+                        " " + std::string(ir::dtype_name(t.dtype)));
+        env[s] = it->second;
+      } else {
+        env[s] = HostTensor(t.dtype, shape);
+      }
     }
   }
-  InterpretResult res;
-  std::map<std::string, HostTensor> state_updates;
-  for (const auto& node : g.nodes) {
+
+  std::vector<const HostTensor*> inputs_of(const ir::Node& node) {
     std::vector<const HostTensor*> ins;
     for (const auto& i : node.inputs) ins.push_back(&env.at(i));
-    if (node.op == "state_assign") {
+    if (node.op == "state_assign")
       // Writes happen at the end of the run so that every read in this run sees the old value.
-      state_updates[node.inputs.at(0)] = env.at(node.inputs.at(1)).cast(g.tensor(node.inputs.at(0)).dtype);
-    }
-    auto outs = run_node(node, ins, g, dims);
+      state_updates[node.inputs.at(0)] = env.at(node.inputs.at(1)).cast(g->tensor(node.inputs.at(0)).dtype);
+    return ins;
+  }
+
+  void store(const ir::Node& node, std::vector<HostTensor> outs) {
     for (size_t i = 0; i < outs.size(); ++i) env[node.outputs[i]] = std::move(outs[i]);
   }
-  for (const auto& o : g.outputs) res.outputs[o] = env.at(o);
-  for (const auto& s : g.states) res.states[s] = state_updates.count(s) ? state_updates[s] : env.at(s);
+
+  InterpretResult result() {
+    InterpretResult res;
+    for (const auto& o : g->outputs) res.outputs[o] = env.at(o);
+    for (const auto& s : g->states) res.states[s] = state_updates.count(s) ? state_updates[s] : env.at(s);
+    return res;
+  }
+};
+
+}  // namespace
+
+InterpretResult interpret(const ir::Graph& g, const std::map<std::string, HostTensor>& inputs,
+                          const std::map<std::string, HostTensor>& states) {
+  RankRun run(g, inputs, states);
+  for (const auto& node : g.nodes) run.store(node, run_node(node, run.inputs_of(node), g, run.dims));
+  return run.result();
+}
+
+std::vector<InterpretResult> interpret_group(const std::vector<const ir::Graph*>& ranks,
+                                             const std::map<std::string, HostTensor>& inputs,
+                                             const std::vector<std::map<std::string, HostTensor>>& states) {
+  if (ranks.empty()) throw IrError("interpret_group: no rank graphs");
+  if (!states.empty() && states.size() != ranks.size())
+    throw IrError("interpret_group: " + std::to_string(states.size()) + " state sets for " +
+                  std::to_string(ranks.size()) + " ranks");
+  const ir::Graph& g0 = *ranks[0];
+  std::vector<RankRun> runs;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const ir::Graph& g = *ranks[r];
+    if (g.nodes.size() != g0.nodes.size())
+      throw IrError("interpret_group: rank " + std::to_string(r) + " has " + std::to_string(g.nodes.size()) +
+                    " nodes, rank 0 has " + std::to_string(g0.nodes.size()) + " (the ranks must share one graph)");
+    static const std::map<std::string, HostTensor> no_states;
+    runs.emplace_back(g, inputs, states.empty() ? no_states : states[r]);
+  }
+  for (size_t i = 0; i < g0.nodes.size(); ++i) {
+    const ir::Node& node = g0.nodes[i];
+    for (size_t r = 1; r < ranks.size(); ++r)
+      if (ranks[r]->nodes[i].name != node.name || ranks[r]->nodes[i].op != node.op)
+        throw IrError("interpret_group: node " + std::to_string(i) + " is '" + ranks[r]->nodes[i].name + "' (" +
+                      ranks[r]->nodes[i].op + ") on rank " + std::to_string(r) + " but '" + node.name + "' (" +
+                      node.op + ") on rank 0");
+    if (is_collective(node.op)) {
+      std::vector<const HostTensor*> per_rank;
+      for (size_t r = 0; r < runs.size(); ++r) per_rank.push_back(runs[r].inputs_of(ranks[r]->nodes[i]).at(0));
+      auto outs = collective_reference(node, per_rank);
+      for (size_t r = 0; r < runs.size(); ++r) runs[r].store(ranks[r]->nodes[i], {std::move(outs[r])});
+    } else {
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const ir::Node& nr = ranks[r]->nodes[i];
+        runs[r].store(nr, run_node(nr, runs[r].inputs_of(nr), *ranks[r], runs[r].dims));
+      }
+    }
+  }
+  std::vector<InterpretResult> res;
+  for (auto& run : runs) res.push_back(run.result());
   return res;
 }
 

@@ -19,6 +19,13 @@ struct InterpretResult {
 InterpretResult interpret(const ir::Graph& g, const std::map<std::string, HostTensor>& inputs,
                           const std::map<std::string, HostTensor>& states = {});
 
+// Runs the graphs of a tensor-parallel group (one per rank, same nodes, each with its own
+// constants) in lockstep on the same inputs; collective nodes combine the ranks' tensors
+// (collective.h). `states` is empty or one set per rank. Returns each rank's outputs and states.
+std::vector<InterpretResult> interpret_group(const std::vector<const ir::Graph*>& ranks,
+                                             const std::map<std::string, HostTensor>& inputs,
+                                             const std::vector<std::map<std::string, HostTensor>>& states = {});
+
 // Evaluates every tensor; used by constant folding for a single node.
 std::vector<HostTensor> run_node(const ir::Node& node, const std::vector<const HostTensor*>& inputs,
                                  const ir::Graph& g, const std::map<std::string, int64_t>& dims);

@@ -5,6 +5,7 @@
 namespace dinoml::ops {
 
 void register_kv_cache_ops(Registry& r);  // kv_cache_write (kv_cache.cpp)
+void register_collective_ops(Registry& r);  // all_reduce, all_gather (collective.cpp)
 
 void InferContext::fail(const std::string& rule) const {
   throw OpError("node '" + node.name + "' (" + node.op + "): " + rule);
@@ -103,6 +104,7 @@ const Registry& Registry::global() {
     register_pool_ops(reg);
     register_conv3d_ops(reg);
     register_kv_cache_ops(reg);
+    register_collective_ops(reg);
     return reg;
   }();
   return r;
