@@ -82,6 +82,17 @@ dinoml_status dinoml_module_load_with_weights(const char* artifact_dir, const ch
   });
 }
 
+dinoml_status dinoml_module_load_rank(const char* artifact_dir, int rank, dinoml_module** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    if (!artifact_dir) fail(DINOML_ERR_INVALID_ARGUMENT, "artifact_dir is NULL");
+    if (!out) fail(DINOML_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = new dinoml_module{Module::load(artifact_dir, "", rank)};
+  });
+}
+
+int dinoml_module_world_size(const dinoml_module* module) { return module ? module->impl->world_size() : 0; }
+
 const char* dinoml_module_weights_policy(const dinoml_module* module) {
   return module ? module->impl->weights_policy().c_str() : "";
 }

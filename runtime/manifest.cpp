@@ -156,6 +156,18 @@ Manifest read_manifest(const fs::path& dir) {
     if (!is_sha256_hex(digest)) r.bad(where, "expected a 64-digit SHA-256 hex digest");
     m.files.emplace(path, std::move(digest));
   }
+  if (const json* tp = r.optional_field(doc, "tensor_parallel", "manifest")) {
+    const json& files_of_ranks = r.field(*tp, "constants", "manifest.tensor_parallel");
+    const int64_t world = r.integer(r.field(*tp, "world_size", "manifest.tensor_parallel"), "manifest.tensor_parallel.world_size");
+    if (world < 2 || !files_of_ranks.is_array() || static_cast<int64_t>(files_of_ranks.size()) != world)
+      r.bad("manifest.tensor_parallel", "expected world_size >= 2 and one constants file per rank");
+    m.world_size = static_cast<int>(world);
+    for (const auto& f : files_of_ranks) {
+      std::string path = r.string(f, "manifest.tensor_parallel.constants[]");
+      if (!m.lists(path)) r.bad("manifest.tensor_parallel.constants", cat("names '", path, "', which manifest.files does not list"));
+      m.rank_constants.push_back(std::move(path));
+    }
+  }
   for (const char* required : {kModuleFile, kMetadataFile}) {
     if (!m.lists(required)) {
       fail(DINOML_ERR_ARTIFACT, "manifest.json of artifact '", shown, "' does not list ", required,

@@ -26,6 +26,9 @@ struct Manifest {
   // Vendor libraries (sonames, no paths) the chosen provider kernels need from the system.
   std::vector<std::string> system_libraries;
   std::map<std::string, std::string> files;  // artifact-relative path -> lowercase sha256 hex
+  // "tensor_parallel": the group's size and each rank's constants file (rank 0: constants.bin).
+  int world_size = 1;
+  std::vector<std::string> rank_constants;
 
   bool lists(const std::string& path) const { return files.count(path) != 0; }
 };

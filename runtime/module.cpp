@@ -30,9 +30,26 @@ Fn resolve(void* handle, const char* symbol, const std::string& dir) {
 
 }  // namespace
 
-std::shared_ptr<const Module> Module::load(const std::string& artifact_dir, const std::string& weights_path) {
+std::shared_ptr<const Module> Module::load(const std::string& artifact_dir, const std::string& weights_path, int rank) {
   std::shared_ptr<Module> m(new Module());
   m->verify_and_read(artifact_dir);
+  const int world = m->manifest_.world_size;
+  if (rank < 0 || rank >= world)
+    fail(DINOML_ERR_INVALID_ARGUMENT, "rank ", rank, " does not exist: artifact '", artifact_dir, "' has world size ",
+         world, world > 1 ? " (ranks 0.." + std::to_string(world - 1) + ")" : std::string(" (not tensor-parallel)"));
+  if (rank > 0) {
+    if (!weights_path.empty())
+      fail(DINOML_ERR_INVALID_ARGUMENT, "a weights file and a rank > 0 exclude each other (each rank has its own constants)");
+    // Hashed through the mapping the module reads, as constants.bin is.
+    const std::string& rel = m->manifest_.rank_constants.at(static_cast<size_t>(rank));
+    MappedFile f(fs::path(artifact_dir) / rel, rel);
+    check_digest(artifact_dir, m->manifest_, rel, sha256_hex(f.data(), f.size()));
+    if (f.size() != m->constants_.size())
+      fail(DINOML_ERR_ARTIFACT, rel, " of artifact '", artifact_dir, "' holds ", f.size(), " bytes but constants.bin ",
+           m->constants_.size(), "; the ranks must share one layout: recompile the model");
+    m->constants_ = std::move(f);
+  }
+  m->rank_ = rank;
   m->mark_swappable();
   // A weights file is read and checked against the graph before any code is loaded.
   std::optional<SafetensorsFile> file;

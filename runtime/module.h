@@ -67,7 +67,10 @@ class Module {
   // `weights_path`: a safetensors file with every constant (required for artifacts compiled with
   // --weights external, where it replaces constants.bin; for others it replaces constants.bin's
   // values after the same checks as set_weights_file).
-  static std::shared_ptr<const Module> load(const std::string& artifact_dir, const std::string& weights_path = "");
+  // `rank`: the rank of a tensor-parallel artifact whose constants to load (0..world_size-1; rank r
+  // > 0 maps ranks/constants.rank<r>.bin, checked against the manifest like constants.bin).
+  static std::shared_ptr<const Module> load(const std::string& artifact_dir, const std::string& weights_path = "",
+                                            int rank = 0);
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -81,6 +84,8 @@ class Module {
   // module's kernels use no OpenMP): the thread budget sets each run's team size through it.
   void (*omp_set_num_threads() const noexcept)(int) { return omp_set_num_threads_; }
   const std::string& target() const noexcept { return manifest_.target; }
+  int world_size() const noexcept { return manifest_.world_size; }
+  int rank() const noexcept { return rank_; }
   // A GPU module (target cuda or rocm): both use the module ABI's GPU ("CUDA modules") part.
   bool is_cuda() const noexcept { return manifest_.target == "cuda" || manifest_.target == "rocm"; }
   const CudaEntryPoints& cuda() const noexcept { return cuda_; }
@@ -119,6 +124,7 @@ class Module {
   const char* keep(std::string s);
 
   std::string dir_;
+  int rank_ = 0;
   Manifest manifest_;
   Metadata metadata_;
   MappedFile constants_;  // constants.bin until the first generation takes it

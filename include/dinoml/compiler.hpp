@@ -36,6 +36,9 @@ struct CompileOptions {
   std::string profile_cache;     // profile.sqlite path; default <cache_dir>/profile.sqlite
   bool use_profile_cache = true; // false: re-measure everything (results are still stored)
   bool progress = true;          // profiling progress on stderr
+  // Tensor parallelism (passes/shard_tensor_parallel.h): > 1 shards the graph over this many
+  // ranks; the artifact holds one module and each rank's constants (manifest "tensor_parallel").
+  int tensor_parallel = 1;
 };
 
 struct CompileResult {

@@ -241,6 +241,14 @@ DINOML_API dinoml_status dinoml_module_constant_info(const dinoml_module* module
 DINOML_API dinoml_status dinoml_module_load_with_weights(const char* artifact_dir, const char* weights_path,
                                                          dinoml_module** out);
 
+/* Tensor-parallel artifacts (compiled with --tensor-parallel N): one module, each rank's constants.
+ * dinoml_module_load_rank loads rank `rank` (0..N-1) with that rank's constants (rank 0 is what
+ * dinoml_module_load gives); dinoml_module_world_size is N (1 for other artifacts). A rank's session
+ * runs its collectives with the group's other ranks: the ranks must run together (Python:
+ * dinoml.runtime.load_group), a rank run alone fails at its first collective. */
+DINOML_API dinoml_status dinoml_module_load_rank(const char* artifact_dir, int rank, dinoml_module** out);
+DINOML_API int dinoml_module_world_size(const dinoml_module* module);
+
 /* Replaces constants by name: `constants[i]` names a swappable constant and holds its new value in
  * host memory (dtype, ndim, shape and nbytes must match the compiled graph exactly). All or nothing:
  * on any error nothing changes. */

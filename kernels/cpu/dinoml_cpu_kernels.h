@@ -360,6 +360,19 @@ DML_CPU_API int dml_cpu_gemm_s8_prepacked(int a_dtype, int64_t M, int64_t N, int
                                           const void* packed_b, const float* scale, const float* bias, void* c,
                                           int epilogue, int threads);
 
+/* Collectives of tensor-parallel artifacts (kernels/cpu/collective.cpp): the ranks are threads of
+ * one process. The session group creates a communicator for `world` ranks; each rank's thread binds
+ * itself (comm, rank) before running its session and unbinds (NULL) after. abort wakes every rank
+ * waiting in a collective with an error naming `why`.
+ * all_reduce: buf[i] = sum over the ranks of buf[i] (float dtypes, summed in rank order in fp32).
+ * all_gather: y[o, r, :] = x_r[o, :] for o < outer (inner elements of elem_size bytes per rank). */
+DML_CPU_API void* dml_cpu_comm_create(int world);
+DML_CPU_API void dml_cpu_comm_destroy(void* comm);
+DML_CPU_API void dml_cpu_comm_bind(void* comm, int rank);
+DML_CPU_API void dml_cpu_comm_abort(void* comm, const char* why);
+DML_CPU_API int dml_cpu_all_reduce(int dtype, int64_t count, void* buf, int world);
+DML_CPU_API int dml_cpu_all_gather(size_t elem_size, int64_t outer, int64_t inner, const void* x, void* y, int world);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,6 +128,9 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--weights", choices=("embedded", "swappable", "external"), default="embedded",
                    help="embedded: constants.bin, constant folding allowed; swappable: no folding, every constant "
                         "replaceable at run time; external: no constants.bin, load with a safetensors file")
+    p.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
+                   help="shard the model over N ranks (one artifact, each rank's constants; run it with "
+                        "dinoml.runtime.load_group)")
     p.add_argument("--gguf", default=None, help="MODEL.py: passed as build_spec(gguf=FILE) (examples/llama/model.py)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable); MODEL.gguf: "
@@ -166,7 +169,8 @@ def _compile(argv: List[str]) -> int:
         art = dml_compile(spec, target=a.target, out=a.out, dump_passes=a.dump_passes, fuse=not a.no_fuse,
                           use_cache=not a.no_cache, verbose=a.verbose, profile=a.profile,
                           execution_plan=a.execution_plan, strict=a.strict, arch=a.arch, tf32=not a.no_tf32,
-                          fp32_matmul_precision=a.fp32_matmul_precision, weights=a.weights)
+                          fp32_matmul_precision=a.fp32_matmul_precision, weights=a.weights,
+                          tensor_parallel=a.tensor_parallel)
         if gguf_model:
             link_tokenizer(art.path, a.model)
     except (CompileError, ShapeError, IrError, ValueError, FileNotFoundError, TraceError) as e:

@@ -84,7 +84,8 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
             verbose: bool = False, profile: bool = False, execution_plan: Optional[str] = None,
             strict: bool = False, profile_cache: Optional[str] = None, use_profile_cache: bool = True,
             progress: bool = True, arch: Optional[str] = None, tf32: bool = True,
-            fp32_matmul_precision: str = "highest", weights: str = "embedded") -> Artifact:
+            fp32_matmul_precision: str = "highest", weights: str = "embedded",
+            tensor_parallel: int = 1) -> Artifact:
     """Compiles `spec` (a Spec, or the path of a .dinoir.json) for `target` into the directory
     `out` (created or replaced; default: a new temporary directory). Errors raise CompileError
     with the compiler's message. The GIL is released while compiling.
@@ -103,6 +104,11 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
     then cannot be replaced at run time), "swappable" (no folding: every constant can be replaced with
     Module.set_constant / load_weights) or "external" (as swappable, and no constants.bin: load the
     artifact with dinoml.runtime.load(dir, weights="model.safetensors")). docs/deploy.md.
+
+    `tensor_parallel=N` (N > 1, target cpu): shards the model over N ranks (column/row-parallel GEMMs,
+    attention by heads, embedding and LM head by vocabulary, all_reduce / all_gather between them);
+    the artifact holds one module and each rank's constants. Run it with
+    dinoml.runtime.load_group(dir).
 
     target="cuda": `arch` is "sm_80", "sm_86" or "sm_90a" (default "sm_90a"); `tf32=False` keeps
     float32 GEMMs exact (no TF32 tensor cores). Needs nvcc and a DinoML build with the CUDA kernel
@@ -123,5 +129,6 @@ def compile(spec: Union[Spec, str, os.PathLike], target: str = "cpu", out: Optio
                     execution_plan=os.fspath(execution_plan) if execution_plan else "", strict=strict,
                     profile_cache=os.fspath(profile_cache) if profile_cache else "",
                     use_profile_cache=use_profile_cache, progress=progress, arch=arch or "", allow_tf32=tf32,
-                    fp32_matmul_precision=fp32_matmul_precision, weights=weights)
+                    fp32_matmul_precision=fp32_matmul_precision, weights=weights,
+                    tensor_parallel=int(tensor_parallel))
     return Artifact(r["artifact_dir"] or out, r)

@@ -58,9 +58,11 @@ class ConstantInfo:
 class Module:
     """A loaded artifact."""
 
-    def __init__(self, path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike]] = None):
+    def __init__(self, path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike]] = None,
+                 rank: int = 0):
         self.path = os.fspath(path)
-        self._m = rt_ext.RtModule(self.path, os.fspath(weights) if weights is not None else None)
+        self.rank = int(rank)
+        self._m = rt_ext.RtModule(self.path, os.fspath(weights) if weights is not None else None, self.rank)
         self.inputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.inputs]
         self.outputs: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.outputs]
         self.states: List[TensorInfo] = [TensorInfo._from(d) for d in self._m.states]
@@ -91,6 +93,11 @@ class Module:
     def target(self) -> str:
         """"cpu" or "cuda" (the manifest's target)."""
         return self._m.target
+
+    @property
+    def world_size(self) -> int:
+        """Ranks of a tensor-parallel artifact (compiled with tensor_parallel=N); 1 otherwise."""
+        return self._m.world_size
 
     def create_session(self) -> "Session":
         return Session(self)
@@ -138,12 +145,111 @@ class Module:
         return f"<dinoml.runtime.Module '{self.name}' ({sig(self.inputs)}) -> ({sig(self.outputs)})>"
 
 
-def load(path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike]] = None) -> Module:
+def load(path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike]] = None, rank: int = 0) -> Module:
     """Verifies (manifest, ABI, file hashes, CPU ISA) and loads an artifact directory. `weights`: a
     safetensors file with the constants (required for artifacts compiled with weights="external";
     for others its tensors replace the compiled-in values). The file is checked (header, names,
-    dtypes, shapes, bounds) before any code of the artifact is loaded."""
-    return Module(path, weights)
+    dtypes, shapes, bounds) before any code of the artifact is loaded. `rank`: which rank's
+    constants of a tensor-parallel artifact (run the ranks together with load_group)."""
+    return Module(path, weights, rank)
+
+
+class SessionGroup:
+    """The ranks of a tensor-parallel artifact run together (target cpu): one Module (that rank's
+    constants) and Session (its states, e.g. its heads of the KV cache) per rank, each rank on its
+    own thread. The artifact's all_reduce / all_gather nodes meet the other ranks through an
+    in-process communicator of the artifact's kernel library. `run_numpy` feeds the same inputs to
+    every rank (or one dict per rank) and returns rank 0's outputs (every rank computes the same).
+    A rank that fails aborts the communicator: the other ranks stop at their next collective and
+    the error names the rank; the group is usable again for the next run."""
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        import ctypes
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+        self.path = os.fspath(path)
+        first = Module(self.path)
+        self.world_size = first.world_size
+        if self.world_size < 2:
+            raise InvalidArgumentError(f"artifact '{self.path}' is not tensor-parallel (world size 1): load it with "
+                                       "dinoml.runtime.load")
+        if first.target != "cpu":
+            raise InvalidArgumentError(f"artifact '{self.path}' targets {first.target}: session groups run CPU "
+                                       "artifacts in this build")
+        self.modules = [first] + [Module(self.path, rank=r) for r in range(1, self.world_size)]
+        self.sessions = [m.create_session() for m in self.modules]
+        # The communicator functions as module.so resolves them (its kernel library may be an
+        # instance loaded earlier under the same soname): looked up through module.so's handle.
+        lib = ctypes.CDLL(os.path.join(self.path, "module.so"), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        lib.dml_cpu_comm_create.restype = ctypes.c_void_p
+        lib.dml_cpu_comm_create.argtypes = [ctypes.c_int]
+        lib.dml_cpu_comm_destroy.argtypes = [ctypes.c_void_p]
+        lib.dml_cpu_comm_bind.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.dml_cpu_comm_abort.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        self._lib = lib
+        self._comm = lib.dml_cpu_comm_create(self.world_size)
+        self._pool = ThreadPoolExecutor(max_workers=self.world_size, thread_name_prefix="dinoml-rank")
+        self._lock = threading.Lock()  # one group run at a time
+
+    def _rank_run(self, r: int, feeds):
+        self._lib.dml_cpu_comm_bind(self._comm, r)
+        try:
+            return self.sessions[r].run_numpy(feeds)
+        except Exception as e:
+            self._lib.dml_cpu_comm_abort(self._comm, f"rank {r} failed: {e}".encode())
+            raise
+        finally:
+            self._lib.dml_cpu_comm_bind(None, -1)
+
+    def run_numpy(self, inputs=None, **kw) -> Dict[str, np.ndarray]:
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != self.world_size:
+                raise InvalidArgumentError(f"{len(inputs)} input sets for {self.world_size} ranks")
+            per_rank = [dict(i) for i in inputs]
+        else:
+            feeds = dict(inputs or {})
+            feeds.update(kw)
+            per_rank = [feeds] * self.world_size
+        with self._lock:
+            futures = [self._pool.submit(self._rank_run, r, per_rank[r]) for r in range(self.world_size)]
+            results, errors = [], []
+            for r, f in enumerate(futures):
+                try:
+                    results.append(f.result())
+                except Exception as e:  # noqa: BLE001 - re-raised below with the rank
+                    errors.append((r, e))
+            if errors:
+                # A fresh communicator for the next run (this one stays aborted).
+                self._lib.dml_cpu_comm_destroy(self._comm)
+                self._comm = self._lib.dml_cpu_comm_create(self.world_size)
+                # The rank whose own failure aborted the group first, else the first error.
+                r, e = next(((r, e) for r, e in errors if "the group was aborted" not in str(e)), errors[0])
+                raise type(e)(f"tensor-parallel rank {r} of {self.world_size}: {e}") from e
+        return results[0]
+
+    run = run_numpy
+
+    def reset_states(self) -> None:
+        for s in self.sessions:
+            s.reset_states()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self._comm:
+            self._lib.dml_cpu_comm_destroy(self._comm)
+            self._comm = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def load_group(path: Union[str, os.PathLike]) -> SessionGroup:
+    """Loads every rank of a tensor-parallel artifact (compiled with tensor_parallel=N) as a
+    SessionGroup."""
+    return SessionGroup(path)
 
 
 def export_weights(artifact: Union[str, os.PathLike], path: Union[str, os.PathLike]) -> None:

@@ -12,7 +12,7 @@ void bind_compiler(py::module_& m) {
                       bool fuse, const std::string& cache_dir, bool use_cache, bool verbose, bool profile,
                       const std::string& execution_plan, bool strict, const std::string& profile_cache,
                       bool use_profile_cache, bool progress, const std::string& arch, bool allow_tf32,
-                      const std::string& fp32_matmul_precision, const std::string& weights) {
+                      const std::string& fp32_matmul_precision, const std::string& weights, int tensor_parallel) {
     CompileOptions o;
     o.target = target;
     o.out_dir = out_dir;
@@ -31,6 +31,7 @@ void bind_compiler(py::module_& m) {
     o.allow_tf32 = allow_tf32;
     o.fp32_matmul_precision = fp32_matmul_precision;
     o.weights = weights;
+    o.tensor_parallel = tensor_parallel;
     CompileResult r;
     std::string error;
     {
@@ -60,7 +61,7 @@ void bind_compiler(py::module_& m) {
      py::arg("profile") = false, py::arg("execution_plan") = "", py::arg("strict") = false,
      py::arg("profile_cache") = "", py::arg("use_profile_cache") = true, py::arg("progress") = true, py::arg("arch") = "",
      py::arg("allow_tf32") = true, py::arg("fp32_matmul_precision") = "highest",
-     py::arg("weights") = "embedded");
+     py::arg("weights") = "embedded", py::arg("tensor_parallel") = 1);
 }
 
 }  // namespace dinoml::py_ext

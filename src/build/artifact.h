@@ -77,6 +77,9 @@ struct ArtifactContents {
   std::string pass_dump_dir;          // optional: copied to debug/passes
   std::map<std::string, std::string> extra_files;  // relative path -> content (e.g. execution_plan.json)
   nlohmann::json weights;  // metadata.json "weights" (policy, swappable, folded); "external": no constants.bin
+  // Tensor parallelism: the optimised graphs of ranks 1..N-1 (same structure as `graph`, their own
+  // constants), written as ranks/constants.rank<r>.bin in constants.bin's layout. Empty: one rank.
+  std::vector<const ir::Graph*> rank_graphs;
 };
 
 // Writes the artifact directory atomically (temp dir + rename); every file's SHA-256 goes into

@@ -85,6 +85,24 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
     f.write(reinterpret_cast<const char*>(blob.data()), static_cast<std::streamsize>(blob.size()));
   }
   write_json(tmp / "graph.dinoir.json", ir::graph_to_json(g, "constants.bin"));
+  // Each further rank's constants, at the offsets of constants.bin (the ranks share the layout).
+  std::vector<std::string> rank_files = {"constants.bin"};
+  for (size_t r = 0; r < c.rank_graphs.size(); ++r) {
+    const ir::Graph& rg = *c.rank_graphs[r];
+    const auto rl = ir::layout_constants(rg);
+    bool same = rl.size() == layout.size();
+    for (auto i = rl.cbegin(), j = layout.cbegin(); same && i != rl.cend(); ++i, ++j)
+      same = i->first == j->first && i->second.offset == j->second.offset && i->second.nbytes == j->second.nbytes;
+    if (!same)
+      throw BuildError("tensor parallel: rank " + std::to_string(r + 1) + "'s constants are laid out differently "
+                       "from rank 0's (the ranks must share one graph)");
+    auto rblob = ir::pack_constants(rg, layout);
+    const std::string rel = "ranks/constants.rank" + std::to_string(r + 1) + ".bin";
+    fs::create_directories(tmp / "ranks");
+    std::ofstream f(tmp / rel, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(rblob.data()), static_cast<std::streamsize>(rblob.size()));
+    rank_files.push_back(rel);
+  }
   json metadata = build_metadata(g, *c.plan);
   if (c.weights.is_object()) metadata["weights"] = c.weights;
   write_json(tmp / "metadata.json", metadata);
@@ -173,6 +191,8 @@ void write_artifact(const ArtifactContents& c, const Toolchain& tc, const std::s
     manifest["constants"] = {{"file", nullptr}, {"policy", "external_safetensors"}, {"nbytes", blob.size()}};
   else
     manifest["constants"] = {{"file", "constants.bin"}, {"policy", "mmap_readonly"}, {"nbytes", blob.size()}};
+  if (!c.rank_graphs.empty())
+    manifest["tensor_parallel"] = {{"world_size", rank_files.size()}, {"constants", rank_files}};
   manifest["files"] = files;
   write_json(tmp / "manifest.json", manifest);
 

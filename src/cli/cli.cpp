@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
                                            "(constants.bin, no folding: every constant replaceable at run time) or external "
                                            "(no constants.bin: load with a safetensors file)")
       ->check(CLI::IsMember({"embedded", "swappable", "external"}));
+  c->add_option("--tensor-parallel", tune.tensor_parallel,
+                "shard the model over N ranks (Megatron-style; one artifact, each rank's constants; run it with "
+                "dinoml.runtime.load_group)")
+      ->check(CLI::Range(1, 1024));
   std::string model_gguf;
   std::vector<std::string> model_kv;
   c->add_option("--gguf", model_gguf, "MODEL.py: build_spec(gguf=FILE), e.g. examples/llama/model.py");

@@ -24,6 +24,7 @@ struct CompileTuneFlags {
   bool no_tf32 = false;   // target cuda: exact float32 GEMMs
   std::string fp32_matmul_precision = "highest";  // target cpu: highest | bf16
   std::string weights = "embedded";                // embedded | swappable | external (docs/deploy.md)
+  int tensor_parallel = 1;                         // > 1: shard over this many ranks (docs/deploy.md)
   std::vector<std::string> model_args;  // MODEL.py only: forwarded as is (--gguf FILE, --model-arg K=V)
 };
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,

@@ -100,6 +100,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
     if (tune.no_tf32) args.push_back("--no-tf32");
     if (tune.fp32_matmul_precision != "highest") args.insert(args.end(), {"--fp32-matmul-precision", tune.fp32_matmul_precision});
     if (tune.weights != "embedded") args.insert(args.end(), {"--weights", tune.weights});
+    if (tune.tensor_parallel != 1) args.insert(args.end(), {"--tensor-parallel", std::to_string(tune.tensor_parallel)});
     args.insert(args.end(), tune.model_args.begin(), tune.model_args.end());
     return run_python_cli(args);
   }
@@ -118,6 +119,7 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   opts.allow_tf32 = !tune.no_tf32;
   opts.fp32_matmul_precision = tune.fp32_matmul_precision;
   opts.weights = tune.weights;
+  opts.tensor_parallel = tune.tensor_parallel;
   auto res = compile(g, opts);
   std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
             << (res.cache_hit ? " (module from cache)" : "") << "\n";

@@ -46,6 +46,7 @@ int cmd_compile_onnx(const std::string& model, const std::string& target, const 
   opts.allow_tf32 = !tune.no_tf32;
   opts.fp32_matmul_precision = tune.fp32_matmul_precision;
   opts.weights = tune.weights;
+  opts.tensor_parallel = tune.tensor_parallel;
   auto res = compile(g, opts);
   std::cout << "imported '" << model << "' (" << g.nodes.size() << " DinoML nodes), compiled -> " << res.artifact_dir
             << " in " << res.seconds << " s" << (res.cache_hit ? " (module from cache)" : "") << "\n";

@@ -16,6 +16,7 @@
 #include "lower/cpu/lower_cpu.h"
 #include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
+#include "passes/shard_tensor_parallel.h"
 #include "passes/plan_memory.h"
 #include "tune/execution_plan.h"
 #include "tune/fingerprint.h"
@@ -139,9 +140,25 @@ static nlohmann::json weights_metadata(const ir::Graph& input, const ir::Graph& 
   return {{"policy", policy}, {"swappable", swappable}, {"folded", folded}};
 }
 
+// A graph's JSON without the constants' hashes: equal for the ranks of a tensor-parallel group.
+static std::string structure_key(const ir::Graph& g) {
+  nlohmann::json j = ir::graph_to_json(g, "constants.bin");
+  auto strip = [](nlohmann::json& t) {
+    if (t.is_object() && t.contains("constant") && t["constant"].is_object()) t["constant"].erase("sha256");
+  };
+  if (j["tensors"].is_array())
+    for (auto& t : j["tensors"]) strip(t);
+  else
+    for (auto& [k, t] : j["tensors"].items()) strip(t);
+  return j.dump();
+}
+
 // targets cuda and rocm: passes → memory plan → GPU lowering (module.cu) → nvcc / hipcc → artifact.
 CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
   const bool rocm = opts.target == "rocm";
+  if (opts.tensor_parallel > 1)
+    throw BuildError("--tensor-parallel is available for target cpu only in this build: the GPU lowering has no "
+                     "collectives (NCCL) yet");
   const std::string& target = opts.target;
   if (rocm && (opts.profile || !opts.execution_plan.empty()))
     throw BuildError("--profile / --execution-plan are not available for target rocm yet: GPU kernels use their "
@@ -259,13 +276,37 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
     throw BuildError("--arch '" + opts.arch + "' is for target cuda (or rocm); target cpu builds for this machine (x86-64)");
-  Optimized o = optimize(input, opts);
+  // Tensor parallelism: the ranks' graphs share nodes and shapes; rank 0 is lowered, every rank is
+  // optimised alike and must come out with the same structure (only constant bytes differ).
+  std::vector<ir::Graph> ranks;
+  passes::ShardReport shard_report;
+  if (opts.tensor_parallel < 1)
+    throw BuildError("tensor_parallel " + std::to_string(opts.tensor_parallel) + " must be >= 1");
+  if (opts.tensor_parallel > 1) {
+    if (opts.weights == "external")
+      throw BuildError("--weights external is not available with --tensor-parallel (each rank has its own constants)");
+    ranks = passes::shard_tensor_parallel(input, opts.tensor_parallel, &shard_report);
+  }
+  Optimized o = optimize(ranks.empty() ? input : ranks[0], opts);
+  std::vector<ir::Graph> rank_opt;
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    CompileOptions ro = opts;
+    ro.dump_passes = false;
+    rank_opt.push_back(optimize(ranks[r], ro).graph);
+    if (structure_key(rank_opt.back()) != structure_key(o.graph))
+      throw BuildError("tensor parallel: rank " + std::to_string(r) + " optimised to a different graph than rank 0");
+  }
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   CompileResult res;
   std::map<std::string, std::string> extra_files;
+  if (!ranks.empty()) {
+    nlohmann::json tp = {{"world_size", opts.tensor_parallel}, {"stats", shard_report.stats},
+                         {"replicated", shard_report.replicated}};
+    extra_files["tensor_parallel.json"] = tp.dump(1) + "\n";
+  }
   lower::cpu::CpuLowerOptions lopts = select_kernels(g, plan, tc, opts, res, extra_files);
   auto lowered = lower::cpu::lower(g, plan, lopts);
   if (opts.strict) check_strict(lowered.tunables, lopts.choices);
@@ -290,6 +331,7 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   contents.compile_config = config;
   contents.pass_dump_dir = dump_dir.string();
   contents.extra_files = extra_files;
+  for (const auto& rg : rank_opt) contents.rank_graphs.push_back(&rg);
   build::write_artifact(contents, tc, opts.out_dir);
   fs::remove(so);
   if (!dump_dir.empty()) fs::remove_all(dump_dir);

@@ -90,14 +90,15 @@ struct Module {
   }
 };
 
-std::shared_ptr<Module> load_module(const std::string& path, const std::optional<std::string>& weights) {
+std::shared_ptr<Module> load_module(const std::string& path, const std::optional<std::string>& weights, int rank) {
   auto m = std::make_shared<Module>();
   m->path = path;
   dinoml_status st;
   {
     py::gil_scoped_release release;  // hashing every file of a large artifact takes a while
     st = weights ? dinoml_module_load_with_weights(path.c_str(), weights->c_str(), &m->handle)
-                 : dinoml_module_load(path.c_str(), &m->handle);
+         : rank ? dinoml_module_load_rank(path.c_str(), rank, &m->handle)
+                : dinoml_module_load(path.c_str(), &m->handle);
   }
   check(st);
   auto collect = [&](size_t n, auto info_fn, std::vector<TensorInfo>& out) {
@@ -335,7 +336,8 @@ void bind_runtime(py::module_& m) {
     return l;
   };
   py::class_<Module, std::shared_ptr<Module>>(m, "RtModule", "A loaded artifact (immutable, shareable by threads).")
-      .def(py::init(&load_module), py::arg("path"), py::arg("weights") = py::none())
+      .def(py::init(&load_module), py::arg("path"), py::arg("weights") = py::none(), py::arg("rank") = 0)
+      .def_property_readonly("world_size", [](const Module& mod) { return dinoml_module_world_size(mod.handle); })
       .def_property_readonly("weights_policy", [](const Module& mod) { return std::string(dinoml_module_weights_policy(mod.handle)); })
       .def_property_readonly("constants", &constant_list)
       .def("set_constants", &set_constants, py::arg("values"))

@@ -264,6 +264,27 @@ json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body
   return manifest(n, "dml_cpu_fill.scalar");
 }
 
+// Collectives meet the group's other ranks in the kernel library (kernels/cpu/collective.cpp).
+json emit_collective(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
+  const std::string& x = n.inputs.at(0);
+  const std::string& y = n.outputs.at(0);
+  const std::string world = std::to_string(n.attr_int("world_size"));
+  if (n.op == "all_reduce") {
+    if (cx.root(x) != cx.root(y)) body << cx.copy_stmt(cx.ptr(y), cx.ptr(x), cx.nbytes(y));
+    body << checked_call(n, "dml_cpu_all_reduce(" + dtype_code(cx.tensor(y).dtype) + ", " + cx.numel(y) + ", " +
+                                cx.ptr(y) + ", " + world + ")");
+    return manifest(n, "dml_cpu_all_reduce.threads");
+  }
+  const auto& xs = cx.tensor(x).shape;
+  const int64_t r = static_cast<int64_t>(xs.size());
+  int64_t a = n.attr_int("axis", 0);
+  if (a < 0) a += r;
+  body << checked_call(n, "dml_cpu_all_gather(" + esize(cx, x) + ", " + cx.cpp_prod(xs, 0, static_cast<size_t>(a)) +
+                              ", " + cx.cpp_prod(xs, static_cast<size_t>(a), xs.size()) + ", " + cx.ptr(x) + ", " +
+                              cx.ptr(y) + ", " + world + ")");
+  return manifest(n, "dml_cpu_all_gather.threads");
+}
+
 }  // namespace
 
 bool is_library_op(const std::string& op) {
@@ -271,7 +292,7 @@ bool is_library_op(const std::string& op) {
       "bmm_rrr",     "bmm_rcr",    "reduce_sum",  "reduce_mean", "reduce_max", "reduce_min", "argmax",
       "softmax",     "log_softmax", "layer_norm", "rms_norm",    "group_norm", "permute",    "transpose",
       "concatenate", "split",      "slice",       "expand",      "pad",        "gather",     "embedding",
-      "arange",      "full",       "scaled_dot_product_attention", "kv_cache_write"};
+      "arange",      "full",       "scaled_dot_product_attention", "kv_cache_write", "all_reduce", "all_gather"};
   return ops.count(op) != 0 || plain_gemm_variant(op) || is_conv_op(op);
 }
 
@@ -297,6 +318,7 @@ json emit_library_op(EmitContext& cx, const ir::Node& n, std::ostringstream& bod
   if (op == "arange" || op == "full") return emit_generator(cx, n, body);
   if (op == "scaled_dot_product_attention") return emit_sdpa(cx, n, body);
   if (op == "kv_cache_write") return emit_kv_cache_write(cx, n, body);
+  if (op == "all_reduce" || op == "all_gather") return emit_collective(cx, n, body);
   if (is_conv_op(op)) return emit_conv_op(cx, n, body);
   no_lowering(n);
 }
