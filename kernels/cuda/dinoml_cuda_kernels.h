@@ -250,6 +250,24 @@ DML_CUDA_API int dml_cuda_sdpa_strided(int dtype, int batch_rank, const int64_t*
                                        const int64_t* ms, int64_t si, int64_t sj, int causal, float scale, void* y,
                                        const int64_t* ys, int impl, void* stream);
 
+/* Collectives of tensor-parallel artifacts over NCCL (RCCL on ROCm), loaded with dlopen
+ * (kernels/cuda/collective.cu). A session group runs each rank on its own host thread:
+ * dml_cuda_set_device(rank), then dml_cuda_comm_init(world, rank, id) with the id one thread got
+ * from dml_cuda_nccl_unique_id (128 bytes), then dml_cuda_comm_bind(comm) before the rank's runs.
+ * dml_cuda_nccl_load(path): load NCCL from `path` (NULL: $DINOML_NCCL_LIBRARY, else libnccl.so.2).
+ * dml_cuda_comm_abort makes the rank's pending and later collectives fail instead of waiting.
+ * all_reduce: buf = sum over the ranks, in place; all_gather: y[o, r, :] = x_r[o, :]. */
+DML_CUDA_API int dml_cuda_nccl_load(const char* path);
+DML_CUDA_API int dml_cuda_set_device(int device);
+DML_CUDA_API int dml_cuda_nccl_unique_id(void* id128);
+DML_CUDA_API void* dml_cuda_comm_init(int world, int rank, const void* id128);
+DML_CUDA_API void dml_cuda_comm_bind(void* comm);
+DML_CUDA_API void dml_cuda_comm_abort(void* comm);
+DML_CUDA_API void dml_cuda_comm_destroy(void* comm);
+DML_CUDA_API int dml_cuda_all_reduce(int dtype, int64_t count, void* buf, int world, void* stream);
+DML_CUDA_API int dml_cuda_all_gather(size_t esize, int64_t outer, int64_t inner, const void* x, void* y, int world,
+                                     void* stream);
+
 #ifdef __cplusplus
 }
 #endif

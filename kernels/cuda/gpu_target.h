@@ -76,6 +76,7 @@ typedef uint32_t dml_lane_mask_t;
 #define cudaMemcpy hipMemcpy
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemcpy2DAsync hipMemcpy2DAsync
+#define cudaSetDevice hipSetDevice
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMemcpyKind hipMemcpyKind
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice

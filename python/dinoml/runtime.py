@@ -23,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from ._ext import rt_ext
-from .errors import InvalidArgumentError
+from .errors import DinoMLRuntimeError, InvalidArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,13 +155,15 @@ def load(path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike
 
 
 class SessionGroup:
-    """The ranks of a tensor-parallel artifact run together (target cpu): one Module (that rank's
-    constants) and Session (its states, e.g. its heads of the KV cache) per rank, each rank on its
-    own thread. The artifact's all_reduce / all_gather nodes meet the other ranks through an
-    in-process communicator of the artifact's kernel library. `run_numpy` feeds the same inputs to
-    every rank (or one dict per rank) and returns rank 0's outputs (every rank computes the same).
-    A rank that fails aborts the communicator: the other ranks stop at their next collective and
-    the error names the rank; the group is usable again for the next run."""
+    """The ranks of a tensor-parallel artifact run together: one Module (that rank's constants) and
+    Session (its states, e.g. its heads of the KV cache) per rank, each rank on its own host thread.
+    The artifact's all_reduce / all_gather nodes meet the other ranks through the artifact's kernel
+    library: target cpu, an in-process communicator (the ranks share the CPU's cores); target cuda,
+    NCCL (rank r on GPU r; NCCL from PyTorch's nvidia-nccl wheel when installed, else the system's
+    libnccl.so.2 or $DINOML_NCCL_LIBRARY). `run_numpy` feeds the same inputs to every rank (or one
+    dict per rank) and returns rank 0's outputs (every rank computes the same). A rank that fails
+    aborts the communicator: the other ranks stop at their next collective instead of waiting, the
+    error names the rank, and the group is usable again for the next run."""
 
     def __init__(self, path: Union[str, os.PathLike]):
         import ctypes
@@ -169,49 +171,122 @@ class SessionGroup:
         from concurrent.futures import ThreadPoolExecutor
         self.path = os.fspath(path)
         first = Module(self.path)
-        self.world_size = first.world_size
-        if self.world_size < 2:
+        self.world_size = W = first.world_size
+        self.target = first.target
+        if W < 2:
             raise InvalidArgumentError(f"artifact '{self.path}' is not tensor-parallel (world size 1): load it with "
                                        "dinoml.runtime.load")
-        if first.target != "cpu":
-            raise InvalidArgumentError(f"artifact '{self.path}' targets {first.target}: session groups run CPU "
-                                       "artifacts in this build")
-        self.modules = [first] + [Module(self.path, rank=r) for r in range(1, self.world_size)]
-        self.sessions = [m.create_session() for m in self.modules]
-        # The communicator functions as module.so resolves them (its kernel library may be an
-        # instance loaded earlier under the same soname): looked up through module.so's handle.
-        lib = ctypes.CDLL(os.path.join(self.path, "module.so"), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        lib.dml_cpu_comm_create.restype = ctypes.c_void_p
-        lib.dml_cpu_comm_create.argtypes = [ctypes.c_int]
-        lib.dml_cpu_comm_destroy.argtypes = [ctypes.c_void_p]
-        lib.dml_cpu_comm_bind.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        lib.dml_cpu_comm_abort.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        self._lib = lib
-        self._comm = lib.dml_cpu_comm_create(self.world_size)
-        self._pool = ThreadPoolExecutor(max_workers=self.world_size, thread_name_prefix="dinoml-rank")
+        if self.target not in ("cpu", "cuda"):
+            raise InvalidArgumentError(f"artifact '{self.path}' targets {self.target}: session groups run cpu and "
+                                       "cuda artifacts")
+        # The kernel library's functions as module.so resolves them (a library of the same soname may
+        # have been loaded earlier): looked up through module.so's handle.
+        self._lib = lib = ctypes.CDLL(os.path.join(self.path, "module.so"), mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        # One thread per rank, for the group's life: a GPU rank's thread keeps its device current.
+        self._threads = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"dinoml-rank{r}") for r in range(W)]
         self._lock = threading.Lock()  # one group run at a time
+        self.modules: List[Module] = [first] + [None] * (W - 1)
+        self.sessions: List[Session] = [None] * W
+        self._comms = [None] * W
+        if self.target == "cpu":
+            lib.dml_cpu_comm_create.restype = ctypes.c_void_p
+            lib.dml_cpu_comm_create.argtypes = [ctypes.c_int]
+            lib.dml_cpu_comm_destroy.argtypes = [ctypes.c_void_p]
+            lib.dml_cpu_comm_bind.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            lib.dml_cpu_comm_abort.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+            self.modules = [first] + [Module(self.path, rank=r) for r in range(1, W)]
+            self.sessions = [m.create_session() for m in self.modules]
+        else:
+            lib.dml_cuda_last_error.restype = ctypes.c_char_p
+            lib.dml_cuda_comm_init.restype = ctypes.c_void_p
+            lib.dml_cuda_comm_init.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p]
+            for f in ("dml_cuda_comm_bind", "dml_cuda_comm_abort", "dml_cuda_comm_destroy"):
+                getattr(lib, f).argtypes = [ctypes.c_void_p]
+            lib.dml_cuda_nccl_load.argtypes = [ctypes.c_char_p]
+            self._call(lib.dml_cuda_nccl_load(_pytorch_nccl()), "loading NCCL")
+
+            def load_rank(r):
+                self._set_device(r)
+                m = self.modules[r] if r == 0 else Module(self.path, rank=r)
+                return m, m.create_session()
+            for r, f in enumerate([self._threads[r].submit(load_rank, r) for r in range(W)]):
+                self.modules[r], self.sessions[r] = f.result()
+        self._init_comms()
+
+    def _call(self, status: int, what: str):
+        if status != 0:
+            raise DinoMLRuntimeError(f"{what}: {self._lib.dml_cuda_last_error().decode(errors='replace')}")
+
+    def _set_device(self, r: int):
+        if self._lib.dml_cuda_set_device(r) != 0:
+            raise InvalidArgumentError(
+                f"artifact '{self.path}' is tensor-parallel over {self.world_size} GPUs (rank r runs on GPU r) but GPU "
+                f"{r} is not available here: {self._lib.dml_cuda_last_error().decode(errors='replace')}")
+
+    def _init_comms(self):
+        import ctypes
+        W = self.world_size
+        if self.target == "cpu":
+            comm = self._lib.dml_cpu_comm_create(W)
+            self._comms = [comm] * W
+            return
+        uid = ctypes.create_string_buffer(128)
+        self._call(self._lib.dml_cuda_nccl_unique_id(uid), "ncclGetUniqueId")
+
+        def init(r):  # every rank joins at once (ncclCommInitRank waits for the others)
+            self._set_device(r)
+            c = self._lib.dml_cuda_comm_init(W, r, uid.raw)
+            if not c:
+                raise DinoMLRuntimeError(f"rank {r}: {self._lib.dml_cuda_last_error().decode(errors='replace')}")
+            return c
+        self._comms = [f.result() for f in [self._threads[r].submit(init, r) for r in range(W)]]
+
+    def _destroy_comms(self):
+        if self.target == "cpu":
+            if self._comms[0]:
+                self._lib.dml_cpu_comm_destroy(self._comms[0])
+        else:
+            for r, c in enumerate(self._comms):
+                if c:
+                    self._threads[r].submit(self._lib.dml_cuda_comm_destroy, c).result()
+        self._comms = [None] * self.world_size
+
+    def _abort(self, why: str):
+        if self.target == "cpu":
+            self._lib.dml_cpu_comm_abort(self._comms[0], why.encode())
+        else:
+            for c in self._comms:
+                self._lib.dml_cuda_comm_abort(c)
 
     def _rank_run(self, r: int, feeds):
-        self._lib.dml_cpu_comm_bind(self._comm, r)
+        cpu = self.target == "cpu"
+        if cpu:
+            self._lib.dml_cpu_comm_bind(self._comms[r], r)
+        else:
+            self._lib.dml_cuda_comm_bind(self._comms[r])
         try:
             return self.sessions[r].run_numpy(feeds)
         except Exception as e:
-            self._lib.dml_cpu_comm_abort(self._comm, f"rank {r} failed: {e}".encode())
+            self._abort(f"rank {r} failed: {e}")
             raise
         finally:
-            self._lib.dml_cpu_comm_bind(None, -1)
+            if cpu:
+                self._lib.dml_cpu_comm_bind(None, -1)
+            else:
+                self._lib.dml_cuda_comm_bind(None)
 
     def run_numpy(self, inputs=None, **kw) -> Dict[str, np.ndarray]:
+        W = self.world_size
         if isinstance(inputs, (list, tuple)):
-            if len(inputs) != self.world_size:
-                raise InvalidArgumentError(f"{len(inputs)} input sets for {self.world_size} ranks")
+            if len(inputs) != W:
+                raise InvalidArgumentError(f"{len(inputs)} input sets for {W} ranks")
             per_rank = [dict(i) for i in inputs]
         else:
             feeds = dict(inputs or {})
             feeds.update(kw)
-            per_rank = [feeds] * self.world_size
+            per_rank = [feeds] * W
         with self._lock:
-            futures = [self._pool.submit(self._rank_run, r, per_rank[r]) for r in range(self.world_size)]
+            futures = [self._threads[r].submit(self._rank_run, r, per_rank[r]) for r in range(W)]
             results, errors = [], []
             for r, f in enumerate(futures):
                 try:
@@ -219,31 +294,48 @@ class SessionGroup:
                 except Exception as e:  # noqa: BLE001 - re-raised below with the rank
                     errors.append((r, e))
             if errors:
-                # A fresh communicator for the next run (this one stays aborted).
-                self._lib.dml_cpu_comm_destroy(self._comm)
-                self._comm = self._lib.dml_cpu_comm_create(self.world_size)
-                # The rank whose own failure aborted the group first, else the first error.
-                r, e = next(((r, e) for r, e in errors if "the group was aborted" not in str(e)), errors[0])
-                raise type(e)(f"tensor-parallel rank {r} of {self.world_size}: {e}") from e
+                # Fresh communicators for the next run (these stay aborted).
+                self._destroy_comms()
+                self._init_comms()
+                # The rank whose own failure aborted the group, else the first error.
+                r, e = next(((r, e) for r, e in errors if "aborted" not in str(e)), errors[0])
+                raise type(e)(f"tensor-parallel rank {r} of {W}: {e}") from e
         return results[0]
 
     run = run_numpy
 
     def reset_states(self) -> None:
-        for s in self.sessions:
-            s.reset_states()
+        for r, s in enumerate(self.sessions):
+            self._threads[r].submit(s.reset_states).result()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        if self._comm:
-            self._lib.dml_cpu_comm_destroy(self._comm)
-            self._comm = None
+        if getattr(self, "_comms", None) and any(self._comms):
+            self._destroy_comms()
+        for t in getattr(self, "_threads", []):
+            t.shutdown(wait=True)
+        self._threads = []
 
     def __del__(self):
         try:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _pytorch_nccl() -> Optional[bytes]:
+    """libnccl.so.2 of PyTorch's nvidia-nccl wheel when installed (None: the system's)."""
+    import glob
+    import importlib.util
+    for pkg in ("nvidia.nccl", "nvidia"):
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            hits = sorted(glob.glob(os.path.join(root, "**", "libnccl.so*"), recursive=True))
+            if hits:
+                return hits[0].encode()
+    return None
 
 
 def load_group(path: Union[str, os.PathLike]) -> SessionGroup:

@@ -153,12 +153,37 @@ static std::string structure_key(const ir::Graph& g) {
   return j.dump();
 }
 
+// Tensor parallelism: shards `input` over opts.tensor_parallel ranks (when > 1). The ranks' graphs
+// share nodes and shapes; rank 0 is returned to be lowered, every other rank is optimised alike into
+// `rank_opt` and must come out with the same structure (only constant bytes differ). The shard
+// report goes into the artifact as tensor_parallel.json.
+static Optimized optimize_ranks(const ir::Graph& input, const CompileOptions& opts,
+                                const std::vector<passes::Pass>& target_passes, std::vector<ir::Graph>& rank_opt,
+                                std::map<std::string, std::string>& extra_files) {
+  if (opts.tensor_parallel < 1)
+    throw BuildError("tensor_parallel " + std::to_string(opts.tensor_parallel) + " must be >= 1");
+  if (opts.tensor_parallel == 1) return optimize(input, opts, target_passes);
+  if (opts.weights == "external")
+    throw BuildError("--weights external is not available with --tensor-parallel (each rank has its own constants)");
+  passes::ShardReport report;
+  std::vector<ir::Graph> ranks = passes::shard_tensor_parallel(input, opts.tensor_parallel, &report);
+  Optimized o = optimize(ranks[0], opts, target_passes);
+  const std::string key = structure_key(o.graph);
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    CompileOptions ro = opts;
+    ro.dump_passes = false;
+    rank_opt.push_back(optimize(ranks[r], ro, target_passes).graph);
+    if (structure_key(rank_opt.back()) != key)
+      throw BuildError("tensor parallel: rank " + std::to_string(r) + " optimised to a different graph than rank 0");
+  }
+  nlohmann::json tp = {{"world_size", opts.tensor_parallel}, {"stats", report.stats}, {"replicated", report.replicated}};
+  extra_files["tensor_parallel.json"] = tp.dump(1) + "\n";
+  return o;
+}
+
 // targets cuda and rocm: passes → memory plan → GPU lowering (module.cu) → nvcc / hipcc → artifact.
 CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
   const bool rocm = opts.target == "rocm";
-  if (opts.tensor_parallel > 1)
-    throw BuildError("--tensor-parallel is available for target cpu only in this build: the GPU lowering has no "
-                     "collectives (NCCL) yet");
   const std::string& target = opts.target;
   if (rocm && (opts.profile || !opts.execution_plan.empty()))
     throw BuildError("--profile / --execution-plan are not available for target rocm yet: GPU kernels use their "
@@ -203,14 +228,15 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
     target_passes.push_back({"insert_conv_layout_edges",
                              "lone fp16/bf16 conv -> NCHW<->NHWC layout-edge copies so it runs the channels-last kernels",
                              [lo](ir::Graph& gr) { return lower::cuda::insert_conv_layout_edges(gr, lo); }});
-  Optimized o = optimize(input, opts, std::move(target_passes));
+  std::map<std::string, std::string> extra_files;
+  std::vector<ir::Graph> rank_opt;
+  Optimized o = optimize_ranks(input, opts, target_passes, rank_opt, extra_files);
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   CompileResult res;
   res.kernel_selection = "default";
-  std::map<std::string, std::string> extra_files;
   if (opts.profile) {  // target cuda: measured on this machine's GPU (tune/profiler_cuda.cpp)
     auto pr = tune::profile_cuda(g, plan, *ctc, lo, profile_options(opts));
     lo.choices = pr.choices;
@@ -248,6 +274,7 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
   contents.compile_config = config;
   contents.pass_dump_dir = dump_dir.string();
   contents.extra_files = extra_files;
+  for (const auto& rg : rank_opt) contents.rank_graphs.push_back(&rg);
   build::write_artifact(contents, tc, opts.out_dir);
   fs::remove(so);
   if (!dump_dir.empty()) fs::remove_all(dump_dir);
@@ -276,37 +303,14 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   if (opts.target == "cuda" || opts.target == "rocm") return compile_gpu(input, opts, t0);
   if (!opts.arch.empty() && opts.arch != "x86-64" && opts.arch != "x86_64")
     throw BuildError("--arch '" + opts.arch + "' is for target cuda (or rocm); target cpu builds for this machine (x86-64)");
-  // Tensor parallelism: the ranks' graphs share nodes and shapes; rank 0 is lowered, every rank is
-  // optimised alike and must come out with the same structure (only constant bytes differ).
-  std::vector<ir::Graph> ranks;
-  passes::ShardReport shard_report;
-  if (opts.tensor_parallel < 1)
-    throw BuildError("tensor_parallel " + std::to_string(opts.tensor_parallel) + " must be >= 1");
-  if (opts.tensor_parallel > 1) {
-    if (opts.weights == "external")
-      throw BuildError("--weights external is not available with --tensor-parallel (each rank has its own constants)");
-    ranks = passes::shard_tensor_parallel(input, opts.tensor_parallel, &shard_report);
-  }
-  Optimized o = optimize(ranks.empty() ? input : ranks[0], opts);
+  std::map<std::string, std::string> extra_files;
   std::vector<ir::Graph> rank_opt;
-  for (size_t r = 1; r < ranks.size(); ++r) {
-    CompileOptions ro = opts;
-    ro.dump_passes = false;
-    rank_opt.push_back(optimize(ranks[r], ro).graph);
-    if (structure_key(rank_opt.back()) != structure_key(o.graph))
-      throw BuildError("tensor parallel: rank " + std::to_string(r) + " optimised to a different graph than rank 0");
-  }
+  Optimized o = optimize_ranks(input, opts, {}, rank_opt, extra_files);
   ir::Graph& g = o.graph;
   const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   CompileResult res;
-  std::map<std::string, std::string> extra_files;
-  if (!ranks.empty()) {
-    nlohmann::json tp = {{"world_size", opts.tensor_parallel}, {"stats", shard_report.stats},
-                         {"replicated", shard_report.replicated}};
-    extra_files["tensor_parallel.json"] = tp.dump(1) + "\n";
-  }
   lower::cpu::CpuLowerOptions lopts = select_kernels(g, plan, tc, opts, res, extra_files);
   auto lowered = lower::cpu::lower(g, plan, lopts);
   if (opts.strict) check_strict(lowered.tunables, lopts.choices);

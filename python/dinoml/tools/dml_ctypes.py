@@ -68,6 +68,8 @@ def _lib(artifact_dir: str):
     lib.dinoml_status_name.restype = ctypes.c_char_p
     lib.dinoml_module_target.restype = ctypes.c_char_p
     lib.dinoml_module_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.dinoml_module_load_rank.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]
+    lib.dinoml_module_world_size.argtypes = [ctypes.c_void_p]
     lib.dinoml_session_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.dinoml_session_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(Tensor), ctypes.c_size_t,
                                        ctypes.POINTER(Tensor), ctypes.c_size_t]
@@ -95,10 +97,12 @@ def _check(lib, status, what):
 
 
 class Module:
-    def __init__(self, artifact_dir: str):
+    def __init__(self, artifact_dir: str, rank: int = 0):
         self.lib = _lib(artifact_dir)
         self.h = ctypes.c_void_p()
-        _check(self.lib, self.lib.dinoml_module_load(artifact_dir.encode(), ctypes.byref(self.h)), f"load {artifact_dir}")
+        _check(self.lib, self.lib.dinoml_module_load_rank(artifact_dir.encode(), rank, ctypes.byref(self.h)),
+               f"load {artifact_dir} rank {rank}")
+        self.world_size = self.lib.dinoml_module_world_size(self.h)
         self.target = self.lib.dinoml_module_target(self.h).decode()
 
         def infos(kind):
