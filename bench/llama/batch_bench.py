@@ -2,7 +2,7 @@
 sequence"): the ~0.5B llama of bench/llama/bench.py (Q4_0 by default), decode tokens/s of one
 sequence against 8 sequences decoding together, same thread count (default 2), one script run.
 
-    OMP_NUM_THREADS=2 .venv/bin/python bench/llama/batch_bench.py [--quant q4_0] [--slots 8] [--json OUT]
+    OMP_NUM_THREADS=2 .venv/bin/python bench/llama/batch_bench.py [--quant q4_0] [--slots 8] [--sweep] [--json OUT]
 
 One sequence: the plain artifact (`dinoml compile MODEL.gguf --model-arg ctx=256`), one token per
 session.run (dinoml.tools.generate.Decoder), greedy. 8 sequences: the artifact compiled with
@@ -80,6 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=32, help="timed decode steps")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reuse", action="store_true", help="reuse artifacts already in .cache/llama-bench/")
+    ap.add_argument("--sweep", action="store_true", help="also: step time for 1..slots sequences decoding together")
     ap.add_argument("--json", help="write the results as JSON")
     a = ap.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(a.threads)
@@ -113,6 +114,14 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {machine.cpu_description()} | {machine.commit()} | {a.threads} | {a.quant} | {one:.1f} | {one_b:.1f} | "
           f"{many:.1f} | **{many / one:.2f}×** |")
+    sweep = {}
+    if a.sweep:
+        for _ in range(a.repeat):
+            for n in range(1, a.slots + 1):
+                sweep[n] = max(sweep.get(n, 0.0), many_sequences(batch, ps[:n], a.steps))
+        print("\n| sequences per step | step ms | tok/s (total) | vs 1 sequence, plain artifact |\n|---|---|---|---|")
+        for n, r in sweep.items():
+            print(f"| {n} | {n / r * 1e3:.2f} | {r:.1f} | {r / one:.2f}× |")
     if a.json:
         meta = {"machine": platform.machine(), "cpu": machine.cpu_description(), "threads": a.threads,
                 "commit": machine.commit(), "prompt": a.prompt, "steps": a.steps, "repeat": a.repeat, "load_before": load0,
@@ -121,7 +130,8 @@ def main(argv=None) -> int:
         with open(a.json, "w") as f:
             json.dump({"meta": meta, "results": {"quant": a.quant, "slots": a.slots, "one_tok_s": one,
                                                  "one_in_slots_artifact_tok_s": one_b, "many_tok_s": many,
-                                                 "ratio": many / one}}, f, indent=1)
+                                                 "ratio": many / one,
+                                                 "sweep_tok_s": sweep}}, f, indent=1)
     return 0
 
 
