@@ -106,29 +106,53 @@ class Sharder {
   // When every consumer of `t` slices it along `axis` (the last) into pieces whose boundaries all
   // divide by the world size, and there are several pieces: those pieces. Otherwise empty.
   Sections sections_of(const std::string& t, int axis) {
-    auto it = src_consumers_.find(t);
-    if (it == src_consumers_.end() || src_.tensor(t).kind != ir::TensorKind::intermediate) return {};
     const int64_t N = src_.tensor(t).shape[static_cast<size_t>(axis)].const_value();
     std::set<int64_t> cuts{0, N};
-    for (size_t c : it->second) {
-      const ir::Node& s = src_.nodes[c];
-      if (s.op != "slice" || s.inputs[0] != t || !s.has_attr("axes") || s.attr_ints("axes").size() != 1) return {};
-      int64_t ax = s.attr_ints("axes")[0];
-      if ((ax < 0 ? ax + static_cast<int64_t>(src_.tensor(t).shape.size()) : ax) != axis) return {};
-      if (s.has_attr("steps") && s.attr_ints("steps") != std::vector<int64_t>{1}) return {};
-      const ir::Shape st = s.attr_shape("starts"), en = s.attr_shape("ends");
-      if (!st[0].is_const() || !en[0].is_const()) return {};
-      auto clampi = [N](int64_t v) { return std::clamp(v < 0 ? v + N : v, int64_t{0}, N); };
-      cuts.insert(clampi(st[0].const_value()));
-      cuts.insert(clampi(en[0].const_value()));
-    }
-    if (cuts.size() <= 2) return {};
+    if (!collect_cuts(t, axis, N, cuts) || cuts.size() <= 2) return {};
     Sections secs;
     for (auto i = cuts.begin(), j = std::next(i); j != cuts.end(); ++i, ++j) {
       if ((*j - *i) % W_ != 0) return {};
       secs.push_back({*i, *j - *i});
     }
     return secs;
+  }
+
+  // The cuts the consumers of `t` make along its last axis `axis` (extent N): slices and splits
+  // of that axis, also behind reshapes that keep it as the last axis (a [T, 3N] GEMM viewed as
+  // [B, S, 3N] and split). False when some consumer uses `t` otherwise.
+  bool collect_cuts(const std::string& t, int axis, int64_t N, std::set<int64_t>& cuts) {
+    auto it = src_consumers_.find(t);
+    const ir::Tensor& tt = src_.tensor(t);
+    if (it == src_consumers_.end() || tt.kind != ir::TensorKind::intermediate) return false;
+    const int64_t rank_t = static_cast<int64_t>(tt.shape.size());
+    if (axis != rank_t - 1) return false;
+    for (size_t c : it->second) {
+      const ir::Node& s = src_.nodes[c];
+      if (s.inputs[0] != t) return false;
+      if (is_reshape_like(s.op)) {
+        const ir::Shape& so = src_.tensor(s.outputs[0]).shape;
+        if (so.empty() || so.back() != tt.shape.back()) return false;
+        if (!collect_cuts(s.outputs[0], static_cast<int>(so.size()) - 1, N, cuts)) return false;
+        continue;
+      }
+      if (s.op == "split") {  // sizes along the axis: cuts at their running sums
+        int64_t ax = s.attr_int("axis", 0);
+        if ((ax < 0 ? ax + rank_t : ax) != axis) return false;
+        int64_t at = 0;
+        for (int64_t size : s.attr_ints("sizes")) cuts.insert(at += size);
+        continue;
+      }
+      if (s.op != "slice" || !s.has_attr("axes") || s.attr_ints("axes").size() != 1) return false;
+      int64_t ax = s.attr_ints("axes")[0];
+      if ((ax < 0 ? ax + rank_t : ax) != axis) return false;
+      if (s.has_attr("steps") && s.attr_ints("steps") != std::vector<int64_t>{1}) return false;
+      const ir::Shape st = s.attr_shape("starts"), en = s.attr_shape("ends");
+      if (!st[0].is_const() || !en[0].is_const()) return false;
+      auto clampi = [N](int64_t v) { return std::clamp(v < 0 ? v + N : v, int64_t{0}, N); };
+      cuts.insert(clampi(st[0].const_value()));
+      cuts.insert(clampi(en[0].const_value()));
+    }
+    return true;
   }
 
   // A constant of the source graph (weights the pass may slice per rank).
@@ -594,6 +618,8 @@ class Sharder {
     else if (a >= li - s) oa = a - li + lo;
     else if (a == p && p < lo - s && divisible(so[static_cast<size_t>(p)])) oa = p;
     if (oa < 0) return replicated(n, "the reshape mixes the split axis with others");
+    if (auto sec = sectioned_.find(x); sec != sectioned_.end() && oa == lo - 1)
+      sectioned_[n.outputs[0]] = sec->second;  // a view of a fused projection keeps its sections
     ir::Node m = n;
     if (n.op == "reshape") {
       ir::Shape target = so;
@@ -709,6 +735,13 @@ class Sharder {
     const int a = axis_of(n.inputs[0]);
     int ax = static_cast<int>(n.attr_int("axis", 0));
     if (ax < 0) ax += rank(n.inputs[0]);
+    if (sectioned_.count(n.inputs[0])) {  // the sections of a fused projection: each rank's parts
+      ir::Node m = n;
+      std::vector<int64_t> sizes = n.attr_ints("sizes");
+      for (auto& v : sizes) v /= W_;
+      m.attrs["sizes"] = sizes;
+      return emit(std::move(m), a);
+    }
     if (a == ax) return replicated(n, "split along the split axis");
     emit(n, a);
   }

@@ -134,3 +134,32 @@ def test_compiled_group_matches_one_rank(tmp_path):
     with pytest.raises(Exception, match="run it through a session group"):
         alone.run(feed)
     group.close()
+
+
+@pytest.mark.parametrize("model", ["bert", "gpt2", "llama"])
+def test_torch_modules(model):
+    """Hugging Face modules through dml.from_torch shard without model changes: GPT-2's fused c_attn
+    ([T, 3·d] viewed as [B, S, 3·d] and split) is split per section, Llama's q/k/v/gate/up column-wise."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import dinoml as dml
+    torch.manual_seed(0)
+    if model == "bert":
+        m = transformers.BertModel(transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                                           intermediate_size=128, vocab_size=512))
+    elif model == "gpt2":
+        m = transformers.GPT2Model(transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=512,
+                                                           n_positions=64, bos_token_id=0, eos_token_id=0))
+    else:
+        m = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+            vocab_size=512))
+    ids = torch.randint(0, 512, (1, 8))
+    g = dml.from_torch(m.eval(), (ids,), kwargs={} if model == "bert" else {"use_cache": False}).graph
+    feed = {g.inputs[0]: ids.numpy()}
+    ref, _ = ext.interpret(g, feed, {})
+    ranks, report = ext.shard_tensor_parallel(g, 2)
+    out = ext.interpret_group(ranks, feed)[0][0]
+    for k, v in ref.items():
+        assert np.abs(out[k] - v).max() <= 1e-5 * np.abs(v).max(), k
+    assert report["row_gemms"] == 4 and report["replicated"] == [], report

@@ -118,7 +118,9 @@ class _Converter:
         self.params = dict(sig.inputs_to_parameters)
         self.params.update(sig.inputs_to_buffers)
         self.params.update(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
-        self.user_inputs = list(sig.user_inputs)
+        # Non-tensor arguments (use_cache=False, a float) are specialised by export: the signature
+        # lists their values, not placeholder names.
+        self.user_inputs = [u for u in sig.user_inputs if isinstance(u, str)]
         self.constants = dict(ep.state_dict)
         self.constants.update(getattr(ep, "constants", {}) or {})
         self.states: Dict[str, str] = {}  # placeholder name -> name of a buffer the forward writes
