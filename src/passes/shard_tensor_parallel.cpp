@@ -217,6 +217,16 @@ class Sharder {
     out_.nodes.push_back(std::move(n));
   }
 
+  // `m` computes each rank's partial sum of `out`: emitted under a new name, then all_reduce
+  // writes `out`.
+  void emit_partial(ir::Node m, const std::string& out) {
+    m.outputs = {fresh(out + ".partial")};
+    std::string p = m.outputs[0];
+    emit(std::move(m), kRep);
+    ++report_.stats["all_reduce"];
+    add(out + ".reduced", "all_reduce", {p}, {{"world_size", int64_t{W_}}}, kRep, out);
+  }
+
   // A new one-output node; returns its output name.
   std::string add(const std::string& base, const std::string& op, std::vector<std::string> inputs, ir::Attrs attrs,
                   int a, const std::string& out_name = "") {
@@ -514,12 +524,7 @@ class Sharder {
     }
     if (sa == ra - 1 && (sb == bk || (sb == kRep && can_split(b, bk)))) {  // K split: partial sums
       m.inputs[1] = to_split(b, bk);
-      m.outputs = {fresh(n.outputs[0] + ".partial")};
-      std::string p = m.outputs[0];
-      emit(std::move(m), kRep);
-      ++report_.stats["all_reduce"];
-      add(n.outputs[0] + ".reduced", "all_reduce", {p}, {{"world_size", int64_t{W_}}}, kRep, n.outputs[0]);
-      return;
+      return emit_partial(std::move(m), n.outputs[0]);
     }
     replicated(n, "operands split along axes that do not match");
   }
@@ -778,13 +783,7 @@ class Sharder {
       return emit(n, oa);
     }
     if (n.op == "reduce_sum") {  // partial sums
-      ir::Node m = n;
-      m.outputs = {fresh(n.outputs[0] + ".partial")};
-      std::string p = m.outputs[0];
-      emit(std::move(m), kRep);
-      ++report_.stats["all_reduce"];
-      add(n.outputs[0] + ".reduced", "all_reduce", {p}, {{"world_size", int64_t{W_}}}, kRep, n.outputs[0]);
-      return;
+      return emit_partial(n, n.outputs[0]);
     }
     replicated(n, "reduction over the split axis");
   }

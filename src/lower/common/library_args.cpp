@@ -298,4 +298,22 @@ LibraryCallArgs kv_cache_write_args(EmitContext& cx, const ir::Node& n, Lowering
                   ", " + cx.ptr(n.inputs[2]) + ", " + cx.ptr(n.outputs[0])};
 }
 
+CollectiveArgs collective_args(EmitContext& cx, const ir::Node& n) {
+  const std::string& x = n.inputs.at(0);
+  const std::string& y = n.outputs.at(0);
+  const std::string world = std::to_string(n.attr_int("world_size"));
+  CollectiveArgs c;
+  if (n.op == "all_reduce") {
+    if (cx.root(x) != cx.root(y)) c.copy = cx.copy_stmt(cx.ptr(y), cx.ptr(x), cx.nbytes(y));
+    c.args = std::to_string(static_cast<int>(cx.tensor(y).dtype)) + ", " + cx.numel(y) + ", " + cx.ptr(y) + ", " + world;
+    return c;
+  }
+  const auto& xs = cx.tensor(x).shape;
+  int64_t a = n.attr_int("axis", 0);
+  if (a < 0) a += static_cast<int64_t>(xs.size());
+  c.args = esize_arg(cx, x) + ", " + cx.cpp_prod(xs, 0, static_cast<size_t>(a)) + ", " +
+           cx.cpp_prod(xs, static_cast<size_t>(a), xs.size()) + ", " + cx.ptr(x) + ", " + cx.ptr(y) + ", " + world;
+  return c;
+}
+
 }  // namespace dinoml::lower

@@ -59,6 +59,14 @@ nlohmann::json fused_members(const ir::Node& n);
 // kv_cache_write: esize, outer (leading axes), cache rows, new rows, row length, cache, new rows,
 // positions dtype, positions, out. `in_place` = the output aliases the cache state.
 LibraryCallArgs kv_cache_write_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool* in_place);
+// all_reduce / all_gather (the targets' collective kernels): the statement copying x into y when
+// all_reduce does not run in place (`copy`, empty otherwise) and the call arguments — all_reduce:
+// dtype, numel, y, world; all_gather: elem size, outer, inner (the rank's elements per outer index),
+// x, y, world.
+struct CollectiveArgs {
+  std::string copy, args;
+};
+CollectiveArgs collective_args(EmitContext& cx, const ir::Node& n);
 // The gemm_{rcr,rrr}* variant of `op` (ops/gemm.h; bmm_* excluded), nullopt for any other op.
 std::optional<ops::GemmVariant> plain_gemm_variant(const std::string& op);
 // The kernels' epilogue constant of `v`: `epi_prefix` + NONE, RELU, ..., ADD, ADD_RELU.

@@ -266,23 +266,9 @@ json emit_generator(EmitContext& cx, const ir::Node& n, std::ostringstream& body
 
 // Collectives meet the group's other ranks in the kernel library (kernels/cpu/collective.cpp).
 json emit_collective(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const std::string& x = n.inputs.at(0);
-  const std::string& y = n.outputs.at(0);
-  const std::string world = std::to_string(n.attr_int("world_size"));
-  if (n.op == "all_reduce") {
-    if (cx.root(x) != cx.root(y)) body << cx.copy_stmt(cx.ptr(y), cx.ptr(x), cx.nbytes(y));
-    body << checked_call(n, "dml_cpu_all_reduce(" + dtype_code(cx.tensor(y).dtype) + ", " + cx.numel(y) + ", " +
-                                cx.ptr(y) + ", " + world + ")");
-    return manifest(n, "dml_cpu_all_reduce.threads");
-  }
-  const auto& xs = cx.tensor(x).shape;
-  const int64_t r = static_cast<int64_t>(xs.size());
-  int64_t a = n.attr_int("axis", 0);
-  if (a < 0) a += r;
-  body << checked_call(n, "dml_cpu_all_gather(" + esize(cx, x) + ", " + cx.cpp_prod(xs, 0, static_cast<size_t>(a)) +
-                              ", " + cx.cpp_prod(xs, static_cast<size_t>(a), xs.size()) + ", " + cx.ptr(x) + ", " +
-                              cx.ptr(y) + ", " + world + ")");
-  return manifest(n, "dml_cpu_all_gather.threads");
+  const CollectiveArgs c = collective_args(cx, n);
+  body << c.copy << checked_call(n, "dml_cpu_" + n.op + "(" + c.args + ")");
+  return manifest(n, "dml_cpu_" + n.op + ".threads");
 }
 
 }  // namespace

@@ -76,22 +76,10 @@ json emit_argmax(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
 
 // Collectives of tensor-parallel artifacts: NCCL calls on the run's stream (kernels/cuda/collective.cu).
 json emit_collective(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
-  const std::string& x = n.inputs.at(0);
-  const std::string& y = n.outputs.at(0);
-  const std::string world = std::to_string(n.attr_int("world_size"));
-  if (n.op == "all_reduce") {
-    if (cx.root(x) != cx.root(y)) body << cx.copy_stmt(cx.ptr(y), cx.ptr(x), cx.nbytes(y));
-    body << checked_cuda_call(n, "dml_cuda_all_reduce(" + std::to_string(static_cast<int>(cx.tensor(y).dtype)) + ", " +
-                                     cx.numel(y) + ", " + cx.ptr(y) + ", " + world + ", stream)");
-    return single(n, "dml_cuda_all_reduce.nccl", "NCCL all-reduce (sum) in place on the run's stream");
-  }
-  const auto& xs = cx.tensor(x).shape;
-  int64_t a = n.attr_int("axis", 0);
-  if (a < 0) a += static_cast<int64_t>(xs.size());
-  body << checked_cuda_call(n, "dml_cuda_all_gather(" + esize_arg(cx, x) + ", " + cx.cpp_prod(xs, 0, static_cast<size_t>(a)) +
-                                   ", " + cx.cpp_prod(xs, static_cast<size_t>(a), xs.size()) + ", " + cx.ptr(x) + ", " +
-                                   cx.ptr(y) + ", " + world + ", stream)");
-  return single(n, "dml_cuda_all_gather.nccl", "NCCL all-gather (interleaved by rows for an inner axis)");
+  const CollectiveArgs c = collective_args(cx, n);
+  body << c.copy << checked_cuda_call(n, "dml_cuda_" + n.op + "(" + c.args + ", stream)");
+  return single(n, "dml_cuda_" + n.op + ".nccl", n.op == "all_reduce" ? "NCCL all-reduce (sum) in place on the run's stream"
+                                                                       : "NCCL all-gather (interleaved by rows for an inner axis)");
 }
 
 }  // namespace
