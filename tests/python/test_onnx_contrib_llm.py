@@ -283,3 +283,133 @@ def test_group_query_attention_unsupported_inputs_are_named(tmp_path):
     path = _save(tmp_path, [node], inputs, [helper.make_tensor_value_info("o", f, None)], [], "gqa_bias")
     with pytest.raises(dml.OnnxImportError, match=r"layers\.0\.attn.*attention_bias"):
         dml.from_onnx(path)
+
+
+# ---- a tiny decoder as onnxruntime-genai's model builder writes it, int4 by ORT's own quantizer -------
+
+V, HID, LAYERS, FF = 96, NQ * HD, 2, 128
+
+
+def _decoder(tmp_path):
+    """Embedding, per layer RMS norm → q/k/v MatMuls → GroupQueryAttention (rotary caches, seqlens_k
+    and total_sequence_length computed from attention_mask as the model builder does) → o MatMul →
+    residual → RMS norm → SwiGLU MLP → residual; final norm and lm_head; then every MatMul weight
+    block-wise int4 by onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer."""
+    f, rng = TensorProto.FLOAT, np.random.default_rng(1)
+    nodes, inits = [], []
+
+    def w(name, shape, scale=0.15):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    def gamma(name):
+        inits.append(numpy_helper.from_array((1 + 0.1 * rng.standard_normal(HID)).astype(np.float32), name))
+        return name
+
+    theta = np.arange(MAXPOS)[:, None] * (10000.0 ** (-np.arange(HD // 2) / (HD // 2)))[None, :]
+    inits += [numpy_helper.from_array(np.cos(theta).astype(np.float32), "cos_cache"),
+              numpy_helper.from_array(np.sin(theta).astype(np.float32), "sin_cache"),
+              numpy_helper.from_array(np.array([1], np.int64), "axes1"),
+              numpy_helper.from_array(np.array(1, np.int64), "one"),
+              numpy_helper.from_array(np.array(1, np.int64), "idx1")]
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"])]
+    outputs = [helper.make_tensor_value_info("logits", f, ["batch_size", "sequence_length", V])]
+    nodes += [helper.make_node("Gather", [w("embed", [V, HID], 0.5), "input_ids"], ["x0"]),
+              helper.make_node("ReduceSum", ["attention_mask", "axes1"], ["mask_sum"], keepdims=0),
+              helper.make_node("Sub", ["mask_sum", "one"], ["seqlens_i64"]),
+              helper.make_node("Cast", ["seqlens_i64"], ["seqlens_k"], to=TensorProto.INT32),
+              helper.make_node("Shape", ["attention_mask"], ["mask_shape"]),
+              helper.make_node("Gather", ["mask_shape", "idx1"], ["total_i64"]),
+              helper.make_node("Cast", ["total_i64"], ["total_seq_len"], to=TensorProto.INT32)]
+    x = "x0"
+    for i in range(LAYERS):
+        L = f"layers.{i}"
+        pk, pv = f"past_key_values.{i}.key", f"past_key_values.{i}.value"
+        inputs += [helper.make_tensor_value_info(n, f, ["batch_size", NKV, "past_sequence_length", HD]) for n in (pk, pv)]
+        outputs += [helper.make_tensor_value_info(n, f, ["batch_size", NKV, "total_sequence_length", HD])
+                    for n in (f"present.{i}.key", f"present.{i}.value")]
+        nodes += [helper.make_node("SimplifiedLayerNormalization", [x, gamma(f"{L}.ln1")], [f"{L}.h"], epsilon=1e-5),
+                  helper.make_node("MatMul", [f"{L}.h", w(f"{L}.q.weight", [HID, NQ * HD])], [f"{L}.q"]),
+                  helper.make_node("MatMul", [f"{L}.h", w(f"{L}.k.weight", [HID, NKV * HD])], [f"{L}.k"]),
+                  helper.make_node("MatMul", [f"{L}.h", w(f"{L}.v.weight", [HID, NKV * HD])], [f"{L}.v"]),
+                  helper.make_node("GroupQueryAttention", [f"{L}.q", f"{L}.k", f"{L}.v", pk, pv, "seqlens_k",
+                                                           "total_seq_len", "cos_cache", "sin_cache"],
+                                   [f"{L}.attn", f"present.{i}.key", f"present.{i}.value"], name=f"{L}.attn.GQA",
+                                   domain=MS, num_heads=NQ, kv_num_heads=NKV, do_rotary=1),
+                  helper.make_node("MatMul", [f"{L}.attn", w(f"{L}.o.weight", [NQ * HD, HID])], [f"{L}.o"]),
+                  helper.make_node("Add", [x, f"{L}.o"], [f"{L}.r1"]),
+                  helper.make_node("SimplifiedLayerNormalization", [f"{L}.r1", gamma(f"{L}.ln2")], [f"{L}.h2"],
+                                   epsilon=1e-5),
+                  helper.make_node("MatMul", [f"{L}.h2", w(f"{L}.gate.weight", [HID, FF])], [f"{L}.gate"]),
+                  helper.make_node("MatMul", [f"{L}.h2", w(f"{L}.up.weight", [HID, FF])], [f"{L}.up"]),
+                  helper.make_node("Sigmoid", [f"{L}.gate"], [f"{L}.sig"]),
+                  helper.make_node("Mul", [f"{L}.gate", f"{L}.sig"], [f"{L}.silu"]),
+                  helper.make_node("Mul", [f"{L}.silu", f"{L}.up"], [f"{L}.act"]),
+                  helper.make_node("MatMul", [f"{L}.act", w(f"{L}.down.weight", [FF, HID])], [f"{L}.down"]),
+                  helper.make_node("Add", [f"{L}.r1", f"{L}.down"], [f"{L}.out"])]
+        x = f"{L}.out"
+    nodes += [helper.make_node("SimplifiedLayerNormalization", [x, gamma("norm")], ["xn"], epsilon=1e-5),
+              helper.make_node("MatMul", ["xn", w("lm_head.weight", [HID, V])], ["logits"])]
+    graph = helper.make_graph(nodes, "tiny_decoder", inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    model.ir_version = 10
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    q = MatMulNBitsQuantizer(model, bits=4, block_size=32, is_symmetric=False)
+    q.process()
+    path = str(tmp_path / "tiny_decoder_int4.onnx")
+    onnx.save(q.model.model, path)
+    return path
+
+
+def test_tiny_int4_decoder_quantized_by_onnx_runtime_matches_it(tmp_path):
+    path = _decoder(tmp_path)
+    ops = [(n.domain, n.op_type) for n in onnx.load(path).graph.node]
+    assert ops.count((MS, "MatMulNBits")) == 7 * LAYERS + 1 and ops.count((MS, "GroupQueryAttention")) == LAYERS, ops
+    sess = _compile(path, tmp_path, dims={"batch_size": (1, 4), "sequence_length": (1, 16),
+                                          "past_sequence_length": (1, 32), "total_sequence_length": (1, 48)})
+    ref = _ort(path)
+    names = [o.name for o in ref.get_outputs()]
+
+    def past_of(outs, b=None):
+        return {f"past_key_values.{i}.{kv}": outs[names.index(f"present.{i}.{kv}")] for i in range(LAYERS)
+                for kv in ("key", "value")}
+
+    def check(got, want, valid, what):
+        np.testing.assert_allclose(got["logits"], want[0], rtol=RTOL, atol=1e-4, err_msg=f"{what} logits")
+        for k, n in enumerate(names[1:], 1):
+            for b, t in enumerate(valid):
+                np.testing.assert_allclose(got[n][b, :, :t], want[k][b, :, :t], rtol=RTOL, atol=ATOL, err_msg=f"{what} {n}")
+
+    # The first prompt: ORT with an empty past; DinoML (whose dims are >= 1) with one ignored past row
+    # and an attention_mask with one trailing 0, so seqlens_k says no token was cached: the logits are
+    # ORT's, and the presents' first 6 rows (the rest is unspecified in ORT too) are the cache.
+    ids = np.array([[5, 17, 42, 8, 63, 2]], np.int64)
+    n = ids.shape[1]
+    empty = {f"past_key_values.{i}.{kv}": np.zeros((1, NKV, 0, HD), np.float32) for i in range(LAYERS)
+             for kv in ("key", "value")}
+    first = ref.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids), **empty})
+    dummy = {k: RNG.standard_normal((1, NKV, 1, HD)).astype(np.float32) for k in empty}
+    got = sess.run_numpy({"input_ids": ids, "attention_mask": np.concatenate([np.ones_like(ids), [[0]]], 1), **dummy})
+    check(got, first, [n], "first prompt")
+    ours_past, theirs_past = past_of([got[k][:, :, :n] if k != "logits" else got[k] for k in names]), past_of(first)
+    tok = int(first[0][0, -1].argmax())
+    for step in range(4):
+        feed = {"input_ids": np.array([[tok]], np.int64), "attention_mask": np.ones((1, n + 1), np.int64)}
+        want = ref.run(None, {**feed, **theirs_past})
+        got = sess.run_numpy({**feed, **ours_past})
+        check(got, want, [n + 1], f"decode step {step}")
+        ours_past, theirs_past = past_of([got[k] for k in names]), past_of(want)
+        n, tok = n + 1, int(want[0][0, -1].argmax())
+    chunk = {"input_ids": np.array([[tok, 3, 77, 21]], np.int64), "attention_mask": np.ones((1, n + 4), np.int64)}
+    check(sess.run_numpy({**chunk, **ours_past}), ref.run(None, {**chunk, **theirs_past}), [n + 4], "chunk")
+
+    # A right-padded batch of 3 (prompts of 6, 3 and 5 tokens) decoding one token each.
+    lens = [6, 3, 5]
+    ids = RNG.integers(0, V, (3, 6)).astype(np.int64)
+    mask = (np.arange(6)[None] < np.array(lens)[:, None]).astype(np.int64)
+    empty3 = {k: np.zeros((3, NKV, 0, HD), np.float32) for k in empty}
+    past = past_of(ref.run(None, {"input_ids": ids, "attention_mask": mask, **empty3}))
+    feed = {"input_ids": RNG.integers(0, V, (3, 1)).astype(np.int64),
+            "attention_mask": (np.arange(7)[None] < np.array(lens)[:, None] + 1).astype(np.int64), **past}
+    check(sess.run_numpy(feed), ref.run(None, feed), [t + 1 for t in lens], "padded batch decode")
