@@ -413,3 +413,21 @@ def test_tiny_int4_decoder_quantized_by_onnx_runtime_matches_it(tmp_path):
     feed = {"input_ids": RNG.integers(0, V, (3, 1)).astype(np.int64),
             "attention_mask": (np.arange(7)[None] < np.array(lens)[:, None] + 1).astype(np.int64), **past}
     check(sess.run_numpy(feed), ref.run(None, feed), [t + 1 for t in lens], "padded batch decode")
+
+
+def test_matmul_nbits_float16_matches_onnx_runtime(tmp_path):
+    """A float16 model (float16 A and scales) stays float16: W is dequantized in float32 and rounded once."""
+    K, N, bs = 64, 32, 32
+    B, scale, zp, _ = _quantize(RNG.standard_normal((N, K)).astype(np.float32), 4, bs, "packed")
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(scale.astype(np.float16), "scales"),
+             numpy_helper.from_array(zp, "zp")]
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales", "zp"], ["Y"], domain=MS, K=K, N=N, bits=4, block_size=bs)
+    path = _save(tmp_path, [node], [helper.make_tensor_value_info("A", TensorProto.FLOAT16, ["batch", K])],
+                 [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, None)], inits, "nbits_f16")
+    sess, ref = _compile(path, tmp_path, dims={"batch": (1, 8)}), _ort(path)
+    for b in (1, 5):
+        a = RNG.standard_normal((b, K)).astype(np.float16)
+        got, want = sess.run_numpy({"A": a})["Y"], ref.run(None, {"A": a})[0]
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=0,
+                                   atol=2e-3 * float(np.abs(want).max()))
