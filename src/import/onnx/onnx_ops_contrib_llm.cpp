@@ -60,7 +60,8 @@ void convert_matmul_nbits(Importer& im, NodeView& n) {
   if (n.i("weight_prepacked", 0) != 0) throw Unsupported("MatMulNBits with weight_prepacked (an EP-specific layout)");
   if (bits != 2 && bits != 4 && bits != 8)
     throw Unsupported("MatMulNBits with bits = " + std::to_string(bits) + " (2, 4 and 8 are supported)");
-  if (K <= 0 || N <= 0 || bs < 16 || (bs & (bs - 1)) != 0)
+  if (K <= 0 || N <= 0 || K > (int64_t{1} << 31) || N > (int64_t{1} << 31) || bs < 16 || bs > (int64_t{1} << 20) ||
+      (bs & (bs - 1)) != 0)
     throw Invalid("MatMulNBits: K " + std::to_string(K) + ", N " + std::to_string(N) + ", block_size " +
                   std::to_string(bs) + " (K, N > 0; block_size a power of two >= 16)");
   const auto as = im.type(a).shape;
@@ -160,7 +161,7 @@ void convert_group_query_attention(Importer& im, NodeView& n) {
   expect_float(im, n, query);
   const DType dt = im.type(query).dtype;
   const int64_t Nq = n.i_req("num_heads"), Nkv = n.i_req("kv_num_heads");
-  if (Nq <= 0 || Nkv <= 0 || Nq % Nkv != 0)
+  if (Nq <= 0 || Nkv <= 0 || Nq > (1 << 20) || Nq % Nkv != 0)
     throw Invalid("GroupQueryAttention: num_heads " + std::to_string(Nq) + " is not a multiple of kv_num_heads " +
                   std::to_string(Nkv));
   // Refused features, each named.
@@ -192,7 +193,7 @@ void convert_group_query_attention(Importer& im, NodeView& n) {
   const bool packed = !n.has_input(1);
   if (packed && n.has_input(2)) throw Invalid("GroupQueryAttention: value without key");
   const int64_t width = qs[2].const_value(), heads_in = packed ? Nq + 2 * Nkv : Nq;
-  if (width % heads_in != 0)
+  if (width <= 0 || width % heads_in != 0)
     throw Invalid("GroupQueryAttention: query width " + std::to_string(width) + " is not a multiple of " +
                   std::to_string(heads_in) + " heads");
   const int64_t H = width / heads_in;
@@ -221,12 +222,9 @@ void convert_group_query_attention(Importer& im, NodeView& n) {
   // seqlens_k → P_b = max(T_b − S, 0) as int64 [B] (the valid past rows of entry b).
   std::string seqlens = im.cast(im.in(n, 5), DType::i64);
   if (im.type(seqlens).shape.size() != 1) throw Invalid("GroupQueryAttention: seqlens_k must be [batch]");
-  n.has_input(6) ? (void)0 : throw Invalid("GroupQueryAttention: total_sequence_length is missing");
   // total_sequence_length only bounds T_b in ORT (and picks its prompt path, which the formula for
-  // P_b covers); present has past + S rows here. A value the importer knows is checked against that.
-  if (auto tsv = im.try_sym(n.input(6))) {
-    if (tsv->values.size() != 1) throw Invalid("GroupQueryAttention: total_sequence_length must be a scalar");
-  }
+  // P_b covers); present has past + S rows here, so it is not read.
+  if (!n.has_input(6)) throw Invalid("GroupQueryAttention: total_sequence_length is missing");
   const std::string one = im.scalar(DType::i64, 1), zero = im.scalar(DType::i64, 0);
   const std::string s_val = im.sym_tensor({{S}, true}, "gqa_seq");
   std::string past_b = im.op("sub", {im.op("add", {seqlens, one}), s_val});
@@ -250,9 +248,7 @@ void convert_group_query_attention(Importer& im, NodeView& n) {
     sin = im.op("gather", {sin, pos}, {{"axis", int64_t{0}}});
     q = rotary(im, q, cos, sin, interleaved);
     k = rotary(im, k, cos, sin, interleaved);
-  } else if (n.has_input(7) || n.has_input(8)) {
-    n.ignore("rotary_interleaved");  // caches given without do_rotary are unused (as in ORT)
-  }
+  }  // caches given without do_rotary are unused (as in ORT)
   const std::vector<int64_t> bnsh = {0, 2, 1, 3};
   q = im.op("permute", {q}, {{"dims", bnsh}});
   k = im.op("permute", {k}, {{"dims", bnsh}});
