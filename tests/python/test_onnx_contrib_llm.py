@@ -431,3 +431,29 @@ def test_matmul_nbits_float16_matches_onnx_runtime(tmp_path):
         assert got.dtype == np.float16
         np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=0,
                                    atol=2e-3 * float(np.abs(want).max()))
+
+
+def test_group_query_attention_float16_matches_onnx_runtime(tmp_path):
+    """A float16 GroupQueryAttention (interleaved rotary, local window) stays float16."""
+    path = _gqa_model(tmp_path, "gqa_f16", rotary=(HD, 1), local_window_size=4)
+    m = onnx.load(path)
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    for t in m.graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    onnx.save(m, path)
+    sess = _compile(path, tmp_path, dims={"batch": (1, 4), "seq": (1, 16), "past": (1, 32)})
+    ref = _ort(path)
+    for b, s, p, seqlens in STEPS:
+        feed = {k: v.astype(np.float16) if v.dtype == np.float32 else v
+                for k, v in _gqa_feed(b, s, p, seqlens, False).items()}
+        got, want = sess.run_numpy(feed), ref.run(None, feed)
+        assert got["output"].dtype == np.float16
+        for bi, t in enumerate(seqlens):
+            q = min(s, t)
+            np.testing.assert_allclose(got["output"][bi, :q].astype(np.float32), want[0][bi, :q].astype(np.float32),
+                                       rtol=0, atol=2e-3 * float(np.abs(want[0]).max()))
+            for k, name in ((1, "present_key"), (2, "present_value")):
+                np.testing.assert_allclose(got[name][bi, :, :t].astype(np.float32), want[k][bi, :, :t].astype(np.float32),
+                                           rtol=0, atol=2e-3 * float(np.abs(want[k]).max()))
