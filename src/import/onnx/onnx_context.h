@@ -103,6 +103,7 @@ void register_indexing_converters(ConverterTable& t);     // onnx_ops_indexing.c
 void register_quant_converters(ConverterTable& t);        // onnx_ops_quant.cpp
 void register_misc_converters(ConverterTable& t);         // onnx_ops_misc.cpp
 void register_contrib_converters(ConverterTable& t);      // onnx_ops_contrib.cpp (newer opsets, com.microsoft.*)
+void register_contrib_llm_converters(ConverterTable& t);  // onnx_ops_contrib_llm.cpp (MatMulNBits, GroupQueryAttention)
 const ConverterTable& converters();
 
 // A symbolic int64 value (rank 0 or 1) computed from shapes with dims, e.g. Shape(x) of x[batch, 8].

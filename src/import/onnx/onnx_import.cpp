@@ -66,6 +66,7 @@ const ConverterTable& converters() {
     register_quant_converters(t);
     register_misc_converters(t);
     register_contrib_converters(t);
+    register_contrib_llm_converters(t);
     register_control_converters(t);
     register_sample_converters(t);
     return t;
