@@ -134,6 +134,11 @@ def test_compiled_group_matches_one_rank(tmp_path):
     with pytest.raises(Exception, match="run it through a session group"):
         alone.run(feed)
     group.close()
+    # dinoml generate's decoder runs the ranks as a group: the same greedy tokens as one rank.
+    from dinoml.tools.generate import generate
+    one_rank = generate(str(tmp_path / "one"), list(PROMPT), 6)
+    two_ranks = generate(art.path, list(PROMPT), 6)
+    assert list(two_ranks["tokens"]) == list(one_rank["tokens"])
 
 
 @pytest.mark.parametrize("model", ["bert", "gpt2", "llama"])

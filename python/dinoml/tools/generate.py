@@ -119,7 +119,8 @@ class Decoder:
         self.module = runtime.load(artifact)
         lay = decoder_layout(self.module, artifact)
         self.max_seq, self.ctx, self.vocab, self.slots = lay["max_seq"], lay["ctx"], lay["vocab"], lay["slots"]
-        self.session = self.module.create_session()
+        # A tensor-parallel artifact runs all its ranks together (the group has the session's run/reset).
+        self.session = runtime.load_group(artifact) if self.module.world_size > 1 else self.module.create_session()
         self.pos = 0
 
     def reset(self):
