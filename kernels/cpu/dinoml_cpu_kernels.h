@@ -181,6 +181,12 @@ DML_CPU_API int dml_cpu_gather(size_t elem_size, int64_t outer, int64_t axis_len
 /* embedding: y[i, :] = weight[idx[i], :] with idx in [0, vocab). */
 DML_CPU_API int dml_cpu_embedding(size_t elem_size, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
                                   const void* indices, int64_t num_indices, void* y);
+/* embedding from a table kept as GGUF blocks (dinoml/quant_blocks.h; qtype = ggml type number, a
+ * block-quantized type): weight is vocab rows of dim / block_size blocks; y[i, :] (float32) = the
+ * reference dequantization of row idx[i], idx in [0, vocab) (else DML_CPU_ERR_INDEX before any
+ * row is written). dim must be a multiple of the block size. */
+DML_CPU_API int dml_cpu_embedding_quant(int qtype, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
+                                        const void* indices, int64_t num_indices, float* y);
 
 /* kv_cache_write: y = cache, then y[o, positions[t], :] = values[o, t, :] (cache [outer, rows, row_size],
  * values [outer, num_new, row_size]); positions in [0, rows) or DML_CPU_ERR_INDEX before anything moves;

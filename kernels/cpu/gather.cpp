@@ -1,4 +1,5 @@
-// Indexing (gather / take, embedding) and generators (arange, fill).
+// Indexing (gather / take, embedding, embedding from a GGUF block table) and generators (arange,
+// fill).
 //
 // Index tensors are checked completely before any data moves: an out-of-range index is reported
 // (position and value) as DML_CPU_ERR_INDEX on the calling thread and nothing out of bounds is
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <dinoml/quant_ref.h>
 
 #include "kernel_common.h"
 
@@ -68,6 +71,30 @@ extern "C" int dml_cpu_embedding(size_t elem_size, int64_t vocab, int64_t dim, c
 #pragma omp parallel for schedule(static) if (num_indices > 1 && num_indices * dim > kParallelWork)
   for (int64_t i = 0; i < num_indices; ++i)
     std::memcpy(dst + static_cast<size_t>(i) * row, src + static_cast<size_t>(idx[static_cast<size_t>(i)]) * row, row);
+  return DML_CPU_OK;
+}
+
+extern "C" int dml_cpu_embedding_quant(int qtype, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
+                                       const void* indices, int64_t num_indices, float* y) {
+  const dml_qtype_traits* tr = dml_qtype_get(qtype);
+  if (!tr || !tr->supported || !tr->is_quantized)
+    return fail(DML_CPU_ERR_UNSUPPORTED, std::string("dml_cpu_embedding_quant: type ") +
+                                             (tr ? tr->name : std::to_string(qtype)) + " is not a supported block type");
+  if (vocab < 0 || dim < 0 || num_indices < 0 || dim % tr->block_size != 0)
+    return fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_embedding_quant: a [" + std::to_string(vocab) + ", " + std::to_string(dim) +
+                                          "] table is not whole rows of " + tr->name + " blocks (" +
+                                          std::to_string(tr->block_size) + " elements)");
+  std::vector<int64_t> idx;
+  if (int st = normalise_indices("dml_cpu_embedding_quant", index_dtype, indices, num_indices, vocab, false, idx))
+    return st;
+  // Row r of the table is dim / block_size blocks at r * row_bytes; only the selected rows are
+  // decoded, with the reference dequantizer (bit-identical to the interpreter's reading).
+  const size_t row_bytes = static_cast<size_t>(dim / tr->block_size) * tr->type_size;
+  const unsigned char* src = static_cast<const unsigned char*>(weight);
+#pragma omp parallel for schedule(static) if (num_indices > 1 && num_indices * dim > kParallelWork)
+  for (int64_t i = 0; i < num_indices; ++i)
+    dinoml::quant::dequantize_row(qtype, src + static_cast<size_t>(idx[static_cast<size_t>(i)]) * row_bytes,
+                                  y + static_cast<size_t>(i) * static_cast<size_t>(dim), dim);
   return DML_CPU_OK;
 }
 

@@ -141,6 +141,11 @@ DML_CUDA_API int dml_cuda_gather(size_t esize, int64_t outer, int64_t axis_len, 
                                  int index_dtype, const void* indices, int64_t num_indices, void* y, void* stream);
 DML_CUDA_API int dml_cuda_embedding(size_t esize, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
                                     const void* indices, int64_t num_indices, void* y, void* stream);
+/* embedding from a table kept as GGUF blocks (qtype: ggml type number, q4_0 q4_1 q5_0 q5_1 q8_0
+ * q2_K..q6_K): y[t, :] (float32) = the reference dequantization of row indices[t]; out-of-range
+ * ids give zero rows, as above. */
+DML_CUDA_API int dml_cuda_embedding_quant(int qtype, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
+                                          const void* indices, int64_t num_indices, float* y, void* stream);
 /* y = cache[outer, S, D] with rows positions[t] replaced by values[outer, T, D]; y may alias the cache. */
 DML_CUDA_API int dml_cuda_kv_cache_write(size_t esize, int64_t outer, int64_t S, int64_t T, int64_t D,
                                          const void* cache, const void* values, int pos_dtype, const void* positions,

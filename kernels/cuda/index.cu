@@ -1,8 +1,10 @@
-// Indexing and decoding ops: gather / embedding (row copies by index), kv_cache_write (rows of a
+// Indexing and decoding ops: gather / embedding (row copies by index; an embedding table kept as
+// GGUF blocks is decoded row by row with the qgemm unit decoders), kv_cache_write (rows of a
 // cache replaced at given positions; in place when the output aliases the cache) and argmax.
 // Indices stay on the device, so they are bounds-checked there: an out-of-range index produces
 // zero rows (gather/embedding) or no write (kv_cache_write) and never an out-of-bounds access.
 #include "common.cuh"
+#include "quant_units.cuh"
 
 namespace dml_cuda {
 namespace {
@@ -86,8 +88,62 @@ __global__ void argmax_kernel(int64_t outer, int64_t axis, int64_t inner, const 
   if (lane == 0) y[out] = bi < 0 ? 0 : bi;
 }
 
+// y[t, :] = dequantized row idx[t] of a GGUF block table w[vocab, dim], one unit (a contiguous
+// run of Fmt::UNIT elements of one block) per thread; out-of-range ids give zero rows.
+template <int QT>
+__global__ void embedding_quant_kernel(int64_t vocab, int64_t dim, const uint8_t* __restrict__ w, int64_t row_bytes,
+                                       int index_dtype, const void* __restrict__ idx, int64_t num, float* __restrict__ y) {
+  using F = qunit::Fmt<QT>;
+  const int64_t units_per_row = dim / F::UNIT;
+  const int64_t total = num * units_per_row;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = t / units_per_row, u = t % units_per_row;
+    const int64_t i = load_index(index_dtype, idx, r);
+    float* o = y + r * dim + u * F::UNIT;
+    if (i < 0 || i >= vocab) {
+      for (int e = 0; e < F::UNIT; ++e) o[e] = 0.0f;
+      continue;
+    }
+    F::visit(w + i * row_bytes + (u / F::UPB) * F::BYTES, static_cast<int>(u % F::UPB), [&](int e, float v) { o[e] = v; });
+  }
+}
+
+template <int QT>
+int embedding_quant(int64_t vocab, int64_t dim, const void* w, int index_dtype, const void* idx, int64_t num, float* y,
+                    void* stream) {
+  using F = qunit::Fmt<QT>;
+  if (dim % (F::UNIT * F::UPB) != 0) return fail("dml_cuda_embedding_quant: dim is not a whole number of blocks");
+  const int64_t units = num * (dim / F::UNIT);
+  if (units == 0) return 0;
+  const int64_t row_bytes = dim / (F::UNIT * F::UPB) * F::BYTES;
+  embedding_quant_kernel<QT><<<blocks_for(units, 256), 256, 0, as_stream(stream)>>>(
+      vocab, dim, static_cast<const uint8_t*>(w), row_bytes, index_dtype, idx, num, y);
+  return check_launch("dml_cuda_embedding_quant");
+}
+
 }  // namespace
 }  // namespace dml_cuda
+
+extern "C" int dml_cuda_embedding_quant(int qtype, int64_t vocab, int64_t dim, const void* weight, int index_dtype,
+                                        const void* indices, int64_t num_indices, float* y, void* stream) {
+  using namespace dml_cuda;
+  if (index_dtype != 5 && index_dtype != 6) return fail("dml_cuda_embedding_quant: indices must be int32 or int64");
+  if (vocab < 0 || dim < 0 || num_indices < 0) return fail("dml_cuda_embedding_quant: negative extent");
+  switch (qtype) {
+    case DML_QT_Q4_0: return embedding_quant<DML_QT_Q4_0>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q4_1: return embedding_quant<DML_QT_Q4_1>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q5_0: return embedding_quant<DML_QT_Q5_0>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q5_1: return embedding_quant<DML_QT_Q5_1>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q8_0: return embedding_quant<DML_QT_Q8_0>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q2_K: return embedding_quant<DML_QT_Q2_K>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q3_K: return embedding_quant<DML_QT_Q3_K>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q4_K: return embedding_quant<DML_QT_Q4_K>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q5_K: return embedding_quant<DML_QT_Q5_K>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    case DML_QT_Q6_K: return embedding_quant<DML_QT_Q6_K>(vocab, dim, weight, index_dtype, indices, num_indices, y, stream);
+    default: return fail("dml_cuda_embedding_quant: quant type " + std::to_string(qtype) + " has no GPU decoder");
+  }
+}
 
 extern "C" int dml_cuda_gather(size_t esize, int64_t outer, int64_t axis_len, int64_t inner, const void* x,
                                int index_dtype, const void* indices, int64_t num_indices, void* y, void* stream) {

@@ -93,10 +93,11 @@ void validate_structure(const Graph& g) {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const auto& in = n.inputs[i];
       if (!g.has_tensor(in)) fail(g, what, "input '" + in + "' is not a tensor of the graph");
-      if (const auto& q = g.tensor(in).quant; q && !(i == 1 && n.op.rfind("gemm_rcr", 0) == 0))
+      if (const auto& q = g.tensor(in).quant;
+          q && !(i == 1 && (n.op.rfind("gemm_rcr", 0) == 0 || n.op == "embedding")))
         fail(g, what, "reads quantized constant '" + in + "' (" + q->type + ", kept as GGUF blocks) as input " +
-                          std::to_string(i) + "; only gemm_rcr* can consume quantized weights (as b): bind it with "
-                          "policy 'dequantize' instead");
+                          std::to_string(i) + "; only gemm_rcr* (as b) and embedding (as the table) can consume "
+                          "quantized weights: bind it with policy 'dequantize' instead");
       if (!available.count(in)) fail(g, what, "input '" + in + "' is used before any node produces it (nodes must be in topological order)");
     }
     for (const auto& out : n.outputs) {

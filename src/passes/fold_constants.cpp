@@ -2,7 +2,8 @@
 // inputs are all constants (or that has no inputs, e.g. arange / full) and whose outputs have
 // static shapes; its outputs become constant tensors (data in Graph::constant_data) and the node
 // is removed. Works in topological order, so chains of constant nodes fold in one run.
-// Leaves alone: `output` and `state_assign` (they are graph plumbing, not values); nodes whose
+// Leaves alone: `output` and `state_assign` (they are graph plumbing, not values); nodes reading a
+// quantized constant (GGUF blocks, IR `quant`: never folded into a dense value); nodes whose
 // folded outputs would exceed 64 MiB; pure broadcasts (`expand`, `full`) producing more than
 // 1 MiB that is much larger than their inputs — materialising those would only bloat
 // constants.bin, the kernel recomputes them for free. Unused input constants are left for
@@ -44,7 +45,9 @@ PassResult fold_constants(ir::Graph& g) {
     uint64_t in_bytes = 0;
     for (const auto& in : n.inputs) {
       const auto& t = g.tensor(in);
-      if (t.kind != ir::TensorKind::constant) { foldable = false; break; }
+      // A constant kept as GGUF blocks stays what it is: folding a node that reads it (gemm_rcr's b,
+      // an embedding table) would store its dequantized values instead, 4-8x the bytes.
+      if (t.kind != ir::TensorKind::constant || t.quant) { foldable = false; break; }
       in_bytes += static_nbytes(t);
     }
     if (!foldable) continue;

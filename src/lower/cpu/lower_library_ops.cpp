@@ -245,6 +245,16 @@ json emit_embedding(EmitContext& cx, const ir::Node& n, std::ostringstream& body
   const auto& idx = cx.tensor(n.inputs.at(0));
   const auto& w = cx.tensor(n.inputs.at(1));
   if (w.shape.size() != 2) no_lowering(n, "weight must be [V, D]");
+  if (w.quant) {
+    // A table kept as GGUF blocks (gguf_constant policy keep): only the selected rows are decoded.
+    const int qt = dml_qtype_by_name(w.quant->type.c_str());
+    if (qt < 0) no_lowering(n, "unknown quant type " + w.quant->type);
+    body << checked_call(n, "dml_cpu_embedding_quant(" + std::to_string(qt) + " /* " + w.quant->type + " */, " +
+                                cx.cpp(w.shape[0]) + ", " + cx.cpp(w.shape[1]) + ", " + cx.ptr(n.inputs[1]) + ", " +
+                                dtype_code(idx.dtype) + ", " + cx.ptr(n.inputs[0]) + ", " + cx.numel(n.inputs[0]) +
+                                ", (float*)" + cx.ptr(n.outputs[0]) + ")");
+    return manifest(n, "dml_cpu_embedding_quant.dequantize_rows");
+  }
   body << checked_call(n, "dml_cpu_embedding(" + esize(cx, n.inputs[1]) + ", " + cx.cpp(w.shape[0]) + ", " +
                               cx.cpp(w.shape[1]) + ", " + cx.ptr(n.inputs[1]) + ", " + dtype_code(idx.dtype) + ", " +
                               cx.ptr(n.inputs[0]) + ", " + cx.numel(n.inputs[0]) + ", " + cx.ptr(n.outputs[0]) + ")");

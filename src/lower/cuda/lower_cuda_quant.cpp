@@ -1,6 +1,6 @@
 // GPU lowering of the llama decoder's ops (issue 6): gemm_rcr* whose weight is kept as GGUF blocks
-// (dml_cuda_qgemm, kernels/cuda/qgemm.cu), gather / embedding / kv_cache_write / argmax
-// (kernels/cuda/index.cu). Same canonical shapes as the CPU lowering.
+// (dml_cuda_qgemm, kernels/cuda/qgemm.cu), gather / embedding (also from a GGUF block table) /
+// kv_cache_write / argmax (kernels/cuda/index.cu). Same canonical shapes as the CPU lowering.
 #include <cstdlib>
 
 #include <dinoml/quant_blocks.h>
@@ -45,7 +45,21 @@ json emit_embedding(EmitContext& cx, const ir::Node& n, std::ostringstream& body
   const auto& w = cx.tensor(n.inputs.at(1));
   expect_index(n, idx.dtype, "indices");
   if (w.shape.size() != 2) no_cuda_lowering(n, "weight must be [V, D]");
-  if (w.quant) no_cuda_lowering(n, "a quantized embedding table (dequantize it: gguf_constant policy dequantize)");
+  if (w.quant) {
+    // A table kept as GGUF blocks: the selected rows are decoded on the device (index.cu).
+    const int qt = dml_qtype_by_name(w.quant->type.c_str());
+    bool ok = false;
+    for (const char* t : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K"})
+      ok = ok || w.quant->type == t;
+    if (qt < 0 || !ok)
+      no_cuda_lowering(n, "quantized embedding table of type " + w.quant->type +
+                              " (q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K; or gguf_constant policy dequantize)");
+    body << checked_cuda_call(n, "dml_cuda_embedding_quant(" + std::to_string(qt) + " /* " + w.quant->type + " */, " +
+                                     cx.cpp(w.shape[0]) + ", " + cx.cpp(w.shape[1]) + ", " + cx.ptr(n.inputs[1]) + ", " +
+                                     std::to_string(static_cast<int>(idx.dtype)) + ", " + cx.ptr(n.inputs[0]) + ", " +
+                                     cx.numel(n.inputs[0]) + ", (float*)" + cx.ptr(n.outputs[0]) + ", stream)");
+    return single(n, "dml_cuda_embedding_quant.dequantize_rows");
+  }
   body << checked_cuda_call(n, "dml_cuda_embedding(" + esize_arg(cx, n.inputs[1]) + ", " + cx.cpp(w.shape[0]) + ", " +
                                    cx.cpp(w.shape[1]) + ", " + cx.ptr(n.inputs[1]) + ", " +
                                    std::to_string(static_cast<int>(idx.dtype)) + ", " + cx.ptr(n.inputs[0]) + ", " +

@@ -142,12 +142,13 @@ TEST(GgufConstant, ErrorsNameTheProblem) {
   EXPECT_NE(msg([&] { gguf::add_gguf_constant(b, "a", f.file, "cube", ConstantPolicy::keep); }).find("2-d weights"),
             std::string::npos);
   EXPECT_THROW(gguf::parse_policy("fast"), gguf::GgufError);
-  // A kept weight may only be gemm_rcr*'s b.
+  // A kept weight may only be gemm_rcr*'s b or embedding's table.
   builder::GraphBuilder r("misuse");
   auto w = gguf::add_gguf_constant(r, "w", f.file, "w", ConstantPolicy::keep);
   auto y = r.op1("relu", {w});
   r.output(y, "y");
-  EXPECT_NE(msg([&] { r.finish(); }).find("only gemm_rcr* can consume quantized weights"), std::string::npos);
+  EXPECT_NE(msg([&] { r.finish(); }).find("only gemm_rcr* (as b) and embedding (as the table) can consume quantized"),
+            std::string::npos);
   // Tampered quant fields are rejected by the validator.
   ir::Graph g = linear_graph(f, ConstantPolicy::keep);
   g.tensors.at("w").quant->block_bytes = 140;
