@@ -430,7 +430,8 @@ class Decoder(Module):
         self.tok_embd = Parameter([cfg.vocab, cfg.dim])
         self.layers = [Block(cfg, i, ctx, slots * ctx) for i in range(cfg.n_layers)]
         self.output_norm = Parameter([cfg.dim])
-        self.output = Parameter([cfg.vocab, cfg.dim])
+        # A file without output.weight ties the LM head to the embedding: one constant for both.
+        self.output = Parameter([cfg.vocab, cfg.dim]) if cfg.has_output else self.tok_embd
         if cfg.output_bias:
             self.output_b = Parameter([cfg.vocab])
         # rope tables per distinct base (sliding-window layers of gemma3 use their own)
@@ -495,14 +496,17 @@ class Decoder(Module):
 
 
 def gguf_constants(cfg: DecoderConfig, policy: str = "auto") -> dict:
-    """Parameter name -> dml.gguf_constant. `policy` applies to the 2-d weights (auto: quantized
-    types stay blocks for the qgemm kernels); norms, biases, the embedding (gathered, not
-    multiplied) and the 3-d expert tensors are dequantized."""
+    """Parameter name -> dml.gguf_constant. `policy` applies to the 2-d weights, the token
+    embedding included (auto: quantized types stay blocks, for the qgemm kernels and for
+    `embedding`, which decodes only the gathered rows); norms, biases and the 3-d expert tensors
+    are dequantized. A tied LM head (no output.weight) is the embedding's constant itself
+    (Decoder.output is Decoder.tok_embd), so the file's blocks are stored once."""
     path = cfg.path
     g = _gguf.gguf_constant
-    c = {"tok_embd": g(path, "token_embd.weight", "dequantize"),
-         "output_norm": g(path, "output_norm.weight", "dequantize"),
-         "output": g(path, "output.weight" if cfg.has_output else "token_embd.weight", policy)}
+    c = {"tok_embd": g(path, "token_embd.weight", policy),
+         "output_norm": g(path, "output_norm.weight", "dequantize")}
+    if cfg.has_output:
+        c["output"] = g(path, "output.weight", policy)
     if cfg.output_bias:
         c["output_b"] = g(path, "output.bias", "dequantize")
     names = {"attn_norm": "attn_norm.weight", "wq": "attn_q.weight", "wk": "attn_k.weight", "wv": "attn_v.weight",
