@@ -2,11 +2,14 @@
 // online softmax on the CPU): per task (one batch entry × kBQ query rows) the scores of one key
 // block at a time live in a kBQ × kBK tile, so memory stays O(kBQ·(kBK + dv)) per thread whatever
 // the sequence length. The ISA tiles (attention_isa.h) do the arithmetic; this file owns the
-// blocking, threads, masks, causal skipping and dtype conversion.
+// blocking, threads, masks, causal skipping and dtype conversion. The mixed form (float32 q, mask and
+// y with a float16 / bfloat16 k and v: a low-precision KV cache) widens each key row and value
+// block to float32 with the tiles' vector conversions; the arithmetic is the float32 path's.
 #include <omp.h>
 
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "attention_isa.h"
@@ -70,7 +73,24 @@ void softmax_row_generic(const float* x, float* y, int64_t n) {
   for (int64_t j = 0; j < n; ++j) y[j] *= inv;
 }
 
+void widen_f16_generic(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = dml_half_to_float(src[i]);
+}
+
+void widen_bf16_generic(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = dml_bf16_to_float(src[i]);
+}
+
 namespace {
+
+// Widens n elements of a float16 / bfloat16 row to float32 with the tiles' conversion.
+template <typename TK>
+inline void widen_row(const IsaTiles* tiles, const TK* src, float* dst, int64_t n) {
+  static_assert(std::is_same_v<TK, dml_half> || std::is_same_v<TK, dml_bfloat16>);
+  const auto* bits = reinterpret_cast<const uint16_t*>(src);
+  if constexpr (std::is_same_v<TK, dml_half>) tiles->widen_f16(bits, dst, n);
+  else tiles->widen_bf16(bits, dst, n);
+}
 
 // The tiles of the GEMM's ISA path (its table carries them).
 const IsaTiles* active_tiles() { return gemm::active_isa()->attention; }
@@ -102,9 +122,10 @@ int64_t batch_offset(int nbd, const int64_t* batch_shape, const Strides& st, int
   return off;
 }
 
-template <typename T>
+// T: q, mask, y (and k, v when TK == T); TK != T only for T = float with a float16 / bfloat16 k, v.
+template <typename T, typename TK>
 int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, int64_t dv, const T* q,
-        const Strides& qs, const T* k, const Strides& ks, const T* v, const Strides& vs, int mask_dtype,
+        const Strides& qs, const TK* k, const Strides& ks, const TK* v, const Strides& vs, int mask_dtype,
         const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, bool causal, float scale,
         T* y, const Strides& ys) {
   int64_t batch = 1;
@@ -120,14 +141,17 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
   const int64_t tasks = batch * nqb;
   const IsaTiles* tiles = active_tiles();
   const bool par = tasks > 1 && double(batch) * double(lq) * double(lk) * double(d + dv) > double(kParallelWork);
-  const bool v_direct = std::is_same_v<T, float>;
+  static_assert(std::is_same_v<T, TK> || std::is_same_v<T, float>, "mixed form: float32 q with a 16-bit k, v");
+  constexpr bool kv_float = std::is_same_v<TK, float>;
+  constexpr bool mixed = !std::is_same_v<T, TK>;
+  const bool v_direct = kv_float;
   // Tasks handed out dynamically (a thread that loses its core takes fewer), a few per grab.
   const int64_t chunk = std::max<int64_t>(1, tasks / (int64_t{8} * threads));
 #pragma omp parallel if (par)
   {
     std::vector<float> qf(static_cast<size_t>(bq * d)), kt(static_cast<size_t>(d * kBK)),
         vf(v_direct ? 0 : static_cast<size_t>(kBK * dv)), s(static_cast<size_t>(bq * kBK)),
-        o(static_cast<size_t>(bq * dv)), m(bq), l(bq), sum(bq), corr(bq);
+        o(static_cast<size_t>(bq * dv)), m(bq), l(bq), sum(bq), corr(bq), krow(mixed ? static_cast<size_t>(d) : 0);
 #pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / nqb, i0 = (task % nqb) * bq, rows = std::min(bq, lq - i0);
@@ -167,8 +191,13 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
         }
         // Key rows are read contiguously (they may be strided views) and written transposed.
         for (int64_t j = 0; j < cols; ++j) {
-          const T* kj = k + ko + (j0 + j) * kr;
-          for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = load_f(kj, c);
+          const TK* kj = k + ko + (j0 + j) * kr;
+          if constexpr (mixed) {
+            widen_row(tiles, kj, krow.data(), d);
+            for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = krow[c];
+          } else {
+            for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = load_f(kj, c);
+          }
         }
         if (cols < kBK)
           for (int64_t c = 0; c < d; ++c) std::fill(kt.begin() + c * kBK + cols, kt.begin() + (c + 1) * kBK, 0.0f);
@@ -195,9 +224,12 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
         for (int64_t i = 0; i < rows; ++i) l[i] = l[i] * corr[i] + sum[i];
         const float* vb;
         int64_t ldv = dv;
-        if constexpr (std::is_same_v<T, float>) {
+        if constexpr (kv_float) {
           vb = v + vo + j0 * vr;
           ldv = vr;
+        } else if constexpr (mixed) {
+          for (int64_t j = 0; j < cols; ++j) widen_row(tiles, v + vo + (j0 + j) * vr, vf.data() + j * dv, dv);
+          vb = vf.data();
         } else {
           for (int64_t j = 0; j < cols; ++j)
             for (int64_t c = 0; c < dv; ++c) vf[j * dv + c] = load_f(v, vo + (j0 + j) * vr + c);
@@ -216,8 +248,8 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
 
 }  // namespace
 
-const IsaTiles kGenericTiles = {"generic", scores_generic, softmax_block_generic, accumulate_generic,
-                                 softmax_row_generic};
+const IsaTiles kGenericTiles = {"generic",           scores_generic,      softmax_block_generic, accumulate_generic,
+                                 softmax_row_generic, widen_f16_generic, widen_bf16_generic};
 
 }  // namespace dml_cpu::attention
 
@@ -225,7 +257,7 @@ using namespace dml_cpu;
 
 namespace {
 
-int sdpa(const char* name, int dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
+int sdpa(const char* name, int dtype, int kv_dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d,
          int64_t dv, const void* q, const int64_t* qs, const void* k, const int64_t* ks, const void* v,
          const int64_t* vs, int mask_dtype, const void* mask, const int64_t* mask_bstride, int64_t mask_si,
          int64_t mask_sj, int causal, float scale, void* y, const int64_t* ys) {
@@ -265,11 +297,24 @@ int sdpa(const char* name, int dtype, int nbd, const int64_t* batch_shape, int64
   if (int st = strides(vs, lk, dv, "v", sv)) return st;
   if (int st = strides(ys, lq, dv, "y", sy)) return st;
   if (!(scale > 0.0f)) scale = d > 0 ? 1.0f / std::sqrt(static_cast<float>(d)) : 1.0f;
+  if (kv_dtype != dtype) {
+    // The mixed form: float32 q / mask / y, float16 or bfloat16 k and v.
+    auto mixed = [&](auto tag) {
+      using TK = decltype(tag);
+      return attention::run<float, TK>(nbd, batch_shape, lq, lk, d, dv, static_cast<const float*>(q), sq,
+                                       static_cast<const TK*>(k), sk, static_cast<const TK*>(v), sv, mask_dtype, mask,
+                                       mask_bstride, mask_si, mask_sj, causal != 0, scale, static_cast<float*>(y), sy);
+    };
+    if (dtype == DML_CPU_F32 && kv_dtype == DML_CPU_F16) return mixed(dml_half{});
+    if (dtype == DML_CPU_F32 && kv_dtype == DML_CPU_BF16) return mixed(dml_bfloat16{});
+    return fail(DML_CPU_ERR_UNSUPPORTED, fn + ": k/v dtype " + dtype_name(kv_dtype) + " with q dtype " + dtype_name(dtype) +
+                                       ": mixed dtypes need q float32 and k, v float16 or bfloat16");
+  }
   return dispatch_float(dtype, name, [&](auto tag) {
     using T = decltype(tag);
-    return attention::run<T>(nbd, batch_shape, lq, lk, d, dv, static_cast<const T*>(q), sq, static_cast<const T*>(k),
-                             sk, static_cast<const T*>(v), sv, mask_dtype, mask, mask_bstride, mask_si, mask_sj,
-                             causal != 0, scale, static_cast<T*>(y), sy);
+    return attention::run<T, T>(nbd, batch_shape, lq, lk, d, dv, static_cast<const T*>(q), sq,
+                                static_cast<const T*>(k), sk, static_cast<const T*>(v), sv, mask_dtype, mask,
+                                mask_bstride, mask_si, mask_sj, causal != 0, scale, static_cast<T*>(y), sy);
   });
 }
 
@@ -279,7 +324,7 @@ extern "C" int dml_cpu_sdpa(int dtype, int nbd, const int64_t* batch_shape, int6
                             int64_t dv, const void* q, const void* k, const void* v, int mask_dtype, const void* mask,
                             const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal, float scale,
                             void* y) {
-  return sdpa("dml_cpu_sdpa", dtype, nbd, batch_shape, lq, lk, d, dv, q, nullptr, k, nullptr, v, nullptr, mask_dtype,
+  return sdpa("dml_cpu_sdpa", dtype, dtype, nbd, batch_shape, lq, lk, d, dv, q, nullptr, k, nullptr, v, nullptr, mask_dtype,
               mask, mask_bstride, mask_si, mask_sj, causal, scale, y, nullptr);
 }
 
@@ -288,6 +333,24 @@ extern "C" int dml_cpu_sdpa_strided(int dtype, int nbd, const int64_t* batch_sha
                                     const void* v, const int64_t* vs, int mask_dtype, const void* mask,
                                     const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj, int causal,
                                     float scale, void* y, const int64_t* ys) {
-  return sdpa("dml_cpu_sdpa_strided", dtype, nbd, batch_shape, lq, lk, d, dv, q, qs, k, ks, v, vs, mask_dtype, mask,
+  return sdpa("dml_cpu_sdpa_strided", dtype, dtype, nbd, batch_shape, lq, lk, d, dv, q, qs, k, ks, v, vs, mask_dtype, mask,
               mask_bstride, mask_si, mask_sj, causal, scale, y, ys);
+}
+
+extern "C" int dml_cpu_sdpa_mixed(int dtype, int kv_dtype, int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk,
+                                  int64_t d, int64_t dv, const void* q, const void* k, const void* v, int mask_dtype,
+                                  const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj,
+                                  int causal, float scale, void* y) {
+  return sdpa("dml_cpu_sdpa_mixed", dtype, kv_dtype, nbd, batch_shape, lq, lk, d, dv, q, nullptr, k, nullptr, v,
+              nullptr, mask_dtype, mask, mask_bstride, mask_si, mask_sj, causal, scale, y, nullptr);
+}
+
+extern "C" int dml_cpu_sdpa_strided_mixed(int dtype, int kv_dtype, int nbd, const int64_t* batch_shape, int64_t lq,
+                                          int64_t lk, int64_t d, int64_t dv, const void* q, const int64_t* qs,
+                                          const void* k, const int64_t* ks, const void* v, const int64_t* vs,
+                                          int mask_dtype, const void* mask, const int64_t* mask_bstride,
+                                          int64_t mask_si, int64_t mask_sj, int causal, float scale, void* y,
+                                          const int64_t* ys) {
+  return sdpa("dml_cpu_sdpa_strided_mixed", dtype, kv_dtype, nbd, batch_shape, lq, lk, d, dv, q, qs, k, ks, v, vs,
+              mask_dtype, mask, mask_bstride, mask_si, mask_sj, causal, scale, y, ys);
 }

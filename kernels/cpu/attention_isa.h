@@ -28,10 +28,17 @@ struct IsaTiles {
   // j < n; y may be x. A row holding a NaN or an infinite maximum gives what the scalar formula
   // gives (NaN where it does), so the vector paths fall back to the generic row for it.
   void (*softmax_row)(const float* x, float* y, int64_t n);
+  // dst[i] = float(src[i]) for i < n: one row of a float16 (IEEE half) / bfloat16 KV cache widened
+  // exactly to float32 (the mixed form: float32 q with a low-precision k and v).
+  void (*widen_f16)(const uint16_t* src, float* dst, int64_t n);
+  void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n);
 };
 
 // The portable row (attention.cpp): what the vector rows fall back to.
 void softmax_row_generic(const float* x, float* y, int64_t n);
+// The portable widenings (attention.cpp): the vector ones convert their tails with them.
+void widen_f16_generic(const uint16_t* src, float* dst, int64_t n);
+void widen_bf16_generic(const uint16_t* src, float* dst, int64_t n);
 
 // Calls f.template operator()<R>(i) for row blocks [i, i + R) covering `rows`: blocks of 4 rows, then
 // one block of the 1-3 left (the ISA tiles' row dispatch).

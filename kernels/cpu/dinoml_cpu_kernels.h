@@ -139,6 +139,20 @@ DML_CPU_API int dml_cpu_sdpa_strided(int dtype, int nbd, const int64_t* batch_sh
                                      const int64_t* ks, const void* v, const int64_t* vs, int mask_dtype,
                                      const void* mask, const int64_t* mask_bstride, int64_t mask_si, int64_t mask_sj,
                                      int causal, float scale, void* y, const int64_t* ys);
+/* The mixed form of a low-precision KV cache: q, a float mask and y of dtype DML_CPU_F32, k and v of
+ * kv_dtype DML_CPU_F16 or DML_CPU_BF16 (widened exactly to float32 as they are read; the arithmetic is
+ * the float32 kernel's). kv_dtype == dtype is the plain call. Otherwise as dml_cpu_sdpa /
+ * dml_cpu_sdpa_strided; any other pair is DML_CPU_ERR_UNSUPPORTED. */
+DML_CPU_API int dml_cpu_sdpa_mixed(int dtype, int kv_dtype, int nbd, const int64_t* batch_shape, int64_t lq,
+                                   int64_t lk, int64_t d, int64_t dv, const void* q, const void* k, const void* v,
+                                   int mask_dtype, const void* mask, const int64_t* mask_bstride, int64_t mask_si,
+                                   int64_t mask_sj, int causal, float scale, void* y);
+DML_CPU_API int dml_cpu_sdpa_strided_mixed(int dtype, int kv_dtype, int nbd, const int64_t* batch_shape, int64_t lq,
+                                           int64_t lk, int64_t d, int64_t dv, const void* q, const int64_t* qs,
+                                           const void* k, const int64_t* ks, const void* v, const int64_t* vs,
+                                           int mask_dtype, const void* mask, const int64_t* mask_bstride,
+                                           int64_t mask_si, int64_t mask_sj, int causal, float scale, void* y,
+                                           const int64_t* ys);
 
 /* ---- norms (float dtypes; gamma/beta/weight share the dtype and may be NULL) --------------- */
 DML_CPU_API int dml_cpu_layer_norm(int dtype, int64_t rows, int64_t n, const void* x, const void* gamma,

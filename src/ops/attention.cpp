@@ -8,6 +8,10 @@
 // scores, a bool mask keeps the keys where it is true (PyTorch's attn_mask semantics). `causal`
 // masks keys j > i (top-left aligned, as PyTorch's is_causal). `scale` defaults to 1/sqrt(D).
 // A row whose every key is masked has no defined softmax and gives NaN (as PyTorch does).
+//
+// Dtypes: q, k, v of one float dtype, or the mixed form of a low-precision KV cache: q float32 with
+// k and v both float16 or both bfloat16 (converted to float32 as they are read). The output and a
+// float mask have q's dtype.
 #include <cmath>
 #include <limits>
 
@@ -18,8 +22,13 @@ namespace {
 
 std::vector<TensorType> infer_sdpa(const InferContext& ctx) {
   for (size_t i = 0; i < 3; ++i) ctx.expect_float(i);
-  ctx.expect_same_dtype(0, 1);
-  ctx.expect_same_dtype(0, 2);
+  const ir::DType qt = ctx.inputs[0].dtype, kt = ctx.inputs[1].dtype, vt = ctx.inputs[2].dtype;
+  const bool mixed = qt == ir::DType::f32 && kt == vt && (kt == ir::DType::f16 || kt == ir::DType::bf16);
+  if (!mixed && (kt != qt || vt != qt))
+    ctx.fail("q " + detail::describe_input(ctx, 0) + ", k " + detail::describe_input(ctx, 1) + " and v " +
+             detail::describe_input(ctx, 2) +
+             ": q, k and v must have one dtype, or q float32 with k and v both float16 or both bfloat16 (a "
+             "low-precision KV cache)");
   const ir::Shape& q = ctx.inputs[0].shape;
   const ir::Shape& k = ctx.inputs[1].shape;
   const ir::Shape& v = ctx.inputs[2].shape;

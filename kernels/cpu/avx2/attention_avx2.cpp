@@ -154,6 +154,24 @@ static void softmax_row_avx2(const float* x, float* y, int64_t n) {
   for (int64_t k = 0; nv + k < n; ++k) y[nv + k] = t[k] * inv_s;
 }
 
-const IsaTiles kAvx2Tiles = {"avx2", scores_avx2, softmax_block_avx2, accumulate_avx2, softmax_row_avx2};
+// 8 halves per F16C vcvtph2ps; bfloat16 is the high half of a float32 (zero-extend, shift by 16).
+static void widen_f16_avx2(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  widen_f16_generic(src + i, dst + i, n - i);
+}
+
+static void widen_bf16_avx2(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+  }
+  widen_bf16_generic(src + i, dst + i, n - i);
+}
+
+const IsaTiles kAvx2Tiles = {"avx2",           scores_avx2,    softmax_block_avx2, accumulate_avx2,
+                             softmax_row_avx2, widen_f16_avx2, widen_bf16_avx2};
 
 }  // namespace dml_cpu::attention

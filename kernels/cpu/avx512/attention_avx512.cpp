@@ -166,6 +166,31 @@ static void softmax_row_avx512(const float* x, float* y, int64_t n) {
   if (tail) _mm512_mask_storeu_ps(y + nv, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + nv), inv));
 }
 
-const IsaTiles kAvx512Tiles = {"avx512", scores_avx512, softmax_block_avx512, accumulate_avx512, softmax_row_avx512};
+// 16 halves per vcvtph2ps (zmm), the tail masked; bfloat16: zero-extend and shift by 16.
+static void widen_f16_avx512(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  if (i < n) {
+    const __mmask16 t = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(dst + i, t, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(t, src + i)));
+  }
+}
+
+static void widen_bf16_avx512(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+  }
+  if (i < n) {
+    const __mmask16 t = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(t, src + i));
+    _mm512_mask_storeu_ps(dst + i, t, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+  }
+}
+
+const IsaTiles kAvx512Tiles = {"avx512",           scores_avx512,    softmax_block_avx512, accumulate_avx512,
+                               softmax_row_avx512, widen_f16_avx512, widen_bf16_avx512};
 
 }  // namespace dml_cpu::attention

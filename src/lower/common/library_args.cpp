@@ -120,7 +120,7 @@ void emit_call_block(std::ostringstream& body, const LibraryCallArgs& a, const s
   body << "  {\n" << a.decls << "  " << checked << "  }\n";
 }
 
-LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail) {
+LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool with_kv_dtype) {
   const auto& q = cx.tensor(n.inputs.at(0));
   const auto& k = cx.tensor(n.inputs.at(1));
   const auto& v = cx.tensor(n.inputs.at(2));
@@ -150,8 +150,9 @@ LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail)
   if (bstride.empty()) bstride.push_back("INT64_C(0)");
   const std::string scale = n.has_attr("scale") ? float_literal(n.attr_float("scale")) : "0.0f";
   return {"    const int64_t bs[] = " + brace_list(bs) + ";\n    const int64_t ms[] = " + brace_list(bstride) + ";\n",
-          std::to_string(static_cast<int>(q.dtype)) + ", " + std::to_string(batch.size()) + ", bs, " +
-              cx.cpp(q.shape[r - 2]) + ", " + cx.cpp(k.shape[r - 2]) + ", " + cx.cpp(q.shape[r - 1]) + ", " +
+          std::to_string(static_cast<int>(q.dtype)) + ", " +
+              (with_kv_dtype ? std::to_string(static_cast<int>(k.dtype)) + ", " : std::string()) +
+              std::to_string(batch.size()) + ", bs, " + cx.cpp(q.shape[r - 2]) + ", " + cx.cpp(k.shape[r - 2]) + ", " + cx.cpp(q.shape[r - 1]) + ", " +
               cx.cpp(v.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
               cx.ptr(n.inputs[2]) + ", " + mask_dtype + ", " + mask_ptr + ", ms, " + si + ", " + sj + ", " +
               (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " + cx.ptr(n.outputs[0])};

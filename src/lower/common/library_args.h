@@ -37,7 +37,8 @@ LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::strin
 // scaled_dot_product_attention: dtype, batch rank, bs, Lq, Lk, D, Dv, q, k, v, mask dtype (-1 =
 // none), mask, ms (the mask's strides over the batch axes, 0 where it broadcasts), mask row / column
 // strides, causal, scale (0 = 1/sqrt(D)), out. `bs` / `ms` hold at least one entry (rank 2 reads none).
-LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail);
+// with_kv_dtype: k's dtype code follows q's (the CPU kernels' *_mixed entry points).
+LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool with_kv_dtype = false);
 // bmm_rcr / bmm_rrr: batch rank, ys, as, bs (each operand's batch extents right-aligned to the
 // output's, 1 where it broadcasts), M, N, K, a, b, y. At most `max_batch_axes` batch axes.
 LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes);

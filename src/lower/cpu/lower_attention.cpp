@@ -3,6 +3,8 @@
 // output that stride_attention_operands (src/passes/) made strided views — the heads of a fused QKV
 // projection, an output written as [B, S, H, D] — go through dml_cpu_sdpa_strided with their
 // element strides (passes::strided_layout), so the head permutes around the attention cost nothing.
+// The mixed form (float32 q with a float16 / bfloat16 k and v: a low-precision KV cache) calls the
+// *_mixed entry points, which take k's dtype after q's.
 #include "lower/common/library_args.h"
 #include "lower/cpu/emit_cpu.h"
 #include "passes/stride_attention_operands.h"
@@ -29,7 +31,7 @@ std::string strided_operand(EmitContext& cx, const ir::Node& n, const std::strin
   return "(" + base + " + (" + cx.cpp(l.offset) + ") * " + std::to_string(ir::dtype_size(cx.tensor(t).dtype)) + ")";
 }
 
-LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n) {
+LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n, bool mixed) {
   if (n.inputs.size() != 3) no_lowering(n, "strided operands with a mask");
   const auto& q = cx.tensor(n.inputs[0]);
   const auto& k = cx.tensor(n.inputs[1]);
@@ -45,7 +47,9 @@ LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n) {
   const std::string vp = strided_operand(cx, n, n.inputs[2], "vs", r, decls);
   const std::string yp = strided_operand(cx, n, n.outputs[0], "ys", r, decls);
   const std::string scale = n.has_attr("scale") ? float_literal(n.attr_float("scale")) : "0.0f";
-  return {decls, std::to_string(static_cast<int>(q.dtype)) + ", " + std::to_string(r - 2) + ", bs, " +
+  return {decls, std::to_string(static_cast<int>(q.dtype)) + ", " +
+                     (mixed ? std::to_string(static_cast<int>(k.dtype)) + ", " : std::string()) +
+                     std::to_string(r - 2) + ", bs, " +
                      cx.cpp(q.shape[r - 2]) + ", " + cx.cpp(k.shape[r - 2]) + ", " + cx.cpp(q.shape[r - 1]) + ", " +
                      cx.cpp(v.shape[r - 1]) + ", " + qp + ", qs, " + kp + ", ks, " + vp + ", vs, -1, NULL, NULL, 0, 0, " +
                      (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " + yp + ", ys"};
@@ -56,17 +60,25 @@ LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n) {
 nlohmann::json emit_sdpa(EmitContext& cx, const ir::Node& n, std::ostringstream& body) {
   bool strided = is_strided(cx, n.outputs.at(0));
   for (size_t i = 0; i < 3; ++i) strided |= is_strided(cx, n.inputs.at(i));
-  const std::string kernel = strided ? "dml_cpu_sdpa_strided.streamed" : "dml_cpu_sdpa.streamed";
+  const ir::DType qt = cx.tensor(n.inputs.at(0)).dtype, kt = cx.tensor(n.inputs.at(1)).dtype;
+  const bool mixed = kt != qt;
+  if (mixed && (qt != ir::DType::f32 || cx.tensor(n.inputs.at(2)).dtype != kt ||
+                (kt != ir::DType::f16 && kt != ir::DType::bf16)))
+    no_lowering(n, "q dtype " + std::string(ir::dtype_name(qt)) + " with k dtype " + std::string(ir::dtype_name(kt)) +
+                       ": mixed attention needs float32 q with float16 or bfloat16 k and v");
+  const std::string fn = std::string(strided ? "dml_cpu_sdpa_strided" : "dml_cpu_sdpa") + (mixed ? "_mixed" : "");
+  const std::string kernel = fn + ".streamed";
   if (strided) {
-    const LibraryCallArgs a = strided_sdpa_args(cx, n);
-    emit_call_block(body, a, checked_call(n, "dml_cpu_sdpa_strided(" + a.args + ")"));
+    const LibraryCallArgs a = strided_sdpa_args(cx, n, mixed);
+    emit_call_block(body, a, checked_call(n, fn + "(" + a.args + ")"));
   } else {
-    const LibraryCallArgs a = sdpa_args(cx, n, no_lowering);
-    emit_call_block(body, a, checked_call(n, "dml_cpu_sdpa(" + a.args + ")"));
+    const LibraryCallArgs a = sdpa_args(cx, n, no_lowering, mixed);
+    emit_call_block(body, a, checked_call(n, fn + "(" + a.args + ")"));
   }
   nlohmann::json entry = {{"node", n.name}, {"op", n.op}, {"candidates", {kernel}}, {"selected", kernel},
                           {"reason", "only candidate (not tunable)"}};
   if (strided) entry["strided_operands"] = "q/k/v/output read and written in place through strides (stride_attention_operands)";
+  if (mixed) entry["kv_dtype"] = std::string(ir::dtype_name(kt)) + " k and v widened to float32 as they are read";
   return entry;
 }
 

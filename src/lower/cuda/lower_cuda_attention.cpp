@@ -9,6 +9,8 @@
 // Operands or the output that stride_attention_operands (src/passes/) made strided views — the
 // heads of a fused QKV projection, an output written as [B, S, H, D] — go through
 // dml_cuda_sdpa_strided with their element strides (passes::strided_layout); same candidates.
+// The op's mixed form (float32 q with float16/bfloat16 k and v) has no CUDA kernel: a compile
+// error naming the node.
 #include "ir/error.h"
 #include "lower/common/library_args.h"
 #include "lower/cuda/emit_cuda.h"
@@ -67,6 +69,13 @@ nlohmann::json emit_cuda_sdpa(EmitContext& cx, const ir::Node& n, const CudaLowe
   const auto& v = cx.tensor(n.inputs.at(2));
   if (q.dtype != ir::DType::f32 && q.dtype != ir::DType::f16 && q.dtype != ir::DType::bf16)
     no_cuda_lowering(n, "dtype " + std::string(ir::dtype_name(q.dtype)) + " (float32/float16/bfloat16 only)");
+  const auto& kt = cx.tensor(n.inputs.at(1));
+  if (kt.dtype != q.dtype || v.dtype != q.dtype)
+    no_cuda_lowering(n, "k dtype " + std::string(ir::dtype_name(kt.dtype)) + " / v dtype " +
+                            std::string(ir::dtype_name(v.dtype)) + " with q dtype " +
+                            std::string(ir::dtype_name(q.dtype)) +
+                            ": the mixed form (a float16/bfloat16 KV cache read by float32 q) runs on the CPU "
+                            "target only; on CUDA give q, k and v one dtype (e.g. kv_dtype=float32 for the GGUF decoder)");
   const size_t r = q.shape.size();
   const LibraryCallArgs a = sdpa_args(cx, n, no_cuda_lowering);
   const bool simt_forced = o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda;  // ROCm: SIMT is the only kernel

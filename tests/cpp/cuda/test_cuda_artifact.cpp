@@ -172,6 +172,30 @@ TEST(CudaLowering, UnknownArchAndUnsupportedOpAreNamed) {
   }
 }
 
+// The mixed form of scaled_dot_product_attention (float32 q, float16 k and v) has no CUDA kernel:
+// a compile error naming the node and the dtypes.
+TEST(CudaLowering, MixedDtypeAttentionIsRefusedByName) {
+  builder::GraphBuilder b("mixed_sdpa_model");
+  auto q = b.input("q", DType::f32, {2, 4, 64});
+  auto k = b.input("k", DType::f16, {2, 8, 64});
+  auto v = b.input("v", DType::f16, {2, 8, 64});
+  b.output(b.op1("scaled_dot_product_attention", {q, k, v}), "y");
+  ir::Graph g = b.finish();
+  passes::run_pipeline(g, {});
+  auto plan = passes::plan_memory(g);
+  lower::cuda::CudaLowerOptions o;
+  o.arch = lower::cuda::parse_arch("sm_80");
+  try {
+    lower::cuda::lower(g, plan, o);
+    FAIL() << "mixed-dtype attention lowered for CUDA";
+  } catch (const OpError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("(scaled_dot_product_attention): no CUDA lowering"), std::string::npos) << m;
+    EXPECT_NE(m.find("k dtype float16"), std::string::npos) << m;
+    EXPECT_NE(m.find("CPU target only"), std::string::npos) << m;
+  }
+}
+
 TEST(CudaArtifact, Sm90aArtifactFilesAndManifest) {
   if (!nvcc_available()) GTEST_SKIP() << "no CUDA kernel library in this build (nvcc not found at configure time)";
   const fs::path out = scratch("sm90a");

@@ -1,6 +1,7 @@
 // dml_cpu_sdpa against a double-precision reference on every ISA path this CPU runs (generic and
 // avx2 tiles): block tails in queries (32) and keys (64), odd head dims, causal (square and
-// rectangular), bool and additive masks with broadcast strides, fp16 inputs, and argument errors.
+// rectangular), bool and additive masks with broadcast strides, fp16 inputs, the mixed form
+// (float32 q, float16 / bfloat16 k and v), and argument errors.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -215,6 +216,81 @@ TEST(AttentionKernel, StridedOperandsMatchContiguousBitwise) {
                                  nullptr, -1, nullptr, ms, 0, 0, 0, 0.0f, y2.data(), nullptr),
             DML_CPU_OK);
   EXPECT_EQ(y1, y2);
+}
+
+// The mixed form (float32 q / mask / y, float16 or bfloat16 k and v): bit for bit the float32 kernel
+// on the widened k and v, on every ISA path (the widenings' vector bodies and tails: head dims 8, 12,
+// 20, 64, 100), with a cache mask, an additive mask, causal, and strided operands.
+template <typename TK>
+void check_mixed(int kv_dtype, const Problem& p) {
+  auto q = rnd(p.batch * p.lq * p.d, 31), kf = rnd(p.batch * p.lk * p.d, 32), vf = rnd(p.batch * p.lk * p.dv, 33);
+  std::vector<TK> k, v;
+  for (float& x : kf) k.push_back(dml_from_float<TK>(x)), x = dml_to_float(k.back());
+  for (float& x : vf) v.push_back(dml_from_float<TK>(x)), x = dml_to_float(v.back());
+  std::vector<uint8_t> mb(p.lq * p.lk);
+  for (int64_t i = 0; i < p.lq; ++i)
+    for (int64_t j = 0; j < p.lk; ++j) mb[i * p.lk + j] = j <= (p.lk / 2) + i;  // a decoder's cache mask
+  auto mf = rnd(p.batch * p.lk, 34, -2, 0);
+  const int mdt = p.mask == 1 ? DML_CPU_BOOL : p.mask == 2 ? DML_CPU_F32 : -1;
+  const void* mask = p.mask == 1 ? static_cast<const void*>(mb.data()) : p.mask == 2 ? mf.data() : nullptr;
+  const int64_t bs[] = {p.batch}, ms[] = {p.mask == 2 ? p.lk : 0};
+  const int64_t si = p.mask == 1 ? p.lk : 0, sj = p.mask ? 1 : 0;
+  std::vector<float> y(p.batch * p.lq * p.dv), want(y.size());
+  ASSERT_EQ(dml_cpu_sdpa_mixed(DML_CPU_F32, kv_dtype, 1, bs, p.lq, p.lk, p.d, p.dv, q.data(), k.data(), v.data(), mdt,
+                               mask, ms, si, sj, p.causal, p.scale, y.data()),
+            DML_CPU_OK)
+      << dml_cpu_last_error();
+  ASSERT_EQ(dml_cpu_sdpa(DML_CPU_F32, 1, bs, p.lq, p.lk, p.d, p.dv, q.data(), kf.data(), vf.data(), mdt, mask, ms, si,
+                         sj, p.causal, p.scale, want.data()),
+            DML_CPU_OK);
+  EXPECT_EQ(y, want);
+  const auto ref = reference(p, q, kf, vf, mb, mf);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 2e-5) << i;
+  // Strided: k and v rows interleaved in one [lk, 2, d] buffer (d == dv), y rows padded.
+  if (p.d != p.dv || p.mask) return;
+  std::vector<TK> kv(p.batch * p.lk * 2 * p.d);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t j = 0; j < p.lk; ++j)
+      for (int64_t c = 0; c < p.d; ++c) {
+        kv[((b * p.lk + j) * 2 + 0) * p.d + c] = k[(b * p.lk + j) * p.d + c];
+        kv[((b * p.lk + j) * 2 + 1) * p.d + c] = v[(b * p.lk + j) * p.d + c];
+      }
+  const int64_t xs[] = {p.lk * 2 * p.d, 2 * p.d}, ys[] = {p.lq * (p.dv + 3), p.dv + 3};
+  std::vector<float> y2(p.batch * p.lq * (p.dv + 3), -7.0f);
+  ASSERT_EQ(dml_cpu_sdpa_strided_mixed(DML_CPU_F32, kv_dtype, 1, bs, p.lq, p.lk, p.d, p.dv, q.data(), nullptr,
+                                       kv.data(), xs, kv.data() + p.d, xs, -1, nullptr, nullptr, 0, 0, p.causal,
+                                       p.scale, y2.data(), ys),
+            DML_CPU_OK)
+      << dml_cpu_last_error();
+  for (int64_t r = 0; r < p.batch * p.lq; ++r)
+    for (int64_t c = 0; c < p.dv + 3; ++c)
+      ASSERT_EQ(y2[r * (p.dv + 3) + c], c < p.dv ? want[r * p.dv + c] : -7.0f) << r << "," << c;
+}
+
+TEST(AttentionKernel, MixedKvMatchesFloat32BitwiseOnEveryIsaPath) {
+  const Problem problems[] = {{2, 5, 7, 8, 8},          {2, 33, 70, 12, 20},          {1, 1, 200, 64, 64},
+                              {2, 70, 70, 16, 16, true}, {2, 14, 300, 64, 64, false, 1}, {2, 19, 67, 20, 20, false, 2, 0.3f},
+                              {1, 9, 70, 100, 100}};
+  const std::string original = dml_cpu_gemm_isa();
+  for (const char* isa : {"generic", "avx2", "avx512"}) {
+    if (dml_cpu_gemm_select_isa(isa) != DML_CPU_OK) continue;
+    SCOPED_TRACE(isa);
+    for (const Problem& p : problems) {
+      SCOPED_TRACE(testing::Message() << "lq " << p.lq << " lk " << p.lk << " d " << p.d << " dv " << p.dv);
+      check_mixed<dml_half>(DML_CPU_F16, p);
+      check_mixed<dml_bfloat16>(DML_CPU_BF16, p);
+    }
+  }
+  dml_cpu_gemm_select_isa(original.c_str());
+  // Pairs other than float32 q with float16 / bfloat16 k, v are refused by name.
+  float x[64] = {0};
+  const int64_t bs[] = {1};
+  EXPECT_EQ(dml_cpu_sdpa_mixed(DML_CPU_F16, DML_CPU_F32, 1, bs, 2, 2, 8, 8, x, x, x, -1, nullptr, nullptr, 0, 0, 0, 0, x),
+            DML_CPU_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(dml_cpu_last_error()).find("dml_cpu_sdpa_mixed: k/v dtype"), std::string::npos)
+      << dml_cpu_last_error();
+  EXPECT_EQ(dml_cpu_sdpa_mixed(DML_CPU_F32, DML_CPU_I8, 1, bs, 2, 2, 8, 8, x, x, x, -1, nullptr, nullptr, 0, 0, 0, 0, x),
+            DML_CPU_ERR_UNSUPPORTED);
 }
 
 TEST(AttentionKernel, StridedArgumentErrors) {
