@@ -59,13 +59,14 @@ def models_table(doc: dict) -> list[str]:
 
 
 def llama_table(doc: dict) -> list[str]:
-    out = ["| quant | DinoML prefill tok/s | llama.cpp prefill tok/s | ratio | DinoML decode tok/s | "
-           "llama.cpp decode tok/s | ratio | same greedy tokens |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| quant | DinoML KV cache | DinoML prefill tok/s | llama.cpp prefill tok/s | ratio | DinoML decode tok/s | "
+           "llama.cpp decode tok/s | ratio | same greedy tokens |", "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
         dp, lp, dd, ld = (r["dinoml_prefill_tok_s"], r["llama_cpp_prefill_tok_s"], r["dinoml_decode_tok_s"],
                           r["llama_cpp_decode_tok_s"])
-        out.append(f"| {r['quant']} | {dp:.1f} | {lp:.1f} | {_ratio(dp, lp)} | {dd:.1f} | {ld:.1f} | {_ratio(dd, ld)} | "
-                   f"{r['same_greedy_tokens']} |")
+        kv = r.get("kv_dtype", "float32") + (f" {r['kv_cache_bytes'] / 2**20:.1f} MiB" if "kv_cache_bytes" in r else "")
+        out.append(f"| {r['quant']} | {kv} | {dp:.1f} | {lp:.1f} | {_ratio(dp, lp)} | {dd:.1f} | {ld:.1f} | "
+                   f"{_ratio(dd, ld)} | {r['same_greedy_tokens']} |")
     return out + _footer(doc["meta"])
 
 

@@ -29,15 +29,17 @@ from dinoml.models import decoder
 
 
 def build_spec(gguf: str = None, ctx: int = None, max_seq: int = None, policy: str = "auto", name: str = None,
-               slots: int = 1):
+               slots: int = 1, kv_dtype: str = "float32"):
     """The decoder for GGUF file `gguf` (or $DINOML_LLAMA_GGUF) with a KV cache of `ctx` positions
     (default min(context_length, 512)) and prompts of up to `max_seq` tokens per run (default
-    min(ctx, 128)); slots=S batches S sequences per run (dinoml.models.decoder)."""
+    min(ctx, 128)); slots=S batches S sequences per run; kv_dtype float32|float16|bfloat16 is the
+    cache's dtype (dinoml.models.decoder)."""
     gguf = gguf or os.environ.get("DINOML_LLAMA_GGUF")
     if not gguf:
         raise ValueError("examples/llama/model.py needs a GGUF file: dinoml compile examples/llama/model.py "
                          "--gguf FILE (or DINOML_LLAMA_GGUF=FILE), or dinoml compile FILE.gguf")
-    return decoder.build_spec(gguf, ctx=ctx, max_seq=max_seq, policy=policy, name=name, slots=slots)
+    return decoder.build_spec(gguf, ctx=ctx, max_seq=max_seq, policy=policy, name=name, slots=slots,
+                               kv_dtype=kv_dtype)
 
 
 if __name__ == "__main__":

@@ -51,13 +51,13 @@ def load_model_file(path: str, **model_args) -> Spec:
     return result
 
 
-GGUF_MODEL_ARGS = ("ctx", "max_seq", "policy", "name", "slots")
+GGUF_MODEL_ARGS = ("ctx", "max_seq", "policy", "name", "slots", "kv_dtype")
 
 
 def load_gguf_model(path: str, **model_args) -> Spec:
     """A decoder LLM from a GGUF file (dinoml.models.decoder.build_spec): --model-arg ctx=N,
     max_seq=M, policy=auto|keep|dequantize, name=NAME, slots=S (KV caches of S sequences batched in
-    one run)."""
+    one run), kv_dtype=float32|float16|bfloat16 (f32|f16|bf16: the KV cache's dtype)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"model file '{path}' does not exist")
     unknown = sorted(k for k in model_args if k not in GGUF_MODEL_ARGS)
@@ -135,7 +135,7 @@ def _compile(argv: List[str]) -> int:
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="MODEL.py: passed as build_spec(KEY=VALUE); ints stay ints (repeatable); MODEL.gguf: "
                         "ctx=N (KV cache positions), max_seq=M (tokens per run), policy, name, slots=S (sequences "
-                        "decoded together)")
+                        "decoded together), kv_dtype=f32|f16|bf16 (KV cache dtype)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N|NAME=MIN:MAX[:B1,B2,...][:%%D]",
                    help="MODEL.pt2: fix a dynamic dim or give its bounds and buckets; a saved program's dims are "
                         "named <input>_<axis> (repeatable)")

@@ -30,7 +30,10 @@ def test_llama_table_rates_are_dinoml_over_peer():
            "results": [{"quant": "q4_0", "dinoml_prefill_tok_s": 200.0, "llama_cpp_prefill_tok_s": 100.0,
                         "dinoml_decode_tok_s": 40.0, "llama_cpp_decode_tok_s": 50.0, "same_greedy_tokens": True}]}
     out = "\n".join(_report().table(doc, "x.json"))
-    assert "| q4_0 | 200.0 | 100.0 | 2.00× | 40.0 | 50.0 | 0.80× | True |" in out
+    assert "| q4_0 | float32 | 200.0 | 100.0 | 2.00× | 40.0 | 50.0 | 0.80× | True |" in out
+    doc["results"][0].update(kv_dtype="float16", kv_cache_bytes=32 * 2**20)  # bench.py --kv float16
+    out = "\n".join(_report().table(doc, "x.json"))
+    assert "| q4_0 | float16 32.0 MiB | 200.0 | 100.0 | 2.00× | 40.0 | 50.0 | 0.80× | True |" in out
 
 
 def test_unknown_json_is_named(tmp_path, capsys):

@@ -153,3 +153,46 @@ def test_compile_gguf_cli(tmp_path):
     r = subprocess.run([sys.executable, "-m", "dinoml.cli", "compile", str(path), "--model-arg", "bogus=1",
                         "--target", "cpu", "--out", str(tmp_path / "x")], capture_output=True, text=True, env=env)
     assert r.returncode == 1 and "ctx, max_seq, policy, name" in r.stderr
+
+
+# kv_dtype="float16" (llama.cpp's own default cache type) against llama.cpp's default run: the same
+# 1e-2, and at least as close as DinoML's float32 cache (small margin for the quantized file, whose
+# 8-bit activation roundings flip on any upstream difference). gemma2 covers the composed soft-capped
+# attention (the cache widened to float32), the others the fused attention's mixed form.
+KV16_CASES = [("llama", "f16"), ("qwen3", "f32"), ("gemma2", "f32"), ("qwen3", "q4_k_m")]
+
+
+@pytest.mark.parametrize("arch,quant", KV16_CASES, ids=[f"{a}-{q}" for a, q in KV16_CASES])
+def test_float16_kv_cache_matches_llama_cpp(ggml_libdir, tmp_path, arch, quant):
+    path = tmp_path / f"{arch}-{quant}.gguf"
+    make_random_gguf.make_arch(str(path), arch, quant, seed=7)
+    arts = {kv: dml.compile(build_spec(str(path), ctx=64, max_seq=16, kv_dtype=kv), target="cpu",
+                            out=str(tmp_path / kv)) for kv in ("float32", "float16")}
+    states = {kv: dml.runtime.load(a.path).states for kv, a in arts.items()}
+    assert {s.dtype for s in states["float16"]} == {"float16"}
+    assert [s.shape for s in states["float16"]] == [s.shape for s in states["float32"]]
+    sel = [e.get("selected") for e in arts["float16"].kernel_manifest if e.get("op") == "scaled_dot_product_attention"]
+    assert sel == ([] if arch == "gemma2" else ["dml_cpu_sdpa_mixed.streamed"] * len(sel)) and (arch == "gemma2" or sel)
+    ref_tokens, ref_logits = llama_cpp(ggml_libdir, path, tmp_path / "ref.npy")
+    e16 = compare(arts["float16"].path, ref_tokens, ref_logits)
+    e32 = compare(arts["float32"].path, ref_tokens, ref_logits)
+    print(f"{arch} {quant}: max |logit error| / max |logit| against llama.cpp (F16 cache): kv float16 {e16:.2e}, "
+          f"kv float32 {e32:.2e}")
+    assert e16 <= e32 * (1.1 if quant == "q4_k_m" else 1.02), (e16, e32)
+
+
+def test_kv_dtype_option(tmp_path):
+    """`--model-arg kv_dtype=f16` gives float16 cache states; an unknown dtype is a clear error."""
+    path = tmp_path / "m.gguf"
+    make_random_gguf.make_arch(str(path), "qwen2", "q4_0", seed=3, n_layers=1)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = tmp_path / "art"
+    r = subprocess.run([sys.executable, "-m", "dinoml.cli", "compile", str(path), "--model-arg", "ctx=48",
+                        "--model-arg", "max_seq=8", "--model-arg", "kv_dtype=f16", "--target", "cpu", "--out",
+                        str(out)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    states = dml.runtime.load(str(out)).states
+    assert [(s.name, s.dtype, s.shape) for s in states] == [("cache_k.0", "float16", (2, 48, 32)),
+                                                             ("cache_v.0", "float16", (2, 48, 32))], states
+    with pytest.raises(ValueError, match=r"kv_dtype 'int8' is not a KV cache dtype: use float32 \(f32\), float16"):
+        build_spec(str(path), kv_dtype="int8")

@@ -12,7 +12,9 @@ mixture-of-experts routing. Each rule follows what llama.cpp computes for that a
 
 Artifact interface (shared with dinoml.tools.generate and dinoml.serve): inputs `tokens`,
 `positions` int64 [seq] (seq buckets 1, 16, 64, ..., max_seq), output `logits` float32 [1, vocab]
-of the last token, states `cache_k.N` / `cache_v.N` float32 [n_kv_heads, ctx, head_dim] per layer.
+of the last token, states `cache_k.N` / `cache_v.N` [n_kv_heads, ctx, head_dim] per layer in the KV
+dtype (`kv_dtype=`, `--model-arg kv_dtype=float16`: float32 (default), float16 or bfloat16; a 16-bit
+cache halves its memory and the bytes attention reads, and the fused attention widens it as it reads).
 
 With `slots=S` (S > 1; `--model-arg slots=S`) one artifact holds the KV caches of S sequences and
 one run takes tokens of any of them (batched decoding, continuous batching): inputs `tokens`,
@@ -273,9 +275,11 @@ def rope(x, heads: int, cfg: DecoderConfig, cos, sin):
 
 
 class Block(Module):
-    def __init__(self, cfg: DecoderConfig, index: int, ctx: int, cache_rows: Optional[int] = None):
+    def __init__(self, cfg: DecoderConfig, index: int, ctx: int, cache_rows: Optional[int] = None,
+                 kv_dtype: str = "float32"):
         self.cfg, self.index, self.ctx = cfg, index, ctx
         self.cache_rows = cache_rows or ctx
+        self.kv_dtype = kv_dtype
         self.swa = cfg.swa_layers[index]
         d, hd, r = cfg.dim, cfg.head_dim, cfg.arch_rules
         qd, kvd = cfg.n_heads * hd, cfg.n_kv_heads * hd
@@ -337,12 +341,15 @@ class Block(Module):
         cos, sin = tables[self.swa]
         q = rope(q, H, cfg, cos, sin)
         k = rope(k, nkv, cfg, cos, sin)
+        kv_dt = self.kv_dtype
+        if kv_dt != "float32":  # the new rows rounded to the cache's dtype (as llama.cpp's F16 cache)
+            k, v = ops.cast(k, kv_dt), ops.cast(v, kv_dt)
         # Cache rows [nkv, T, hd] written at the tokens' cache rows (their positions; with slots,
         # slot * ctx + position), in place in the state.
         k = ops.permute(ops.reshape(k, [T, nkv, hd]), dims=[1, 0, 2])
         v = ops.permute(ops.reshape(v, [T, nkv, hd]), dims=[1, 0, 2])
-        cache_k = state(f"cache_k.{self.index}", [nkv, self.cache_rows, hd])
-        cache_v = state(f"cache_v.{self.index}", [nkv, self.cache_rows, hd])
+        cache_k = state(f"cache_k.{self.index}", [nkv, self.cache_rows, hd], dtype=kv_dt)
+        cache_v = state(f"cache_v.{self.index}", [nkv, self.cache_rows, hd], dtype=kv_dt)
         k_all = ops.kv_cache_write(cache_k, k, rows)
         v_all = ops.kv_cache_write(cache_v, v, rows)
         ops.state_assign(cache_k, k_all)
@@ -354,12 +361,15 @@ class Block(Module):
         default_scale = abs(cfg.attn_scale - 1.0 / math.sqrt(hd)) < 1e-12
         if cfg.attn_softcap:
             # softcap·tanh(scale·q·kᵀ / softcap), masked, softmax, ·v (llama.cpp scales q first).
+            # The composed form reads float32: a 16-bit cache is widened whole (O(ctx) per step).
+            if kv_dt != "float32":
+                k_all, v_all = ops.cast(k_all, "float32"), ops.cast(v_all, "float32")
             q = q * np.float32(cfg.attn_scale)
             s = ops.bmm_rcr(q, k_all) * np.float32(1.0 / cfg.attn_softcap)
             s = ops.tanh(s) * np.float32(cfg.attn_softcap)
             p = ops.softmax(ops.where(mask, s, -float("inf")), axis=-1)
             a = ops.bmm_rrr(p, v_all)
-        elif default_scale:
+        elif default_scale:  # float32 q with a 16-bit cache: the op's mixed form
             a = ops.scaled_dot_product_attention(q, k_all, v_all, mask)
         else:
             a = ops.scaled_dot_product_attention(q, k_all, v_all, mask, scale=float(cfg.attn_scale))
@@ -425,10 +435,10 @@ KEY_BLOCK = 64
 
 
 class Decoder(Module):
-    def __init__(self, cfg: DecoderConfig, ctx: int, slots: int = 1):
+    def __init__(self, cfg: DecoderConfig, ctx: int, slots: int = 1, kv_dtype: str = "float32"):
         self.cfg, self.ctx, self.slots = cfg, ctx, slots
         self.tok_embd = Parameter([cfg.vocab, cfg.dim])
-        self.layers = [Block(cfg, i, ctx, slots * ctx) for i in range(cfg.n_layers)]
+        self.layers = [Block(cfg, i, ctx, slots * ctx, kv_dtype) for i in range(cfg.n_layers)]
         self.output_norm = Parameter([cfg.dim])
         # A file without output.weight ties the LM head to the embedding: one constant for both.
         self.output = Parameter([cfg.vocab, cfg.dim]) if cfg.has_output else self.tok_embd
@@ -536,14 +546,24 @@ def default_buckets(max_seq: int, slots: int = 1):
     return tuple(sorted(set(b)))
 
 
+# KV cache dtypes of build_spec(kv_dtype=...) and their short spellings.
+KV_DTYPES = {"float32": "float32", "f32": "float32", "float16": "float16", "f16": "float16",
+             "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
 def build_spec(gguf: Optional[str] = None, ctx: Optional[int] = None, max_seq: Optional[int] = None,
-               policy: str = "auto", name: Optional[str] = None, slots: int = 1):
+               policy: str = "auto", name: Optional[str] = None, slots: int = 1, kv_dtype: str = "float32"):
     """The decoder of GGUF file `gguf` with a KV cache of `ctx` positions (default
     min(context_length, 512)) and prompts of up to `max_seq` tokens per run (default min(ctx, 128)).
     slots > 1: a KV cache of `ctx` positions for each of `slots` sequences, and one run takes
-    tokens of any of them (inputs `slots`, `logit_rows`; module docstring)."""
+    tokens of any of them (inputs `slots`, `logit_rows`; module docstring). kv_dtype: the cache's
+    dtype, float32 (f32, default), float16 (f16: llama.cpp's default cache type) or bfloat16 (bf16)."""
     if not gguf:
         raise ValueError("build_spec needs a GGUF file")
+    if str(kv_dtype) not in KV_DTYPES:
+        raise ValueError(f"kv_dtype {kv_dtype!r} is not a KV cache dtype: use float32 (f32), float16 (f16) or "
+                         "bfloat16 (bf16)")
+    kv_dtype = KV_DTYPES[str(kv_dtype)]
     cfg = DecoderConfig.from_gguf(gguf)
     ctx = int(ctx or min(cfg.ctx_train, 512))
     slots = int(slots)
@@ -558,7 +578,7 @@ def build_spec(gguf: Optional[str] = None, ctx: Optional[int] = None, max_seq: O
         raise ValueError(f"max_seq {max_seq} must be in slots {slots}..slots*ctx {slots * ctx} (a run holds a decode "
                          "token of every slot)")
     seq = Dim("seq", min=1, max=max_seq, typical=1 if slots == 1 else slots, buckets=default_buckets(max_seq, slots))
-    model = Decoder(cfg, ctx, slots)
+    model = Decoder(cfg, ctx, slots, kv_dtype)
     constants = gguf_constants(cfg, policy)
     # Every tensor of the file must be used (llama.cpp refuses files with extra tensors too): one
     # left over means a variant this builder does not know, e.g. phi3's LongRoPE rope_factors_*.
