@@ -81,6 +81,16 @@ void widen_bf16_generic(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = dml_bf16_to_float(src[i]);
 }
 
+void widen_transpose_f16_generic(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, float* kt) {
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = dml_half_to_float(k[j * ldk + c]);
+}
+
+void widen_transpose_bf16_generic(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, float* kt) {
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = dml_bf16_to_float(k[j * ldk + c]);
+}
+
 namespace {
 
 // Widens n elements of a float16 / bfloat16 row to float32 with the tiles' conversion.
@@ -90,6 +100,14 @@ inline void widen_row(const IsaTiles* tiles, const TK* src, float* dst, int64_t 
   const auto* bits = reinterpret_cast<const uint16_t*>(src);
   if constexpr (std::is_same_v<TK, dml_half>) tiles->widen_f16(bits, dst, n);
   else tiles->widen_bf16(bits, dst, n);
+}
+
+// Widens and transposes `cols` float16 / bfloat16 key rows (stride ldk) into the key tile.
+template <typename TK>
+inline void widen_keys(const IsaTiles* tiles, const TK* k, int64_t ldk, int64_t cols, int64_t d, float* kt) {
+  const auto* bits = reinterpret_cast<const uint16_t*>(k);
+  if constexpr (std::is_same_v<TK, dml_half>) tiles->widen_transpose_f16(bits, ldk, cols, d, kt);
+  else tiles->widen_transpose_bf16(bits, ldk, cols, d, kt);
 }
 
 // The tiles of the GEMM's ISA path (its table carries them).
@@ -151,7 +169,7 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
   {
     std::vector<float> qf(static_cast<size_t>(bq * d)), kt(static_cast<size_t>(d * kBK)),
         vf(v_direct ? 0 : static_cast<size_t>(kBK * dv)), s(static_cast<size_t>(bq * kBK)),
-        o(static_cast<size_t>(bq * dv)), m(bq), l(bq), sum(bq), corr(bq), krow(mixed ? static_cast<size_t>(d) : 0);
+        o(static_cast<size_t>(bq * dv)), m(bq), l(bq), sum(bq), corr(bq);
 #pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / nqb, i0 = (task % nqb) * bq, rows = std::min(bq, lq - i0);
@@ -190,12 +208,11 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
           if (!any) continue;
         }
         // Key rows are read contiguously (they may be strided views) and written transposed.
-        for (int64_t j = 0; j < cols; ++j) {
-          const TK* kj = k + ko + (j0 + j) * kr;
-          if constexpr (mixed) {
-            widen_row(tiles, kj, krow.data(), d);
-            for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = krow[c];
-          } else {
+        if constexpr (mixed) {
+          widen_keys(tiles, k + ko + j0 * kr, kr, cols, d, kt.data());
+        } else {
+          for (int64_t j = 0; j < cols; ++j) {
+            const TK* kj = k + ko + (j0 + j) * kr;
             for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = load_f(kj, c);
           }
         }
@@ -248,8 +265,15 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
 
 }  // namespace
 
-const IsaTiles kGenericTiles = {"generic",           scores_generic,      softmax_block_generic, accumulate_generic,
-                                 softmax_row_generic, widen_f16_generic, widen_bf16_generic};
+const IsaTiles kGenericTiles = {"generic",
+                                 scores_generic,
+                                 softmax_block_generic,
+                                 accumulate_generic,
+                                 softmax_row_generic,
+                                 widen_f16_generic,
+                                 widen_bf16_generic,
+                                 widen_transpose_f16_generic,
+                                 widen_transpose_bf16_generic};
 
 }  // namespace dml_cpu::attention
 

@@ -32,6 +32,10 @@ struct IsaTiles {
   // exactly to float32 (the mixed form: float32 q with a low-precision k and v).
   void (*widen_f16)(const uint16_t* src, float* dst, int64_t n);
   void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n);
+  // The key block of the mixed form: kt[c*kBK + j] = float(k[j*ldk + c]) for j < cols (<= kBK), c < d
+  // (16-bit key rows of stride ldk widened and transposed into the key tile; columns >= cols untouched).
+  void (*widen_transpose_f16)(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, float* kt);
+  void (*widen_transpose_bf16)(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, float* kt);
 };
 
 // The portable row (attention.cpp): what the vector rows fall back to.
@@ -39,6 +43,8 @@ void softmax_row_generic(const float* x, float* y, int64_t n);
 // The portable widenings (attention.cpp): the vector ones convert their tails with them.
 void widen_f16_generic(const uint16_t* src, float* dst, int64_t n);
 void widen_bf16_generic(const uint16_t* src, float* dst, int64_t n);
+void widen_transpose_f16_generic(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, float* kt);
+void widen_transpose_bf16_generic(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, float* kt);
 
 // Calls f.template operator()<R>(i) for row blocks [i, i + R) covering `rows`: blocks of 4 rows, then
 // one block of the 1-3 left (the ISA tiles' row dispatch).

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "../attention_isa.h"
+#include "../attention_widen_x86.h"
 #include "vmath_avx2.h"
 
 namespace dml_cpu::attention {
@@ -171,7 +172,14 @@ static void widen_bf16_avx2(const uint16_t* src, float* dst, int64_t n) {
   widen_bf16_generic(src + i, dst + i, n - i);
 }
 
-const IsaTiles kAvx2Tiles = {"avx2",           scores_avx2,    softmax_block_avx2, accumulate_avx2,
-                             softmax_row_avx2, widen_f16_avx2, widen_bf16_avx2};
+const IsaTiles kAvx2Tiles = {"avx2",
+                             scores_avx2,
+                             softmax_block_avx2,
+                             accumulate_avx2,
+                             softmax_row_avx2,
+                             widen_f16_avx2,
+                             widen_bf16_avx2,
+                             x86::widen_transpose<false>,
+                             x86::widen_transpose<true>};
 
 }  // namespace dml_cpu::attention

@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "../attention_isa.h"
+#include "../attention_widen_x86.h"
 #include "vmath_avx512.h"
 
 namespace dml_cpu::attention {
@@ -190,7 +191,14 @@ static void widen_bf16_avx512(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-const IsaTiles kAvx512Tiles = {"avx512",           scores_avx512,    softmax_block_avx512, accumulate_avx512,
-                               softmax_row_avx512, widen_f16_avx512, widen_bf16_avx512};
+const IsaTiles kAvx512Tiles = {"avx512",
+                             scores_avx512,
+                             softmax_block_avx512,
+                             accumulate_avx512,
+                             softmax_row_avx512,
+                             widen_f16_avx512,
+                             widen_bf16_avx512,
+                             x86::widen_transpose<false>,
+                             x86::widen_transpose<true>};
 
 }  // namespace dml_cpu::attention
