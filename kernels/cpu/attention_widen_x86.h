@@ -11,7 +11,11 @@
 
 #include "attention_isa.h"
 
+// Internal linkage (anonymous namespace): the AVX2 and the AVX-512 objects each compile their own
+// copy; a shared weak copy could be the AVX-512 one and stop an AVX2-only CPU with SIGILL
+// (ctest CpuIsaObjects.ShareNoInlineCode checks this).
 namespace dml_cpu::attention::x86 {
+namespace {
 
 template <bool BF16>
 inline __m256 load8(const uint16_t* p) {
@@ -69,4 +73,5 @@ void widen_transpose(const uint16_t* k, int64_t ldk, int64_t cols, int64_t d, fl
     for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = widen1<BF16>(k[j * ldk + c]);
 }
 
+}  // namespace
 }  // namespace dml_cpu::attention::x86

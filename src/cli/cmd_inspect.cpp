@@ -85,6 +85,9 @@ int cmd_inspect(const std::string& artifact, bool as_json) {
             << "  graph hash " << manifest.value("graph_hash", "?") << "\n"
             << "  runtime ABI " << manifest.value("runtime_abi_version", 0) << ", built with "
             << manifest["toolchain"].value("cxx", "?") << "\n";
+  if (manifest.contains("tensor_parallel"))
+    std::cout << "  tensor parallel: " << manifest["tensor_parallel"].value("world_size", 0)
+              << " ranks (run with dinoml.runtime.load_group; tensor_parallel.json says what is split)\n";
   std::cout << "dims\n";
   for (const auto& d : meta["dims"])
     std::cout << "  " << d["name"].get<std::string>() << " in [" << d["min"] << ", " << d["max"] << "], typical "
