@@ -177,6 +177,12 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const NodeView& n);
 ir::Shape shape_of(const Importer& im, const std::string& dml_name);
 // NumPy-style matmul of two float tensors (onnx_ops_math.cpp), for converters built on MatMul.
 std::string onnx_matmul(Importer& im, NodeView& n, const std::string& a, const std::string& b);
+// Rotary embedding of the channels (axis 3) of a 4-d x4: the first R rotate — as halves (x[:R/2],
+// x[R/2:R]) or interleaved pairs (x[0::2], x[1::2]) — into (x1·cos − x2·sin, x2·cos + x1·sin) with
+// cos / sin [.., R/2] broadcasting against x4's first R/2 channels; channels R.. pass through.
+// Shared by RotaryEmbedding and GroupQueryAttention (onnx_ops_contrib.cpp).
+std::string rotate_channels(Importer& im, const std::string& x4, const std::string& cos, const std::string& sin,
+                            int64_t R, bool interleaved);
 // Conv of float x and w (and optional bias) with the node's Conv attributes (onnx_ops_nn.cpp).
 std::string onnx_conv(Importer& im, NodeView& n, const std::string& x, const std::string& w, const std::string& bias);
 

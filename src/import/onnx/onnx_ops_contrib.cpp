@@ -211,25 +211,7 @@ void convert_rotary_embedding(Importer& im, NodeView& n) {
   const int64_t head_axis = xs.size() == 3 ? 2 : 1;
   cos = im.op("unsqueeze", {cos}, {{"axes", std::vector<int64_t>{head_axis}}});
   sin = im.op("unsqueeze", {sin}, {{"axes", std::vector<int64_t>{head_axis}}});
-  auto last = [&](const std::string& t, int64_t start, int64_t end, int64_t step) {
-    return im.op("slice", {t}, {{"starts", std::vector<int64_t>{start}}, {"ends", std::vector<int64_t>{end}},
-                                {"axes", std::vector<int64_t>{3}}, {"steps", std::vector<int64_t>{step}}});
-  };
-  const int64_t h = R / 2;
-  const std::string x1 = interleaved ? last(x4, 0, R, 2) : last(x4, 0, h, 1);
-  const std::string x2 = interleaved ? last(x4, 1, R, 2) : last(x4, h, R, 1);
-  const std::string o1 = im.op("sub", {im.op("mul", {x1, cos}), im.op("mul", {x2, sin})});
-  const std::string o2 = im.op("add", {im.op("mul", {x2, cos}), im.op("mul", {x1, sin})});
-  std::string rot;
-  if (interleaved) {  // (o1[i], o2[i]) pairs back in place: [.., R/2, 2] -> [.., R]
-    const std::vector<int64_t> ax = {4};
-    rot = im.op("concatenate", {im.op("unsqueeze", {o1}, {{"axes", ax}}), im.op("unsqueeze", {o2}, {{"axes", ax}})},
-                {{"axis", int64_t{4}}});
-    rot = im.reshape(rot, {s4[0], s4[1], s4[2], IntExpr(R)});
-  } else {
-    rot = im.op("concatenate", {o1, o2}, {{"axis", int64_t{3}}});
-  }
-  std::string y = R < D ? im.op("concatenate", {rot, last(x4, R, D, 1)}, {{"axis", int64_t{3}}}) : rot;
+  const std::string y = rotate_channels(im, x4, cos, sin, R, interleaved);
   im.set(n, 0, xs.size() == 3 ? im.reshape(y, xs) : y);
 }
 
@@ -281,6 +263,31 @@ void skip_norm(Importer& im, NodeView& n, bool simplified) {
 }
 
 }  // namespace
+
+std::string rotate_channels(Importer& im, const std::string& x4, const std::string& cos, const std::string& sin,
+                            int64_t R, bool interleaved) {
+  const auto s4 = im.type(x4).shape;
+  const int64_t D = s4[3].const_value();
+  auto last = [&](const std::string& t, int64_t start, int64_t end, int64_t step) {
+    return im.op("slice", {t}, {{"starts", std::vector<int64_t>{start}}, {"ends", std::vector<int64_t>{end}},
+                                {"axes", std::vector<int64_t>{3}}, {"steps", std::vector<int64_t>{step}}});
+  };
+  const int64_t h = R / 2;
+  const std::string x1 = interleaved ? last(x4, 0, R, 2) : last(x4, 0, h, 1);
+  const std::string x2 = interleaved ? last(x4, 1, R, 2) : last(x4, h, R, 1);
+  const std::string o1 = im.op("sub", {im.op("mul", {x1, cos}), im.op("mul", {x2, sin})});
+  const std::string o2 = im.op("add", {im.op("mul", {x2, cos}), im.op("mul", {x1, sin})});
+  std::string rot;
+  if (interleaved) {  // (o1[i], o2[i]) pairs back in place: [.., R/2, 2] -> [.., R]
+    const std::vector<int64_t> ax = {4};
+    rot = im.op("concatenate", {im.op("unsqueeze", {o1}, {{"axes", ax}}), im.op("unsqueeze", {o2}, {{"axes", ax}})},
+                {{"axis", int64_t{4}}});
+    rot = im.reshape(rot, {s4[0], s4[1], s4[2], IntExpr(R)});
+  } else {
+    rot = im.op("concatenate", {o1, o2}, {{"axis", int64_t{3}}});
+  }
+  return R < D ? im.op("concatenate", {rot, last(x4, R, D, 1)}, {{"axis", int64_t{3}}}) : rot;
+}
 
 void register_contrib_converters(ConverterTable& t) {
   t["Gelu"] = convert_gelu;

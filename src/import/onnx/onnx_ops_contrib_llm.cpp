@@ -131,29 +131,9 @@ void convert_matmul_nbits(Importer& im, NodeView& n) {
 // Rotary embedding of x4 [B, S, H, D] (new rows, BSNH) with cos / sin [B, S, R/2] gathered per row.
 std::string rotary(Importer& im, const std::string& x4, const std::string& cos, const std::string& sin,
                    bool interleaved) {
-  const auto s4 = im.type(x4).shape;
-  const int64_t D = s4[3].const_value(), R = im.type(cos).shape.back().const_value() * 2;
-  const std::string c = im.op("unsqueeze", {cos}, {{"axes", std::vector<int64_t>{2}}});
-  const std::string sn = im.op("unsqueeze", {sin}, {{"axes", std::vector<int64_t>{2}}});
-  auto last = [&](const std::string& t, int64_t start, int64_t end, int64_t step) {
-    return im.op("slice", {t}, {{"starts", std::vector<int64_t>{start}}, {"ends", std::vector<int64_t>{end}},
-                                {"axes", std::vector<int64_t>{3}}, {"steps", std::vector<int64_t>{step}}});
-  };
-  const int64_t h = R / 2;
-  const std::string x1 = interleaved ? last(x4, 0, R, 2) : last(x4, 0, h, 1);
-  const std::string x2 = interleaved ? last(x4, 1, R, 2) : last(x4, h, R, 1);
-  const std::string o1 = im.op("sub", {im.op("mul", {x1, c}), im.op("mul", {x2, sn})});
-  const std::string o2 = im.op("add", {im.op("mul", {x2, c}), im.op("mul", {x1, sn})});
-  std::string rot;
-  if (interleaved) {
-    const std::vector<int64_t> ax = {4};
-    rot = im.op("concatenate", {im.op("unsqueeze", {o1}, {{"axes", ax}}), im.op("unsqueeze", {o2}, {{"axes", ax}})},
-                {{"axis", int64_t{4}}});
-    rot = im.reshape(rot, {s4[0], s4[1], s4[2], IntExpr(R)});
-  } else {
-    rot = im.op("concatenate", {o1, o2}, {{"axis", int64_t{3}}});
-  }
-  return R < D ? im.op("concatenate", {rot, last(x4, R, D, 1)}, {{"axis", int64_t{3}}}) : rot;
+  const int64_t R = im.type(cos).shape.back().const_value() * 2;
+  return rotate_channels(im, x4, im.op("unsqueeze", {cos}, {{"axes", std::vector<int64_t>{2}}}),
+                         im.op("unsqueeze", {sin}, {{"axes", std::vector<int64_t>{2}}}), R, interleaved);
 }
 
 void convert_group_query_attention(Importer& im, NodeView& n) {
