@@ -41,8 +41,16 @@ json build_metadata(const ir::Graph& g, const passes::MemoryPlan& plan) {
       // An input / output whose source model declares another element type (the ONNX importer
       // marks float64 ones, computed in float32, with source format "onnx"): run_numpy casts there.
       if (t.source && t.source->format == "onnx" && t.kind != ir::TensorKind::constant) {
-        e["source_dtype"] = t.source->type;
-        notes.insert("the source model declares '" + n + "' as " + t.source->type + "; DinoML " + t.source->policy);
+        if (!t.source->type.empty()) {
+          e["source_dtype"] = t.source->type;
+          notes.insert("the source model declares '" + n + "' as " + t.source->type + "; DinoML " + t.source->policy);
+        }
+        // An element "<seq>[k]" of an ONNX sequence input / output (run_numpy takes and returns lists).
+        const std::string& seq = t.source->tensor;
+        if (seq != n && n.size() > seq.size() + 2 && n.compare(0, seq.size(), seq) == 0 && n[seq.size()] == '[') {
+          e["sequence"] = seq;
+          e["sequence_index"] = std::stoll(n.substr(seq.size() + 1));
+        }
       }
       if (t.kind == ir::TensorKind::state) {
         int64_t numel = 1;

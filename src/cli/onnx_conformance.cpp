@@ -130,23 +130,46 @@ CaseResult run_case(const fs::path& dir, const fs::path& work) {
   onnx_import::ImportOptions opts;
   ir::Graph g;
   std::vector<std::string> bound;
+  onnx_import::GraphSignature sig;
+  try {
+    sig = onnx_import::read_graph_signature(model.string());
+  } catch (const std::exception& e) {
+    r.status = "failed";
+    r.reason = "import: " + one_line(e.what());
+    return r;
+  }
   auto try_import = [&](const onnx_import::ImportOptions& o) { g = onnx_import::import_onnx_file(model.string(), o); };
-  // Input tensors of a data set with the names stored in the .pb files.
+  // Input values of a data set (tensors, sequences, empty optionals, read as the model declares
+  // them) with the names stored in the .pb files (positional where a file carries none).
   auto load_inputs = [&](const fs::path& set) {
-    std::vector<std::pair<std::string, ops::HostTensor>> v;
+    std::vector<std::pair<std::string, onnx_import::TestValue>> v;
+    size_t k = 0;
     for (const auto& f : sorted_files(set, "input_")) {
-      std::string name;
-      auto t = onnx_import::read_tensor_pb(f.string(), &name, true);
+      onnx_import::ValueType type;
+      if (k < sig.inputs.size()) type = sig.inputs[k].second;
+      auto t = onnx_import::read_value_pb(f.string(), type);
+      std::string name = t.name.empty() && k < sig.inputs.size() ? sig.inputs[k].first : t.name;
       v.push_back({name, std::move(t)});
+      ++k;
     }
     return v;
   };
+  // The plain tensors of a data set (what may be bound at compile time).
+  auto tensors_of = [](const std::vector<std::pair<std::string, onnx_import::TestValue>>& vals) {
+    std::vector<std::pair<std::string, ops::HostTensor>> v;
+    for (const auto& [name, tv] : vals)
+      if (!tv.none && !tv.sequence && tv.tensors.size() == 1) v.push_back({name, tv.tensors[0]});
+    return v;
+  };
+  std::vector<std::pair<std::string, onnx_import::TestValue>> first_values;
   std::vector<std::pair<std::string, ops::HostTensor>> first_inputs;
-  // The model is imported first: sequence/optional inputs (whose test data are not tensors) are
-  // reported by the importer as unsupported before the data is read.
+  bool have_first = false;
   auto read_first = [&]() {
+    if (have_first) return true;
     try {
-      first_inputs = load_inputs(sets[0]);
+      first_values = load_inputs(sets[0]);
+      first_inputs = tensors_of(first_values);
+      have_first = true;
       return true;
     } catch (const onnx_import::OnnxImportError& e) {
       r.status = e.all_unsupported() ? "unsupported" : "failed";
@@ -154,6 +177,77 @@ CaseResult run_case(const fs::path& dir, const fs::path& work) {
       return false;
     }
   };
+  // Sequence inputs get their length and element shapes from the first data set, optional inputs
+  // their presence (every data set must agree: the artifact is compiled for one structure).
+  auto structure_of = [&](const std::vector<std::pair<std::string, onnx_import::TestValue>>& vals) {
+    std::string out;
+    for (const auto& [name, tv] : vals) {
+      if (tv.none) out += name + ":none;";
+      if (!tv.sequence) continue;
+      out += name + ":[";
+      for (const auto& t : tv.tensors) out += t.shape_string() + ",";
+      out += "];";
+    }
+    return out;
+  };
+  {
+    // Data that cannot be read yet (e.g. strings) is left to the importer to report.
+    try {
+      first_values = load_inputs(sets[0]);
+      first_inputs = tensors_of(first_values);
+      have_first = true;
+    } catch (const std::exception&) {
+    }
+    for (const auto& [name, tv] : first_values) {
+      if (tv.none) opts.absent_inputs.insert(name);
+      if (!tv.sequence) continue;
+      auto& shapes = opts.sequence_inputs[name];
+      for (const auto& t : tv.tensors) {
+        std::vector<std::string> ext;
+        for (int64_t e : t.shape) ext.push_back(std::to_string(e));
+        shapes.push_back(ext);
+      }
+    }
+  }
+  // A symbolic dim of a graph input is fixed to the first data set's extent (the node tests check
+  // values, not dynamic shapes); the case's reason says so.
+  std::vector<std::string> fixed_dims;
+  auto fix_symbolic_dims = [&](const onnx_import::OnnxImportError& e) {
+    static const std::regex sym(R"(graph input '([^']*)' axis (\d+) (?:is the symbolic dim '([^']*)'|has no size and no dim_param \(DinoML names it '([^']*)'\)))");
+    size_t added = 0;
+    for (const auto& p : e.problems) {
+      std::smatch m;
+      if (!std::regex_search(p.what, m, sym)) continue;
+      const std::string input = m[1].str(), dim = m[3].matched ? m[3].str() : m[4].str();
+      const size_t axis = std::stoul(m[2].str());
+      for (const auto& [name, tv] : first_values) {
+        if (tv.none) continue;
+        // A sequence input's element k is "<name>[k]".
+        for (size_t i = 0; i < tv.tensors.size(); ++i) {
+          const std::string en = tv.sequence ? name + "[" + std::to_string(i) + "]" : name;
+          if (en != input || axis >= tv.tensors[i].shape.size() || opts.dims.count(dim)) continue;
+          const int64_t ext = tv.tensors[i].shape[axis];
+          ir::Dim d;
+          d.name = dim;
+          d.min = d.max = ext;
+          opts.dims[dim] = d;
+          fixed_dims.push_back(dim + "=" + std::to_string(ext));
+          ++added;
+        }
+      }
+    }
+    return added;
+  };
+  for (int round = 0; round < 4; ++round) {
+    try {
+      onnx_import::import_onnx_file(model.string(), opts);
+      break;
+    } catch (const onnx_import::OnnxImportError& e) {
+      if (!fix_symbolic_dims(e)) break;
+    } catch (const std::exception&) {
+      break;
+    }
+  }
   try {
     try_import(opts);
     if (!read_first()) return r;
@@ -234,32 +328,49 @@ CaseResult run_case(const fs::path& dir, const fs::path& work) {
     r.reason = "compile: " + one_line(msg);
     return r;
   }
+  const std::string structure = structure_of(first_values);
   for (const auto& set : sets) {
     std::map<std::string, ops::HostTensor> inputs;
-    std::vector<ops::HostTensor> expected;
+    std::vector<onnx_import::TestValue> expected;
     try {
-      auto ins = set == sets[0] ? first_inputs : load_inputs(set);
-      for (auto& [name, t] : ins) {
-        if (std::find(bound.begin(), bound.end(), name) != bound.end()) continue;
-        inputs[name] = t;
+      auto vals = set == sets[0] ? first_values : load_inputs(set);
+      if (structure_of(vals) != structure) {
+        r.status = "unsupported";
+        r.reason = set.filename().string() + " gives sequence / optional inputs another structure than the first data set "
+                   "(the artifact is compiled for one)";
+        return r;
       }
-      for (const auto& f : sorted_files(set, "output_")) expected.push_back(onnx_import::read_tensor_pb(f.string(), nullptr, true));
+      for (auto& [name, tv] : vals) {
+        if (std::find(bound.begin(), bound.end(), name) != bound.end() || tv.none) continue;
+        if (tv.sequence) {
+          for (size_t i = 0; i < tv.tensors.size(); ++i) inputs[name + "[" + std::to_string(i) + "]"] = tv.tensors[i];
+        } else {
+          inputs[name] = tv.tensors.at(0);
+        }
+      }
+      size_t k = 0;
+      for (const auto& f : sorted_files(set, "output_")) {
+        onnx_import::ValueType type;
+        if (k < sig.outputs.size()) type = sig.outputs[k].second;
+        expected.push_back(onnx_import::read_value_pb(f.string(), type));
+        ++k;
+      }
     } catch (const std::exception& e) {
       r.status = "failed";
       r.reason = "test data: " + one_line(e.what());
       return r;
     }
-    // Rename inputs positionally when the files carry no names.
+    // Rename tensor inputs positionally when the files' names are not the graph's.
     if (inputs.size() == g.inputs.size()) {
-      std::map<std::string, ops::HostTensor> renamed;
-      size_t k = 0;
       bool names_ok = true;
       for (const auto& in : g.inputs) names_ok &= inputs.count(in) != 0;
       if (!names_ok) {
-        auto ins = set == sets[0] ? first_inputs : load_inputs(set);
-        for (auto& [name, t] : ins)
-          if (std::find(bound.begin(), bound.end(), name) == bound.end() && k < g.inputs.size()) renamed[g.inputs[k++]] = t;
-        inputs = renamed;
+        std::map<std::string, ops::HostTensor> renamed;
+        size_t k = 0;
+        for (const auto& [name, tv] : set == sets[0] ? first_values : load_inputs(set))
+          if (std::find(bound.begin(), bound.end(), name) == bound.end() && !tv.none && !tv.sequence && k < g.inputs.size())
+            renamed[g.inputs[k++]] = tv.tensors.at(0);
+        if (renamed.size() == inputs.size()) inputs = renamed;
       }
     }
     // A graph input that no op reads (CastLike's `like` only lends its element type) cannot change
@@ -290,32 +401,59 @@ CaseResult run_case(const fs::path& dir, const fs::path& work) {
       r.reason = "run: " + one_line(e.what());
       return r;
     }
-    if (expected.size() != g.outputs.size()) {
+    if (expected.size() != sig.outputs.size()) {
       r.status = "failed";
-      r.reason = "the model has " + std::to_string(g.outputs.size()) + " outputs, the test data " +
+      r.reason = "the model has " + std::to_string(sig.outputs.size()) + " outputs, the test data " +
                  std::to_string(expected.size());
       return r;
     }
+    // Each ONNX output: a tensor under its name, a sequence as "<name>[k]" for k < its length (and
+    // no more), an empty optional as no output at all.
     for (size_t k = 0; k < expected.size(); ++k) {
-      std::string why;
-      auto it = got.find(g.outputs[k]);
-      if (it == got.end()) {
+      const std::string& oname = sig.outputs[k].first;
+      const auto& want = expected[k];
+      std::vector<std::pair<std::string, const ops::HostTensor*>> pairs;
+      std::string extra;
+      if (want.none) {
+        extra = oname;
+      } else if (want.sequence) {
+        for (size_t i = 0; i < want.tensors.size(); ++i) pairs.push_back({oname + "[" + std::to_string(i) + "]", &want.tensors[i]});
+        extra = oname + "[" + std::to_string(want.tensors.size()) + "]";
+      } else {
+        pairs.push_back({oname, &want.tensors.at(0)});
+      }
+      if (got.count(extra)) {
         r.status = "failed";
-        r.reason = "output '" + g.outputs[k] + "' missing";
+        r.reason = set.filename().string() + " output '" + extra + "' exists; the expected " +
+                   (want.none ? "optional is empty" : "sequence has " + std::to_string(want.tensors.size()) + " elements");
         return r;
       }
-      if (!outputs_match(it->second, expected[k], why)) {
-        r.status = "failed";
-        r.reason = set.filename().string() + " output '" + g.outputs[k] + "': " + why;
-        return r;
+      for (const auto& [gname, wt] : pairs) {
+        std::string why;
+        auto it = got.find(gname);
+        if (it == got.end()) {
+          r.status = "failed";
+          r.reason = "output '" + gname + "' missing";
+          return r;
+        }
+        if (!outputs_match(it->second, *wt, why)) {
+          r.status = "failed";
+          r.reason = set.filename().string() + " output '" + gname + "': " + why;
+          return r;
+        }
       }
     }
   }
   r.status = "passed";
+  if (!fixed_dims.empty()) {
+    std::string list;
+    for (const auto& d : fixed_dims) list += (list.empty() ? "" : ", ") + d;
+    r.reason = "symbolic dims fixed to the test's sizes: " + list;
+  }
   if (r.bound_inputs) {
     std::string list;
     for (const auto& b : bound) list += (list.empty() ? "" : ", ") + b;
-    r.reason = "shape input(s) bound at compile time: " + list;
+    r.reason += (r.reason.empty() ? "" : "; ") + std::string("shape input(s) bound at compile time: ") + list;
   }
   if (!r.unread_inputs.empty()) {
     std::string list;

@@ -33,12 +33,20 @@ ir::DType dtype_from_onnx(int onnx_type, const std::string& what);
 // Whether dtype_from_onnx / tensor_from_proto met a DOUBLE since the last reset (per thread: one
 // import runs on one thread).
 void reset_float64_seen();
+// ONNX integer types without a DinoML dtype, computed exactly in a wider one ("widened"): INT16 and
+// UINT16 in int32, UINT32 and UINT64 in int64 (a uint64 as the int64 of the same bits). The importer
+// tracks which values are widened (Importer::wide) and keeps their ONNX semantics: results wrap
+// modulo 2^bits, unsigned comparisons / division / shifts / casts (onnx_widened.cpp).
+std::optional<ir::DType> widened_storage(int onnx_type);
+std::string widened_name(int onnx_type);  // "int16", "uint16", "uint32", "uint64"; "" otherwise
+// dtype_from_onnx, or the storage dtype of a widened type.
+ir::DType storage_dtype(int onnx_type, const std::string& what);
 bool float64_seen();
 std::string onnx_type_name(int onnx_type);
 // TensorProto → host tensor (raw or typed fields, external data resolved against base_dir).
 // `uint16_as_bfloat16`: read UINT16 payloads as bfloat16 bits (ONNX test data stores bfloat16 so).
 // A DOUBLE tensor is read as float32, each value rounded to nearest (what a Cast from double to float
-// computes).
+// computes); INT16 / UINT16 / UINT32 / UINT64 in their widened storage dtype (widened_storage).
 ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16 = false);
 
 // Graph preparation (onnx_graph_order.cpp). free_reads adds to `out` the values g (and its subgraphs)
@@ -162,6 +170,25 @@ class Importer {
   std::map<std::string, ops::HostTensor> known;    // ONNX value → concrete value (not yet materialised)
   std::map<std::string, SymValue> syms;            // ONNX value → symbolic int64 value
   std::map<std::string, ops::HostTensor> dml_known;  // DinoML tensor → concrete value
+  // ONNX sequence values: their elements (DinoML tensors), the length known at compile time.
+  struct Sequence {
+    std::vector<std::string> elems;
+    ir::DType dtype = ir::DType::f32;  // the element type (what an empty sequence keeps)
+    int wide = 0;                      // the elements' widened ONNX type, 0 if none
+  };
+  std::map<std::string, Sequence> seqs;
+  // ONNX optional values that are empty (an optional holding a value is that value).
+  std::set<std::string> nones;
+  // Sequence input k of node n; throws Invalid naming the node when it is not a sequence.
+  const Sequence& seq_in(NodeView& n, size_t k);
+  void set_seq(NodeView& n, size_t k, Sequence s);
+  // Output k of n becomes the value of ONNX value `from` (tensor, sequence or empty optional).
+  void alias(NodeView& n, size_t k, const std::string& from);
+  // ONNX value → its ONNX element type, for values of a widened type (INT16, UINT16, UINT32,
+  // UINT64 held in int32 / int64, see widened_storage).
+  std::map<std::string, int> wide;
+  // The widened ONNX type of node input k, 0 when it is not widened.
+  int wide_of(NodeView& n, size_t k) const;
   std::string base_dir;
   std::set<std::string> reserved;  // graph input / output names (the ONNX ones): never given to other tensors
 };
@@ -183,6 +210,23 @@ std::string onnx_matmul(Importer& im, NodeView& n, const std::string& a, const s
 // Shared by RotaryEmbedding and GroupQueryAttention (onnx_ops_contrib.cpp).
 std::string rotate_channels(Importer& im, const std::string& x4, const std::string& cos, const std::string& sin,
                             int64_t R, bool interleaved);
+// Widened integer types (onnx_widened.cpp). widened_node_check: the widened type the node reads (0
+// if none); throws Unsupported for an operator that does not handle widened values. The outputs of
+// type-preserving operators are then marked by widened_mark_outputs.
+int widened_node_check(Importer& im, NodeView& n);
+void widened_mark_outputs(Importer& im, NodeView& n, int type);
+// x (storage dtype of `type`) reduced modulo 2^bits into the type's range (uint64: unchanged).
+std::string wrap_widened(Importer& im, const std::string& x, int type);
+// Comparison op ("eq", "ne", "lt", "le", "gt", "ge") of two values of widened `type` (unsigned
+// order for uint64).
+std::string widened_compare(Importer& im, const std::string& op, const std::string& a, const std::string& b, int type);
+// Unsigned quotient and remainder of int64 tensors holding uint64 bits (broadcasting).
+std::pair<std::string, std::string> udivmod64(Importer& im, const std::string& n, const std::string& d);
+// A widened value as float dtype `to` (uint64: correctly rounded from its unsigned value).
+std::string widened_to_float(Importer& im, const std::string& x, int type, ir::DType to);
+// x (any dtype; widened of type from_wide, or 0) cast to widened type `to`, wrapping as C casts do.
+std::string cast_to_widened(Importer& im, const std::string& x, int from_wide, int to);
+
 // Conv of float x and w (and optional bias) with the node's Conv attributes (onnx_ops_nn.cpp).
 std::string onnx_conv(Importer& im, NodeView& n, const std::string& x, const std::string& w, const std::string& bias);
 

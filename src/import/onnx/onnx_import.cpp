@@ -12,6 +12,7 @@
 
 #include "import/onnx/onnx_context.h"
 #include "import/onnx/onnx_patterns.h"
+#include <onnx/onnx-data.pb.h>  // after onnx_pb.h (via onnx_context.h), which defines ONNX_API
 #include "ir/error.h"
 #include "ops/interpreter.h"
 #include "ops/registry.h"
@@ -53,6 +54,7 @@ bool OnnxImportError::all_unsupported() const {
 
 void register_control_converters(ConverterTable& t);  // onnx_ops_control.cpp (Loop, Scan, If)
 void register_sample_converters(ConverterTable& t);   // onnx_ops_sample.cpp (GridSample)
+void register_sequence_converters(ConverterTable& t); // onnx_ops_sequence.cpp (sequences, optionals)
 
 const ConverterTable& converters() {
   static const ConverterTable table = [] {
@@ -69,6 +71,7 @@ const ConverterTable& converters() {
     register_contrib_llm_converters(t);
     register_control_converters(t);
     register_sample_converters(t);
+    register_sequence_converters(t);
     return t;
   }();
   return table;
@@ -93,6 +96,10 @@ std::string sanitize(const std::string& s) {
 
 std::string Importer::t(const std::string& onnx_name) {
   if (auto it = names.find(onnx_name); it != names.end()) return it->second;
+  if (seqs.count(onnx_name))
+    throw Unsupported("value '" + onnx_name + "' is a sequence where a tensor is expected (SequenceAt or "
+                      "ConcatFromSequence takes its elements)");
+  if (nones.count(onnx_name)) throw Invalid("value '" + onnx_name + "' is an empty optional where a tensor is expected");
   if (auto it = known.find(onnx_name); it != known.end()) {
     std::string dml = constant(it->second, sanitize(onnx_name));
     names[onnx_name] = dml;
@@ -228,6 +235,30 @@ void Importer::set_value(const std::string& onnx_name, const std::string& dml_na
     throw Invalid("value '" + onnx_name + "' is defined twice");
   names[onnx_name] = dml_name;
 }
+const Importer::Sequence& Importer::seq_in(NodeView& n, size_t k) {
+  if (!n.has_input(k)) throw Invalid("node '" + n.name + "' (" + n.op() + "): input " + std::to_string(k) + " is missing");
+  auto it = seqs.find(n.input(k));
+  if (it == seqs.end())
+    throw Invalid("node '" + n.name + "' (" + n.op() + "): input " + std::to_string(k) + " ('" + n.input(k) + "') is not a sequence");
+  return it->second;
+}
+void Importer::set_seq(NodeView& n, size_t k, Sequence s) {
+  if (!n.has_output(k)) return;
+  const std::string& o = n.p.output(static_cast<int>(k));
+  if (names.count(o) || known.count(o) || syms.count(o) || seqs.count(o)) throw Invalid("value '" + o + "' is defined twice");
+  seqs[o] = std::move(s);
+}
+void Importer::alias(NodeView& n, size_t k, const std::string& from) {
+  if (!n.has_output(k)) return;
+  const std::string& o = n.p.output(static_cast<int>(k));
+  if (auto it = seqs.find(from); it != seqs.end()) set_seq(n, k, it->second);
+  else if (nones.count(from)) nones.insert(o);
+  else if (auto kn = known.find(from); kn != known.end()) known[o] = kn->second;
+  else if (auto sy = syms.find(from); sy != syms.end()) syms[o] = sy->second;
+  else set(n, k, t(from));
+  if (auto w = wide.find(from); w != wide.end()) wide[o] = w->second;
+}
+
 void Importer::set_sym(NodeView& n, size_t k, SymValue v) {
   if (!n.has_output(k)) return;
   const std::string& o = n.p.output(static_cast<int>(k));
@@ -439,6 +470,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     if (!reads.count(t.name())) continue;
     try {
       im.known[t.name()] = tensor_from_proto(t, base_dir);
+      if (widened_storage(t.data_type())) im.wide[t.name()] = t.data_type();
     } catch (const Unsupported& e) {
       model_problem(std::string("initializer: ") + e.what(), true);
       poisoned.insert(t.name());
@@ -455,6 +487,8 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   // up by the ONNX name first, then by the identifier.
   std::map<std::string, std::string> dim_source;  // identifier -> the ONNX name it came from
   std::vector<std::string> f64_inputs;
+  std::map<std::string, std::string> widened_io;  // graph input / output -> its widened ONNX type name
+  std::map<std::string, std::string> sequence_io;  // "<name>[k]" -> the sequence input / output <name>
   auto bind_dim = [&](const std::string& onnx_dim, const std::string& input, int axis, bool named) -> ir::IntExpr {
     const std::string id = dim_identifier(onnx_dim);
     auto it = opts.dims.find(onnx_dim);
@@ -484,10 +518,53 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       continue;
     }
     try {
-      if (!vi.type().has_tensor_type())
-        throw Unsupported("graph input '" + name + "' is not a tensor (sequences, maps and optionals are not supported)");
-      const auto& tt = vi.type().tensor_type();
-      DType dt = dtype_from_onnx(tt.elem_type(), "graph input '" + name + "'");
+      // An optional input is absent (opts.absent_inputs) or its value; a sequence input's length and
+      // element shapes come from opts.sequence_inputs.
+      const onnx::TypeProto* type = &vi.type();
+      if (type->has_optional_type()) {
+        if (opts.absent_inputs.count(name)) {
+          im.nones.insert(name);
+          continue;
+        }
+        type = &type->optional_type().elem_type();
+      } else if (opts.absent_inputs.count(name)) {
+        throw Invalid("graph input '" + name + "' is not optional; it cannot be absent");
+      }
+      if (type->has_sequence_type()) {
+        const auto& et = type->sequence_type().elem_type();
+        if (!et.has_tensor_type() || et.tensor_type().elem_type() == 0)
+          throw Unsupported("graph input '" + name + "' is a sequence of non-tensors or of an undeclared element type");
+        auto it = opts.sequence_inputs.find(name);
+        if (it == opts.sequence_inputs.end())
+          throw Unsupported("graph input '" + name + "' is a sequence: give its length and element shapes at compile time "
+                            "(sequences={'" + name + "': [(2, 3), (4, 3)]} / --sequence '" + name + "=2x3,4x3')");
+        const int elem = et.tensor_type().elem_type();
+        Importer::Sequence seq;
+        seq.dtype = storage_dtype(elem, "graph input '" + name + "' elements");
+        if (widened_storage(elem)) seq.wide = elem;
+        for (size_t k = 0; k < it->second.size(); ++k) {
+          const std::string en = name + "[" + std::to_string(k) + "]";
+          ir::Shape shape;
+          for (const auto& e : it->second[k]) {
+            if (!e.empty() && std::all_of(e.begin(), e.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+              shape.push_back(ir::IntExpr(static_cast<int64_t>(std::stoll(e))));
+            } else {
+              shape.push_back(bind_dim(e, en, static_cast<int>(shape.size()), true));
+            }
+          }
+          im.reserved.insert(en);
+          seq.elems.push_back(im.b.input(en, seq.dtype, shape));
+          if (elem == onnx::TensorProto::DOUBLE) f64_inputs.push_back(en);
+          if (seq.wide) widened_io[en] = widened_name(elem);
+          sequence_io[en] = name;
+        }
+        im.seqs[name] = seq;
+        continue;
+      }
+      if (!type->has_tensor_type())
+        throw Unsupported("graph input '" + name + "' is not a tensor, a sequence or an optional (maps are not supported)");
+      const auto& tt = type->tensor_type();
+      DType dt = storage_dtype(tt.elem_type(), "graph input '" + name + "'");
       if (!tt.has_shape()) throw Unsupported("graph input '" + name + "' has no shape (its rank must be known)");
       ir::Shape shape;
       for (int a = 0; a < tt.shape().dim_size(); ++a) {
@@ -504,6 +581,10 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
       }
       if (tt.elem_type() == onnx::TensorProto::DOUBLE) f64_inputs.push_back(name);
       im.set_value(name, im.b.input(name, dt, shape));
+      if (widened_storage(tt.elem_type())) {
+        im.wide[name] = tt.elem_type();
+        widened_io[name] = widened_name(tt.elem_type());
+      }
     } catch (const Unsupported& e) {
       model_problem(e.what(), true);
       poisoned.insert(name);
@@ -583,7 +664,9 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
     try {
       if (opset < 9 && np.op_type() == "BatchNormalization" && nv.i("spatial", 1) != 1)
         throw Unsupported("spatial = 0 (per-element statistics) is not supported");
+      const int widened = widened_node_check(im, nv);
       it->second(im, nv);
+      widened_mark_outputs(im, nv, widened);
       auto unread = nv.unread_attributes();
       if (!unread.empty()) {
         std::string list;
@@ -591,8 +674,8 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
         throw Unsupported("attribute(s) " + list + " not supported");
       }
       for (size_t k = 0; k < nv.num_outputs(); ++k)
-        if (nv.has_output(k) && !im.names.count(np.output(static_cast<int>(k))) && !im.syms.count(np.output(static_cast<int>(k))) &&
-            !im.known.count(np.output(static_cast<int>(k))))
+        if (const std::string& o = np.output(static_cast<int>(k));
+            nv.has_output(k) && !im.names.count(o) && !im.syms.count(o) && !im.known.count(o) && !im.seqs.count(o) && !im.nones.count(o))
           throw Unsupported("output " + std::to_string(k) + " ('" + np.output(static_cast<int>(k)) + "') is not supported");
     } catch (const Unsupported& e) {
       problems.push_back({display, np.op_type(), strip_prefix(e.what(), display), true});
@@ -610,29 +693,58 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   // Outputs.
   std::vector<std::string> f64_outputs;
   std::vector<std::pair<std::string, std::string>> renames;  // stand-in output name -> ONNX name
+  std::set<std::string> declared;  // DinoML tensors already declared as outputs
+  auto declare_output = [&](const std::string& dml, const std::string& name) {
+    if (im.b.graph().has_tensor(name)) {
+      // A generated tensor took the ONNX name: declared under a stand-in, renamed after finish().
+      const std::string stand_in = im.b.graph().unique_name(dim_identifier(name) + "_output");
+      im.b.output(dml, stand_in);
+      renames.emplace_back(stand_in, name);
+    } else {
+      im.b.output(dml, name);
+    }
+    declared.insert(dml);
+  };
   for (const auto& vi : g.output()) {
     const std::string& name = vi.name();
     if (poisoned.count(name)) continue;
     try {
+      // An empty optional output has no tensor: it is left out of the artifact's signature.
+      if (im.nones.count(name)) continue;
+      if (auto sq = im.seqs.find(name); sq != im.seqs.end()) {
+        // A sequence output: its elements are the outputs "<name>[k]" (a copy where an element is
+        // a graph input or already an output, as each output needs its own buffer).
+        for (size_t k = 0; k < sq->second.elems.size(); ++k) {
+          std::string e = sq->second.elems[k];
+          if (declared.count(e) || im.type(e).kind == ir::TensorKind::input || im.type(e).kind == ir::TensorKind::constant)
+            e = ir::is_bool(im.type(e).dtype) ? im.op("ne", {e, im.scalar(DType::boolean, 0)}) : im.op("add", {e, like(im, e, 0)});
+          const std::string en = name + "[" + std::to_string(k) + "]";
+          declare_output(e, en);
+          sequence_io[en] = name;
+          if (sq->second.wide) widened_io[en] = widened_name(sq->second.wide);
+        }
+        continue;
+      }
       std::string dml = im.t(name);
       if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) {
-        DType want = dtype_from_onnx(vi.type().tensor_type().elem_type(), "graph output '" + name + "'");
+        const int et = vi.type().tensor_type().elem_type();
+        DType want = storage_dtype(et, "graph output '" + name + "'");
         if (im.type(dml).dtype != want)
           throw Invalid("graph output '" + name + "' is declared " + std::string(ir::dtype_name(want)) + " but computes " +
                         std::string(ir::dtype_name(im.type(dml).dtype)));
+        if (widened_storage(et)) {
+          auto w = im.wide.find(name);
+          if (w == im.wide.end() || w->second != et)
+            throw Invalid("graph output '" + name + "' is declared " + widened_name(et) + " but computes " +
+                          (w == im.wide.end() ? std::string(ir::dtype_name(want)) : widened_name(w->second)));
+          widened_io[name] = widened_name(et);
+        }
       }
       if (im.b.graph().has_tensor(name) && im.b.graph().tensor(name).kind == ir::TensorKind::input)
         throw Unsupported("graph output '" + name + "' is also a graph input; DinoML needs distinct names");
       if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() == onnx::TensorProto::DOUBLE)
         f64_outputs.push_back(name);
-      if (im.b.graph().has_tensor(name)) {
-        // A generated tensor took the ONNX name: declared under a stand-in, renamed after finish().
-        const std::string stand_in = im.b.graph().unique_name(dim_identifier(name) + "_output");
-        im.b.output(dml, stand_in);
-        renames.emplace_back(stand_in, name);
-        continue;
-      }
-      im.b.output(dml, name);
+      declare_output(dml, name);
     } catch (const Unsupported& e) {
       model_problem(e.what(), true);
     } catch (const std::exception& e) {
@@ -649,11 +761,24 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
   }
   // float64 inputs / outputs are float32 tensors marked with their ONNX type; metadata.json
   // carries it ("source_dtype") with a note, and run_numpy casts at that boundary.
+  // The source field says which ONNX value a tensor stands for: `tensor` is the sequence for an
+  // element "<name>[k]" (metadata.json: "sequence", "sequence_index"), and `type` the declared
+  // element type where the artifact's differs (metadata.json: "source_dtype", with the note).
+  auto mark = [&](const std::string& n, const std::string& type, const std::string& policy) {
+    if (!out.has_tensor(n)) return;
+    auto sq = sequence_io.find(n);
+    out.tensor(n).source = ir::ConstantSource{"onnx", sq == sequence_io.end() ? n : sq->second, type, policy};
+  };
+  for (const auto& [n, seq] : sequence_io) mark(n, "", "");
   for (const auto* list : {&f64_inputs, &f64_outputs})
     for (const auto& n : *list)
-      out.tensor(n).source = ir::ConstantSource{"onnx", n, "float64",
-                                                "computes it in float32 (pass float32; run_numpy casts float64 arrays "
-                                                "in and returns float64 arrays)"};
+      mark(n, "float64", "computes it in float32 (pass float32; run_numpy casts float64 arrays in and returns float64 arrays)");
+  // int16 / uint16 / uint32 / uint64 inputs and outputs are int32 / int64 tensors of the artifact
+  // (uint64 as the int64 with the same bits), marked with their ONNX type likewise.
+  for (const auto& [n, type] : widened_io)
+    if (out.has_tensor(n))
+      mark(n, type, "holds it in " + std::string(ir::dtype_name(out.tensor(n).dtype)) + " (pass that dtype; run_numpy converts " +
+                        type + " arrays in and out)");
   return out;
 }
 
@@ -710,6 +835,92 @@ ops::HostTensor read_tensor_pb(const std::string& path, std::string* name, bool 
   } catch (const Invalid& e) {
     throw OnnxImportError("'" + path + "': " + e.what(), {{"", "", e.what(), false}});
   }
+}
+
+namespace {
+ValueType value_type_of(const onnx::TypeProto& t) {
+  ValueType v;
+  const onnx::TypeProto* x = &t;
+  bool optional = false;
+  if (x->has_optional_type()) {
+    optional = true;
+    x = &x->optional_type().elem_type();
+  }
+  if (x->has_tensor_type()) {
+    v.kind = optional ? ValueType::Kind::optional_tensor : ValueType::Kind::tensor;
+    v.elem_type = x->tensor_type().elem_type();
+  } else if (x->has_sequence_type()) {
+    v.kind = optional ? ValueType::Kind::optional_sequence : ValueType::Kind::sequence;
+    if (x->sequence_type().elem_type().has_tensor_type()) v.elem_type = x->sequence_type().elem_type().tensor_type().elem_type();
+  } else {
+    v.kind = ValueType::Kind::other;
+  }
+  return v;
+}
+
+std::string read_bytes(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw OnnxImportError(std::string("cannot open ") + what + " '" + path + "'", {{"", "", "cannot open file", false}});
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+GraphSignature read_graph_signature(const std::string& model_path) {
+  onnx::ModelProto m;
+  parse_model(read_bytes(model_path, "ONNX file"), m);
+  GraphSignature sig;
+  std::set<std::string> inits;
+  for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+  for (const auto& vi : m.graph().input())
+    if (!inits.count(vi.name())) sig.inputs.emplace_back(vi.name(), value_type_of(vi.type()));
+  for (const auto& vi : m.graph().output()) sig.outputs.emplace_back(vi.name(), value_type_of(vi.type()));
+  return sig;
+}
+
+TestValue read_value_pb(const std::string& path, const ValueType& type) {
+  const std::string bytes = read_bytes(path, "test data file");
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  // ONNX's test data stores bfloat16 as UINT16 payloads: read them so unless a uint16 is declared.
+  const bool u16_bits = type.elem_type != onnx::TensorProto::UINT16;
+  TestValue v;
+  auto tensor = [&](const onnx::TensorProto& t) {
+    try {
+      return tensor_from_proto(t, dir, u16_bits);
+    } catch (const Unsupported& e) {
+      throw OnnxImportError("'" + path + "': " + e.what(), {{"", "", e.what(), true}});
+    } catch (const Invalid& e) {
+      throw OnnxImportError("'" + path + "': " + e.what(), {{"", "", e.what(), false}});
+    }
+  };
+  auto sequence = [&](const onnx::SequenceProto& s) {
+    if (s.elem_type() != onnx::SequenceProto::TENSOR && s.elem_type() != onnx::SequenceProto::UNDEFINED)
+      throw OnnxImportError("'" + path + "': a sequence of non-tensors", {{"", "", "a sequence of non-tensors", true}});
+    v.sequence = true;
+    for (const auto& t : s.tensor_values()) v.tensors.push_back(tensor(t));
+  };
+  auto bad = [&] { return OnnxImportError("'" + path + "' is not a valid ONNX test value", {{"", "", "protobuf parse failed", false}}); };
+  using K = ValueType::Kind;
+  if (type.kind == K::sequence) {
+    onnx::SequenceProto s;
+    if (!s.ParseFromString(bytes)) throw bad();
+    v.name = s.name();
+    sequence(s);
+  } else if (type.kind == K::optional_tensor || type.kind == K::optional_sequence) {
+    onnx::OptionalProto o;
+    if (!o.ParseFromString(bytes)) throw bad();
+    v.name = o.name();
+    if (o.has_tensor_value()) v.tensors.push_back(tensor(o.tensor_value()));
+    else if (o.has_sequence_value()) sequence(o.sequence_value());
+    else v.none = true;
+  } else {
+    onnx::TensorProto t;
+    if (!t.ParseFromString(bytes)) throw bad();
+    v.name = t.name();
+    v.tensors.push_back(tensor(t));
+  }
+  return v;
 }
 
 }  // namespace dinoml::onnx_import

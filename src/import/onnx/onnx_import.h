@@ -9,6 +9,7 @@
 // reported together in one OnnxImportError, each naming the node.
 #pragma once
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,7 +45,36 @@ struct ImportOptions {
   // that decides a shape, e.g. Reshape's `shape`, may be bound here). They stop being inputs.
   std::map<std::string, ops::HostTensor> bind_inputs;
   std::string name;  // graph name; default: the ONNX graph name
+  // Sequence-typed graph inputs (also optional ones holding a sequence): the length and the element
+  // shapes are fixed at compile time, one extent list per element, each extent a size ("3") or the
+  // name of a symbolic dim bounded in `dims`. Element k is the artifact input "<name>[k]" (a list
+  // in run_numpy); a sequence output's elements are the outputs "<name>[k]" likewise.
+  std::map<std::string, std::vector<std::vector<std::string>>> sequence_inputs;
+  // Optional graph inputs compiled as absent (an empty optional); the others are present.
+  std::set<std::string> absent_inputs;
 };
+
+// The declared type of a graph input or output.
+struct ValueType {
+  enum class Kind { tensor, sequence, optional_tensor, optional_sequence, other };
+  Kind kind = Kind::tensor;
+  int elem_type = 0;  // ONNX element type of the tensor / of the sequence's elements (0: undeclared)
+};
+struct GraphSignature {
+  // Graph inputs (those with an initializer omitted) and outputs, in order.
+  std::vector<std::pair<std::string, ValueType>> inputs, outputs;
+};
+GraphSignature read_graph_signature(const std::string& model_path);
+
+// A value of ONNX's test-data format (.pb: a TensorProto, SequenceProto or OptionalProto, read as
+// `type` declares).
+struct TestValue {
+  std::string name;
+  bool none = false;      // an empty optional
+  bool sequence = false;  // tensors are the sequence's elements
+  std::vector<ops::HostTensor> tensors;
+};
+TestValue read_value_pb(const std::string& path, const ValueType& type);
 
 // Parses a --dim spec "name=min:max[:b1,b2,...]" (or "name=value" for a fixed size).
 ir::Dim parse_dim_spec(const std::string& spec);

@@ -18,18 +18,25 @@ using ir::DType;
 
 constexpr int64_t kMaxUnroll = 4096;
 
-// A value of the importer's scope: a DinoML tensor, an import-time constant, or a symbolic int.
+// A value of the importer's scope: a DinoML tensor, an import-time constant, a symbolic int, a
+// sequence or an empty optional; `wide` its widened ONNX type.
 struct Bound {
   std::string dml;
   std::optional<ops::HostTensor> known;
   std::optional<SymValue> sym;
+  std::optional<Importer::Sequence> seq;
+  bool none = false;
+  int wide = 0;
 };
 
 Bound capture(Importer& im, const std::string& onnx_name) {
   Bound b;
   if (auto it = im.syms.find(onnx_name); it != im.syms.end()) b.sym = it->second;
   else if (auto k = im.known.find(onnx_name); k != im.known.end()) b.known = k->second;
+  else if (auto q = im.seqs.find(onnx_name); q != im.seqs.end()) b.seq = q->second;
+  else if (im.nones.count(onnx_name)) b.none = true;
   else b.dml = im.t(onnx_name);
+  if (auto w = im.wide.find(onnx_name); w != im.wide.end()) b.wide = w->second;
   return b;
 }
 
@@ -37,16 +44,32 @@ void forget(Importer& im, const std::string& name) {
   im.names.erase(name);
   im.known.erase(name);
   im.syms.erase(name);
+  im.seqs.erase(name);
+  im.nones.erase(name);
+  im.wide.erase(name);
 }
 
 void bind_value(Importer& im, const std::string& name, const Bound& v) {
   forget(im, name);
   if (v.sym) im.syms[name] = *v.sym;
   else if (v.known) im.known[name] = *v.known;
+  else if (v.seq) im.seqs[name] = *v.seq;
+  else if (v.none) im.nones.insert(name);
   else im.names[name] = v.dml;
+  if (v.wide) im.wide[name] = v.wide;
+}
+
+// Binds output k of n to a captured value (tensor, constant, symbolic, sequence or empty optional).
+void set_bound(Importer& im, NodeView& n, size_t k, const Bound& v) {
+  if (!n.has_output(k)) return;
+  const std::string& o = n.p.output(static_cast<int>(k));
+  if (im.names.count(o) || im.known.count(o) || im.syms.count(o) || im.seqs.count(o) || im.nones.count(o))
+    throw Invalid("value '" + o + "' is defined twice");
+  bind_value(im, o, v);
 }
 
 std::string dml_of(Importer& im, const Bound& v) {
+  if (v.seq || v.none) throw Unsupported("a sequence or optional where a tensor is expected");
   if (!v.dml.empty()) return v.dml;
   const std::string tmp = "__dinoml_control_tmp";
   bind_value(im, tmp, v);
@@ -55,15 +78,23 @@ std::string dml_of(Importer& im, const Bound& v) {
   return d;
 }
 
-// Every value name a body defines (its inputs and its nodes' outputs), for clearing between
-// iterations.
-std::vector<std::string> body_names(const onnx::GraphProto& g) {
-  std::vector<std::string> out;
+// Every value name a body defines (its inputs and its nodes' outputs, also inside nested If /
+// Loop / Scan bodies, which convert into the same scope), for clearing between iterations.
+void collect_body_names(const onnx::GraphProto& g, std::vector<std::string>& out) {
   for (const auto& vi : g.input()) out.push_back(vi.name());
   for (const auto& t : g.initializer()) out.push_back(t.name());
-  for (const auto& np : g.node())
+  for (const auto& np : g.node()) {
     for (const auto& o : np.output())
       if (!o.empty()) out.push_back(o);
+    for (const auto& a : np.attribute()) {
+      if (a.has_g()) collect_body_names(a.g(), out);
+      for (const auto& sg : a.graphs()) collect_body_names(sg, out);
+    }
+  }
+}
+std::vector<std::string> body_names(const onnx::GraphProto& g) {
+  std::vector<std::string> out;
+  collect_body_names(g, out);
   return out;
 }
 
@@ -150,14 +181,7 @@ void convert_loop(Importer& im, NodeView& n) {
     for (int k = 0; k < nscan; ++k) scans[static_cast<size_t>(k)].push_back(capture(im, body.output(1 + nc + k).name()));
   }
   for (const auto& nm : names) forget(im, nm);
-  for (int k = 0; k < nc; ++k)
-    if (n.has_output(static_cast<size_t>(k))) {
-      const auto& s = state[static_cast<size_t>(k)];
-      const std::string& o = n.p.output(k);
-      if (s.sym) im.set_sym(n, static_cast<size_t>(k), *s.sym);
-      else if (s.known) im.known[o] = *s.known;
-      else im.set(n, static_cast<size_t>(k), s.dml);
-    }
+  for (int k = 0; k < nc; ++k) set_bound(im, n, static_cast<size_t>(k), state[static_cast<size_t>(k)]);
   for (int k = 0; k < nscan; ++k) {
     if (!n.has_output(static_cast<size_t>(nc + k))) continue;
     if (scans[static_cast<size_t>(k)].empty()) throw Unsupported("a Loop with zero iterations (empty scan outputs)");
@@ -295,10 +319,7 @@ void convert_if(Importer& im, NodeView& n) {
   if (const auto* c = im.in_value(n, 0)) {
     const auto& g = c->get_i64(0) ? then_g : else_g;
     convert_body(im, n, g, n.name + (c->get_i64(0) ? "/then" : "/else"));
-    for (int k = 0; k < g.output_size(); ++k) {
-      Bound b = capture(im, g.output(k).name());
-      if (n.has_output(static_cast<size_t>(k))) im.set(n, static_cast<size_t>(k), dml_of(im, b));
-    }
+    for (int k = 0; k < g.output_size(); ++k) set_bound(im, n, static_cast<size_t>(k), capture(im, g.output(k).name()));
     return;
   }
   std::string cond = im.in(n, 0);
@@ -306,17 +327,89 @@ void convert_if(Importer& im, NodeView& n) {
     throw Invalid("node '" + n.name + "' (If): cond must be a one-element bool tensor");
   cond = im.reshape(cond, {});
   convert_body(im, n, then_g, n.name + "/then");
-  std::vector<std::string> tv, ev;
-  for (int k = 0; k < then_g.output_size(); ++k) tv.push_back(dml_of(im, capture(im, then_g.output(k).name())));
+  std::vector<Bound> tb, eb;
+  for (int k = 0; k < then_g.output_size(); ++k) tb.push_back(capture(im, then_g.output(k).name()));
   convert_body(im, n, else_g, n.name + "/else");
-  for (int k = 0; k < else_g.output_size(); ++k) ev.push_back(dml_of(im, capture(im, else_g.output(k).name())));
-  for (size_t k = 0; k < tv.size(); ++k) {
-    const auto& a = im.type(tv[k]);
-    const auto& b = im.type(ev[k]);
-    if (!(a.shape == b.shape) || a.dtype != b.dtype)
-      throw Unsupported("If whose branches give output " + std::to_string(k) + " different shapes or types (" + ir::shape_to_string(a.shape) +
-                        " vs " + ir::shape_to_string(b.shape) + ") with a runtime condition");
-    im.set(n, k, im.op("where", {cond, tv[k], ev[k]}));
+  for (int k = 0; k < else_g.output_size(); ++k) eb.push_back(capture(im, else_g.output(k).name()));
+  // A runtime condition selects elementwise, so both branches must give values of one structure:
+  // tensors of one shape and type, sequences of one length, or both empty optionals.
+  const std::string needs_cond = "input 'cond' ('" + n.input(0) + "') must be known at compile time: ";
+  auto select = [&](const std::string& a, const std::string& b, size_t k) {
+    const auto& ta = im.type(a);
+    const auto& tb2 = im.type(b);
+    if (!(ta.shape == tb2.shape) || ta.dtype != tb2.dtype)
+      throw Unsupported(needs_cond + "the branches give output " + std::to_string(k) + " different shapes or types (" +
+                        ir::shape_to_string(ta.shape) + " vs " + ir::shape_to_string(tb2.shape) + ")");
+    return im.op("where", {cond, a, b});
+  };
+  for (size_t k = 0; k < tb.size(); ++k) {
+    const Bound& a = tb[k];
+    const Bound& b = eb[k];
+    Bound r;
+    r.wide = a.wide;
+    if (a.none || b.none || a.seq || b.seq) {
+      if (a.none && b.none) {
+        r.none = true;
+      } else if (a.seq && b.seq && a.seq->elems.size() == b.seq->elems.size()) {
+        r.seq = a.seq;
+        for (size_t i = 0; i < a.seq->elems.size(); ++i) r.seq->elems[i] = select(a.seq->elems[i], b.seq->elems[i], k);
+      } else {
+        throw Unsupported(needs_cond + "the branches give output " + std::to_string(k) +
+                          " as sequences of different lengths or an optional that is empty in one branch only");
+      }
+    } else {
+      r.dml = select(dml_of(im, a), dml_of(im, b), k);
+    }
+    set_bound(im, n, k, r);
+  }
+}
+
+// SequenceMap: the body runs once per position of the (equally long) sequence inputs; a tensor
+// input is passed whole to every run. Each body output becomes a sequence of the runs' results.
+void convert_sequence_map(Importer& im, NodeView& n) {
+  const auto& body = graph_attr(n, "body");
+  const int nin = static_cast<int>(n.num_inputs());
+  if (body.input_size() != nin) throw Invalid("node '" + n.name + "' (SequenceMap): the body's inputs do not match the node's");
+  const size_t len = im.seq_in(n, 0).elems.size();
+  std::vector<Bound> ins;
+  for (int k = 0; k < nin; ++k) {
+    ins.push_back(capture(im, n.input(static_cast<size_t>(k))));
+    if (ins.back().seq && ins.back().seq->elems.size() != len)
+      throw Invalid("node '" + n.name + "' (SequenceMap): the input sequences differ in length");
+  }
+  const auto names = body_names(body);
+  std::vector<Importer::Sequence> outs(static_cast<size_t>(body.output_size()));
+  for (size_t i = 0; i < len; ++i) {
+    for (const auto& nm : names) forget(im, nm);
+    for (int k = 0; k < nin; ++k) {
+      const Bound& b = ins[static_cast<size_t>(k)];
+      Bound v;
+      if (b.seq) {
+        v.dml = b.seq->elems[i];
+        v.wide = b.seq->wide;
+      } else {
+        v = b;
+      }
+      bind_value(im, body.input(k).name(), v);
+    }
+    convert_body(im, n, body, n.name + "/element " + std::to_string(i));
+    for (int k = 0; k < body.output_size(); ++k) {
+      Bound r = capture(im, body.output(k).name());
+      auto& s = outs[static_cast<size_t>(k)];
+      s.elems.push_back(dml_of(im, r));
+      s.dtype = im.type(s.elems.back()).dtype;
+      s.wide = r.wide;
+    }
+  }
+  for (const auto& nm : names) forget(im, nm);
+  for (int k = 0; k < body.output_size(); ++k) {
+    auto& s = outs[static_cast<size_t>(k)];
+    if (len == 0) {
+      // The element type of an empty result: the body output's declared type.
+      const auto& vt = body.output(k).type();
+      if (vt.has_tensor_type() && vt.tensor_type().elem_type() != 0) s.dtype = storage_dtype(vt.tensor_type().elem_type(), "SequenceMap output");
+    }
+    im.set_seq(n, static_cast<size_t>(k), s);
   }
 }
 
@@ -326,6 +419,7 @@ void register_control_converters(ConverterTable& t) {
   t["Loop"] = convert_loop;
   t["Scan"] = convert_scan;
   t["If"] = convert_if;
+  t["SequenceMap"] = convert_sequence_map;
 }
 
 }  // namespace dinoml::onnx_import

@@ -20,7 +20,10 @@ void expect_float_input(Importer& im, NodeView& n, size_t k) {
 Converter unary(const char* op, bool float_only = true) {
   return [op, float_only](Importer& im, NodeView& n) {
     if (float_only) expect_float_input(im, n, 0);
-    im.set(n, 0, im.op(op, {im.in(n, 0)}));
+    std::string y = im.op(op, {im.in(n, 0)});
+    // Neg / Abs of a widened type wrap as its C arithmetic does (-(-32768) is -32768 in int16).
+    if (const int w = im.wide_of(n, 0)) y = wrap_widened(im, y, w);
+    im.set(n, 0, y);
   };
 }
 
@@ -48,7 +51,15 @@ std::string legacy_b(Importer& im, NodeView& n, const std::string& a, const std:
 Converter binary(const char* op) {
   return [op](Importer& im, NodeView& n) {
     std::string a = im.in(n, 0);
-    im.set(n, 0, im.op(op, {a, legacy_b(im, n, a, im.in(n, 1))}));
+    std::string b = legacy_b(im, n, a, im.in(n, 1));
+    if (const int w = im.wide_of(n, 0) ? im.wide_of(n, 0) : im.wide_of(n, 1)) {
+      const std::string o = op;
+      // Widened integers: comparisons in the type's order, arithmetic reduced modulo 2^bits.
+      if (o == "add" || o == "sub" || o == "mul") im.set(n, 0, wrap_widened(im, im.op(op, {a, b}), w));
+      else im.set(n, 0, widened_compare(im, o, a, b, w));
+      return;
+    }
+    im.set(n, 0, im.op(op, {a, b}));
   };
 }
 
@@ -56,6 +67,18 @@ Converter binary(const char* op) {
 // correction q + ((a - q*b) != 0 && (a < 0) != (b < 0)).
 void convert_div(Importer& im, NodeView& n) {
   std::string a = im.in(n, 0), b = legacy_b(im, n, a, im.in(n, 1));
+  if (const int w = im.wide_of(n, 0)) {
+    if (w == onnx::TensorProto::UINT64) {
+      im.set(n, 0, udivmod64(im, a, b).first);
+      return;
+    }
+    // uint16 / uint32 values are non-negative (floor = truncation); int16 truncates like int32 and
+    // wraps (-32768 / -1 is -32768).
+    if (w != onnx::TensorProto::INT16) {
+      im.set(n, 0, im.op("div", {a, b}));
+      return;
+    }
+  }
   std::string q = im.op("div", {a, b});
   const DType dt = im.type(a).dtype;
   if (dt == DType::i8 || dt == DType::i32 || dt == DType::i64) {
@@ -66,6 +89,7 @@ void convert_div(Importer& im, NodeView& n) {
     std::string fix = im.op("where", {rem_nz, signs_differ, rem_nz});  // logical and
     q = im.op("add", {q, im.cast(fix, dt)});
   }
+  if (const int w = im.wide_of(n, 0)) q = wrap_widened(im, q, w);
   im.set(n, 0, q);
 }
 
@@ -73,6 +97,9 @@ void convert_pow(Importer& im, NodeView& n) {
   std::string a = im.in(n, 0), b = legacy_b(im, n, a, im.in(n, 1));
   const DType dt = im.type(a).dtype;
   if (ir::is_bool(dt)) throw Unsupported("Pow with a bool base");
+  if (im.wide_of(n, 0)) throw Unsupported("Pow with a " + widened_name(im.wide_of(n, 0)) + " base (cast it to int32 / int64 first)");
+  // A widened exponent is converted to float from its (unsigned) value.
+  if (const int w = im.wide_of(n, 1)) b = widened_to_float(im, b, w, ir::is_float(dt) ? dt : DType::f32);
   if (!ir::is_float(dt)) {
     // Integer base: computed in float32 and rounded (exact while results stay below 2^24).
     std::string p = im.op("pow", {im.cast(a, DType::f32), im.cast(b, DType::f32)});
@@ -96,6 +123,19 @@ Converter variadic(const char* op, bool mean = false) {
     const size_t k = n.num_inputs();
     if (k == 0) throw Invalid("needs at least one input");
     std::string acc = im.in(n, 0);
+    if (const int w = im.wide_of(n, 0)) {
+      // Widened integers: max / min in the type's order (uint64 unsigned), sums wrapped.
+      const std::string o = op;
+      for (size_t i = 1; i < k; ++i) {
+        const std::string x = im.in(n, i);
+        if (o == "add") acc = wrap_widened(im, im.op("add", {acc, x}), w);
+        else acc = im.op("where", {widened_compare(im, o == "max" ? "ge" : "le", acc, x, w), acc, x});
+      }
+      if (mean) throw Unsupported("Mean of " + widened_name(w) + " tensors");
+      if (k == 1) acc = im.op("add", {acc, like(im, acc, 0)});
+      im.set(n, 0, acc);
+      return;
+    }
     for (size_t i = 1; i < k; ++i) acc = im.op(op, {acc, im.in(n, i)});
     if (k == 1) acc = im.op("add", {acc, like(im, acc, 0)});  // a copy with the same dtype and shape
     if (mean) acc = im.op("div", {acc, like(im, acc, static_cast<double>(k))});
@@ -128,18 +168,37 @@ void convert_not(Importer& im, NodeView& n) {
   im.set(n, 0, im.op("eq", {a, im.scalar(DType::boolean, 0)}));
 }
 
+// A cast of input 0 to ONNX type `to` (a DinoML dtype or a widened type).
+void cast_to(Importer& im, NodeView& n, int to) {
+  const std::string x = im.in(n, 0);
+  const int from = im.wide_of(n, 0);
+  if (widened_storage(to)) {
+    im.set(n, 0, from == to ? x : cast_to_widened(im, x, from, to));
+    if (n.has_output(0)) im.wide[n.p.output(0)] = to;
+    return;
+  }
+  DType dt = dtype_from_onnx(to, "Cast target");
+  if (from && ir::is_float(dt)) im.set(n, 0, widened_to_float(im, x, from, dt));
+  else im.set(n, 0, im.cast(x, dt));  // to integers: the low bits, as C casts keep them
+}
 void convert_cast(Importer& im, NodeView& n) {
   const int64_t to = n.i_req("to");
   n.ignore("saturate");
-  DType dt = dtype_from_onnx(static_cast<int>(to), "Cast target");
-  im.set(n, 0, im.cast(im.in(n, 0), dt));
+  cast_to(im, n, static_cast<int>(to));
 }
 void convert_castlike(Importer& im, NodeView& n) {
   n.ignore("saturate");
-  im.set(n, 0, im.cast(im.in(n, 0), im.in_dtype(n, 1)));
+  if (const int w = im.wide_of(n, 1)) {
+    cast_to(im, n, w);
+    return;
+  }
+  const DType dt = im.in_dtype(n, 1);
+  if (im.wide_of(n, 0) && ir::is_float(dt)) im.set(n, 0, widened_to_float(im, im.in(n, 0), im.wide_of(n, 0), dt));
+  else im.set(n, 0, im.cast(im.in(n, 0), dt));
 }
 
-void convert_identity(Importer& im, NodeView& n) { im.set(n, 0, im.in(n, 0)); }
+// Identity passes tensors, sequences and optionals alike.
+void convert_identity(Importer& im, NodeView& n) { im.alias(n, 0, n.input(0)); }
 
 void convert_dropout(Importer& im, NodeView& n) {
   // Inference semantics: training_mode (input 2) must be absent or false; ratio is ignored then.
@@ -370,6 +429,10 @@ void convert_mod(Importer& im, NodeView& n) {
   const bool fmod = n.i("fmod", 0) != 0;
   std::string a = im.in(n, 0), b = im.in(n, 1);
   const DType dt = im.type(a).dtype;
+  if (im.wide_of(n, 0) == onnx::TensorProto::UINT64) {
+    im.set(n, 0, udivmod64(im, a, b).second);  // unsigned: floored and truncated remainders agree
+    return;
+  }
   if (ir::is_float(dt)) {
     if (!fmod) throw Invalid("Mod on float tensors requires fmod = 1");
     // C fmod: a - trunc(a / b) * b, trunc(q) = q < 0 ? ceil(q) : floor(q).
@@ -384,7 +447,7 @@ void convert_mod(Importer& im, NodeView& n) {
   }
   std::string q = im.op("div", {a, b});
   std::string r = im.op("sub", {a, im.op("mul", {q, b})});
-  if (dt == DType::u8) { im.set(n, 0, r); return; }
+  if (dt == DType::u8 || (im.wide_of(n, 0) && im.wide_of(n, 0) != onnx::TensorProto::INT16)) { im.set(n, 0, r); return; }
   // Truncated remainder = floored remainder - b when it is non-zero and the signs differ.
   std::string zero = im.scalar(dt, 0);
   std::string rem_nz = im.op("ne", {r, zero});
@@ -395,12 +458,45 @@ void convert_mod(Importer& im, NodeView& n) {
 
 // BitShift on uint8 (DinoML's only unsigned type): x · 2^y or ⌊x / 2^y⌋ computed in int32,
 // wrapped back to uint8 (shifts of 8 or more give 0 as in C on the promoted value, masked).
+// uint16 / uint32 / uint64 (widened): x · 2^y wrapped, or the unsigned ⌊x / 2^y⌋; shifts by the bit
+// width or more give 0.
+void bitshift_widened(Importer& im, NodeView& n, int w, bool left) {
+  const std::string x = im.in(n, 0), y = im.in(n, 1);
+  const DType st = *widened_storage(w);
+  const double bits = w == onnx::TensorProto::UINT16 ? 16 : w == onnx::TensorProto::UINT32 ? 32 : 64;
+  // y's unsigned value, clamped to [0, bits]: negative int64s are uint64 values >= 2^63.
+  const std::string zero = im.scalar(st, 0), wide_y = im.scalar(st, bits);
+  const std::string yc = im.op("where", {im.op("lt", {y, zero}), wide_y, im.op("min", {y, wide_y})});
+  const std::string too_far = im.op("ge", {yc, wide_y});
+  // 2^min(y, 62) exactly (float32 powers of two are exact), and one more doubling for y = 63.
+  const std::string y62 = im.op("min", {yc, im.scalar(st, 62)});
+  const std::string p = im.cast(im.op("pow", {im.scalar(DType::f32, 2.0), im.cast(y62, DType::f32)}), st);
+  std::string r;
+  if (left) {
+    r = im.op("mul", {x, p});
+    if (bits == 64) r = im.op("mul", {r, im.op("where", {im.op("eq", {yc, im.scalar(st, 63)}), im.scalar(st, 2), im.scalar(st, 1)})});
+    r = wrap_widened(im, r, w);
+  } else if (bits == 64) {
+    // 2^63 is the int64 bit pattern INT64_MIN.
+    const std::string p63 = im.op("where", {im.op("eq", {yc, im.scalar(st, 63)}), im.scalar(st, -9223372036854775808.0), p});
+    r = udivmod64(im, x, p63).first;
+  } else {
+    r = im.op("div", {x, p});
+  }
+  im.set(n, 0, im.op("where", {too_far, zero, r}));
+}
+
 void convert_bitshift(Importer& im, NodeView& n) {
   std::string x = im.in(n, 0), y = im.in(n, 1);
   const DType dt = im.type(x).dtype;
-  if (dt != DType::u8) throw Unsupported("BitShift on " + std::string(ir::dtype_name(dt)));
   const std::string dir = n.s("direction", "");
   if (dir != "LEFT" && dir != "RIGHT") throw Invalid("direction must be LEFT or RIGHT");
+  if (const int w = im.wide_of(n, 0)) {
+    if (w == onnx::TensorProto::INT16) throw Invalid("BitShift is defined on unsigned types");
+    bitshift_widened(im, n, w, dir == "LEFT");
+    return;
+  }
+  if (dt != DType::u8) throw Unsupported("BitShift on " + std::string(ir::dtype_name(dt)));
   std::string yi = im.op("clamp", {im.cast(y, DType::i32)}, {{"min", 0.0}, {"max", 8.0}});
   std::string p2 = im.cast(im.op("round", {im.op("pow", {im.scalar(DType::f32, 2.0), im.cast(yi, DType::f32)})}), DType::i32);
   std::string xi = im.cast(x, DType::i32);

@@ -39,6 +39,7 @@ void convert_constant(Importer& im, NodeView& n) {
   bool set = false;
   if (const auto* t = n.tensor("value")) {
     v = tensor_from_proto(*t, im.base_dir);
+    if (widened_storage(t->data_type()) && n.has_output(0)) im.wide[n.p.output(0)] = t->data_type();
     set = true;
   }
   if (n.has("value_float")) { v = ops::HostTensor(DType::f32, {}); v.set_f64(0, n.f("value_float", 0)); set = true; }

@@ -48,7 +48,33 @@ DType dtype_from_onnx(int t, const std::string& what) {
     default: break;
   }
   throw Unsupported(what + ": element type " + onnx_type_name(t) + " is not supported (DinoML has float32, float16, "
-                    "bfloat16, int8, uint8, int32, int64, bool; float64 is computed as float32)");
+                    "bfloat16, int8, uint8, int32, int64, bool; float64 is computed as float32; int16 / uint16 / uint32 / "
+                    "uint64 as int32 / int64)");
+}
+
+std::optional<DType> widened_storage(int t) {
+  switch (t) {
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return DType::i32;
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64: return DType::i64;
+    default: return std::nullopt;
+  }
+}
+
+std::string widened_name(int t) {
+  switch (t) {
+    case onnx::TensorProto::INT16: return "int16";
+    case onnx::TensorProto::UINT16: return "uint16";
+    case onnx::TensorProto::UINT32: return "uint32";
+    case onnx::TensorProto::UINT64: return "uint64";
+    default: return "";
+  }
+}
+
+DType storage_dtype(int t, const std::string& what) {
+  if (auto w = widened_storage(t)) return *w;
+  return dtype_from_onnx(t, what);
 }
 
 namespace {
@@ -121,6 +147,53 @@ ops::HostTensor narrow_double_tensor(const onnx::TensorProto& t, const std::stri
   return h;
 }
 
+// An INT16 / UINT16 / UINT32 / UINT64 tensor in its wider storage dtype (widened_storage): each
+// value exactly, uint64 as the int64 of the same bits.
+ops::HostTensor widened_tensor(const onnx::TensorProto& t, const std::string& base_dir) {
+  const std::string what = "tensor '" + t.name() + "'";
+  const int type = t.data_type();
+  int64_t n = 0;
+  ops::HostTensor h(*widened_storage(type), proto_shape(t, what, &n));
+  const size_t es = type == onnx::TensorProto::UINT64 ? 8 : type == onnx::TensorProto::UINT32 ? 4 : 2;
+  const size_t want = static_cast<size_t>(n) * es;
+  auto from_bytes = [&](const std::string& bytes, const char* field) {
+    if (bytes.size() != want)
+      throw Invalid(what + ": " + field + " holds " + std::to_string(bytes.size()) + " bytes, the shape " + h.shape_string() +
+                    " needs " + std::to_string(want));
+    for (int64_t i = 0; i < n; ++i) {
+      const char* p = bytes.data() + static_cast<size_t>(i) * es;
+      int64_t v = 0;
+      if (type == onnx::TensorProto::INT16) { int16_t x; std::memcpy(&x, p, 2); v = x; }
+      else if (type == onnx::TensorProto::UINT16) { uint16_t x; std::memcpy(&x, p, 2); v = x; }
+      else if (type == onnx::TensorProto::UINT32) { uint32_t x; std::memcpy(&x, p, 4); v = x; }
+      else { uint64_t x; std::memcpy(&x, p, 8); v = static_cast<int64_t>(x); }
+      h.set_i64(i, v);
+    }
+  };
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    from_bytes(read_external(t, base_dir, want), "external data");
+  } else if (t.has_raw_data()) {
+    from_bytes(t.raw_data(), "raw_data");
+  } else if (type == onnx::TensorProto::INT16 || type == onnx::TensorProto::UINT16) {
+    // int32_data carries INT16 and UINT16 (one value per entry).
+    if (t.int32_data_size() != n)
+      throw Invalid(what + ": int32_data holds " + std::to_string(t.int32_data_size()) + " values, the shape needs " + std::to_string(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t x = t.int32_data(static_cast<int>(i));
+      h.set_i64(i, type == onnx::TensorProto::INT16 ? int64_t{static_cast<int16_t>(x)} : int64_t{static_cast<uint16_t>(x)});
+    }
+  } else {
+    // uint64_data carries UINT32 and UINT64.
+    if (t.uint64_data_size() != n)
+      throw Invalid(what + ": uint64_data holds " + std::to_string(t.uint64_data_size()) + " values, the shape needs " + std::to_string(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t x = t.uint64_data(static_cast<int>(i));
+      h.set_i64(i, type == onnx::TensorProto::UINT32 ? static_cast<int64_t>(static_cast<uint32_t>(x)) : static_cast<int64_t>(x));
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string& base_dir, bool uint16_as_bfloat16) {
@@ -131,6 +204,7 @@ ops::HostTensor tensor_from_proto(const onnx::TensorProto& t, const std::string&
     return narrow_double_tensor(t, base_dir);
   }
   const bool u16_bits = uint16_as_bfloat16 && t.data_type() == onnx::TensorProto::UINT16;
+  if (!u16_bits && widened_storage(t.data_type())) return widened_tensor(t, base_dir);
   DType dt = u16_bits ? DType::bf16 : dtype_from_onnx(t.data_type(), what);
   int64_t n = 0;
   const std::vector<int64_t> shape = proto_shape(t, what, &n);
