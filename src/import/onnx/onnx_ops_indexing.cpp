@@ -185,12 +185,14 @@ void convert_reverse_sequence(Importer& im, NodeView& n) {
   im.set(n, 0, y);
 }
 
-// ScatterND (reduction none/add): index tuples become linear indices into data's first k axes
-// flattened to M rows; a one-hot [U, M] against arange(M) places the U update slices.
+// ScatterND: index tuples become linear indices into data's first k axes flattened to M rows; a
+// one-hot [U, M] against arange(M) places the U update slices (reduction none / add: one masked
+// sum; mul / max / min: the U updates applied in order, one masked step each, exact).
 void convert_scatter_nd(Importer& im, NodeView& n) {
   std::string data = im.in(n, 0), idx = im.in(n, 1), upd = im.in(n, 2);
   const std::string reduction = n.s("reduction", "none");
-  if (reduction != "none" && reduction != "add") throw Unsupported("reduction '" + reduction + "'");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min")
+    throw Invalid("reduction '" + reduction + "' (none, add, mul, max or min)");
   const auto ds = im.type(data).shape, is = im.type(idx).shape;
   const DType dt = im.type(data).dtype;
   if (ir::is_bool(dt)) throw Unsupported("ScatterND on bool data");
@@ -222,10 +224,26 @@ void convert_scatter_nd(Importer& im, NodeView& n) {
   ir::Shape upd_b{U, IntExpr(1)};
   upd_b.insert(upd_b.end(), rest.begin(), rest.end());
   std::string u = im.reshape(upd, upd_b);
-  std::string scattered = im.op("reduce_sum", {im.op("where", {hotb, u, im.scalar(dt, 0)})}, attrs_axes({0}, false));
-  std::string hit = im.op("gt", {im.op("reduce_sum", {im.cast(hotb, DType::i32)}, attrs_axes({0}, false)), im.scalar(DType::i32, 0)});
   ir::Shape flat{IntExpr(M)};
   flat.insert(flat.end(), rest.begin(), rest.end());
+  if (reduction == "mul" || reduction == "max" || reduction == "min") {
+    if (!U.is_const()) throw Unsupported("ScatterND reduction '" + reduction + "' with a symbolic number of updates");
+    if (U.const_value() > 4096) throw Unsupported("ScatterND reduction '" + reduction + "' of more than 4096 updates (unrolled)");
+    std::string res = im.reshape(data, flat);
+    const std::string op = reduction == "mul" ? "mul" : reduction;
+    for (int64_t i = 0; i < U.const_value(); ++i) {
+      auto row = [&](const std::string& t) {
+        return im.op("squeeze", {im.op("slice", {t}, {{"starts", std::vector<int64_t>{i}}, {"ends", std::vector<int64_t>{i + 1}},
+                                                       {"axes", std::vector<int64_t>{0}}, {"steps", std::vector<int64_t>{1}}})},
+                     {{"axes", std::vector<int64_t>{0}}});
+      };
+      res = im.op("where", {row(hotb), im.op(op, {res, row(u)}), res});
+    }
+    im.set(n, 0, im.reshape(res, ds));
+    return;
+  }
+  std::string scattered = im.op("reduce_sum", {im.op("where", {hotb, u, im.scalar(dt, 0)})}, attrs_axes({0}, false));
+  std::string hit = im.op("gt", {im.op("reduce_sum", {im.cast(hotb, DType::i32)}, attrs_axes({0}, false)), im.scalar(DType::i32, 0)});
   std::string d = im.reshape(data, flat);
   std::string res = reduction == "add" ? im.op("add", {d, scattered}) : scattered;
   im.set(n, 0, im.reshape(im.op("where", {hit, res, d}), ds));
