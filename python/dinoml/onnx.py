@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Sequence, Union
 
 from ._ext import ext
 from .dims import Dim
@@ -47,7 +47,9 @@ def _to_dim(name: str, b: DimBound):
 
 
 def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBound]] = None,
-              name: Optional[str] = None, bind: Optional[Mapping[str, object]] = None) -> Spec:
+              name: Optional[str] = None, bind: Optional[Mapping[str, object]] = None,
+              sequences: Optional[Mapping[str, Sequence[Sequence[Union[int, str]]]]] = None,
+              absent: Optional[Sequence[str]] = None) -> Spec:
     """Imports the ONNX model at `path`. `dims` gives the bounds of its symbolic dims (ONNX
     `dim_param` names, any string: `{"batch": (1, 8)}`, `{"p2o.DynamicDimension.0": (1, 8)}`;
     an axis with neither size nor dim_param is named `<input>_dim<axis>`):
@@ -59,14 +61,23 @@ def from_onnx(path: Union[str, os.PathLike], dims: Optional[Mapping[str, DimBoun
     listing every problem with its node name.
 
     `bind={"sr": 16000}` fixes graph inputs to values at compile time: they leave the signature
-    and everything computed from them folds (an `If` on a sample-rate input keeps one branch)."""
+    and everything computed from them folds (an `If` on a sample-rate input keeps one branch).
+
+    Sequence-typed inputs have their length and element shapes fixed at compile time:
+    `sequences={"frames": [(3, 224, 224), (3, 224, 224)]}` (an extent may name a dim of `dims`).
+    The artifact takes element k as the input `"frames[k]"`; `run_numpy` accepts a list for
+    `"frames"` and returns sequence outputs as lists. `absent=["opt"]` compiles optional inputs as
+    empty (the others are present).
+    int16 / uint16 / uint32 / uint64 inputs and outputs are int32 / int64 tensors of the artifact;
+    `run_numpy` converts arrays of those types in and out."""
     import numpy as np
     dl = [_to_dim(k, v) for k, v in (dims or {}).items()]
     bound = {}
     for k, v in (bind or {}).items():
         a = np.asarray(v)
         bound[k] = a.astype(np.float32) if a.dtype == np.float64 else a
-    return Spec(ext.import_onnx(os.fspath(path), dl, name or "", bound))
+    seqs = {k: [[str(e) for e in shape] for shape in v] for k, v in (sequences or {}).items()}
+    return Spec(ext.import_onnx(os.fspath(path), dl, name or "", bound, seqs, list(absent or [])))
 
 
 def supported_ops():

@@ -69,6 +69,8 @@ class Module:
         # Inputs / outputs whose source model (ONNX) declares another element type (float64 computed
         # in float32), and the import's notes, from metadata.json.
         self.source_dtypes: Dict[str, str] = {}
+        # Elements of ONNX sequence inputs / outputs: tensor name -> (sequence name, index).
+        self.sequences: Dict[str, tuple] = {}
         self.notes: List[str] = []
         try:
             import json
@@ -77,6 +79,8 @@ class Module:
             for t in meta.get("inputs", []) + meta.get("outputs", []):
                 if "source_dtype" in t:
                     self.source_dtypes[t["name"]] = t["source_dtype"]
+                if "sequence" in t:
+                    self.sequences[t["name"]] = (t["sequence"], int(t["sequence_index"]))
             self.notes = list(meta.get("notes", []))
         except (OSError, ValueError):
             pass
@@ -152,6 +156,11 @@ def load(path: Union[str, os.PathLike], weights: Optional[Union[str, os.PathLike
     dtypes, shapes, bounds) before any code of the artifact is loaded. `rank`: which rank's
     constants of a tensor-parallel artifact (run the ranks together with load_group)."""
     return Module(path, weights, rank)
+
+
+# ONNX element types an artifact holds in another dtype (metadata "source_dtype") -> that dtype:
+# run_numpy converts arrays of the source type in and back out (uint64 through the same bits).
+_SOURCE_STORAGE = {"float64": np.float32, "int16": np.int32, "uint16": np.int32, "uint32": np.int64, "uint64": np.int64}
 
 
 class SessionGroup:
@@ -412,13 +421,33 @@ class Session:
         feeds = dict(inputs or {})
         feeds.update(kw)
         src = self.module.source_dtypes
-        if src:
-            for k, v in feeds.items():
-                if src.get(k) == "float64" and isinstance(v, np.ndarray) and v.dtype == np.float64:
-                    feeds[k] = v.astype(np.float32)
-            out = self._s.run(feeds)
-            return {k: (v.astype(np.float64) if src.get(k) == "float64" else v) for k, v in out.items()}
-        return self._s.run(feeds)
+        seqs = self.module.sequences
+        if not src and not seqs:
+            return self._s.run(feeds)
+        if seqs:
+            # A list / tuple for an ONNX sequence input feeds its elements "<name>[k]".
+            seq_names = {s for s, _ in seqs.values()}
+            for k in [k for k, v in feeds.items() if k in seq_names and isinstance(v, (list, tuple))]:
+                for i, a in enumerate(feeds.pop(k)):
+                    feeds[f"{k}[{i}]"] = a
+        for k, v in feeds.items():
+            want = _SOURCE_STORAGE.get(src.get(k, ""))
+            if want is not None and isinstance(v, np.ndarray) and v.dtype == np.dtype(src[k]):
+                feeds[k] = v.astype(want)
+        out = self._s.run(feeds)
+        res: Dict[str, object] = {}
+        lists: Dict[str, dict] = {}
+        for k, v in out.items():
+            if src.get(k) in _SOURCE_STORAGE:
+                v = v.astype(np.dtype(src[k]))
+            if k in seqs:
+                name, i = seqs[k]
+                lists.setdefault(name, {})[i] = v
+            else:
+                res[k] = v
+        for name, items in lists.items():
+            res[name] = [items[i] for i in sorted(items)]
+        return res
 
     run = run_numpy
 
