@@ -537,7 +537,7 @@ ir::Graph import_model(const onnx::ModelProto& m, const std::string& base_dir, c
         auto it = opts.sequence_inputs.find(name);
         if (it == opts.sequence_inputs.end())
           throw Unsupported("graph input '" + name + "' is a sequence: give its length and element shapes at compile time "
-                            "(sequences={'" + name + "': [(2, 3), (4, 3)]} / --sequence '" + name + "=2x3,4x3')");
+                            "(dml.from_onnx(..., sequences={'" + name + "': [(2, 3), (4, 3)]}))");
         const int elem = et.tensor_type().elem_type();
         Importer::Sequence seq;
         seq.dtype = storage_dtype(elem, "graph input '" + name + "' elements");

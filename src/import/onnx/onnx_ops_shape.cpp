@@ -534,6 +534,11 @@ void convert_range(Importer& im, NodeView& n) {
   // delta known, so the element count ceil((limit - start) / delta) is a symbolic extent.
   if (!d) im.value_of(n, 2, "delta");  // throws the "must be known at compile time" error
   const DType dt = d->dtype;
+  // A float range's element count depends on the values of start and limit: they must be known.
+  if (!ir::is_int(dt)) {
+    if (!s) im.value_of(n, 0, "start");
+    if (!l) im.value_of(n, 1, "limit");
+  }
   if (!ir::is_int(dt))
     throw Unsupported("node '" + n.name + "' (Range): a symbolic limit needs integer start/limit/delta, got " +
                       std::string(ir::dtype_name(dt)));
@@ -687,6 +692,30 @@ void convert_compress(Importer& im, NodeView& n) {
   }
 }
 
+// NonZero: the output's extent is the number of non-zero elements, so the input must be known at
+// compile time (a constant, or computed from constants and shapes); the coordinates [rank, count]
+// (row-major order) are a constant.
+void convert_nonzero(Importer& im, NodeView& n) {
+  const auto& x = im.value_of(n, 0, "X");
+  const int64_t r = x.rank();
+  if (r == 0) throw Unsupported("NonZero of a scalar");
+  std::vector<int64_t> hits;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (x.get_as(i) != 0.0) hits.push_back(i);  // NaN counts as non-zero, as in NumPy
+  if (hits.empty()) throw Unsupported("NonZero finding no non-zero element (an empty tensor)");
+  const int64_t cnt = static_cast<int64_t>(hits.size());
+  ops::HostTensor out(DType::i64, {r, cnt});
+  for (int64_t j = 0; j < cnt; ++j) {
+    int64_t rem = hits[static_cast<size_t>(j)];
+    for (int64_t a = r - 1; a >= 0; --a) {
+      const int64_t e = x.shape[static_cast<size_t>(a)];
+      out.set_i64(a * cnt + j, rem % e);
+      rem /= e;
+    }
+  }
+  im.known[n.p.output(0)] = std::move(out);
+}
+
 }  // namespace
 
 void register_shape_converters(ConverterTable& t) {
@@ -719,6 +748,7 @@ void register_shape_converters(ConverterTable& t) {
   t["Trilu"] = convert_trilu;
   t["OneHot"] = convert_one_hot;
   t["Compress"] = convert_compress;
+  t["NonZero"] = convert_nonzero;
   // Arithmetic and selection on shape values (the tensor converters run otherwise).
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Identity", "Cast", "Equal", "Where"}) {
     auto it = t.find(op);
