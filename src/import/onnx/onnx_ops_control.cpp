@@ -112,7 +112,10 @@ void convert_body(Importer& im, NodeView& outer, const onnx::GraphProto& g, cons
     if (it == table.end()) throw Unsupported("body node '" + display + "': operator " + np.op_type() + " is not supported");
     NodeView nv(np, display, outer.opset);
     try {
+      // Widened integer values follow the same rules in bodies as in the main graph.
+      const int widened = widened_node_check(im, nv);
       it->second(im, nv);
+      widened_mark_outputs(im, nv, widened);
     } catch (const Unsupported& e) {
       throw Unsupported("body node '" + display + "' (" + np.op_type() + "): " + e.what());
     } catch (const Invalid& e) {
