@@ -54,15 +54,18 @@ def lib_dir() -> str:
 
 
 def _find(d: str, stem: str) -> str:
+    """lib<stem>*.so in d; "libggml.v" / "libllama.v" also match the CUDA package's
+    "libggml.cuda.v..." / "libllama.cuda.v..." names."""
+    alt = stem[:-1] + "cuda.v" if stem.endswith(".v") else None
     for f in sorted(os.listdir(d)):
-        if f.startswith(stem) and f.endswith(".so"):
+        if (f.startswith(stem) or (alt and f.startswith(alt))) and f.endswith(".so"):
             return os.path.join(d, f)
     raise FileNotFoundError(f"no {stem}*.so in {d}")
 
 
 class LlamaCpp:
     def __init__(self, model: str, n_ctx: int = 512, n_batch: int = 512, threads: int = 2, quiet: bool = True,
-                 kv_f32: bool = False):
+                 kv_f32: bool = False, gpu_layers: int = 0):
         d = lib_dir()
         self._ggml = C.CDLL(_find(d, "libggml.v"), mode=C.RTLD_GLOBAL)
         self._ggml.ggml_backend_load_all_from_path.argtypes = [C.c_char_p]
@@ -99,6 +102,14 @@ class LlamaCpp:
 
         mp = _Params()
         L.llama_model_default_params(C.byref(mp))
+        # n_gpu_layers: the int32 after llama_model_params' two leading pointers (devices,
+        # tensor_buft_overrides); its default is 0, -1 or 999 in the versions that have this layout.
+        # Written only when asked: a CPU-only libllama ignores it.
+        raw = (C.c_int32 * 8).from_buffer(mp)
+        if gpu_layers:
+            if raw[4] not in (0, -1, 999):
+                raise RuntimeError(f"llama_model_params layout differs (n_gpu_layers default {raw[4]})")
+            raw[4] = gpu_layers
         self.model = L.llama_model_load_from_file(model.encode(), mp)
         if not self.model:
             raise RuntimeError(f"llama.cpp could not load {model}")
@@ -169,11 +180,13 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--kv-f32", action="store_true", help="F32 KV cache, no flash attention (default: F16, auto)")
+    ap.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to a GPU backend (CUDA build; 999: all)")
     ap.add_argument("--logits", default=None, help="save the [n, vocab] logits here (.npy)")
     ap.add_argument("--repeat", type=int, default=1, help="runs (the best speed is reported)")
     a = ap.parse_args(argv)
     prompt = [int(t) for t in a.tokens.split(",") if t.strip()]
-    llm = LlamaCpp(a.model, n_ctx=a.ctx, n_batch=max(512, len(prompt)), threads=a.threads, kv_f32=a.kv_f32)
+    llm = LlamaCpp(a.model, n_ctx=a.ctx, n_batch=max(512, len(prompt)), threads=a.threads, kv_f32=a.kv_f32,
+                   gpu_layers=a.gpu_layers)
     best = None
     for _ in range(a.repeat):
         r = llm.generate(prompt, a.n)

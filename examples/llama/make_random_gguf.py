@@ -28,12 +28,19 @@ import sys
 
 import numpy as np
 
-try:
-    import dinoml as dml
-except ImportError:  # running from a source checkout
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                    "python"))
-    import dinoml as dml
+
+def _dml():
+    """dinoml, imported when a writer or reader needs it: the recipe and vocabulary helpers below
+    (tensor_type, vocabulary) also serve scripts on machines without the DinoML extension
+    (tests/gpu/llm7b_plan.py)."""
+    try:
+        import dinoml
+    except ImportError:  # running from a source checkout
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "python"))
+        import dinoml
+    return dinoml
+
 
 PRESETS = {
     "tiny": dict(n_layers=4, dim=256, n_heads=8, n_kv_heads=2, ffn=512, vocab=1000, ctx=2048),
@@ -74,7 +81,7 @@ def vocabulary(n: int):
 def vocab_metadata(path: str):
     """The `tokenizer.*` keys of another GGUF file (e.g. a vocab-only one from
     dinoml.tools.tokenizer_json_to_gguf), as (key, type, value) for dml.gguf.write, and its size."""
-    info = dml.gguf.read(path)
+    info = _dml().gguf.read(path)
     md = [(k, info["metadata_types"][k], v) for k, v in info["metadata"].items() if k.startswith("tokenizer.")]
     return md, len(info["metadata"]["tokenizer.ggml.tokens"])
 
@@ -217,7 +224,7 @@ def make(path: str, preset: str = "tiny", quant: str = "q4_k_m", seed: int = 0, 
                ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
                ("tokenizer.ggml.unknown_token_id", "u32", 0), ("tokenizer.ggml.add_bos_token", "bool", False)]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    dml.gguf.write(path, md, [(n, a, tensor_type(n, quant, tied)) for n, a in tensors])
+    _dml().gguf.write(path, md, [(n, a, tensor_type(n, quant, tied)) for n, a in tensors])
     return h
 
 

@@ -31,6 +31,7 @@ from ir_json import Graph, dim  # noqa: E402
 # bin/dinoml needs is copied into lib/.
 SYSTEM = ("linux-vdso", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-linux", "libstdc++.so",
           "libgcc_s.so")
+CUDA_LIBS = ("libcuda.", "libcudart", "libcublas", "libnvrtc", "libnccl", "libnvJitLink")
 
 
 def quantize_q8_0(w):
@@ -130,7 +131,8 @@ def compiler_bundle(out, build):
             if len(parts) != 2 or not parts[1].strip().startswith("/"):
                 continue
             name, path = parts[0].strip(), parts[1].split("(")[0].strip()
-            if name.startswith(SYSTEM) or "cuda" in path or name in seen:
+            # CUDA libraries come from the GPU machine (libicudata is ICU, not CUDA).
+            if name.startswith(SYSTEM) or name.startswith(CUDA_LIBS) or "/cuda" in path or name in seen:
                 continue
             seen.add(name)
             os.makedirs(os.path.join(out, "syslib"), exist_ok=True)
