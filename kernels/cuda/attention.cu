@@ -13,6 +13,13 @@
 // * simt: any float dtype and head dims <= 512 (fp32, odd head dims, unaligned pointers, pre-sm_80).
 //   One warp per query row, lanes over 32 keys per step (scores) and over Dv (outputs); K/V tiles
 //   in shared memory as float.
+// * split keys (decoding): at most kSplitMaxRows query rows, any float dtype. The row-parallel
+//   kernels give such a problem one block per batch entry, which streams the whole key range
+//   alone (a decode step's single query row per head would read the KV cache through 32 warps of
+//   the GPU). Here a block takes one (batch entry, 64-key chunk) for every query row and writes
+//   its (max, sum, unnormalised output) partial to a workspace; a second kernel merges the chunks.
+//   A chunk whose keys the mask (or causality) hides from every row is skipped unread, so a
+//   decoder's preallocated cache is read only where it is filled. Taken by AUTO and SIMT.
 // Masks: bool (true = attend) or additive in q's dtype, read through broadcast strides
 // (batch axes, i, j). A row with every key masked yields NaN, as PyTorch does.
 // q, k, v and y are addressed through element strides per batch axis and per row (head dim
@@ -145,6 +152,129 @@ __global__ void __launch_bounds__(kSimtRows * kWarp) sdpa_simt_kernel(SdpaParams
   for (int t = 0; t < kSimtMaxChunks; ++t) {
     const int64_t d = lane + t * kWarp;
     if (d < Dv) y[i * p.yr + d] = from_f<T>(o[t] * inv);
+  }
+}
+
+// ---- split-key kernel for few query rows -------------------------------------------------------
+
+constexpr int kSplitKeys = 2 * kWarp;  // keys per chunk: two per lane
+constexpr int kSplitMaxRows = 16;
+constexpr int kSplitWarps = 8;
+
+// part: [batch, chunks, Lq, Dv + 2] floats — the chunk's output Σ_j 2^(s_j − m)·v_j, then m, then
+// Σ_j 2^(s_j − m) (m = −inf, sum 0: nothing visible in the chunk).
+template <class T>
+__global__ void __launch_bounds__(kSplitWarps * kWarp) sdpa_split_kernel(SdpaParams p, const T* __restrict__ q,
+                                                                       const T* __restrict__ k, const T* __restrict__ v,
+                                                                       const void* __restrict__ mask, float* __restrict__ part) {
+  extern __shared__ float sm[];
+  const int64_t D = p.D, Dv = p.Dv;
+  const int ldk = static_cast<int>(D) + 1;
+  float* Ks = sm;
+  float* Vs = Ks + kSplitKeys * ldk;
+  float* Qs = Vs + kSplitKeys * Dv;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t b = blockIdx.y;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kSplitKeys;
+  const int64_t mbase = p.mask_kind ? mask_base(p, b) : 0;
+  float* out = part + (b * gridDim.x + blockIdx.x) * p.Lq * (Dv + 2);
+  int visible = 0;
+  for (int64_t e = threadIdx.x; e < p.Lq * kSplitKeys; e += blockDim.x)
+    visible |= apply_mask<T>(p, mask, mbase, e / kSplitKeys, j0 + e % kSplitKeys, 0.0f) != -INFINITY;
+  if (!__syncthreads_or(visible)) {
+    for (int64_t i = threadIdx.x; i < p.Lq; i += blockDim.x) {
+      out[i * (Dv + 2) + Dv] = -INFINITY;
+      out[i * (Dv + 2) + Dv + 1] = 0.0f;
+    }
+    return;
+  }
+  q += batch_base(p, b, p.qbs);
+  k += batch_base(p, b, p.kbs);
+  v += batch_base(p, b, p.vbs);
+  for (int64_t e = threadIdx.x; e < p.Lq * D; e += blockDim.x) Qs[e] = to_f(q[(e / D) * p.qr + e % D]) * p.scale_log2;
+  for (int64_t e = threadIdx.x; e < kSplitKeys * D; e += blockDim.x) {
+    const int64_t r = e / D, c = e % D;
+    Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * p.kr + c]) : 0.0f;
+  }
+  for (int64_t e = threadIdx.x; e < kSplitKeys * Dv; e += blockDim.x) {
+    const int64_t r = e / Dv;
+    Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * p.vr + e % Dv]) : 0.0f;
+  }
+  __syncthreads();
+  for (int64_t i = warp; i < p.Lq; i += kSplitWarps) {
+    const float* qs = Qs + i * D;
+    const float* k0 = Ks + lane * ldk;
+    const float* k1 = Ks + (lane + kWarp) * ldk;
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int64_t d = 0; d < D; ++d) {
+      s0 += qs[d] * k0[d];
+      s1 += qs[d] * k1[d];
+    }
+    s0 = apply_mask<T>(p, mask, mbase, i, j0 + lane, s0);
+    s1 = apply_mask<T>(p, mask, mbase, i, j0 + lane + kWarp, s1);
+    const float m = warp_max(fmaxf(s0, s1));
+    float* row = out + i * (Dv + 2);
+    if (m == -INFINITY) {
+      if (lane == 0) {
+        row[Dv] = -INFINITY;
+        row[Dv + 1] = 0.0f;
+      }
+      continue;
+    }
+    const float p0 = exp2f(s0 - m), p1 = exp2f(s1 - m);
+    const float l = warp_sum(p0 + p1);
+    float o[kSimtMaxChunks];
+#pragma unroll
+    for (int t = 0; t < kSimtMaxChunks; ++t) o[t] = 0.0f;
+    for (int jj = 0; jj < kSplitKeys; ++jj) {
+      const float pb = __shfl_sync(kFullMask, jj < kWarp ? p0 : p1, jj % kWarp);
+      const float* vr = Vs + jj * Dv;
+#pragma unroll
+      for (int t = 0; t < kSimtMaxChunks; ++t) {
+        const int64_t d = lane + t * kWarp;
+        if (d < Dv) o[t] += pb * vr[d];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kSimtMaxChunks; ++t) {
+      const int64_t d = lane + t * kWarp;
+      if (d < Dv) row[d] = o[t];
+    }
+    if (lane == 0) {
+      row[Dv] = m;
+      row[Dv + 1] = l;
+    }
+  }
+}
+
+// One warp per (batch entry, query row): y = Σ_c 2^(m_c − M)·o_c / Σ_c 2^(m_c − M)·l_c (NaN when no
+// key is visible, as the other kernels).
+template <class T>
+__global__ void sdpa_split_merge_kernel(SdpaParams p, int64_t chunks, const float* __restrict__ part, T* __restrict__ y) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (r >= p.batch * p.Lq) return;
+  const int64_t b = r / p.Lq, i = r % p.Lq, Dv = p.Dv;
+  const int64_t cs = p.Lq * (Dv + 2);  // stride between chunks
+  const float* pr = part + (b * chunks * p.Lq + i) * (Dv + 2);
+  float m = -INFINITY;
+  for (int64_t c = lane; c < chunks; c += kWarp) m = fmaxf(m, pr[c * cs + Dv]);
+  m = warp_max(m);
+  float l = 0.0f;
+  for (int64_t c = lane; c < chunks; c += kWarp) {
+    const float mc = pr[c * cs + Dv];
+    if (mc != -INFINITY) l += exp2f(mc - m) * pr[c * cs + Dv + 1];
+  }
+  l = warp_sum(l);
+  const float inv = l > 0.0f ? 1.0f / l : NAN;
+  T* yr = y + batch_base(p, b, p.ybs) + i * p.yr;
+  for (int64_t d = lane; d < Dv; d += kWarp) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float mc = pr[c * cs + Dv];
+      if (mc != -INFINITY) acc += exp2f(mc - m) * pr[c * cs + d];
+    }
+    yr[d] = from_f<T>(acc * inv);
   }
 }
 
@@ -349,6 +479,38 @@ int launch_simt(const SdpaParams& p, const void* q, const void* k, const void* v
   return check_launch("dml_cuda_sdpa (simt)");
 }
 
+size_t split_smem_bytes(const SdpaParams& p) {
+  return sizeof(float) * ((size_t)kSplitKeys * (p.D + 1) + (size_t)kSplitKeys * p.Dv + (size_t)p.Lq * p.D);
+}
+
+// The split-key kernel applies: few query rows, more than one chunk of keys, and its tiles fit.
+bool split_fits(const SdpaParams& p) {
+  return p.Lq <= kSplitMaxRows && p.Lk > kSplitKeys && split_smem_bytes(p) <= 160 * 1024;
+}
+
+template <class T>
+int launch_split(const SdpaParams& p, const void* q, const void* k, const void* v, const void* mask, void* y,
+                 cudaStream_t st) {
+  const int64_t chunks = (p.Lk + kSplitKeys - 1) / kSplitKeys;
+  if (chunks > INT32_MAX) return fail("dml_cuda_sdpa: too many keys for the split-key kernel");
+  void* ws = nullptr;
+  const size_t wbytes = sizeof(float) * (size_t)p.batch * (size_t)chunks * (size_t)p.Lq * (size_t)(p.Dv + 2);
+  if (int rc = stream_workspace(WorkspaceSlot::sdpa_split, st, wbytes, &ws)) return rc;
+  const size_t bytes = split_smem_bytes(p);
+  auto kern = sdpa_split_kernel<T>;
+  if (bytes > 48 * 1024)
+    if (int e = check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+                      "dml_cuda_sdpa: shared memory attribute"))
+      return e;
+  kern<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.batch)), kSplitWarps * kWarp, bytes, st>>>(
+      p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), mask, static_cast<float*>(ws));
+  if (int e = check_launch("dml_cuda_sdpa (split keys)")) return e;
+  constexpr int kMergeWarps = 4;
+  sdpa_split_merge_kernel<T><<<blocks_for(p.batch * p.Lq, kMergeWarps), kMergeWarps * kWarp, 0, st>>>(
+      p, chunks, static_cast<const float*>(ws), static_cast<T*>(y));
+  return check_launch("dml_cuda_sdpa (split-key merge)");
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
@@ -459,6 +621,12 @@ extern "C" int dml_cuda_sdpa_strided(int dtype, int batch_rank, const int64_t* b
   cudaStream_t st = as_stream(stream);
   // impl: 0 automatic, 1 SIMT only, 2 flash mma (error when the problem does not fit it), 3 the
   // sm_90a wgmma kernel where it applies (else as 0).
+  // Few query rows (a decode step) go to the split-key kernel unless the flash mma one is forced.
+  if (impl != 2 && split_fits(p))
+    return dispatch_float(dtype, "dml_cuda_sdpa", [&](auto tag) -> int {
+      using T = decltype(tag);
+      return launch_split<T>(p, q, k, v, mask, y, st);
+    });
 #if DML_GPU_CUDA
   if (impl == 3 && Lk > 0 && Lq < INT32_MAX / 2 && Lk < INT32_MAX / 2 && wgmma_sdpa_supported(dtype, D, Dv, p.mask_kind, q, k, v, y)) {
     WgmmaLayout lay{};

@@ -23,6 +23,11 @@ inline int check_launch(const char* what) { return check(cudaGetLastError(), wha
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
+// Device scratch that lives on after the call (workspace.cu): grow-only, one buffer per slot, device
+// and stream; a pointer handed out stays valid for the life of the process.
+enum class WorkspaceSlot { qgemm_dequant = 0, sdpa_split = 1 };
+int stream_workspace(WorkspaceSlot slot, cudaStream_t s, size_t bytes, void** out);
+
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }

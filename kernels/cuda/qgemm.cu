@@ -15,8 +15,6 @@
 // is bit-identical to ggml), with multiply and add kept separate (__fmul_rn / __fadd_rn), so both
 // paths see exactly the reference weights; only the summation order differs from the CPU.
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -24,6 +22,7 @@
 #include "quant_units.cuh"
 
 namespace dml_cuda {
+extern int g_qgemv_rows;  // status.cu: the DML_CUDA_QGEMV_ROWS knob
 namespace {
 
 constexpr int64_t kGemvMaxM = 8;
@@ -240,7 +239,7 @@ template <> struct I8<DML_QT_Q6_K> {
   }
 };
 
-template <int QT>
+template <int QT, int R>
 __global__ void __launch_bounds__(kGemvWarps * kWarp) qgemv_i8_kernel(int64_t N, int64_t K, const int8_t* __restrict__ xq,
                                                                       const float* __restrict__ da,
                                                                       const int* __restrict__ s16,
@@ -249,7 +248,6 @@ __global__ void __launch_bounds__(kGemvWarps * kWarp) qgemv_i8_kernel(int64_t N,
                                                                       const float* __restrict__ d,
                                                                       float* __restrict__ y, int epi) {
   using F = I8<QT>;
-  constexpr int R = kGemvRows;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * R;
   if (n0 >= N) return;
@@ -314,36 +312,6 @@ __global__ void epilogue_kernel(int64_t M, int64_t N, int64_t n0, int64_t cols, 
   }
 }
 
-// Grow-only float32 workspace per (device, stream) for the dequantize path: weight slice + output slice.
-struct Workspaces {
-  std::mutex mu;
-  std::map<std::pair<int, cudaStream_t>, std::pair<void*, size_t>> bufs;
-  ~Workspaces() = default;  // process exit: the driver releases device memory
-};
-Workspaces& workspaces() {
-  static Workspaces* w = new Workspaces;
-  return *w;
-}
-int workspace(cudaStream_t s, size_t bytes, void** out) {
-  int dev = 0;
-  if (int rc = check(cudaGetDevice(&dev), "cudaGetDevice")) return rc;
-  Workspaces& ws = workspaces();
-  std::lock_guard<std::mutex> lock(ws.mu);
-  auto& b = ws.bufs[{dev, s}];
-  if (b.second < bytes) {
-    if (b.first) {
-      // Work already queued on this stream may still read the old buffer.
-      if (int rc = check(cudaStreamSynchronize(s), "cudaStreamSynchronize (qgemm workspace)")) return rc;
-      cudaFree(b.first);
-      b = {nullptr, 0};
-    }
-    if (int rc = check(cudaMalloc(&b.first, bytes), "cudaMalloc(qgemm workspace)")) return rc;
-    b.second = bytes;
-  }
-  *out = b.first;
-  return 0;
-}
-
 struct Problem {
   int64_t M, N, K;
   const float* a;
@@ -375,7 +343,7 @@ int run_dequant(const Problem& p) {
   if (nc > p.N) nc = p.N;
   void* ws = nullptr;
   const size_t wbytes = static_cast<size_t>(nc * p.K) * 4, ybytes = static_cast<size_t>(p.M * nc) * 4;
-  if (int rc = workspace(p.s, wbytes + ybytes, &ws)) return rc;
+  if (int rc = stream_workspace(WorkspaceSlot::qgemm_dequant, p.s, wbytes + ybytes, &ws)) return rc;
   float* wt = static_cast<float*>(ws);
   float* yt = wt + nc * p.K;
   for (int64_t n0 = 0; n0 < p.N; n0 += nc) {
@@ -401,7 +369,9 @@ int run_int8(const Problem& p) {
   } else {
     using F = I8<QT>;
     if (kWarp != 32) return fail("dml_cuda_qgemm: the int8 path needs 32-lane warps");
-    constexpr int rows_per_block = kGemvRows * kGemvWarps;
+    // Weight rows per warp: DML_CUDA_QGEMV_ROWS (1, 2 or 4) for A/B runs, else kGemvRows.
+    const int R = g_qgemv_rows == 1 || g_qgemv_rows == 2 ? g_qgemv_rows : kGemvRows;
+    const int64_t rows_per_block = R * kGemvWarps;
     const int64_t bx = (p.N + rows_per_block - 1) / rows_per_block;
     if (bx > 0x7fffffffLL || p.M > 65535) return fail("dml_cuda_qgemm: GEMV grid too large (N or M)");
     // Workspace: int8 activations, one float scale per QB elements, one int sum per 16 (256-byte aligned parts).
@@ -409,15 +379,16 @@ int run_int8(const Problem& p) {
     const size_t qbytes = al(static_cast<size_t>(p.M * p.K)), dbytes = al(static_cast<size_t>(p.M * p.K / F::QB) * 4);
     const size_t sbytes = al(static_cast<size_t>(p.M * p.K / 16) * 4);
     void* ws = nullptr;
-    if (int rc = workspace(p.s, qbytes + dbytes + sbytes, &ws)) return rc;
+    if (int rc = stream_workspace(WorkspaceSlot::qgemm_dequant, p.s, qbytes + dbytes + sbytes, &ws)) return rc;
     int8_t* xq = static_cast<int8_t*>(ws);
     float* da = reinterpret_cast<float*>(static_cast<char*>(ws) + qbytes);
     int* s16 = reinterpret_cast<int*>(static_cast<char*>(ws) + qbytes + dbytes);
     const int64_t blocks = p.M * (p.K / F::QB);
     quantize_act_kernel<F::QB><<<blocks_for(blocks * 32, 256), 256, 0, p.s>>>(p.M, p.K, p.a, xq, da, s16);
     if (int rc = check_launch("dml_cuda_qgemm (quantize activations)")) return rc;
-    qgemv_i8_kernel<QT><<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(p.M)), kGemvWarps * kWarp, 0, p.s>>>(
-        p.N, p.K, xq, da, s16, p.w, p.row_bytes, p.bias, p.d, p.y, p.epi);
+    const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(p.M));
+    auto kern = R == 1 ? qgemv_i8_kernel<QT, 1> : R == 2 ? qgemv_i8_kernel<QT, 2> : qgemv_i8_kernel<QT, kGemvRows>;
+    kern<<<grid, kGemvWarps * kWarp, 0, p.s>>>(p.N, p.K, xq, da, s16, p.w, p.row_bytes, p.bias, p.d, p.y, p.epi);
     return check_launch("dml_cuda_qgemm (int8 gemv)");
   }
 }

@@ -426,6 +426,11 @@ def _sdpa_build(ops, W, X):
         "cross_kv": sdpa(q, X["kc"], X["vc"]),                 # Lq != Lk
         "cross_causal": sdpa(q, X["kc"], X["vc"], causal=True),
         "hd40_dv24": sdpa(X["q3"], X["k3"], X["v3"], causal=True),  # generic (SIMT) kernel
+        # Few query rows over all s keys (a decode step): the split-key kernel once s > 64; with
+        # causal, keys past the 3 rows are masked and whole key chunks are skipped.
+        "decode": sdpa(X["qd"], k, v, X["md"] > -1.5),
+        "decode_causal": sdpa(X["qd3"], k, v, causal=True),
+        "decode_hd128": sdpa(X["qd2"], X["k2"], X["v2"]),
     }
 
 
@@ -448,7 +453,9 @@ def _sdpa_ref(torch, W, X):
             "bool_mask": ref(q, k, v, m > -1.5), "additive_mask": ref(q, k, v, m * 2.0),
             "causal_hd128": ref(X["q2"], X["k2"], X["v2"], causal=True), "hd128": ref(X["q2"], X["k2"], X["v2"]),
             "cross_kv": ref(q, X["kc"], X["vc"]), "cross_causal": ref(q, X["kc"], X["vc"], causal=True),
-            "hd40_dv24": ref(X["q3"], X["k3"], X["v3"], causal=True)}
+            "hd40_dv24": ref(X["q3"], X["k3"], X["v3"], causal=True),
+            "decode": ref(X["qd"], k, v, X["md"] > -1.5), "decode_causal": ref(X["qd3"], k, v, causal=True),
+            "decode_hd128": ref(X["qd2"], X["k2"], X["v2"])}
 
 
 # Attention on the heads of a fused QKV projection (GPT-2's layout): [b, s, 3·H·D] viewed as
@@ -753,7 +760,9 @@ def cases():
         out.append(Case("sdpa", dt, {"q": ["b", 4, "s", 64], "k": ["b", 4, "s", 64], "v": ["b", 4, "s", 64],
                                      "m": ["b", 1, "s", "s"], "q2": ["b", 2, "s", 128], "k2": ["b", 2, "s", 128],
                                      "v2": ["b", 2, "s", 128], "kc": ["b", 4, 77, 64], "vc": ["b", 4, 77, 64],
-                                     "q3": ["b", 3, "s", 40], "k3": ["b", 3, "s", 40], "v3": ["b", 3, "s", 24]},
+                                     "q3": ["b", 3, "s", 40], "k3": ["b", 3, "s", 40], "v3": ["b", 3, "s", 24],
+                                     "qd": ["b", 4, 1, 64], "qd3": ["b", 4, 3, 64], "md": ["b", 1, 1, "s"],
+                                     "qd2": ["b", 2, 1, 128]},
                         {}, {"b": (1, 4, [1, 4]), "s": (1, 160, [64, 160])},
                         [{"b": 1, "s": 8}, {"b": 2, "s": 64}, {"b": 3, "s": 157}], _sdpa_build, _sdpa_ref))
         if dt != "float32":
