@@ -6,8 +6,9 @@
 namespace dml_cuda {
 namespace {
 thread_local std::string g_error;
-const char* const kKnobs[] = {"DML_CUDA_CONV_NHWC_AUTO"};
+const char* const kKnobs[] = {"DML_CUDA_CONV_NHWC_AUTO", "DINOML_NCCL_LIBRARY"};
 }
+void set_nccl_library_knob(const char* path);  // collective.cu
 // DML_CUDA_CONV_NHWC_AUTO's rule for the channels-last conv's automatic tile (conv_nhwc.cu): 0 the
 // measured rule, 1 mma, 2 the wgmma conv for everything it takes, 3 plain 1x1 as the own TMA GEMM.
 int g_conv_nhwc_auto = 0;
@@ -32,6 +33,10 @@ extern "C" DML_CUDA_API int dml_cuda_set_knob(const char* name, const char* valu
   if (name && std::strcmp(name, "DML_CUDA_CONV_NHWC_AUTO") == 0) {
     const std::string v = value ? value : "";
     dml_cuda::g_conv_nhwc_auto = v == "mma" ? 1 : v == "wgmma" ? 2 : v == "wgmma_gemm" ? 3 : 0;
+    return 0;
+  }
+  if (name && std::strcmp(name, "DINOML_NCCL_LIBRARY") == 0) {
+    dml_cuda::set_nccl_library_knob(value);
     return 0;
   }
   return dml_cuda::fail(std::string("dml_cuda_set_knob: no knob named '") + (name ? name : "(null)") +
