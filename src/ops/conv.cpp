@@ -74,12 +74,9 @@ Window2d conv_window(const InferContext& ctx) {
 }
 
 std::vector<TensorType> infer_conv(const ConvEpilogue& e, const InferContext& ctx) {
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.expect_float(i);
-  detail::expect_all_same_dtype(ctx);
+  detail::expect_conv_operands(ctx, 4, "[N, C, H, W]", "[O, C/groups, kH, kW]");
   const auto& x = ctx.inputs[0].shape;
   const auto& w = ctx.inputs[1].shape;
-  if (x.size() != 4) ctx.fail("x " + detail::describe_input(ctx, 0) + " must be 4-d [N, C, H, W]");
-  if (w.size() != 4) ctx.fail("w " + detail::describe_input(ctx, 1) + " must be 4-d [O, C/groups, kH, kW]");
   for (size_t i = 0; i < 4; ++i)
     if (!w[i].is_const()) ctx.fail("w " + detail::describe_input(ctx, 1) + " must have a static shape");
   Window2d win = conv_window(ctx);

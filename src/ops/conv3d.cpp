@@ -37,12 +37,9 @@ std::string read_window3d(const ir::Node& n, Window3d& w) {
 namespace {
 
 std::vector<TensorType> infer_conv3d(bool bias, const InferContext& ctx) {
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.expect_float(i);
-  detail::expect_all_same_dtype(ctx);
+  detail::expect_conv_operands(ctx, 5, "[N, C, D, H, W]", "[O, C/groups, kD, kH, kW]");
   const auto& x = ctx.inputs[0].shape;
   const auto& w = ctx.inputs[1].shape;
-  if (x.size() != 5) ctx.fail("x " + detail::describe_input(ctx, 0) + " must be 5-d [N, C, D, H, W]");
-  if (w.size() != 5) ctx.fail("w " + detail::describe_input(ctx, 1) + " must be 5-d [O, C/groups, kD, kH, kW]");
   for (const auto& e : w)
     if (!e.is_const() || e.const_value() < 1)
       ctx.fail("w " + detail::describe_input(ctx, 1) + " must have a static shape with non-zero extents");
