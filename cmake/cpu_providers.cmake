@@ -27,27 +27,26 @@ endif()
 
 # Providers: each vendor library is wrapped in its own small shared library with DinoML's GEMM
 # signature, so an artifact carries (and links) a vendor only when the profiler chose it.
+# Provider `name` (kernels/cpu/providers/<name>_gemm.cpp -> dinoml_cpu_<name>) when its vendor's
+# header folder `include` and library `lib` were found; else a status line naming the package.
+function(dinoml_cpu_provider name include lib vendor package)
+  if(include AND lib AND EXISTS ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/${name}_gemm.cpp)
+    add_library(dinoml_cpu_${name} SHARED ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/${name}_gemm.cpp)
+    target_include_directories(dinoml_cpu_${name} PRIVATE ${include} ${CMAKE_SOURCE_DIR}/kernels/cpu)
+    target_link_libraries(dinoml_cpu_${name} PRIVATE ${lib} OpenMP::OpenMP_CXX)
+    set_target_properties(dinoml_cpu_${name} PROPERTIES CXX_VISIBILITY_PRESET hidden)
+  else()
+    message(STATUS "${vendor} not found (apt-get install ${package}): the ${name} GEMM candidate is not built")
+  endif()
+endfunction()
+
 find_path(DINOML_DNNL_INCLUDE dnnl.hpp)
 find_library(DINOML_DNNL_LIB dnnl)
-if(DINOML_DNNL_INCLUDE AND DINOML_DNNL_LIB AND EXISTS ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/onednn_gemm.cpp)
-  add_library(dinoml_cpu_onednn SHARED ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/onednn_gemm.cpp)
-  target_include_directories(dinoml_cpu_onednn PRIVATE ${DINOML_DNNL_INCLUDE} ${CMAKE_SOURCE_DIR}/kernels/cpu)
-  target_link_libraries(dinoml_cpu_onednn PRIVATE ${DINOML_DNNL_LIB} OpenMP::OpenMP_CXX)
-  set_target_properties(dinoml_cpu_onednn PROPERTIES CXX_VISIBILITY_PRESET hidden)
-else()
-  message(STATUS "oneDNN not found (apt-get install libdnnl-dev): the onednn GEMM candidate is not built")
-endif()
+dinoml_cpu_provider(onednn "${DINOML_DNNL_INCLUDE}" "${DINOML_DNNL_LIB}" oneDNN libdnnl-dev)
 
 find_path(DINOML_CBLAS_INCLUDE cblas.h PATH_SUFFIXES x86_64-linux-gnu/openblas-pthread openblas)
 find_library(DINOML_OPENBLAS_LIB openblas)
-if(DINOML_CBLAS_INCLUDE AND DINOML_OPENBLAS_LIB AND EXISTS ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/openblas_gemm.cpp)
-  add_library(dinoml_cpu_openblas SHARED ${CMAKE_SOURCE_DIR}/kernels/cpu/providers/openblas_gemm.cpp)
-  target_include_directories(dinoml_cpu_openblas PRIVATE ${DINOML_CBLAS_INCLUDE} ${CMAKE_SOURCE_DIR}/kernels/cpu)
-  target_link_libraries(dinoml_cpu_openblas PRIVATE ${DINOML_OPENBLAS_LIB} OpenMP::OpenMP_CXX)
-  set_target_properties(dinoml_cpu_openblas PROPERTIES CXX_VISIBILITY_PRESET hidden)
-else()
-  message(STATUS "OpenBLAS not found (apt-get install libopenblas-dev): the openblas GEMM candidate is not built")
-endif()
+dinoml_cpu_provider(openblas "${DINOML_CBLAS_INCLUDE}" "${DINOML_OPENBLAS_LIB}" OpenBLAS libopenblas-dev)
 
 # bench/ops/gemm_bench: DinoML vs the providers in one process (docs/benchmarks.md).
 if(TARGET dinoml_cpu_onednn AND TARGET dinoml_cpu_openblas AND EXISTS ${CMAKE_SOURCE_DIR}/bench/ops/gemm_bench.cpp)

@@ -209,12 +209,17 @@ void Module::build_infos() {
     maxs.push_back(d.max);
   }
   auto dim_name = [&](int i) { return md.dims[i].name; };
+  // The info's name, dtype and rank (the name points into metadata_); the caller fills the axes.
+  auto info_of = [](const std::string& name, dinoml_dtype dtype, size_t ndim) {
+    dinoml_tensor_info info{};
+    info.name = name.c_str();
+    info.dtype = dtype;
+    info.ndim = static_cast<int32_t>(ndim);
+    return info;
+  };
 
   for (const InputDesc& in : md.inputs) {
-    dinoml_tensor_info info{};
-    info.name = in.name.c_str();
-    info.dtype = in.dtype;
-    info.ndim = static_cast<int32_t>(in.axes.size());
+    dinoml_tensor_info info = info_of(in.name, in.dtype, in.axes.size());
     for (size_t a = 0; a < in.axes.size(); ++a) {
       const InputAxis& axis = in.axes[a];
       if (axis.dim >= 0) {
@@ -226,10 +231,7 @@ void Module::build_infos() {
     input_infos_.push_back(info);
   }
   for (const OutputDesc& out : md.outputs) {
-    dinoml_tensor_info info{};
-    info.name = out.name.c_str();
-    info.dtype = out.dtype;
-    info.ndim = static_cast<int32_t>(out.axes.size());
+    dinoml_tensor_info info = info_of(out.name, out.dtype, out.axes.size());
     for (size_t a = 0; a < out.axes.size(); ++a) {
       const ShapeExpr& e = out.axes[a];
       auto b = e.bounds(mins, maxs);
@@ -240,10 +242,7 @@ void Module::build_infos() {
     output_infos_.push_back(info);
   }
   for (const StateDesc& st : md.states) {
-    dinoml_tensor_info info{};
-    info.name = st.name.c_str();
-    info.dtype = st.dtype;
-    info.ndim = static_cast<int32_t>(st.shape.size());
+    dinoml_tensor_info info = info_of(st.name, st.dtype, st.shape.size());
     for (size_t a = 0; a < st.shape.size(); ++a) info.axes[a] = {nullptr, st.shape[a], st.shape[a]};
     state_infos_.push_back(info);
   }

@@ -2,10 +2,10 @@
 // (dinoml.runtime.SessionGroup): each thread binds itself to the group's communicator and its
 // rank, then runs its rank's session; the module's all_reduce / all_gather nodes meet the other
 // ranks here. A rank that fails aborts the communicator, so the others return an error instead of
-// waiting; a rank that never arrives is a timeout error (DINOML_COLLECTIVE_TIMEOUT_S, default 300).
+// waiting; a rank that never arrives is a timeout error after the DINOML_COLLECTIVE_TIMEOUT_S knob's
+// seconds (knobs.h; default 300).
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -13,6 +13,7 @@
 
 #include "dinoml_cpu_kernels.h"
 #include "kernel_common.h"
+#include "knobs.h"
 
 namespace {
 
@@ -31,15 +32,6 @@ struct Comm {
 thread_local Comm* t_comm = nullptr;
 thread_local int t_rank = -1;
 
-double timeout_s() {
-  static const double t = [] {
-    const char* v = std::getenv("DINOML_COLLECTIVE_TIMEOUT_S");
-    double s = v ? std::atof(v) : 300.0;
-    return s > 0 ? s : 300.0;
-  }();
-  return t;
-}
-
 // Every rank waits until all have arrived; false (message recorded) after an abort or a timeout.
 int barrier(Comm& c, const char* what) {
   std::unique_lock<std::mutex> lk(c.mu);
@@ -51,12 +43,13 @@ int barrier(Comm& c, const char* what) {
     c.cv.notify_all();
     return 0;
   }
-  const bool ok = c.cv.wait_for(lk, std::chrono::duration<double>(timeout_s()),
+  const double timeout_s = dml_cpu::g_knobs.collective_timeout_s;
+  const bool ok = c.cv.wait_for(lk, std::chrono::duration<double>(timeout_s),
                                 [&] { return c.generation != gen || c.aborted; });
   if (c.aborted) return dml_cpu::fail(DML_CPU_ERR_ARGUMENT, std::string(what) + ": the group was aborted: " + c.why);
   if (!ok) {
     c.aborted = true;
-    c.why = "rank " + std::to_string(t_rank) + " waited " + std::to_string(timeout_s()) + " s for the other ranks";
+    c.why = "rank " + std::to_string(t_rank) + " waited " + std::to_string(timeout_s) + " s for the other ranks";
     c.cv.notify_all();
     return dml_cpu::fail(DML_CPU_ERR_ARGUMENT, std::string(what) + ": " + c.why);
   }

@@ -54,9 +54,9 @@ const IntKnob kIntKnobs[] = {
     {"DINOML_CONV_WINO_DENSE", &Knobs::conv_wino_dense},
     {"DINOML_QGEMM_DOT_MAX_M", &Knobs::qgemm_dot_max_m},
 };
-// Knobs read as text: on/off and mode switches, ISA names.
+// Knobs read as text: on/off and mode switches, ISA names, seconds.
 const char* const kTextKnobs[] = {"DINOML_CONV_DIRECT", "DINOML_CONV_WINOGRAD", "DINOML_CPU_GEMM_ISA",
-                                  "DINOML_CPU_DISABLE_ISA"};
+                                  "DINOML_CPU_DISABLE_ISA", "DINOML_COLLECTIVE_TIMEOUT_S"};
 constexpr size_t kIntCount = sizeof kIntKnobs / sizeof kIntKnobs[0];
 constexpr size_t kTextCount = sizeof kTextKnobs / sizeof kTextKnobs[0];
 
@@ -112,6 +112,9 @@ extern "C" int dml_cpu_set_knob(const char* name, const char* value) {
     dml_cpu::gemm::select_isa_knob(value);
   } else if (n == "DINOML_CPU_DISABLE_ISA") {
     dml_cpu::g_disabled_isa.store(value ? dml_cpu::interned(value) : nullptr, std::memory_order_release);
+  } else if (n == "DINOML_COLLECTIVE_TIMEOUT_S") {
+    const double s = value ? std::atof(value) : 0.0;
+    g_knobs.collective_timeout_s = s > 0 ? s : dml_cpu::kDefaults.collective_timeout_s;
   } else {
     return dml_cpu::fail(DML_CPU_ERR_ARGUMENT, "dml_cpu_set_knob: no knob named '" + n +
                                                    "' (docs/architecture.md \"Debugging knobs\" lists them)");

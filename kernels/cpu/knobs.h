@@ -41,6 +41,8 @@ struct Knobs {
   int64_t conv_wino_dense = -1;                      // DINOML_CONV_WINO_DENSE: 0 never, 1 always, -1 rule
   // qgemm.cpp
   int64_t qgemm_dot_max_m = 32;                      // DINOML_QGEMM_DOT_MAX_M
+  // collective.cpp
+  double collective_timeout_s = 300.0;               // DINOML_COLLECTIVE_TIMEOUT_S (> 0; else the default)
 };
 extern Knobs g_knobs;
 

@@ -1,14 +1,13 @@
 // Collectives of tensor-parallel GPU artifacts over NCCL (RCCL on ROCm: the same API). NCCL is
-// loaded with dlopen (the system's libnccl.so.2, PyTorch's nvidia-nccl wheel, or
-// DINOML_NCCL_LIBRARY / dml_cuda_nccl_load's path): artifacts that never run a collective never
-// need it. Each rank is a host thread driving one GPU: it selects its device, joins the group's
+// loaded with dlopen (dml_cuda_nccl_load's path, such as PyTorch's nvidia-nccl wheel's, else the
+// DINOML_NCCL_LIBRARY knob's, else the system's libnccl.so.2): artifacts that never run a collective
+// never need it. Each rank is a host thread driving one GPU: it selects its device, joins the group's
 // communicator (ncclCommInitRank with the group's unique id) and binds it to the thread; the
 // module's all_reduce / all_gather nodes then enqueue NCCL calls on the session's stream.
 // The function types below are NCCL's public C API (nccl.h), declared here so the library builds
 // without NCCL's headers.
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -38,6 +37,7 @@ struct Nccl {
 
 std::mutex g_mu;
 Nccl g_nccl;
+std::string g_library_knob;  // the DINOML_NCCL_LIBRARY knob (status.cu); empty: the default library
 
 #if DML_GPU_ROCM
 constexpr const char* kDefaultLib = "librccl.so.1";
@@ -49,7 +49,7 @@ constexpr const char* kName = "NCCL";
 
 int load_locked(const char* path) {
   if (g_nccl.handle) return 0;
-  std::string p = path && *path ? path : (std::getenv("DINOML_NCCL_LIBRARY") ? std::getenv("DINOML_NCCL_LIBRARY") : kDefaultLib);
+  const std::string p = path && *path ? path : !g_library_knob.empty() ? g_library_knob : kDefaultLib;
   void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return dml_cuda::fail(std::string(kName) + " could not be loaded ('" + p + "': " + dlerror() +
@@ -118,6 +118,14 @@ int nccl_dtype(int dtype) {
 }
 
 }  // namespace
+
+namespace dml_cuda {
+// The DINOML_NCCL_LIBRARY knob: the library a load without a path opens (null or empty: the default).
+void set_nccl_library_knob(const char* path) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_library_knob = path ? path : "";
+}
+}  // namespace dml_cuda
 
 extern "C" {
 

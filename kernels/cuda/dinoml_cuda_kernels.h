@@ -259,7 +259,7 @@ DML_CUDA_API int dml_cuda_sdpa_strided(int dtype, int batch_rank, const int64_t*
  * (kernels/cuda/collective.cu). A session group runs each rank on its own host thread:
  * dml_cuda_set_device(rank), then dml_cuda_comm_init(world, rank, id) with the id one thread got
  * from dml_cuda_nccl_unique_id (128 bytes), then dml_cuda_comm_bind(comm) before the rank's runs.
- * dml_cuda_nccl_load(path): load NCCL from `path` (NULL: $DINOML_NCCL_LIBRARY, else libnccl.so.2).
+ * dml_cuda_nccl_load(path): load NCCL from `path` (NULL: the DINOML_NCCL_LIBRARY knob's, else libnccl.so.2).
  * dml_cuda_comm_abort makes the rank's pending and later collectives fail instead of waiting.
  * all_reduce: buf = sum over the ranks, in place; all_gather: y[o, r, :] = x_r[o, :]. */
 DML_CUDA_API int dml_cuda_nccl_load(const char* path);

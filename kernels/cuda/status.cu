@@ -7,8 +7,9 @@
 namespace dml_cuda {
 namespace {
 thread_local std::string g_error;
-const char* const kKnobs[] = {"DML_CUDA_CONV_NHWC_AUTO", "DML_CUDA_QGEMV_ROWS"};
+const char* const kKnobs[] = {"DML_CUDA_CONV_NHWC_AUTO", "DML_CUDA_QGEMV_ROWS", "DINOML_NCCL_LIBRARY"};
 }
+void set_nccl_library_knob(const char* path);  // collective.cu
 // DML_CUDA_CONV_NHWC_AUTO's rule for the channels-last conv's automatic tile (conv_nhwc.cu): 0 the
 // measured rule, 1 mma, 2 the wgmma conv for everything it takes, 3 plain 1x1 as the own TMA GEMM.
 int g_conv_nhwc_auto = 0;
@@ -39,6 +40,10 @@ extern "C" DML_CUDA_API int dml_cuda_set_knob(const char* name, const char* valu
   }
   if (name && std::strcmp(name, "DML_CUDA_QGEMV_ROWS") == 0) {
     dml_cuda::g_qgemv_rows = value ? std::atoi(value) : 0;
+    return 0;
+  }
+  if (name && std::strcmp(name, "DINOML_NCCL_LIBRARY") == 0) {
+    dml_cuda::set_nccl_library_knob(value);
     return 0;
   }
   return dml_cuda::fail(std::string("dml_cuda_set_knob: no knob named '") + (name ? name : "(null)") +

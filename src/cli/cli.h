@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <dinoml/compiler.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ops/host_tensor.h"
@@ -29,6 +30,9 @@ struct CompileTuneFlags {
 };
 int cmd_compile(const std::string& model, const std::string& target, const std::string& out, bool dump_passes,
                 bool no_cache, bool no_fuse, const CompileTuneFlags& tune = {});
+// The options `dinoml compile` (IR files) and `dinoml compile-onnx` pass to dinoml::compile.
+CompileOptions compile_options(const std::string& target, const std::string& out, bool dump_passes, bool no_cache,
+                               bool no_fuse, const CompileTuneFlags& tune);
 // `dinoml diff A B` (src/cli/cmd_diff.cpp): 0 identical, 1 different.
 int cmd_diff(const std::string& a, const std::string& b, bool as_json);
 int cmd_inspect(const std::string& artifact, bool as_json);

@@ -106,6 +106,14 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   }
   if (!tune.model_args.empty()) throw std::runtime_error("--gguf / --model-arg apply to MODEL.py (and --model-arg to MODEL.gguf) files only");
   ir::Graph g = ir::read_graph(model);
+  auto res = compile(g, compile_options(target, out, dump_passes, no_cache, no_fuse, tune));
+  std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
+            << (res.cache_hit ? " (module from cache)" : "") << "\n";
+  return 0;
+}
+
+CompileOptions compile_options(const std::string& target, const std::string& out, bool dump_passes, bool no_cache,
+                               bool no_fuse, const CompileTuneFlags& tune) {
   CompileOptions opts;
   opts.target = target;
   opts.out_dir = out;
@@ -115,15 +123,12 @@ int cmd_compile(const std::string& model, const std::string& target, const std::
   opts.profile = tune.profile;
   opts.execution_plan = tune.execution_plan;
   opts.strict = tune.strict;
-  opts.arch = tune.arch;
+  opts.arch = tune.arch;  // target cuda / rocm
   opts.allow_tf32 = !tune.no_tf32;
   opts.fp32_matmul_precision = tune.fp32_matmul_precision;
   opts.weights = tune.weights;
   opts.tensor_parallel = tune.tensor_parallel;
-  auto res = compile(g, opts);
-  std::cout << "compiled '" << g.name << "' -> " << res.artifact_dir << " in " << res.seconds << " s"
-            << (res.cache_hit ? " (module from cache)" : "") << "\n";
-  return 0;
+  return opts;
 }
 
 int cmd_ops(bool markdown) {

@@ -33,21 +33,7 @@ int cmd_compile_onnx(const std::string& model, const std::string& target, const 
                      const std::vector<std::string>& dim_specs, bool dump_passes, bool no_cache, bool no_fuse,
                      const CompileTuneFlags& tune) {
   ir::Graph g = onnx_import::import_onnx_file(model, onnx_options_from_dims(dim_specs));
-  CompileOptions opts;
-  opts.target = target;
-  opts.out_dir = out;
-  opts.dump_passes = dump_passes;
-  opts.use_cache = !no_cache;
-  opts.fuse = !no_fuse;
-  opts.profile = tune.profile;
-  opts.execution_plan = tune.execution_plan;
-  opts.strict = tune.strict;
-  opts.arch = tune.arch;  // target cuda / rocm, as for IR files
-  opts.allow_tf32 = !tune.no_tf32;
-  opts.fp32_matmul_precision = tune.fp32_matmul_precision;
-  opts.weights = tune.weights;
-  opts.tensor_parallel = tune.tensor_parallel;
-  auto res = compile(g, opts);
+  auto res = compile(g, compile_options(target, out, dump_passes, no_cache, no_fuse, tune));
   std::cout << "imported '" << model << "' (" << g.nodes.size() << " DinoML nodes), compiled -> " << res.artifact_dir
             << " in " << res.seconds << " s" << (res.cache_hit ? " (module from cache)" : "") << "\n";
   return 0;

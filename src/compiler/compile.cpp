@@ -51,6 +51,28 @@ void check_strict(const nlohmann::json& tunables, const tune::Choices& choices) 
                    list + " (compile with --profile, or give an --execution-plan that measured them)");
 }
 
+// The kernel choices of a compile, for any target: none (each node's default) unless --profile
+// (`profile()` measures the candidates; its plan is shipped as execution_plan.json) or
+// --execution-plan (the plan's choices, checked against `tunables()`: the tunable nodes of the
+// graph lowered without choices; the plan read is shipped). Records the selection in `res`.
+template <typename Choices, typename ProfileFn, typename TunablesFn>
+void choose_kernels(const CompileOptions& opts, Choices& choices, ProfileFn profile, TunablesFn tunables,
+                    std::map<std::string, std::string>& extra_files, CompileResult& res) {
+  res.kernel_selection = "default";
+  if (opts.profile) {
+    auto pr = profile();
+    choices = pr.choices;
+    extra_files["execution_plan.json"] = pr.plan.dump(1) + "\n";
+    res.kernel_selection = "profiled";
+    res.profile = pr.to_json();
+  } else if (!opts.execution_plan.empty()) {
+    nlohmann::json pj;
+    choices = tune::read_execution_plan(opts.execution_plan, tunables(), &pj);
+    extra_files["execution_plan.json"] = pj.dump(1) + "\n";
+    res.kernel_selection = "execution_plan";
+  }
+}
+
 // Kernel choices for the lowering: measured (--profile), reused (--execution-plan) or the
 // defaults. A plan is validated against this graph's tunable nodes, found by a default lowering
 // (text generation only, no build).
@@ -60,22 +82,11 @@ lower::cpu::CpuLowerOptions select_kernels(const ir::Graph& g, const passes::Mem
   lower::cpu::CpuLowerOptions lopts;
   lopts.providers = tc.providers;
   lopts.bf16_matmul = bf16_matmul(opts);
-  res.kernel_selection = "default";
   if (opts.profile && !opts.execution_plan.empty())
     throw BuildError("--profile and --execution-plan exclude each other: profile to make a plan, or reuse one");
-  if (opts.profile) {
-    auto pr = tune::profile(g, plan, tc, profile_options(opts));
-    lopts.choices = pr.choices;
-    extra_files["execution_plan.json"] = pr.plan.dump(1) + "\n";
-    res.kernel_selection = "profiled";
-    res.profile = pr.to_json();
-  } else if (!opts.execution_plan.empty()) {
-    const auto tunables = lower::cpu::lower(g, plan, lopts).tunables;
-    nlohmann::json pj;
-    lopts.choices = tune::read_execution_plan(opts.execution_plan, tunables, &pj);
-    extra_files["execution_plan.json"] = pj.dump(1) + "\n";
-    res.kernel_selection = "execution_plan";
-  }
+  choose_kernels(
+      opts, lopts.choices, [&] { return tune::profile(g, plan, tc, profile_options(opts)); },
+      [&] { return lower::cpu::lower(g, plan, lopts).tunables; }, extra_files, res);
   return lopts;
 }
 
@@ -181,6 +192,33 @@ static Optimized optimize_ranks(const ir::Graph& input, const CompileOptions& op
   return o;
 }
 
+// Writes the artifact of a compiled module: `contents` holds the target's own parts (the lowered
+// module, its toolchains and arch); the parts every target shares are added here (graph, plan,
+// weights metadata, the module at `so`, `config` with the pass report, pass dumps, extra files,
+// rank graphs). Then the temporary module and the pass dumps are removed and `res` records the
+// artifact directory, graph hash, pass report and the time since `t0`.
+static void write_compiled(build::ArtifactContents& contents, const ir::Graph& input, const Optimized& o,
+                           nlohmann::json config, const fs::path& so, const std::map<std::string, std::string>& extra_files,
+                           const std::vector<ir::Graph>& rank_opt, const build::Toolchain& tc, const CompileOptions& opts,
+                           std::chrono::steady_clock::time_point t0, CompileResult& res) {
+  config["passes"] = o.pass_report;
+  contents.graph = &o.graph;
+  contents.plan = &o.plan;
+  contents.weights = weights_metadata(input, o.graph, opts.weights);
+  contents.module_so_path = so.string();
+  contents.compile_config = std::move(config);
+  contents.pass_dump_dir = o.dump_dir.string();
+  contents.extra_files = extra_files;
+  for (const auto& rg : rank_opt) contents.rank_graphs.push_back(&rg);
+  build::write_artifact(contents, tc, opts.out_dir);
+  fs::remove(so);
+  if (!o.dump_dir.empty()) fs::remove_all(o.dump_dir);
+  res.artifact_dir = fs::absolute(opts.out_dir).lexically_normal().string();
+  res.graph_hash = ir::graph_hash(o.graph);
+  res.pass_report = o.pass_report;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // targets cuda and rocm: passes → memory plan → GPU lowering (module.cu) → nvcc / hipcc → artifact.
 CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, std::chrono::steady_clock::time_point t0) {
   const bool rocm = opts.target == "rocm";
@@ -232,24 +270,13 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
   std::vector<ir::Graph> rank_opt;
   Optimized o = optimize_ranks(input, opts, target_passes, rank_opt, extra_files);
   ir::Graph& g = o.graph;
-  const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   CompileResult res;
-  res.kernel_selection = "default";
-  if (opts.profile) {  // target cuda: measured on this machine's GPU (tune/profiler_cuda.cpp)
-    auto pr = tune::profile_cuda(g, plan, *ctc, lo, profile_options(opts));
-    lo.choices = pr.choices;
-    extra_files["execution_plan.json"] = pr.plan.dump(1) + "\n";
-    res.kernel_selection = "profiled";
-    res.profile = pr.to_json();
-  } else if (!opts.execution_plan.empty()) {
-    const auto tunables = lower::cuda::lower(g, plan, lo).tunables;
-    nlohmann::json pj;
-    lo.choices = tune::read_execution_plan(opts.execution_plan, tunables, &pj);
-    extra_files["execution_plan.json"] = pj.dump(1) + "\n";
-    res.kernel_selection = "execution_plan";
-  }
+  // A profile measures on this machine's GPU (tune/profiler_cuda.cpp).
+  choose_kernels(
+      opts, lo.choices, [&] { return tune::profile_cuda(g, plan, *ctc, lo, profile_options(opts)); },
+      [&] { return lower::cuda::lower(g, plan, lo).tunables; }, extra_files, res);
   auto lowered = lower::cuda::lower(g, plan, lo);
   if (opts.strict) check_strict(lowered.tunables, lo.choices);
   fs::path so = fs::temp_directory_path() / ("dinoml-" + target + "-module-" + std::to_string(getpid()) + "-" + ir::graph_hash(g).substr(0, 12) + ".so");
@@ -260,28 +287,12 @@ CompileResult compile_gpu(const ir::Graph& input, const CompileOptions& opts, st
                            {"gemm_impl", lo.gemm_impl}, {"fuse", opts.fuse}, {"dump_passes", opts.dump_passes},
                            {rocm ? "hipcc_flags" : "nvcc_flags", lowered.nvcc_flags}, {"kernel_selection", res.kernel_selection},
                            {"strict", opts.strict}, {"weights", opts.weights}};
-  const nlohmann::json& pass_report = o.pass_report;
-  config["passes"] = pass_report;
   build::ArtifactContents contents;
-  contents.graph = &g;
-  contents.plan = &plan;
   contents.cuda = &lowered;
   contents.cuda_tc = ctc ? &*ctc : nullptr;
   contents.rocm_tc = rtc ? &*rtc : nullptr;
   contents.cuda_arch = lo.arch.name;
-  contents.weights = weights_metadata(input, g, opts.weights);
-  contents.module_so_path = so.string();
-  contents.compile_config = config;
-  contents.pass_dump_dir = dump_dir.string();
-  contents.extra_files = extra_files;
-  for (const auto& rg : rank_opt) contents.rank_graphs.push_back(&rg);
-  build::write_artifact(contents, tc, opts.out_dir);
-  fs::remove(so);
-  if (!dump_dir.empty()) fs::remove_all(dump_dir);
-  res.artifact_dir = fs::absolute(opts.out_dir).lexically_normal().string();
-  res.graph_hash = ir::graph_hash(g);
-  res.pass_report = pass_report;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_compiled(contents, input, o, std::move(config), so, extra_files, rank_opt, tc, opts, t0, res);
   return res;
 }
 
@@ -307,7 +318,6 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
   std::vector<ir::Graph> rank_opt;
   Optimized o = optimize_ranks(input, opts, {}, rank_opt, extra_files);
   ir::Graph& g = o.graph;
-  const fs::path& dump_dir = o.dump_dir;
   const passes::MemoryPlan& plan = o.plan;
   auto tc = build::find_toolchain();
   CompileResult res;
@@ -323,27 +333,9 @@ CompileResult compile(const ir::Graph& input, const CompileOptions& opts) {
                            {"isa", lowered.required_isa}, {"cxx_flags", lowered.cxx_flags},
                            {"kernel_selection", res.kernel_selection}, {"strict", opts.strict},
                            {"fp32_matmul_precision", opts.fp32_matmul_precision}, {"weights", opts.weights}};
-  const nlohmann::json& pass_report = o.pass_report;
-  config["passes"] = pass_report;
-
   build::ArtifactContents contents;
-  contents.graph = &g;
-  contents.plan = &plan;
   contents.lowered = &lowered;
-  contents.weights = weights_metadata(input, g, opts.weights);
-  contents.module_so_path = so.string();
-  contents.compile_config = config;
-  contents.pass_dump_dir = dump_dir.string();
-  contents.extra_files = extra_files;
-  for (const auto& rg : rank_opt) contents.rank_graphs.push_back(&rg);
-  build::write_artifact(contents, tc, opts.out_dir);
-  fs::remove(so);
-  if (!dump_dir.empty()) fs::remove_all(dump_dir);
-
-  res.artifact_dir = fs::absolute(opts.out_dir).lexically_normal().string();
-  res.graph_hash = ir::graph_hash(g);
-  res.pass_report = pass_report;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  write_compiled(contents, input, o, std::move(config), so, extra_files, rank_opt, tc, opts, t0, res);
   return res;
 }
 

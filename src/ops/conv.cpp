@@ -74,12 +74,9 @@ Window2d conv_window(const InferContext& ctx) {
 }
 
 std::vector<TensorType> infer_conv(const ConvEpilogue& e, const InferContext& ctx) {
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.expect_float(i);
-  detail::expect_all_same_dtype(ctx);
+  detail::expect_conv_operands(ctx, 4, "[N, C, H, W]", "[O, C/groups, kH, kW]");
   const auto& x = ctx.inputs[0].shape;
   const auto& w = ctx.inputs[1].shape;
-  if (x.size() != 4) ctx.fail("x " + detail::describe_input(ctx, 0) + " must be 4-d [N, C, H, W]");
-  if (w.size() != 4) ctx.fail("w " + detail::describe_input(ctx, 1) + " must be 4-d [O, C/groups, kH, kW]");
   for (size_t i = 0; i < 4; ++i)
     if (!w[i].is_const()) ctx.fail("w " + detail::describe_input(ctx, 1) + " must have a static shape");
   Window2d win = conv_window(ctx);
@@ -88,13 +85,8 @@ std::vector<TensorType> infer_conv(const ConvEpilogue& e, const InferContext& ct
   win.kw = w[3].const_value();
   if (O < 1 || Cg < 1 || win.kh < 1 || win.kw < 1)
     ctx.fail("w " + detail::describe_input(ctx, 1) + " must have non-zero extents");
-  if (O % win.groups != 0)
-    ctx.fail("out channels O = " + std::to_string(O) + " of w " + detail::describe_input(ctx, 1) +
-             " are not divisible by groups = " + std::to_string(win.groups));
-  if (win.groups == 1) {
-    ctx.expect_same_extent(x[1], w[1], "channels of x " + detail::describe_input(ctx, 0) + " vs w[1] of " +
-                                           detail::describe_input(ctx, 1));
-  } else {
+  detail::expect_conv_groups(ctx, O, win.groups);
+  if (win.groups > 1) {
     if (!x[1].is_const())
       ctx.fail("channels of x " + detail::describe_input(ctx, 0) + " must be static when groups > 1");
     if (x[1].const_value() != Cg * win.groups)

@@ -37,25 +37,17 @@ std::string read_window3d(const ir::Node& n, Window3d& w) {
 namespace {
 
 std::vector<TensorType> infer_conv3d(bool bias, const InferContext& ctx) {
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.expect_float(i);
-  detail::expect_all_same_dtype(ctx);
+  detail::expect_conv_operands(ctx, 5, "[N, C, D, H, W]", "[O, C/groups, kD, kH, kW]");
   const auto& x = ctx.inputs[0].shape;
   const auto& w = ctx.inputs[1].shape;
-  if (x.size() != 5) ctx.fail("x " + detail::describe_input(ctx, 0) + " must be 5-d [N, C, D, H, W]");
-  if (w.size() != 5) ctx.fail("w " + detail::describe_input(ctx, 1) + " must be 5-d [O, C/groups, kD, kH, kW]");
   for (const auto& e : w)
     if (!e.is_const() || e.const_value() < 1)
       ctx.fail("w " + detail::describe_input(ctx, 1) + " must have a static shape with non-zero extents");
   Window3d win;
   if (auto e = read_window3d(ctx.node, win); !e.empty()) ctx.fail(e);
   const int64_t O = w[0].const_value(), Cg = w[1].const_value();
-  if (O % win.groups != 0)
-    ctx.fail("out channels O = " + std::to_string(O) + " of w " + detail::describe_input(ctx, 1) +
-             " are not divisible by groups = " + std::to_string(win.groups));
-  if (win.groups == 1) {
-    ctx.expect_same_extent(x[1], w[1], "channels of x " + detail::describe_input(ctx, 0) + " vs w[1] of " +
-                                           detail::describe_input(ctx, 1));
-  } else if (!x[1].is_const() || x[1].const_value() != Cg * win.groups) {
+  detail::expect_conv_groups(ctx, O, win.groups);
+  if (win.groups > 1 && (!x[1].is_const() || x[1].const_value() != Cg * win.groups)) {
     ctx.fail("x " + detail::describe_input(ctx, 0) + " must have C = C/groups * groups = " +
              std::to_string(Cg * win.groups) + " (static) for w " + detail::describe_input(ctx, 1) + " and groups = " +
              std::to_string(win.groups));

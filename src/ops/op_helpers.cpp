@@ -27,6 +27,23 @@ void expect_all_same_dtype(const InferContext& ctx) {
   for (size_t i = 1; i < ctx.inputs.size(); ++i) ctx.expect_same_dtype(0, i);
 }
 
+void expect_conv_operands(const InferContext& ctx, size_t rank, const char* x_layout, const char* w_layout) {
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) ctx.expect_float(i);
+  expect_all_same_dtype(ctx);
+  const std::string r = std::to_string(rank) + "-d ";
+  if (ctx.inputs[0].shape.size() != rank) ctx.fail("x " + describe_input(ctx, 0) + " must be " + r + x_layout);
+  if (ctx.inputs[1].shape.size() != rank) ctx.fail("w " + describe_input(ctx, 1) + " must be " + r + w_layout);
+}
+
+void expect_conv_groups(const InferContext& ctx, int64_t O, int64_t groups) {
+  if (O % groups != 0)
+    ctx.fail("out channels O = " + std::to_string(O) + " of w " + describe_input(ctx, 1) +
+             " are not divisible by groups = " + std::to_string(groups));
+  if (groups == 1)
+    ctx.expect_same_extent(ctx.inputs[0].shape[1], ctx.inputs[1].shape[1],
+                           "channels of x " + describe_input(ctx, 0) + " vs w[1] of " + describe_input(ctx, 1));
+}
+
 ir::DType dtype_attr(const InferContext& ctx, const std::string& attr, const std::string& dflt) {
   std::string name = ctx.node.attr_str(attr, dflt);
   auto t = ir::dtype_from_name(name);

@@ -40,6 +40,12 @@ void expect_numeric(const InferContext& ctx, size_t i);  // any dtype but bool
 void expect_index_dtype(const InferContext& ctx, size_t i);  // int32 / int64
 // Checks that every input has the dtype of input 0.
 void expect_all_same_dtype(const InferContext& ctx);
+// The conv ops' operands: float inputs of one dtype, x (`x_layout`, e.g. "[N, C, H, W]") and w
+// (`w_layout`) both of rank `rank`.
+void expect_conv_operands(const InferContext& ctx, size_t rank, const char* x_layout, const char* w_layout);
+// The conv ops' channel counts for w's O out channels in `groups` groups: O divisible by groups and,
+// with one group, x's channels equal to w[1] (with more groups the caller checks C = C/groups · groups).
+void expect_conv_groups(const InferContext& ctx, int64_t O, int64_t groups);
 // Parses a dtype attribute, failing with the node name and the valid names.
 ir::DType dtype_attr(const InferContext& ctx, const std::string& attr, const std::string& dflt);
 

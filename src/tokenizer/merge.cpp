@@ -29,6 +29,29 @@ std::vector<Symbol> split_chars(const std::string& s) {
   }
   return syms;
 }
+
+// The merge loop of both tokenizers: offers every adjacent pair to try_pair (which queues the
+// pairs that are tokens / merges), then pops the best queued pair until none is left. A popped
+// pair whose symbols were merged away or changed since it was queued (`stale(pair, left, right)`)
+// is skipped; otherwise the right symbol joins the left one and the two new neighbour pairs are
+// offered to try_pair.
+template <typename Queue, typename TryPair, typename Stale>
+void merge_pairs(std::vector<Symbol>& syms, Queue& queue, TryPair& try_pair, Stale stale) {
+  for (int i = 1; i < static_cast<int>(syms.size()); ++i) try_pair(i - 1, i);
+  while (!queue.empty()) {
+    const auto p = queue.top();
+    queue.pop();
+    Symbol& l = syms[p.left];
+    Symbol& r = syms[p.right];
+    if (l.n == 0 || r.n == 0 || stale(p, l, r)) continue;
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) syms[r.next].prev = p.left;
+    try_pair(l.prev, p.left);
+    try_pair(p.left, l.next);
+  }
+}
 }  // namespace
 
 void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) const {
@@ -51,20 +74,7 @@ void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) c
     queue.push({l, r, v_.scores[id], s.size()});
     split_of[std::move(s)] = {l, r};
   };
-  for (int i = 1; i < static_cast<int>(syms.size()); ++i) try_pair(i - 1, i);
-  while (!queue.empty()) {
-    const Pair p = queue.top();
-    queue.pop();
-    Symbol& l = syms[p.left];
-    Symbol& r = syms[p.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != p.size) continue;
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) syms[r.next].prev = p.left;
-    try_pair(l.prev, p.left);
-    try_pair(p.left, l.next);
-  }
+  merge_pairs(syms, queue, try_pair, [](const Pair& p, const Symbol& l, const Symbol& r) { return l.n + r.n != p.size; });
   // A symbol that is no token is split back along the merges that made it; what is left
   // unmerged falls back to byte tokens.
   auto emit = [&](auto&& self, const Symbol& s) -> void {
@@ -130,21 +140,9 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
       if (rank < 0) return;
       queue.push({l, r, rank, ls + rs});
     };
-    for (int i = 1; i < static_cast<int>(syms.size()); ++i) try_pair(i - 1, i);
-    while (!queue.empty()) {
-      const Pair p = queue.top();
-      queue.pop();
-      Symbol& l = syms[p.left];
-      Symbol& r = syms[p.right];
-      if (l.n == 0 || r.n == 0) continue;
-      if (word.compare(l.off, l.n + r.n, p.text) != 0 || l.n + r.n != p.text.size()) continue;  // stale
-      l.n += r.n;
-      r.n = 0;
-      l.next = r.next;
-      if (r.next >= 0) syms[r.next].prev = p.left;
-      try_pair(l.prev, p.left);
-      try_pair(p.left, l.next);
-    }
+    merge_pairs(syms, queue, try_pair, [&](const Pair& p, const Symbol& l, const Symbol& r) {
+      return word.compare(l.off, l.n + r.n, p.text) != 0 || l.n + r.n != p.text.size();
+    });
     for (const Symbol& s : syms) {
       if (s.n == 0) continue;
       const std::string piece = word.substr(s.off, s.n);

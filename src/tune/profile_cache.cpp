@@ -55,6 +55,12 @@ struct Stmt {
   }
   ~Stmt() { sqlite3_finalize(s); }
   void text(int i, const std::string& v) { sqlite3_bind_text(s, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  // Binds the primary key (?1 problem_sha256, ?2 candidate, ?3 hardware).
+  void key(const std::string& problem_sha256, const std::string& candidate, const std::string& hardware) {
+    text(1, problem_sha256);
+    text(2, candidate);
+    text(3, hardware);
+  }
 };
 
 std::string problem_key(const std::string& problem) { return ir::sha256_hex(problem.data(), problem.size()); }
@@ -131,9 +137,7 @@ std::optional<Measurement> ProfileCache::lookup(const std::string& problem, cons
           "SELECT median_s, ci_low_s, ci_high_s, reps FROM profile WHERE problem_sha256 = ?1 AND candidate = ?2 AND "
           "hardware = ?3",
           path_);
-  st.text(1, problem_key(problem));
-  st.text(2, candidate);
-  st.text(3, hw_.key);
+  st.key(problem_key(problem), candidate, hw_.key);
   if (sqlite3_step(st.s) != SQLITE_ROW) return std::nullopt;
   return Measurement{sqlite3_column_double(st.s, 0), sqlite3_column_double(st.s, 1), sqlite3_column_double(st.s, 2),
                      sqlite3_column_int(st.s, 3)};
@@ -145,9 +149,7 @@ void ProfileCache::store(const std::string& op, const std::string& problem, cons
           "INSERT OR REPLACE INTO profile (problem_sha256, candidate, hardware, op, problem, median_s, ci_low_s, "
           "ci_high_s, reps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
           path_);
-  st.text(1, problem_key(problem));
-  st.text(2, candidate);
-  st.text(3, hw_.key);
+  st.key(problem_key(problem), candidate, hw_.key);
   st.text(4, op);
   st.text(5, problem);
   sqlite3_bind_double(st.s, 6, m.median_s);

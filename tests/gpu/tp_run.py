@@ -85,7 +85,7 @@ def main():
     # 2. NCCL, 1 rank, through the 2-rank artifact's kernel library (the instance module.so uses)
     art2 = os.path.join(B, "cuda_tp2")
     lib = kernels_lib(art2)
-    path = nccl_path()
+    path = nccl_path() or os.environ.get("DINOML_NCCL_LIBRARY")
     res["nccl"] = path
     assert lib.dml_cuda_nccl_load(path.encode() if path else None) == 0, err(lib)
     uid = ctypes.create_string_buffer(128)

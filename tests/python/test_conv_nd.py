@@ -117,32 +117,28 @@ def test_nn_conv1d_conv3d_pools_vs_torch(tmp_path):
     from dinoml import nn
     T = torch.nn
 
+    def add_layers(m, L):  # the same layers from dml.nn or torch.nn (L): the same parameter names
+        m.c1 = L.Conv1d(4, 6, 5, stride=2, padding=2)
+        m.c1s = L.Conv1d(6, 6, 3, padding="same", dilation=2, groups=3, bias=False)
+        m.mp1 = L.MaxPool1d(3, stride=2, padding=1, ceil_mode=True)
+        m.ap1 = L.AvgPool1d(2)
+        m.c3 = L.Conv3d(3, 5, (2, 3, 3), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1))
+        m.mp3 = L.MaxPool3d(2, stride=(1, 2, 2), padding=1)
+        m.ap3 = L.AvgPool3d((1, 2, 2), count_include_pad=False, padding=(0, 1, 1))
+
+    def forward(self, a, v):
+        return self.ap1(self.mp1(self.c1s(self.c1(a)))), self.ap3(self.mp3(self.c3(v)))
+
     class Net(dml.Module):
         def __init__(self):
-            self.c1 = nn.Conv1d(4, 6, 5, stride=2, padding=2)
-            self.c1s = nn.Conv1d(6, 6, 3, padding="same", dilation=2, groups=3, bias=False)
-            self.mp1 = nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True)
-            self.ap1 = nn.AvgPool1d(2)
-            self.c3 = nn.Conv3d(3, 5, (2, 3, 3), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1))
-            self.mp3 = nn.MaxPool3d(2, stride=(1, 2, 2), padding=1)
-            self.ap3 = nn.AvgPool3d((1, 2, 2), count_include_pad=False, padding=(0, 1, 1))
-
-        def forward(self, a, v):
-            return self.ap1(self.mp1(self.c1s(self.c1(a)))), self.ap3(self.mp3(self.c3(v)))
+            add_layers(self, nn)
 
     class TNet(T.Module):
         def __init__(self):
             super().__init__()
-            self.c1 = T.Conv1d(4, 6, 5, stride=2, padding=2)
-            self.c1s = T.Conv1d(6, 6, 3, padding="same", dilation=2, groups=3, bias=False)
-            self.mp1 = T.MaxPool1d(3, stride=2, padding=1, ceil_mode=True)
-            self.ap1 = T.AvgPool1d(2)
-            self.c3 = T.Conv3d(3, 5, (2, 3, 3), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1))
-            self.mp3 = T.MaxPool3d(2, stride=(1, 2, 2), padding=1)
-            self.ap3 = T.AvgPool3d((1, 2, 2), count_include_pad=False, padding=(0, 1, 1))
+            add_layers(self, T)
 
-        def forward(self, a, v):
-            return self.ap1(self.mp1(self.c1s(self.c1(a)))), self.ap3(self.mp3(self.c3(v)))
+    Net.forward = TNet.forward = forward
 
     torch.manual_seed(0)
     tm = TNet().eval()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 
 import numpy as np
 import pytest
 
 import dinoml as dml
+from testkit import run_threads
 
 RNG = np.random.default_rng(0)
 
@@ -435,11 +435,7 @@ def test_traces_in_parallel_threads_are_independent():
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 4)
     assert not errors
     for i, s in specs.items():
         np.testing.assert_array_equal(dml.reference(s, {"x": np.ones(2, np.float32)})["output"], [i, i])

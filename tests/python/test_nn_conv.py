@@ -22,48 +22,41 @@ def _run(spec, tmp_path, feeds_list):
     return [s.run_numpy(f)["output"] for f in feeds_list]
 
 
+def _add_layers(m, T):
+    """The same layers from dml.nn or torch.nn (T), so both modules have the same parameter names."""
+    m.conv = T.Conv2d(3, 8, 3, stride=2, padding=1)
+    m.bn = T.BatchNorm2d(8)
+    m.relu = T.ReLU()
+    m.dw = T.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+    m.pool = T.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
+    m.avg = T.AvgPool2d(2, count_include_pad=False)
+    m.up = T.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+    m.pw = T.Conv2d(8, 6, 1)
+    m.gap = T.AdaptiveAvgPool2d((1, 1))
+    m.flat = T.Flatten()
+    m.fc = T.Linear(6, 4)
+
+
+def _forward(m, x):
+    y = m.relu(m.bn(m.conv(x)))
+    y = m.pool(m.dw(y) + y)
+    y = m.pw(m.up(m.avg(y)))
+    return m.fc(m.flat(m.gap(y)))
+
+
 class Net(dml.Module):
     def __init__(self):
-        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
-        self.bn = nn.BatchNorm2d(8)
-        self.relu = nn.ReLU()
-        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
-        self.pool = nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
-        self.avg = nn.AvgPool2d(2, count_include_pad=False)
-        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-        self.pw = nn.Conv2d(8, 6, 1)
-        self.gap = nn.AdaptiveAvgPool2d((1, 1))
-        self.flat = nn.Flatten()
-        self.fc = nn.Linear(6, 4)
+        _add_layers(self, nn)
 
-    def forward(self, x):
-        y = self.relu(self.bn(self.conv(x)))
-        y = self.pool(self.dw(y) + y)
-        y = self.pw(self.up(self.avg(y)))
-        return self.fc(self.flat(self.gap(y)))
+    forward = _forward
 
 
 class TorchNet(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        T = torch.nn
-        self.conv = T.Conv2d(3, 8, 3, stride=2, padding=1)
-        self.bn = T.BatchNorm2d(8)
-        self.relu = T.ReLU()
-        self.dw = T.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
-        self.pool = T.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
-        self.avg = T.AvgPool2d(2, count_include_pad=False)
-        self.up = T.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-        self.pw = T.Conv2d(8, 6, 1)
-        self.gap = T.AdaptiveAvgPool2d((1, 1))
-        self.flat = T.Flatten()
-        self.fc = T.Linear(6, 4)
+        _add_layers(self, torch.nn)
 
-    def forward(self, x):
-        y = self.relu(self.bn(self.conv(x)))
-        y = self.pool(self.dw(y) + y)
-        y = self.pw(self.up(self.avg(y)))
-        return self.fc(self.flat(self.gap(y)))
+    forward = _forward
 
 
 def test_nn_layers_load_torch_state_dict(tmp_path):

@@ -24,6 +24,19 @@ SLOW = ["resnet18", "mobilenet_v2"]
 RUN_SLOW = os.environ.get("DINOML_SLOW_TESTS") == "1"
 
 
+def _export_and_compile(m, example, names, tmp_path, stem):
+    """Exports the torch module `m` (inputs `names` with a dynamic batch axis 0, output "y") at opset
+    14, imports it with batch in [1, 8] and compiles it for the CPU; returns a session of the
+    artifact and the ops of its optimised graph."""
+    import json
+    path = str(tmp_path / f"{stem}.onnx")
+    torch.onnx.export(m, example, path, input_names=names, output_names=["y"],
+                      dynamic_axes={n: {0: "batch"} for n in names}, opset_version=14)
+    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
+    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    return dml.runtime.load(art.path).create_session(), ops
+
+
 @pytest.mark.parametrize(
     "name",
     FAST + [pytest.param(n, marks=pytest.mark.skipif(not RUN_SLOW, reason="slow: set DINOML_SLOW_TESTS=1")) for n in SLOW],
@@ -51,12 +64,9 @@ def test_bert_style_masked_attention_export_fuses(tmp_path):
     scores / sqrt(D) + (1 - mask) · -10000 padding mask, softmax, LayerNorm) exported at opset 14:
     one masked scaled_dot_product_attention and two layer_norms, matching PyTorch at batch 1, 2, 5
     with padded rows."""
-    import json
     import math
 
     import numpy as np
-
-    import dinoml as dml
 
     torch.manual_seed(0)
 
@@ -82,14 +92,9 @@ def test_bert_style_masked_attention_export_fuses(tmp_path):
 
     m = Layer().eval()
     seq = 24
-    path = str(tmp_path / "layer.onnx")
-    torch.onnx.export(m, (torch.randn(2, seq, 64), torch.ones(2, seq)), path, input_names=["x", "mask"],
-                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "mask": {0: "batch"}}, opset_version=14)
-    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
-    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    sess, ops = _export_and_compile(m, (torch.randn(2, seq, 64), torch.ones(2, seq)), ["x", "mask"], tmp_path, "layer")
     assert ops.count("scaled_dot_product_attention") == 1 and ops.count("layer_norm") == 2, ops
     assert not {"softmax", "bmm_rrr", "reduce_mean", "erf"} & set(ops), ops
-    sess = dml.runtime.load(art.path).create_session()
     for b in (1, 2, 5):
         x, mask = torch.randn(b, seq, 64), torch.ones(b, seq)
         mask[-1, 7:] = 0
@@ -108,12 +113,9 @@ def test_where_masked_attention_export_fuses(form, tmp_path):
     mask where(cond, 0, min) and fuses one scaled_dot_product_attention (no softmax left). Matches
     PyTorch at batch 1, 2, 5 within 1e-4, including a batch entry whose keys are all masked
     (uniform softmax in both)."""
-    import json
     import math
 
     import numpy as np
-
-    import dinoml as dml
 
     torch.manual_seed(0)
     seq, d, h = 16, 32, 4
@@ -141,16 +143,11 @@ def test_where_masked_attention_export_fuses(form, tmp_path):
             return self.o(c)
 
     m = Attn().eval()
-    path = str(tmp_path / "attn.onnx")
     names = ["x", "mask"] if form == "masked_fill_padding" else ["x"]
     example = (torch.randn(2, seq, d), torch.ones(2, seq))[: len(names)]
-    torch.onnx.export(m, example, path, input_names=names,
-                      output_names=["y"], dynamic_axes={n: {0: "batch"} for n in names}, opset_version=14)
-    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
-    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    sess, ops = _export_and_compile(m, example, names, tmp_path, "attn")
     assert ops.count("scaled_dot_product_attention") == 1, ops
     assert not {"softmax", "bmm_rrr"} & set(ops), ops
-    sess = dml.runtime.load(art.path).create_session()
     for b in (1, 2, 5):
         x, mask = torch.randn(b, seq, d), torch.ones(b, seq)
         mask[0, 11:] = 0
@@ -174,12 +171,9 @@ def test_gpt2_style_causal_and_padding_masks_fuse(order, tmp_path):
     resp. where(causal, mask, min)) and fuses one scaled_dot_product_attention (no softmax left).
     Matches PyTorch at batch 1 and 3 within 1e-4 with padded keys, including left padding, whose
     first rows see only padded keys (uniform over the causal keys in both)."""
-    import json
     import math
 
     import numpy as np
-
-    import dinoml as dml
 
     torch.manual_seed(0)
     seq, d, h = 16, 32, 4
@@ -209,15 +203,10 @@ def test_gpt2_style_causal_and_padding_masks_fuse(order, tmp_path):
             return self.c_proj(c)
 
     m = Attn().eval()
-    path = str(tmp_path / "gpt2_attn.onnx")
-    names = ["x", "pad_mask"]
-    torch.onnx.export(m, (torch.randn(2, seq, d), torch.ones(2, seq, dtype=torch.long)), path, input_names=names,
-                      output_names=["y"], dynamic_axes={n: {0: "batch"} for n in names}, opset_version=14)
-    art = dml.compile(dml.from_onnx(path, dims={"batch": (1, 8)}), target="cpu", out=str(tmp_path / "art"))
-    ops = [n["op"] for n in json.load(open(Path(art.path) / "graph.dinoir.json"))["nodes"]]
+    example = (torch.randn(2, seq, d), torch.ones(2, seq, dtype=torch.long))
+    sess, ops = _export_and_compile(m, example, ["x", "pad_mask"], tmp_path, "gpt2_attn")
     assert ops.count("scaled_dot_product_attention") == 1, ops
     assert not {"softmax", "bmm_rrr"} & set(ops), ops
-    sess = dml.runtime.load(art.path).create_session()
     for b in (1, 3):
         x, pad_mask = torch.randn(b, seq, d), torch.ones(b, seq, dtype=torch.long)
         pad_mask[0, 12:] = 0  # right padding

@@ -28,10 +28,13 @@ def np_sdpa(q, k, v, mask=None, causal=False, scale=None):
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
-def _case(tag, dtype, lq, lk, d, dv, heads=(2,), mask=None, causal=False, scale=None):
+def sdpa_case(name, dtype, lq, lk, d, dv, heads=(2,), mask=None, causal=False, scale=None, kv_dtype=None):
+    """One attention case over [B, *heads, L, D]: q, a float mask and the output of `dtype`, k and v
+    of `kv_dtype` (default: `dtype`; float16 / bfloat16 with float32 q is the mixed form)."""
+    kv_dtype = kv_dtype or dtype
     lead = ("B",) + tuple(heads)
-    inputs = {"q": Inp(lead + (lq, d), dtype, Gen(-1, 1)), "k": Inp(lead + (lk, d), dtype, Gen(-1, 1)),
-              "v": Inp(lead + (lk, dv), dtype, Gen(-1, 1))}
+    inputs = {"q": Inp(lead + (lq, d), dtype, Gen(-1, 1)), "k": Inp(lead + (lk, d), kv_dtype, Gen(-1, 1)),
+              "v": Inp(lead + (lk, dv), kv_dtype, Gen(-1, 1))}
     if mask is not None:
         mshape, mdtype = mask
         inputs["m"] = Inp(mshape, dtype if mdtype == "float" else "bool", Gen(-2, 0) if mdtype == "float" else H.U)
@@ -49,19 +52,29 @@ def _case(tag, dtype, lq, lk, d, dv, heads=(2,), mask=None, causal=False, scale=
         return np_sdpa(x["q"], x["k"], x["v"], x.get("m"), causal, scale)
 
     tol = (2e-5, 2e-5) if dtype == "float32" else None
-    return Case(f"sdpa-{tag}-{dtype}", inputs, build, oracle, dtype, tol=tol)
+    return Case(name, inputs, build, oracle, dtype, tol=tol)
+
+
+def _case(tag, dtype, *args, **kw):
+    return sdpa_case(f"sdpa-{tag}-{dtype}", dtype, *args, **kw)
+
+
+# The shapes both the float forms and the mixed form (test_ops_attention_mixed.py) run:
+# (tag, Lq, Lk, D, Dv, options).
+SHARED_SHAPES = [
+    ("small", 5, 7, 8, 8, {}),
+    ("tails", 33, 70, 12, 20, {}),         # 2 query blocks, 2 key blocks, odd head dims
+    ("decode", 1, 130, 64, 64, {}),        # one query row, 3 key blocks
+    ("causal", 70, 70, 16, 16, dict(causal=True)),
+    ("rank3", 9, 11, 8, 8, dict(heads=())),
+    ("boolmask", 6, 40, 8, 8, dict(mask=((6, 40), "bool"))),
+    ("padmask", 6, 67, 8, 8, dict(mask=(("B", 1, 1, 67), "float"))),
+]
 
 
 def attention_batch(dtype):
-    cases = [
-        _case("small", dtype, 5, 7, 8, 8),
-        _case("tails", dtype, 33, 70, 12, 20),          # 2 query blocks, 2 key blocks, odd head dims
-        _case("decode", dtype, 1, 130, 64, 64),         # one query row, 3 key blocks
-        _case("causal", dtype, 70, 70, 16, 16, causal=True),
+    cases = [_case(tag, dtype, *dims, **kw) for tag, *dims, kw in SHARED_SHAPES] + [
         _case("causal-rect", dtype, 40, 90, 16, 8, causal=True),  # top-left aligned, Lq < Lk
-        _case("rank3", dtype, 9, 11, 8, 8, heads=()),
-        _case("boolmask", dtype, 6, 40, 8, 8, mask=((6, 40), "bool")),
-        _case("padmask", dtype, 6, 67, 8, 8, mask=(("B", 1, 1, 67), "float")),
         _case("fullmask", dtype, 6, 20, 8, 8, mask=(("B", 2, 6, 20), "float"), scale=0.3),
         _case("causal+mask", dtype, 35, 35, 8, 8, mask=((35, 35), "float"), causal=True),
     ]
@@ -103,29 +116,30 @@ def test_long_sequence_streams_without_a_score_buffer(tmp_path):
     del art
 
 
-def _trace_error(fn, inputs):
+def sdpa_trace_error(inputs):
+    """The message of the error that tracing scaled_dot_product_attention of `inputs` (q, k, v and
+    optionally the mask m, each (shape, dtype)) raises."""
+    def sdpa(ops, t):
+        return ops.scaled_dot_product_attention(*[t[n] for n in ("q", "k", "v", "m") if n in t])
     with pytest.raises(Exception) as ei:
-        H.api_trace(lambda ops, t: ops.output(fn(ops, t), "y"), inputs)
+        H.api_trace(lambda ops, t: ops.output(sdpa(ops, t), "y"), inputs)
     return str(ei.value)
 
 
 def test_head_dim_mismatch_is_named():
-    msg = _trace_error(lambda ops, t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"]),
-                       {"q": ((2, 4, 8), "float32"), "k": ((2, 5, 7), "float32"), "v": ((2, 5, 8), "float32")})
+    msg = sdpa_trace_error({"q": ((2, 4, 8), "float32"), "k": ((2, 5, 7), "float32"), "v": ((2, 5, 8), "float32")})
     assert "scaled_dot_product_attention" in msg and "head dim" in msg, msg
 
 
 def test_mask_must_broadcast_to_the_scores():
-    msg = _trace_error(lambda ops, t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"], t["m"]),
-                       {"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float32"), "v": ((2, 5, 8), "float32"),
-                        "m": ((4, 6), "float32")})
+    msg = sdpa_trace_error({"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float32"), "v": ((2, 5, 8), "float32"),
+                            "m": ((4, 6), "float32")})
     assert "mask" in msg and "broadcast" in msg, msg
 
 
 def test_int_mask_is_rejected():
-    msg = _trace_error(lambda ops, t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"], t["m"]),
-                       {"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float32"), "v": ((2, 5, 8), "float32"),
-                        "m": ((4, 5), "int32")})
+    msg = sdpa_trace_error({"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float32"), "v": ((2, 5, 8), "float32"),
+                            "m": ((4, 5), "int32")})
     assert "mask" in msg and "bool" in msg, msg
 
 

@@ -13,46 +13,20 @@ import pytest
 
 import dinoml as dml
 import op_harness as H
-from op_harness import Batch, Case, Gen, Inp
-from test_ops_attention import np_sdpa
+from op_harness import Batch
+from test_ops_attention import SHARED_SHAPES, np_sdpa, sdpa_case, sdpa_trace_error
 
 B_DIM = {"B": dict(min=1, max=3, typical=2, buckets=[1, 3])}
 B_RUNS = [{"B": b} for b in (1, 3)]
 KV_DTYPES = ("float16", "bfloat16")
 
 
-def _case(tag, kv, lq, lk, d, dv, heads=(2,), mask=None, causal=False, scale=None):
-    lead = ("B",) + tuple(heads)
-    inputs = {"q": Inp(lead + (lq, d), "float32", Gen(-1, 1)), "k": Inp(lead + (lk, d), kv, Gen(-1, 1)),
-              "v": Inp(lead + (lk, dv), kv, Gen(-1, 1))}
-    if mask is not None:
-        mshape, mdtype = mask
-        inputs["m"] = Inp(mshape, "float32" if mdtype == "float" else "bool", Gen(-2, 0) if mdtype == "float" else H.U)
-    kw = {}
-    if causal:
-        kw["causal"] = True
-    if scale is not None:
-        kw["scale"] = scale
-
-    def build(ops, t):
-        args = [t["q"], t["k"], t["v"]] + ([t["m"]] if "m" in t else [])
-        return ops.scaled_dot_product_attention(*args, **kw)
-
-    def oracle(x):
-        return np_sdpa(x["q"], x["k"], x["v"], x.get("m"), causal, scale)
-
-    return Case(f"sdpa-mixed-{tag}-{kv}", inputs, build, oracle, "float32", tol=(2e-5, 2e-5))
+def _case(tag, kv, *args, **kw):
+    return sdpa_case(f"sdpa-mixed-{tag}-{kv}", "float32", *args, kv_dtype=kv, **kw)
 
 
 def mixed_batch(kv):
-    cases = [
-        _case("small", kv, 5, 7, 8, 8),
-        _case("tails", kv, 33, 70, 12, 20),          # 2 query blocks, 2 key blocks, odd head dims
-        _case("decode", kv, 1, 130, 64, 64),         # one query row, 3 key blocks
-        _case("causal", kv, 70, 70, 16, 16, causal=True),
-        _case("rank3", kv, 9, 11, 8, 8, heads=()),
-        _case("boolmask", kv, 6, 40, 8, 8, mask=((6, 40), "bool")),
-        _case("padmask", kv, 6, 67, 8, 8, mask=(("B", 1, 1, 67), "float")),
+    cases = [_case(tag, kv, *dims, **kw) for tag, *dims, kw in SHARED_SHAPES] + [
         _case("fullmask", kv, 6, 20, 24, 8, mask=(("B", 2, 6, 20), "float"), scale=0.3),
         # GQA decoder layout: 4 kv heads, group 3, T = 2 tokens -> 6 query rows per kv head.
         _case("gqa", kv, 6, 200, 64, 64, heads=(4,), mask=((6, 200), "bool")),
@@ -144,22 +118,14 @@ def test_strided_operands(tmp_path):
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
 
 
-def _trace_error(fn, inputs):
-    with pytest.raises(Exception) as ei:
-        H.api_trace(lambda ops, t: ops.output(fn(ops, t), "y"), inputs)
-    return str(ei.value)
-
-
 @pytest.mark.parametrize("q,k,v", [("float16", "float32", "float32"), ("float32", "float16", "bfloat16"),
                                    ("float32", "float16", "float32"), ("bfloat16", "float16", "float16")])
 def test_other_dtype_mixes_are_rejected(q, k, v):
-    msg = _trace_error(lambda ops, t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"]),
-                       {"q": ((2, 4, 8), q), "k": ((2, 5, 8), k), "v": ((2, 5, 8), v)})
+    msg = sdpa_trace_error({"q": ((2, 4, 8), q), "k": ((2, 5, 8), k), "v": ((2, 5, 8), v)})
     assert "scaled_dot_product_attention" in msg and "q float32 with k and v both float16" in msg, msg
 
 
 def test_float_mask_has_q_dtype():
-    msg = _trace_error(lambda ops, t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"], t["m"]),
-                       {"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float16"), "v": ((2, 5, 8), "float16"),
-                        "m": ((4, 5), "float16")})
+    msg = sdpa_trace_error({"q": ((2, 4, 8), "float32"), "k": ((2, 5, 8), "float16"), "v": ((2, 5, 8), "float16"),
+                            "m": ((4, 5), "float16")})
     assert "mask" in msg and "float32" in msg, msg

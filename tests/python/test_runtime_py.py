@@ -11,19 +11,11 @@ import numpy as np
 import pytest
 
 import dinoml as dml
+from testkit import Linear, run_threads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 W = np.random.default_rng(1).standard_normal((8, 6)).astype(np.float32)
 B = np.random.default_rng(2).standard_normal(6).astype(np.float32)
-
-
-class Linear(dml.Module):
-    def __init__(self):
-        self.weight = dml.Parameter([8, 6])
-        self.bias = dml.Parameter([6])
-
-    def forward(self, x):
-        return dml.ops.output(dml.ops.gemm_rrr_bias(x, self.weight, self.bias), "y")
 
 
 @pytest.fixture(scope="module")
@@ -138,11 +130,7 @@ def test_threads_share_one_module(linear_artifact):
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 8)
     assert not errors, errors
     for i in range(8):
         assert len(results[i]) == 50
@@ -160,11 +148,7 @@ def test_one_session_shared_by_threads_is_serialised(session):
             if not np.array_equal(session.run_numpy({"x": feeds[i]})["y"], want[i]):
                 bad.append(i)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, 4)
     assert not bad
 
 

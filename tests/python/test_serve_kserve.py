@@ -20,21 +20,13 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 import dinoml as dml  # noqa: E402
 from serve_harness import server_process, server_thread  # noqa: E402
+from testkit import Linear  # noqa: E402
 
 RNG = np.random.default_rng(5)
 W = RNG.standard_normal((8, 6)).astype(np.float32)
 B = RNG.standard_normal(6).astype(np.float32)
 TABLE = RNG.standard_normal((32, 4)).astype(np.float32)
 SLOW_W = (RNG.standard_normal((8, 512, 512)) / 512 ** 0.5).astype(np.float32)
-
-
-class Linear(dml.Module):
-    def __init__(self):
-        self.weight = dml.Parameter([8, 6])
-        self.bias = dml.Parameter([6])
-
-    def forward(self, x):
-        return dml.ops.output(dml.ops.gemm_rrr_bias(x, self.weight, self.bias), "y")
 
 
 class Embed(dml.Module):

@@ -246,21 +246,27 @@ def test_gguf_tokenizer_codec(tmp_path):
         assert r.usage.prompt_tokens == len(prompt) and r.choices[0].message.content == text
 
 
+def _simultaneous_completions(c, model, max_tokens, n):
+    """n simultaneous greedy completions of PROMPT by `model`: for each, the number of tokens it
+    generated or the openai.APIStatusError it got."""
+    def one(_):
+        try:
+            return len(c.completions.create(model=model, prompt=PROMPT, max_tokens=max_tokens, temperature=0)
+                       .choices[0].token_ids)
+        except openai.APIStatusError as e:
+            return e
+
+    with concurrent.futures.ThreadPoolExecutor(n) as ex:
+        return list(ex.map(one, range(n)))
+
+
 def test_queue_full_gives_503(llm):
     """One slot, no queue: of eight simultaneous 50-token completions, those arriving while the slot
     generates get 503 with the limit named; the others complete."""
     with server_thread([f"raw={llm}"], threads=1, max_queue=0) as port:
         c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
 
-        def one(_):
-            try:
-                return len(c.completions.create(model="raw", prompt=PROMPT, max_tokens=50, temperature=0)
-                           .choices[0].token_ids)
-            except openai.APIStatusError as e:
-                return e
-
-        with concurrent.futures.ThreadPoolExecutor(8) as ex:
-            results = list(ex.map(one, range(8)))
+        results = _simultaneous_completions(c, "raw", 50, 8)
     busy = [r for r in results if not isinstance(r, int)]
     assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
     assert all(r == 50 for r in results if isinstance(r, int)) and len(busy) < 8
@@ -314,15 +320,7 @@ def test_continuous_batching_queue_full_and_cancel(llm_slots):
     with server_thread([f"b={llm_slots}"], threads=2, max_queue=0) as port:
         c = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, timeout=60)
 
-        def one(_):
-            try:
-                return len(c.completions.create(model="b", prompt=PROMPT, max_tokens=58, temperature=0)
-                           .choices[0].token_ids)
-            except openai.APIStatusError as e:
-                return e
-
-        with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            results = list(ex.map(one, range(16)))
+        results = _simultaneous_completions(c, "b", 58, 16)
         busy = [r for r in results if not isinstance(r, int)]
         assert busy and all(r.status_code == 503 and "--max-queue 0" in r.body["message"] for r in busy), results
         assert all(r == 58 for r in results if isinstance(r, int)) and len(busy) <= 12

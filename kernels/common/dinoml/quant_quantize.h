@@ -13,101 +13,111 @@ namespace dinoml::quant {
 
 // ------------------------------------------------------- reference quantize (k elements) ----
 
+// The element of x[0, n) with the largest magnitude (the first of equals; 0 for an all-zero x) is
+// stored in *max; returns its magnitude.
+static inline float signed_absmax(const float* x, int n, float* max) {
+  float amax = 0.0f;
+  *max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float ax = fabsf(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      *max = x[j];
+    }
+  }
+  return amax;
+}
+
+// One q4_0 (kHalf 8) / q5_0 (kHalf 16) block of DML_QK floats: scale d = max / -kHalf (max: the
+// element of largest magnitude), quant min(2·kHalf - 1, trunc(x / d + kHalf + 0.5)).
+// pack(j, q_j, q_{j + QK/2}) stores the quants of elements j and j + QK/2. Returns d.
+template <int kHalf, typename Pack>
+static inline float quantize_block_symmetric(const float* x, Pack&& pack) {
+  float max;
+  signed_absmax(x, DML_QK, &max);
+  const float d = max / -kHalf;
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int j = 0; j < DML_QK / 2; ++j) {
+    const float x0 = x[j] * id;
+    const float x1 = x[DML_QK / 2 + j] * id;
+    const uint8_t xi0 = qmin<int8_t>(2 * kHalf - 1, (int8_t)(x0 + (kHalf + 0.5f)));
+    const uint8_t xi1 = qmin<int8_t>(2 * kHalf - 1, (int8_t)(x1 + (kHalf + 0.5f)));
+    pack(j, xi0, xi1);
+  }
+  return d;
+}
+
+// One q4_1 (kBits 4) / q5_1 (kBits 5) block of DML_QK floats: scale d = (max - min) / (2^kBits - 1),
+// stored min, quant trunc((x - min) / d + 0.5) (clamped to 15 for q4_1 only, as ggml does).
+// pack(j, q_j, q_{j + QK/2}) stores the quants; *min_out receives min. Returns d.
+template <int kBits, typename Pack>
+static inline float quantize_block_affine(const float* x, float* min_out, Pack&& pack) {
+  float min = 3.402823466e+38f, max = -3.402823466e+38f;
+  for (int j = 0; j < DML_QK; ++j) {
+    const float v = x[j];
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  const float d = (max - min) / ((1 << kBits) - 1);
+  const float id = d ? 1.0f / d : 0.0f;
+  *min_out = min;
+  for (int j = 0; j < DML_QK / 2; ++j) {
+    const float x0 = (x[j] - min) * id;
+    const float x1 = (x[DML_QK / 2 + j] - min) * id;
+    if constexpr (kBits == 4)
+      pack(j, (uint8_t)qmin<int8_t>(15, (int8_t)(x0 + 0.5f)), (uint8_t)qmin<int8_t>(15, (int8_t)(x1 + 0.5f)));
+    else
+      pack(j, (uint8_t)(x0 + 0.5f), (uint8_t)(x1 + 0.5f));
+  }
+  return d;
+}
+
+// The 5-bit blocks' quants: the low 4 bits pairwise into qs, bit 4 of quant j into bit j of qh.
+struct Pack5 {
+  uint8_t* qs;
+  uint32_t qh = 0;
+  void operator()(int j, uint8_t xi0, uint8_t xi1) {
+    qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
+    qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+    qh |= ((xi1 & 0x10u) >> 4) << (j + DML_QK / 2);
+  }
+};
+
 static inline void quantize_q4_0(const float* x, dml_block_q4_0* y, int64_t k) {
   for (int64_t i = 0; i < k / DML_QK; ++i) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < DML_QK; ++j) {
-      const float v = x[i * DML_QK + j];
-      if (amax < fabsf(v)) {
-        amax = fabsf(v);
-        max = v;
-      }
-    }
-    const float d = max / -8;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f2h(d);
-    for (int j = 0; j < DML_QK / 2; ++j) {
-      const float x0 = x[i * DML_QK + j] * id;
-      const float x1 = x[i * DML_QK + DML_QK / 2 + j] * id;
-      const uint8_t xi0 = qmin<int8_t>(15, (int8_t)(x0 + 8.5f));
-      const uint8_t xi1 = qmin<int8_t>(15, (int8_t)(x1 + 8.5f));
-      y[i].qs[j] = xi0 | (xi1 << 4);
-    }
+    uint8_t* qs = y[i].qs;
+    y[i].d = f2h(quantize_block_symmetric<8>(x + i * DML_QK, [&](int j, uint8_t xi0, uint8_t xi1) {
+      qs[j] = xi0 | (xi1 << 4);
+    }));
   }
 }
 
 static inline void quantize_q4_1(const float* x, dml_block_q4_1* y, int64_t k) {
   for (int64_t i = 0; i < k / DML_QK; ++i) {
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < DML_QK; ++j) {
-      const float v = x[i * DML_QK + j];
-      if (v < min) min = v;
-      if (v > max) max = v;
-    }
-    const float d = (max - min) / ((1 << 4) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f2h(d);
+    uint8_t* qs = y[i].qs;
+    float min;
+    y[i].d = f2h(quantize_block_affine<4>(x + i * DML_QK, &min, [&](int j, uint8_t xi0, uint8_t xi1) {
+      qs[j] = xi0 | (xi1 << 4);
+    }));
     y[i].m = f2h(min);
-    for (int j = 0; j < DML_QK / 2; ++j) {
-      const float x0 = (x[i * DML_QK + j] - min) * id;
-      const float x1 = (x[i * DML_QK + DML_QK / 2 + j] - min) * id;
-      const uint8_t xi0 = qmin<int8_t>(15, (int8_t)(x0 + 0.5f));
-      const uint8_t xi1 = qmin<int8_t>(15, (int8_t)(x1 + 0.5f));
-      y[i].qs[j] = xi0 | (xi1 << 4);
-    }
   }
 }
 
 static inline void quantize_q5_0(const float* x, dml_block_q5_0* y, int64_t k) {
   for (int64_t i = 0; i < k / DML_QK; ++i) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < DML_QK; ++j) {
-      const float v = x[i * DML_QK + j];
-      if (amax < fabsf(v)) {
-        amax = fabsf(v);
-        max = v;
-      }
-    }
-    const float d = max / -16;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f2h(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < DML_QK / 2; ++j) {
-      const float x0 = x[i * DML_QK + j] * id;
-      const float x1 = x[i * DML_QK + DML_QK / 2 + j] * id;
-      const uint8_t xi0 = qmin<int8_t>(31, (int8_t)(x0 + 16.5f));
-      const uint8_t xi1 = qmin<int8_t>(31, (int8_t)(x1 + 16.5f));
-      y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
-      qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-      qh |= ((xi1 & 0x10u) >> 4) << (j + DML_QK / 2);
-    }
-    memcpy(y[i].qh, &qh, 4);
+    Pack5 pack{y[i].qs};
+    y[i].d = f2h(quantize_block_symmetric<16>(x + i * DML_QK, pack));
+    memcpy(y[i].qh, &pack.qh, 4);
   }
 }
 
 static inline void quantize_q5_1(const float* x, dml_block_q5_1* y, int64_t k) {
   for (int64_t i = 0; i < k / DML_QK; ++i) {
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < DML_QK; ++j) {
-      const float v = x[i * DML_QK + j];
-      if (v < min) min = v;
-      if (v > max) max = v;
-    }
-    const float d = (max - min) / ((1 << 5) - 1);
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f2h(d);
+    Pack5 pack{y[i].qs};
+    float min;
+    y[i].d = f2h(quantize_block_affine<5>(x + i * DML_QK, &min, pack));
     y[i].m = f2h(min);
-    uint32_t qh = 0;
-    for (int j = 0; j < DML_QK / 2; ++j) {
-      const float x0 = (x[i * DML_QK + j] - min) * id;
-      const float x1 = (x[i * DML_QK + DML_QK / 2 + j] - min) * id;
-      const uint8_t xi0 = (uint8_t)(x0 + 0.5f);
-      const uint8_t xi1 = (uint8_t)(x1 + 0.5f);
-      y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
-      qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-      qh |= ((xi1 & 0x10u) >> 4) << (j + DML_QK / 2);
-    }
-    memcpy(y[i].qh, &qh, 4);
+    memcpy(y[i].qh, &pack.qh, 4);
   }
 }
 
@@ -122,21 +132,19 @@ static inline void quantize_q8_0(const float* x, dml_block_q8_0* y, int64_t k) {
   }
 }
 
+// The symmetric sub-block quantizers' first step: *max = the element of x[0, n) with the largest
+// magnitude; false (and L zeroed) when that magnitude is below kGroupMaxEps (the scale is then 0).
+static inline bool nonzero_group(const float* x, int n, int8_t* L, float* max) {
+  if (signed_absmax(x, n, max) >= kGroupMaxEps) return true;
+  for (int i = 0; i < n; ++i) L[i] = 0;
+  return false;
+}
+
 // Symmetric quants in [-nmax, nmax-1] (stored biased by nmax) with an iterative least-squares
 // scale search; rmse_type 1 weighs by x^2. Returns the scale.
 static inline float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = fabsf(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
+  float max;
+  if (!nonzero_group(x, n, L, &max)) return 0.f;
   float iscale = -nmax / max;
   if (rmse_type == 0) {
     for (int i = 0; i < n; ++i) {
@@ -190,18 +198,8 @@ static inline float make_qx_quants(int n, int nmax, const float* x, int8_t* L, i
 
 // Symmetric 3-bit quants with coordinate-descent refinement (q3_K's sub-block step).
 static inline float make_q3_quants(int n, int nmax, const float* x, int8_t* L, bool do_rmse) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = fabsf(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
+  float max;
+  if (!nonzero_group(x, n, L, &max)) return 0.f;
   const float iscale = -nmax / max;
   if (do_rmse) {
     float sumlx = 0, suml2 = 0;
@@ -320,6 +318,15 @@ static inline float make_qkx2_quants(int n, int nmax, const float* x, const floa
   return scale;
 }
 
+// q2_K / q3_K: the block's 2-bit quants L[0, QK_K) (in [0, 3]) four to a byte: byte l of each
+// 32-byte group of 128 quants holds quants l, l + 32, l + 64, l + 96 from the low bits up.
+template <typename Q>
+static inline void pack_2bit(const Q* L, uint8_t* qs) {
+  for (int j = 0; j < DML_QK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
+}
+
 static inline void quantize_q2_K(const float* x, dml_block_q2_K* y, int64_t k) {
   uint8_t L[DML_QK_K], Laux[16];
   float weights[16], mins[DML_QK_K / 16], scales[DML_QK_K / 16];
@@ -356,9 +363,7 @@ static inline void quantize_q2_K(const float* x, dml_block_q2_K* y, int64_t k) {
         L[16 * j + ii] = qmax(0, qmin(3, l));
       }
     }
-    for (int j = 0; j < DML_QK_K; j += 128)
-      for (int l = 0; l < 32; ++l)
-        y[i].qs[j / 4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
+    pack_2bit(L, y[i].qs);
     x += DML_QK_K;
   }
 }
@@ -367,15 +372,9 @@ static inline void quantize_q3_K(const float* x, dml_block_q3_K* y, int64_t k) {
   int8_t L[DML_QK_K];
   float scales[DML_QK_K / 16];
   for (int64_t i = 0; i < k / DML_QK_K; ++i) {
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < DML_QK_K / 16; ++j) {
-      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
-      const float scale = fabsf(scales[j]);
-      if (scale > amax) {
-        amax = scale;
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < DML_QK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
+    float max_scale;
+    signed_absmax(scales, DML_QK_K / 16, &max_scale);
     memset(y[i].scales, 0, 12);
     if (max_scale) {
       const float iscale = -32.f / max_scale;
@@ -418,9 +417,7 @@ static inline void quantize_q3_K(const float* x, dml_block_q3_K* y, int64_t k) {
         hm <<= 1;
       }
     }
-    for (int j = 0; j < DML_QK_K; j += 128)
-      for (int l = 0; l < 32; ++l)
-        y[i].qs[j / 4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
+    pack_2bit(L, y[i].qs);
     x += DML_QK_K;
   }
 }
@@ -518,16 +515,9 @@ static inline void quantize_q6_K(const float* x, dml_block_q6_K* y, int64_t k) {
   int8_t L[DML_QK_K];
   float scales[DML_QK_K / 16];
   for (int64_t i = 0; i < k / DML_QK_K; ++i) {
-    float max_scale = 0, max_abs_scale = 0;
-    for (int ib = 0; ib < DML_QK_K / 16; ++ib) {
-      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
-      scales[ib] = scale;
-      const float abs_scale = fabsf(scale);
-      if (abs_scale > max_abs_scale) {
-        max_abs_scale = abs_scale;
-        max_scale = scale;
-      }
-    }
+    for (int ib = 0; ib < DML_QK_K / 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+    float max_scale;
+    const float max_abs_scale = signed_absmax(scales, DML_QK_K / 16, &max_scale);
     if (max_abs_scale < kGroupMaxEps) {
       memset(&y[i], 0, sizeof(dml_block_q6_K));
       y[i].d = f2h(0.f);
@@ -567,14 +557,8 @@ static inline void quantize_q6_K(const float* x, dml_block_q6_K* y, int64_t k) {
 
 static inline void quantize_q8_K(const float* x, dml_block_q8_K* y, int64_t k) {
   for (int64_t i = 0; i < k / DML_QK_K; ++i) {
-    float max = 0, amax = 0;
-    for (int j = 0; j < DML_QK_K; ++j) {
-      const float ax = fabsf(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
+    float max;
+    const float amax = signed_absmax(x, DML_QK_K, &max);
     if (!amax) {
       // ggml leaves bsums untouched here; DinoML zeroes them (a zero block has zero sums).
       y[i].d = 0;

@@ -103,7 +103,7 @@ std::string EmitContext::nbytes(const std::string& t) const {
 }
 
 // Intermediates that need arena space: storage roots of kind intermediate.
-std::vector<std::string> arena_tensors(const ir::Graph& g, const std::set<std::string>& roots) {
+static std::vector<std::string> arena_tensors(const ir::Graph& g, const std::set<std::string>& roots) {
   std::vector<std::string> out;
   for (const auto& r : roots)
     if (g.tensor(r).kind == ir::TensorKind::intermediate) out.push_back(r);
@@ -239,7 +239,7 @@ static std::string signature_slot(const std::vector<std::string>& list, const st
 }
 
 // Declares one `unsigned char*` per storage root at the top of run().
-void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std::string>& arena) {
+static void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std::string>& arena) {
   const ir::Graph& g = cx.g;
   std::set<std::string> roots;
   for (const auto& [name, t] : g.tensors) roots.insert(cx.root(name));
@@ -270,7 +270,7 @@ void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std
 }
 
 // kArenaBytes[bucket] and kOffsets[bucket][arena tensor] of the generated module.
-std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan, const std::vector<std::string>& arena) {
+static std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan, const std::vector<std::string>& arena) {
   std::ostringstream tables;
   tables << "static const uint64_t kArenaBytes[" << std::max<size_t>(plan.buckets.size(), 1) << "] = ";
   std::vector<std::string> bytes;
@@ -293,6 +293,37 @@ std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan
   tables << "};\n\n";
 
   return tables.str();
+}
+
+ModuleStorage emit_module_storage(EmitContext& cx) {
+  std::set<std::string> roots;
+  for (const auto& [name, t] : cx.g.tensors) roots.insert(passes::storage_root(cx.g, name));
+  const std::vector<std::string> arena = arena_tensors(cx.g, roots);
+  ModuleStorage m;
+  m.tables = emit_arena_tables(cx.g, cx.plan, arena);
+  std::ostringstream storage;
+  emit_storage(cx, storage, arena);
+  m.storage = storage.str();
+  return m;
+}
+
+nlohmann::json emit_nodes(EmitContext& cx, std::ostringstream& body, const std::function<std::string(size_t)>& timing_before,
+                          const std::function<std::string(size_t)>& timing_after,
+                          const std::function<nlohmann::json(const ir::Node&)>& emit_op) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (size_t i = 0; i < cx.g.nodes.size(); ++i) {
+    const ir::Node& n = cx.g.nodes[i];
+    body << "  // node " << i << ": " << comment_text(n.name) << " (" << comment_text(n.op) << ")\n";
+    body << timing_before(i);
+    nlohmann::json entry;
+    if (n.op == "output") entry = emit_output(cx, n, body);
+    else if (n.op == "state_assign") entry = emit_state_assign(cx, n, i, body);
+    else if (is_view_op(n.op)) entry = emit_view(cx, n, body);
+    else entry = emit_op(n);
+    body << timing_after(i);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
 }
 
 std::string emit_plan_entry(EmitContext& cx, const std::string& who) {

@@ -90,15 +90,25 @@ class EmitContext {
   }
 };
 
-// ---- module skeleton pieces shared by every target's lowering (module_skeleton.cpp) ----
-// Storage roots of kind intermediate, i.e. the tensors that live in the arena.
-std::vector<std::string> arena_tensors(const ir::Graph& g, const std::set<std::string>& roots);
-// kArenaBytes[bucket] and kOffsets[bucket][arena tensor].
-std::string emit_arena_tables(const ir::Graph& g, const passes::MemoryPlan& plan, const std::vector<std::string>& arena);
+// ---- module skeleton pieces shared by every target's lowering (emit_context.cpp) ----
+// The arena and the storage of a module: `tables` holds kArenaBytes[bucket] and
+// kOffsets[bucket][arena tensor] (the arena tensors: the storage roots of kind intermediate);
+// `storage` one `unsigned char* const tN` per storage root for the top of run(). Fills
+// cx.storage_var, so it runs before any node is emitted.
+struct ModuleStorage {
+  std::string tables, storage;
+};
+ModuleStorage emit_module_storage(EmitContext& cx);
 // dml_check_dims(d, err, errlen) and dml_bucket_index(d).
 void emit_bucket_selection(std::ostringstream& os, const ir::Graph& g, const passes::MemoryPlan& plan);
-// One `unsigned char* const tN` per storage root at the top of run(), fills cx.storage_var.
-void emit_storage(EmitContext& cx, std::ostringstream& os, const std::vector<std::string>& arena);
+// run()'s node statements, in node order: per node a comment naming it, the target's timing
+// statements `timing_before(i)` / `timing_after(i)` (either may be empty) around its code, and its
+// kernel-manifest entry (returned, one per node). output, state_assign and view nodes are the
+// graph plumbing below; every other node is the target's: `emit_op(n)` writes its code to `body`
+// and returns its entry (or throws the target's "no lowering" error).
+nlohmann::json emit_nodes(EmitContext& cx, std::ostringstream& body, const std::function<std::string(size_t)>& timing_before,
+                          const std::function<std::string(size_t)>& timing_after,
+                          const std::function<nlohmann::json(const ir::Node&)>& emit_op);
 // The op's OpDef facts (ops/registry.h): a view (reshape family) / fusible elementwise op; false
 // for ops the registry does not know.
 bool is_view_op(const std::string& op);

@@ -6,6 +6,7 @@
 
 #include "dinoml/pad_index.h"
 #include "ir/error.h"
+#include "passes/stride_attention_operands.h"
 
 namespace dinoml::lower {
 
@@ -156,6 +157,56 @@ LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail,
               cx.cpp(v.shape[r - 1]) + ", " + cx.ptr(n.inputs[0]) + ", " + cx.ptr(n.inputs[1]) + ", " +
               cx.ptr(n.inputs[2]) + ", " + mask_dtype + ", " + mask_ptr + ", ms, " + si + ", " + sj + ", " +
               (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " + cx.ptr(n.outputs[0])};
+}
+
+bool sdpa_strided(const EmitContext& cx, const ir::Node& n) {
+  bool strided = cx.tensor(n.outputs.at(0)).layout == passes::kStridedLayout;
+  for (size_t i = 0; i < 3; ++i) strided |= cx.tensor(n.inputs.at(i)).layout == passes::kStridedLayout;
+  return strided;
+}
+
+namespace {
+
+// Pointer of one strided attention operand; appends the declaration of its stride array `arr`
+// (batch axes, then the row) to `decls`. The head dim must be contiguous (the pass checked it; a
+// hand-written graph is refused here).
+std::string strided_sdpa_operand(EmitContext& cx, const ir::Node& n, const std::string& t, const char* arr, size_t r,
+                                 LoweringFail fail, std::string& decls) {
+  const passes::StridedLayout l = passes::strided_layout(cx.g, t);
+  if (l.strides.size() != r || !l.strides.back().is_const() || l.strides.back().const_value() != 1)
+    fail(n, "strided operand '" + t + "' needs a contiguous head dim");
+  std::vector<std::string> st;
+  for (size_t i = 0; i + 1 < r; ++i) st.push_back(cx.cpp(l.strides[i]));
+  decls += std::string("    const int64_t ") + arr + "[] = " + brace_list(st) + ";\n";
+  const std::string base = cx.ptr(l.base);
+  if (l.offset.is_const() && l.offset.const_value() == 0) return base;
+  return "(" + base + " + (" + cx.cpp(l.offset) + ") * " + std::to_string(ir::dtype_size(cx.tensor(t).dtype)) + ")";
+}
+
+}  // namespace
+
+LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool with_kv_dtype) {
+  if (n.inputs.size() != 3) fail(n, "strided operands with a mask");
+  const auto& q = cx.tensor(n.inputs[0]);
+  const auto& k = cx.tensor(n.inputs[1]);
+  const auto& v = cx.tensor(n.inputs[2]);
+  const size_t r = q.shape.size();
+  if (r < 2 || r - 2 > 8 || k.shape.size() != r || v.shape.size() != r || cx.tensor(n.outputs[0]).shape.size() != r)
+    fail(n, "strided operands need q, k, v and the output of one rank in [2, 10]");
+  std::vector<std::string> bs = cx.cpp_shape(ir::Shape(q.shape.begin(), q.shape.end() - 2));
+  if (bs.empty()) bs.push_back("INT64_C(1)");
+  std::string decls = "    const int64_t bs[] = " + brace_list(bs) + ";\n";
+  const std::string qp = strided_sdpa_operand(cx, n, n.inputs[0], "qs", r, fail, decls);
+  const std::string kp = strided_sdpa_operand(cx, n, n.inputs[1], "ks", r, fail, decls);
+  const std::string vp = strided_sdpa_operand(cx, n, n.inputs[2], "vs", r, fail, decls);
+  const std::string yp = strided_sdpa_operand(cx, n, n.outputs[0], "ys", r, fail, decls);
+  const std::string scale = n.has_attr("scale") ? float_literal(n.attr_float("scale")) : "0.0f";
+  return {decls, std::to_string(static_cast<int>(q.dtype)) + ", " +
+                     (with_kv_dtype ? std::to_string(static_cast<int>(k.dtype)) + ", " : std::string()) +
+                     std::to_string(r - 2) + ", bs, " + cx.cpp(q.shape[r - 2]) + ", " + cx.cpp(k.shape[r - 2]) + ", " +
+                     cx.cpp(q.shape[r - 1]) + ", " + cx.cpp(v.shape[r - 1]) + ", " + qp + ", qs, " + kp + ", ks, " + vp +
+                     ", vs, -1, NULL, NULL, 0, 0, " + (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " +
+                     yp + ", ys"};
 }
 
 LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes) {

@@ -39,6 +39,13 @@ LibraryCallArgs reduce_args(EmitContext& cx, const ir::Node& n, const std::strin
 // strides, causal, scale (0 = 1/sqrt(D)), out. `bs` / `ms` hold at least one entry (rank 2 reads none).
 // with_kv_dtype: k's dtype code follows q's (the CPU kernels' *_mixed entry points).
 LibraryCallArgs sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool with_kv_dtype = false);
+// Whether stride_attention_operands (src/passes/) made q, k, v or the output a strided view: the
+// call then goes to the targets' *_sdpa_strided entry points with strided_sdpa_args.
+bool sdpa_strided(const EmitContext& cx, const ir::Node& n);
+// The strided form (no mask): dtype, [k dtype,] batch rank, bs, Lq, Lk, D, Dv, then q, qs, k, ks,
+// v, vs (each pointer with its element strides over the batch axes and the row; the head dim must
+// be contiguous), -1, NULL, NULL, 0, 0 (no mask), causal, scale, y, ys.
+LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n, LoweringFail fail, bool with_kv_dtype = false);
 // bmm_rcr / bmm_rrr: batch rank, ys, as, bs (each operand's batch extents right-aligned to the
 // output's, 1 where it broadcasts), M, N, K, a, b, y. At most `max_batch_axes` batch axes.
 LibraryCallArgs bmm_args(EmitContext& cx, const ir::Node& n, bool rcr, LoweringFail fail, size_t max_batch_axes);

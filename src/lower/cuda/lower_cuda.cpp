@@ -231,36 +231,32 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
   cx.copy_fn = [](const std::string& dst, const std::string& src, const std::string& bytes) {
     return "  DML_CHECK(dml_cuda_copy(" + dst + ", " + src + ", " + bytes + ", stream), \"copy\", \"copy\");\n";
   };
-  std::set<std::string> roots;
-  for (const auto& [name, t] : g.tensors) roots.insert(passes::storage_root(g, name));
-  const std::vector<std::string> arena = arena_tensors(g, roots);
-  const std::string tables = emit_arena_tables(g, plan, arena);
-  std::ostringstream storage;
-  emit_storage(cx, storage, arena);
+  const ModuleStorage ms = emit_module_storage(cx);
+  const std::string& tables = ms.tables;
 
   CudaLoweredModule m;
-  m.kernel_manifest = nlohmann::json::array();
   std::ostringstream body;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    body << "  // node " << i << ": " << comment_text(n.name) << " (" << comment_text(n.op) << ")\n";
-    body << "  if (dml_ev) DML_LAUNCH(cudaEventRecord(dml_ev[" << i << "], stream), \"(per-node timing)\", \"event\");\n";
-    nlohmann::json entry;
-    if (n.op == "output") entry = emit_output(cx, n, body);
-    else if (n.op == "state_assign") entry = emit_state_assign(cx, n, i, body);
-    else if (is_view_op(n.op)) entry = emit_view(cx, n, body);
-    else if (n.op == "fused_elementwise" || is_elementwise_op(n.op)) entry = emit_cuda_fused(cx, n, body);
-    else if (is_cuda_library_op(n.op)) entry = emit_cuda_library_op(cx, n, opts, body);
-    else if (is_cuda_conv_op(n.op)) entry = emit_cuda_conv_op(cx, n, opts, body);
-    else if (n.op == "scaled_dot_product_attention") entry = emit_cuda_sdpa(cx, n, opts, body);
-    else if (is_cuda_index_op(n.op)) entry = emit_cuda_index_op(cx, n, body);
-    else no_cuda_lowering(n, "");
+  // Per-node timing: event i is recorded before node i (dml_ev is null in plain runs).
+  m.kernel_manifest = emit_nodes(
+      cx, body,
+      [](size_t i) {
+        return "  if (dml_ev) DML_LAUNCH(cudaEventRecord(dml_ev[" + std::to_string(i) +
+               "], stream), \"(per-node timing)\", \"event\");\n";
+      },
+      [](size_t) { return std::string(); },
+      [&](const ir::Node& n) -> nlohmann::json {
+        if (n.op == "fused_elementwise" || is_elementwise_op(n.op)) return emit_cuda_fused(cx, n, body);
+        if (is_cuda_library_op(n.op)) return emit_cuda_library_op(cx, n, opts, body);
+        if (is_cuda_conv_op(n.op)) return emit_cuda_conv_op(cx, n, opts, body);
+        if (n.op == "scaled_dot_product_attention") return emit_cuda_sdpa(cx, n, opts, body);
+        if (is_cuda_index_op(n.op)) return emit_cuda_index_op(cx, n, body);
+        no_cuda_lowering(n, "");
+      });
+  for (auto& entry : m.kernel_manifest)
     if (entry.contains("selected") && entry["selected"] == "memcpy") {
       entry["selected"] = rocm ? "hip_memcpy_d2d" : "cuda_memcpy_d2d";
       entry["candidates"] = {entry["selected"]};
     }
-    m.kernel_manifest.push_back(entry);
-  }
 
   size_t constants_needed = 0;
   for (const auto& [cname, slot] : ir::layout_constants(g))
@@ -320,7 +316,7 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "  [[maybe_unused]] const int b = dml_bucket_index(d);\n"
         "  [[maybe_unused]] const unsigned char* const cbase = ((const DmlModuleState*)module_state)->dconst;\n"
         "  [[maybe_unused]] unsigned char* const abase = (unsigned char*)arena;\n";
-  os << storage.str() << body.str();
+  os << ms.storage << body.str();
   os << "  // deferred state updates\n" << cx.tail.str();
   os << "  if (dml_ev) DML_LAUNCH(cudaEventRecord(dml_ev[" << g.nodes.size() << "], stream), \"(per-node timing)\", \"event\");\n";
   os << "  return 0;\n}\n";
@@ -360,7 +356,7 @@ CudaLoweredModule lower(const ir::Graph& g, const passes::MemoryPlan& plan, cons
         "                                   size_t errlen) {\n"
         "  if (dinoml_module_run_cuda(module_state, dims, inputs, outputs, states, arena, NULL, err, errlen)) return 1;\n"
         "  return dinoml_module_cuda_stream_sync(NULL, err, errlen);\n}\n";
-  if (opts.bootstrap) os << "\n" << emit_gpu_profile_entry(cx, storage.str());
+  if (opts.bootstrap) os << "\n" << emit_gpu_profile_entry(cx, ms.storage);
 
   m.source = os.str();
   m.kernel_codegen_plan = cx.codegen_plan;

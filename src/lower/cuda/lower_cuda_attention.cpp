@@ -14,54 +14,8 @@
 #include "ir/error.h"
 #include "lower/common/library_args.h"
 #include "lower/cuda/emit_cuda.h"
-#include "passes/stride_attention_operands.h"
 
 namespace dinoml::lower::cuda {
-namespace {
-
-bool q_or_out_strided(const EmitContext& cx, const std::string& t) {
-  return cx.tensor(t).layout == passes::kStridedLayout;
-}
-
-// Pointer and stride array (batch axes, then the row) of one operand; the head dim must be
-// contiguous (the pass checked it; a hand-written graph is refused here).
-std::string operand(EmitContext& cx, const ir::Node& n, const std::string& t, const char* arr, size_t r,
-                    std::string& decls) {
-  const passes::StridedLayout l = passes::strided_layout(cx.g, t);
-  if (l.strides.size() != r || !l.strides.back().is_const() || l.strides.back().const_value() != 1)
-    no_cuda_lowering(n, "strided operand '" + t + "' needs a contiguous head dim");
-  std::vector<std::string> st;
-  for (size_t i = 0; i + 1 < r; ++i) st.push_back(cx.cpp(l.strides[i]));
-  decls += std::string("    const int64_t ") + arr + "[] = " + brace_list(st) + ";\n";
-  const std::string base = cx.ptr(l.base);
-  if (l.offset.is_const() && l.offset.const_value() == 0) return base;
-  return "(" + base + " + (" + cx.cpp(l.offset) + ") * " + std::to_string(ir::dtype_size(cx.tensor(t).dtype)) + ")";
-}
-
-LibraryCallArgs strided_sdpa_args(EmitContext& cx, const ir::Node& n) {
-  if (n.inputs.size() != 3) no_cuda_lowering(n, "strided operands with a mask");
-  const auto& q = cx.tensor(n.inputs[0]);
-  const auto& k = cx.tensor(n.inputs[1]);
-  const auto& v = cx.tensor(n.inputs[2]);
-  const size_t r = q.shape.size();
-  if (r < 2 || r - 2 > 8 || k.shape.size() != r || v.shape.size() != r || cx.tensor(n.outputs[0]).shape.size() != r)
-    no_cuda_lowering(n, "strided operands need q, k, v and the output of one rank in [2, 10]");
-  std::vector<std::string> bs = cx.cpp_shape(ir::Shape(q.shape.begin(), q.shape.end() - 2));
-  if (bs.empty()) bs.push_back("INT64_C(1)");
-  std::string decls = "    const int64_t bs[] = " + brace_list(bs) + ";\n";
-  const std::string qp = operand(cx, n, n.inputs[0], "qs", r, decls);
-  const std::string kp = operand(cx, n, n.inputs[1], "ks", r, decls);
-  const std::string vp = operand(cx, n, n.inputs[2], "vs", r, decls);
-  const std::string yp = operand(cx, n, n.outputs[0], "ys", r, decls);
-  const std::string scale = n.has_attr("scale") ? float_literal(n.attr_float("scale")) : "0.0f";
-  return {decls, std::to_string(static_cast<int>(q.dtype)) + ", " + std::to_string(r - 2) + ", bs, " + cx.cpp(q.shape[r - 2]) +
-                     ", " + cx.cpp(k.shape[r - 2]) + ", " + cx.cpp(q.shape[r - 1]) + ", " + cx.cpp(v.shape[r - 1]) + ", " +
-                     qp + ", qs, " + kp + ", ks, " + vp + ", vs, -1, NULL, NULL, 0, 0, " +
-                     (n.attr_bool("causal", false) ? "1" : "0") + ", " + scale + ", " + yp + ", ys"};
-}
-
-}  // namespace
-
 
 nlohmann::json emit_cuda_sdpa(EmitContext& cx, const ir::Node& n, const CudaLowerOptions& o,
                               std::ostringstream& body) {
@@ -81,10 +35,8 @@ nlohmann::json emit_cuda_sdpa(EmitContext& cx, const ir::Node& n, const CudaLowe
   const bool simt_forced = o.gemm_impl == "simt" && o.arch.target == GpuTarget::cuda;  // ROCm: SIMT is the only kernel
   // Operands or output made strided views by stride_attention_operands (GPT-2's head permutes):
   // dml_cuda_sdpa_strided with element strides per batch axis and row.
-  bool strided = false;
-  for (size_t i = 0; i < 3; ++i) strided |= q_or_out_strided(cx, n.inputs[i]);
-  strided |= q_or_out_strided(cx, n.outputs[0]);
-  const LibraryCallArgs sa = strided ? strided_sdpa_args(cx, n) : LibraryCallArgs{};
+  const bool strided = sdpa_strided(cx, n);
+  const LibraryCallArgs sa = strided ? strided_sdpa_args(cx, n, no_cuda_lowering) : LibraryCallArgs{};
   auto call = [&](const char* impl) {
     std::ostringstream block;
     if (strided)

@@ -12,6 +12,7 @@
 #include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
+#include "graph_helpers.h"
 
 namespace dinoml::test {
 
@@ -20,13 +21,7 @@ using ir::IntExpr;
 
 // Adds the symbolic dim `name` = [1, max] with one bucket at max; returns it as an expression.
 inline IntExpr add_symbolic_dim(builder::GraphBuilder& b, const std::string& name, int64_t max) {
-  ir::Dim d;
-  d.name = name;
-  d.min = 1;
-  d.max = max;
-  d.buckets = {max};
-  b.add_dim(d);
-  return IntExpr::dim(name);
+  return add_dim(b, name, 1, max, {max});
 }
 
 // A constant of `shape` whose bytes are all 0x3c (a small finite value in every float type):

@@ -23,6 +23,7 @@
 #include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
+#include "graph_helpers.h"
 
 namespace fs = std::filesystem;
 using namespace dinoml;
@@ -31,27 +32,13 @@ using ir::IntExpr;
 
 namespace {
 
-std::vector<uint8_t> random_bytes(size_t n_floats, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  std::vector<uint8_t> out(n_floats * 4);
-  for (size_t i = 0; i < n_floats; ++i) {
-    float v = u(rng);
-    std::memcpy(&out[i * 4], &v, 4);
-  }
-  return out;
-}
+std::vector<uint8_t> random_bytes(size_t n_floats, int seed) { return test::uniform_f32_bytes(n_floats, seed, -0.5f, 0.5f); }
 
 // x[batch, 16, 64] → qkv linear, heads, bmm, softmax, bmm, out linear + residual, layer norm,
 // gelu MLP: every op family the CUDA lowering handles for the transformer block.
 ir::Graph attention_block() {
   builder::GraphBuilder b("cuda_block");
-  ir::Dim batch;
-  batch.name = "batch";
-  batch.min = 1;
-  batch.max = 8;
-  batch.buckets = {1, 8};
-  b.add_dim(batch);
+  test::add_dim(b, "batch", 1, 8, {1, 8});
   const int64_t S = 16, E = 64, H = 4, Dh = 16;
   auto x = b.input("x", DType::f32, {IntExpr::dim("batch"), S, E});
   auto wqkv = b.constant("wqkv", DType::f32, {3 * E, E}, random_bytes(3 * E * E, 1));

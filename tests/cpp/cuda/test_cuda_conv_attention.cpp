@@ -8,22 +8,14 @@
 
 #include "cuda/lowering_fixture.h"
 #include "ir/error.h"
+#include "graph_helpers.h"
 
 using namespace dinoml;
 using namespace dinoml::test;
 
 namespace {
 
-std::vector<uint8_t> rand_f32(size_t n, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  std::vector<uint8_t> out(n * 4);
-  for (size_t i = 0; i < n; ++i) {
-    float v = u(rng);
-    std::memcpy(&out[i * 4], &v, 4);
-  }
-  return out;
-}
+std::vector<uint8_t> rand_f32(size_t n, int seed) { return uniform_f32_bytes(n, seed, -0.5f, 0.5f); }
 
 ir::Graph cnn_attention(DType dt) {
   builder::GraphBuilder b("cuda_cnn_attn");

@@ -19,16 +19,7 @@ namespace {
 ir::Graph conv_nd_graph(DType dt) {
   builder::GraphBuilder b("cuda_conv_nd");
   add_symbolic_dim(b, "n", 4);
-  auto dim = [&](const std::string& name) {
-    ir::Dim d;
-    d.name = name;
-    d.min = 8;
-    d.max = 64;
-    d.buckets = {24, 64};
-    b.add_dim(d);
-    return IntExpr::dim(name);
-  };
-  const IntExpr h = dim("h"), w = dim("w");
+  const IntExpr h = add_dim(b, "h", 8, 64, {24, 64}), w = add_dim(b, "w", 8, 64, {24, 64});
   auto v = b.input("v", dt, {IntExpr::dim("n"), 6, 5, h, 11});
   auto y3 = b.op1("conv3d_bias", {v, filled_constant(b, "w3", dt, {10, 3, 3, 3, 3}), filled_constant(b, "b3", dt, {10})},
                   {{"stride", std::vector<int64_t>{1, 2, 2}}, {"padding", std::vector<int64_t>{1, 1, 0, 0, 1, 2}},

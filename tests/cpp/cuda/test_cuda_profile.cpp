@@ -23,6 +23,7 @@
 #include "lower/cuda/lower_cuda.h"
 #include "passes/pipeline.h"
 #include "passes/plan_memory.h"
+#include "graph_helpers.h"
 
 namespace fs = std::filesystem;
 using namespace dinoml;
@@ -46,12 +47,7 @@ std::vector<uint8_t> random_f16_bytes(size_t n, int seed) {
 // a constant image batch and an attention with head dim 64 (flash fits): every tunable family.
 ir::Graph tunable_graph() {
   builder::GraphBuilder b("cuda_tunables");
-  ir::Dim m;
-  m.name = "m";
-  m.min = 1;
-  m.max = 256;
-  m.buckets = {16, 256};
-  b.add_dim(m);
+  test::add_dim(b, "m", 1, 256, {16, 256});
   auto x = b.input("x", DType::f16, {IntExpr::dim("m"), 64});
   auto w1 = b.constant("w1", DType::f16, {128, 64}, random_f16_bytes(128 * 64, 1));
   auto b1 = b.constant("b1", DType::f16, {128}, random_f16_bytes(128, 2));

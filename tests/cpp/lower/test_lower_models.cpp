@@ -10,6 +10,7 @@
 #include "ir/serialize.h"
 #include "lower_fixture.h"
 #include "passes/plan_memory.h"
+#include "graph_helpers.h"
 
 using namespace dinoml;
 using lowertest::build_module;
@@ -27,14 +28,6 @@ ir::AttrValue S(const char* v) { return ir::AttrValue(std::string(v)); }
 ir::AttrValue B(bool v) { return ir::AttrValue(v); }
 ir::AttrValue Is(std::vector<int64_t> v) { return ir::AttrValue(std::move(v)); }
 
-ir::Dim dim(const std::string& name, int64_t mn, int64_t mx, std::vector<int64_t> buckets) {
-  ir::Dim d;
-  d.name = name;
-  d.min = mn;
-  d.max = mx;
-  d.buckets = std::move(buckets);
-  return d;
-}
 
 // Lowers `g` raw and optimised, and checks both against the interpreter for every input set.
 void check_both(const ir::Graph& g, const std::string& tag,
@@ -56,7 +49,7 @@ void check_both(const ir::Graph& g, const std::string& tag,
 
 TEST(LowerCpu, MlpGemmBiasReluAcrossBuckets) {
   builder::GraphBuilder b("mlp");
-  b.add_dim(dim("batch", 1, 8, {2, 8}));
+  b.add_dim(test::make_dim("batch", 1, 8, {2, 8}));
   auto x = b.input("x", DType::f32, {IntExpr::dim("batch"), 16});
   auto w1 = b.constant("w1", DType::f32, {32, 16}, random_bytes(DType::f32, {32, 16}, 1));
   auto b1 = b.constant("b1", DType::f32, {32}, random_bytes(DType::f32, {32}, 2));
@@ -191,7 +184,7 @@ TEST(LowerCpu, DataMovement) {
 
 TEST(LowerCpu, DynamicDimEveryBucketAndIndexErrors) {
   builder::GraphBuilder b("dyn");
-  b.add_dim(dim("seq", 1, 16, {4, 8, 16}));
+  b.add_dim(test::make_dim("seq", 1, 16, {4, 8, 16}));
   auto x = b.input("x", DType::f32, {IntExpr::dim("seq"), 8});
   auto pos = b.input("pos", DType::i64, {IntExpr::dim("seq")});
   auto table = b.constant("table", DType::f32, {16, 8}, random_bytes(DType::f32, {16, 8}, 60));

@@ -4,6 +4,7 @@
 
 #include "builder/graph_builder.h"
 #include "lower_fixture.h"
+#include "graph_helpers.h"
 
 using namespace dinoml;
 using ir::DType;
@@ -13,12 +14,7 @@ namespace {
 
 TEST(LowerCpu, LeadingAxisSplitIsViewsAtOffsets) {
   builder::GraphBuilder b("split_views");
-  ir::Dim n;
-  n.name = "n";
-  n.min = 1;
-  n.max = 8;
-  n.buckets = {2, 8};
-  b.add_dim(n);
+  test::add_dim(b, "n", 1, 8, {2, 8});
   auto x = b.input("x", DType::f32, {IntExpr::dim("n"), 12});
   auto e = b.op1("exp", {x});
   auto heads = b.op1("permute", {b.op1("reshape", {e}, {{"shape", ir::Shape{IntExpr::dim("n"), 3, 4}}})},

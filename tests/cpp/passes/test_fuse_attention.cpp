@@ -28,6 +28,11 @@ struct Attn {
     return b.constant(name, ir::DType::f32, {}, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&c),
                                                                       reinterpret_cast<uint8_t*>(&c) + 4));
   }
+  // q · kᵀ as bmm_rrr of q and an explicit permute of k (the form fuse_attention looks for).
+  std::string scores() {
+    const std::string kt = b.op1("permute", {k}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
+    return b.op1("bmm_rrr", {q, kt});
+  }
   std::map<std::string, ops::HostTensor> inputs() const {
     return {{"q", random_host({B, H, L, D}, 1)}, {"k", random_host({B, H, L, D}, 2)}, {"v", random_host({B, H, L, D}, 3)}};
   }
@@ -108,8 +113,7 @@ TEST(FuseAttention, LeavesWhatItCannotFuse) {
   for (int variant = 0; variant < 4; ++variant) {
     SCOPED_TRACE(variant);
     Attn a;
-    std::string kt = a.b.op1("permute", {a.k}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
-    std::string s = a.b.op1("bmm_rrr", {a.q, kt});
+    std::string s = a.scores();
     if (variant == 2) s = a.b.op1("mul", {s, a.scalar("neg", -1.0f)});  // negative scale
     std::string p = a.b.op1("softmax", {s}, {{"axis", int64_t{variant == 1 ? 2 : 3}}});
     a.b.output(a.b.op1("bmm_rrr", {p, a.v}), "y");
@@ -162,8 +166,7 @@ TEST(FuseAttention, WhereMaskWithHugeNegativeFillBecomesAdditiveMask) {
                                          {"causal, swapped, -inf", true, true, -kInf, false}}) {
     SCOPED_TRACE(c.name);
     Attn a;
-    std::string kt = a.b.op1("permute", {a.k}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
-    std::string s = a.b.op1("div", {a.b.op1("bmm_rrr", {a.q, kt}), a.scalar("c", 2.0f)});
+    std::string s = a.b.op1("div", {a.scores(), a.scalar("c", 2.0f)});
     std::string cond;
     ops::HostTensor cond_value(ir::DType::boolean, {B, 1, 1, L});
     if (c.causal) {
@@ -244,8 +247,7 @@ TEST(FuseAttention, LeavesWhereMasksWhoseFillChangesWithTheScores) {
   for (int variant = 0; variant < 4; ++variant) {
     SCOPED_TRACE(variant);
     Attn a;
-    std::string kt = a.b.op1("permute", {a.k}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
-    std::string s = a.b.op1("bmm_rrr", {a.q, kt});
+    std::string s = a.scores();
     std::string cond = a.b.input("cond", ir::DType::boolean, S({ir::IntExpr::dim("batch"), 1, 1, L}));
     std::string fill;
     if (variant == 2) {
@@ -282,8 +284,7 @@ struct GptMasked {
   enum class Cond { causal_const, causal_input, padding_input };
   GptMasked(Cond kind, bool swapped) : cond_value(ir::DType::boolean, {1}), m_value(ir::DType::f32, {kB, 1, 1, L}) {
     const ir::IntExpr bd = ir::IntExpr::dim("batch");
-    std::string kt = a.b.op1("permute", {a.k}, {{"dims", std::vector<int64_t>{0, 1, 3, 2}}});
-    s = a.b.op1("div", {a.b.op1("bmm_rrr", {a.q, kt}), a.scalar("c", 2.0f)});
+    s = a.b.op1("div", {a.scores(), a.scalar("c", 2.0f)});
     if (kind == Cond::padding_input) {
       // Entry 0 keeps keys 0..3, entry 1 keys 1..4, entry 2 none.
       cond_value = ops::HostTensor(ir::DType::boolean, {kB, 1, 1, L});

@@ -197,17 +197,6 @@ void expect_rocm_artifact(const fs::path& art, const std::string& arch) {
   EXPECT_FALSE(expect_code_objects_for(art / "lib/libdinoml_rocm_kernels.so", arch).empty());
 }
 
-std::vector<uint8_t> random_bytes(size_t n_floats, int seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  std::vector<uint8_t> out(n_floats * 4);
-  for (size_t i = 0; i < n_floats; ++i) {
-    float v = u(rng);
-    std::memcpy(&out[i * 4], &v, 4);
-  }
-  return out;
-}
-
 // A GEMM followed by an int32 reduce_sum, which no GPU target lowers (the GPU reduce kernels are float).
 ir::Graph small_gemm_graph(DType dt) {
   builder::GraphBuilder b("rocm_gemm");

@@ -300,28 +300,26 @@ FixtureInputs FixtureInputs::make(int64_t batch, int64_t seq, int seed) {
   return in;
 }
 
-dinoml_tensor FixtureInputs::x_tensor(bool named) const {
+// A host tensor [rows, cols] over `v`'s elements (unnamed: bound by position).
+template <typename T>
+static dinoml_tensor tensor_2d(const char* name, const std::vector<T>& v, dinoml_dtype dtype, int64_t rows, int64_t cols) {
   dinoml_tensor t{};
-  t.name = named ? "x" : nullptr;
-  t.data = const_cast<float*>(x.data());
-  t.nbytes = x.size() * sizeof(float);
-  t.dtype = DINOML_FLOAT32;
+  t.name = name;
+  t.data = const_cast<T*>(v.data());
+  t.nbytes = v.size() * sizeof(T);
+  t.dtype = dtype;
   t.ndim = 2;
-  t.shape[0] = batch;
-  t.shape[1] = 4;
+  t.shape[0] = rows;
+  t.shape[1] = cols;
   return t;
 }
 
+dinoml_tensor FixtureInputs::x_tensor(bool named) const {
+  return tensor_2d(named ? "x" : nullptr, x, DINOML_FLOAT32, batch, 4);
+}
+
 dinoml_tensor FixtureInputs::tok_tensor(bool named) const {
-  dinoml_tensor t{};
-  t.name = named ? "tok" : nullptr;
-  t.data = const_cast<int32_t*>(tok.data());
-  t.nbytes = tok.size() * sizeof(int32_t);
-  t.dtype = DINOML_INT32;
-  t.ndim = 2;
-  t.shape[0] = batch;
-  t.shape[1] = seq;
-  return t;
+  return tensor_2d(named ? "tok" : nullptr, tok, DINOML_INT32, batch, seq);
 }
 
 std::vector<float> FixtureInputs::expected_y() const {

@@ -21,6 +21,7 @@
 
 #include "builder/graph_builder.h"
 #include "ir/graph.h"
+#include "graph_helpers.h"
 
 using namespace dinoml;
 using ir::DType;
@@ -29,30 +30,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<uint8_t> random_f32(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<uint8_t> bytes(n * sizeof(float));
-  for (size_t i = 0; i < n; ++i) {
-    float v = u(rng);
-    std::memcpy(bytes.data() + i * sizeof(float), &v, sizeof v);
-  }
-  return bytes;
-}
+std::vector<uint8_t> random_f32(size_t n, uint32_t seed) { return test::uniform_f32_bytes(n, seed, -1.0f, 1.0f); }
 
-ir::Dim dim(const std::string& name, int64_t mn, int64_t mx, std::vector<int64_t> buckets) {
-  ir::Dim d;
-  d.name = name;
-  d.min = mn;
-  d.max = mx;
-  d.buckets = std::move(buckets);
-  return d;
-}
 
 // MLP large enough that the GEMMs take the multi-threaded (OpenMP) path at the larger buckets.
 ir::Graph mlp() {
   builder::GraphBuilder b("stress_mlp");
-  b.add_dim(dim("batch", 1, 64, {8, 64}));
+  b.add_dim(test::make_dim("batch", 1, 64, {8, 64}));
   auto x = b.input("x", DType::f32, {IntExpr::dim("batch"), 128});
   auto w1 = b.constant("w1", DType::f32, {256, 128}, random_f32(256 * 128, 1));
   auto b1 = b.constant("b1", DType::f32, {256}, random_f32(256, 2));
@@ -65,7 +49,7 @@ ir::Graph mlp() {
 // Attention core: scores = q k^T, softmax, layer_norm of the result; two outputs.
 ir::Graph attention() {
   builder::GraphBuilder b("stress_attention");
-  b.add_dim(dim("seq", 1, 48, {16, 48}));
+  b.add_dim(test::make_dim("seq", 1, 48, {16, 48}));
   auto q = b.input("q", DType::f32, {4, IntExpr::dim("seq"), 32});
   auto k = b.input("k", DType::f32, {4, IntExpr::dim("seq"), 32});
   auto s = b.op1("bmm_rcr", {q, k});

@@ -20,6 +20,7 @@
 #include "tune/execution_plan.h"
 #include "tune/profile_cache.h"
 #include "tune/stats.h"
+#include "graph_helpers.h"
 
 using namespace dinoml;
 using nlohmann::json;
@@ -27,26 +28,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<uint8_t> random_f32(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<uint8_t> out(n * 4);
-  for (size_t i = 0; i < n; ++i) {
-    float v = u(rng);
-    std::memcpy(out.data() + 4 * i, &v, 4);
-  }
-  return out;
-}
+std::vector<uint8_t> random_f32(size_t n, uint32_t seed) { return test::uniform_f32_bytes(n, seed, -1.f, 1.f); }
 
 // x[batch, 24] -> gemm_rcr_bias_relu -> softmax -> gemm_rrr, batch in buckets {2, 16}.
 ir::Graph small_model(bool optimize = true) {
   builder::GraphBuilder b("tune_mlp");
-  ir::Dim d;
-  d.name = "batch";
-  d.min = 1;
-  d.max = 16;
-  d.buckets = {2, 16};
-  b.add_dim(d);
+  test::add_dim(b, "batch", 1, 16, {2, 16});
   auto x = b.input("x", ir::DType::f32, {ir::IntExpr::dim("batch"), 24});
   auto w1 = b.constant("w1", ir::DType::f32, {40, 24}, random_f32(40 * 24, 1));
   auto b1 = b.constant("b1", ir::DType::f32, {40}, random_f32(40, 2));

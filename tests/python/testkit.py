@@ -1,0 +1,24 @@
+"""Helpers several Python tests share: the seed example model and running a function on threads."""
+import threading
+
+import dinoml as dml
+
+
+class Linear(dml.Module):
+    """y = x @ weight + bias: x [*, 8], weight [8, 6], bias [6] (the seed example); output "y"."""
+
+    def __init__(self):
+        self.weight = dml.Parameter([8, 6])
+        self.bias = dml.Parameter([6])
+
+    def forward(self, x):
+        return dml.ops.output(dml.ops.gemm_rrr_bias(x, self.weight, self.bias), "y")
+
+
+def run_threads(work, n):
+    """Runs work(0) ... work(n - 1), each on its own thread, and waits for all of them."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
