@@ -133,10 +133,20 @@ def test_all_outputs_by_default_and_request_id(client):
     np.testing.assert_array_equal(r.as_numpy("emb"), TABLE[ids])
 
 
-def test_concurrent_requests(client):
+def test_concurrent_requests(server):
+    # One client per thread: tritonclient's InferenceServerClient is not thread safe (its gevent
+    # connection pool belongs to the thread that first uses it; shared by 8 threads, a request
+    # now and then failed with "greenlet.error: Cannot switch to a different thread").
+    local = threading.local()
+
+    def infer(x):
+        if not hasattr(local, "client"):
+            local.client = tritonclient_http.InferenceServerClient(url=f"127.0.0.1:{server}")
+        return local.client.infer("linear", [infer_input("x", x, "FP32", True)]).as_numpy("y")
+
     xs = [RNG.standard_normal((2, 8)).astype(np.float32) for _ in range(32)]
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
-        res = list(ex.map(lambda x: client.infer("linear", [infer_input("x", x, "FP32", True)]).as_numpy("y"), xs))
+        res = list(ex.map(infer, xs))
     for x, y in zip(xs, res):
         np.testing.assert_allclose(y, x @ W + B, rtol=1e-5, atol=1e-5)
 
@@ -266,11 +276,11 @@ def test_queue_full_gives_503_and_deadline_504(artifacts):
 def test_graceful_shutdown_on_sigterm(artifacts):
     x = RNG.standard_normal((1024, 512)).astype(np.float32)
     with server_process([artifacts["slow"], "--threads", "1"]) as (proc, port):
-        c = tritonclient_http.InferenceServerClient(url=f"127.0.0.1:{port}")
         result = {}
 
-        def call():
+        def call():  # the client is made and used on this thread only (it is not thread safe)
             try:
+                c = tritonclient_http.InferenceServerClient(url=f"127.0.0.1:{port}")
                 result["y"] = c.infer("slow", [infer_input("x", x, "FP32", True)]).as_numpy("y")
             except Exception as e:  # reported below
                 result["error"] = e
