@@ -267,21 +267,12 @@ def time_graph(fns, calls, reps=7):
 
 
 def d2d_copy():
-    """1 GiB device-to-device copy, (read + write) bytes / time: timed as tests/gpu/quant_run.py does
-    (20 eager copies between events; the yardstick), and also as graph replays (a memcpy node in a
-    CUDA graph may run on a copy engine: recorded, not used)."""
+    """1 GiB device-to-device copy, (read + write) bytes / time: the yardstick as tests/gpu/quant_run.py
+    times it (cuda_timing.d2d_copy_bandwidth), and also as graph replays (a memcpy node in a CUDA graph
+    may run on a copy engine: recorded, not used)."""
+    bw = cuda_timing.d2d_copy_bandwidth(torch)
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(20):
-        dst.copy_(src)
-    e1.record()
-    e1.synchronize()
-    bw = 2 * src.numel() / (e0.elapsed_time(e1) / 20 * 1e-3)
     bw_graph = 2 * src.numel() / (time_graph([lambda: dst.copy_(src)], 10) * 1e-3)
     del src, dst
     return bw, bw_graph

@@ -80,6 +80,22 @@ __device__ __forceinline__ float apply_mask(const SdpaParams& p, const void* mas
 
 // ---- generic SIMT kernel ------------------------------------------------------------------------
 
+// Key rows [j0, j0 + rows) into Ks (row stride ldk) and value rows into Vs (row stride Dv), as float,
+// zeros past Lk; the whole block takes part.
+template <class T>
+__device__ __forceinline__ void load_kv_f32(const SdpaParams& p, const T* __restrict__ k, const T* __restrict__ v,
+                                            int64_t j0, int rows, int ldk, float* Ks, float* Vs) {
+  const int64_t D = p.D, Dv = p.Dv;
+  for (int64_t e = threadIdx.x; e < rows * D; e += blockDim.x) {
+    const int64_t r = e / D, c = e % D;
+    Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * p.kr + c]) : 0.0f;
+  }
+  for (int64_t e = threadIdx.x; e < rows * Dv; e += blockDim.x) {
+    const int64_t r = e / Dv;
+    Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * p.vr + e % Dv]) : 0.0f;
+  }
+}
+
 constexpr int kSimtRows = 8;      // warps (query rows) per block
 constexpr int kSimtKeys = kWarp;  // keys per step
 constexpr int kSimtMaxChunks = 16;  // Dv <= 16 · 32
@@ -113,14 +129,7 @@ __global__ void __launch_bounds__(kSimtRows * kWarp) sdpa_simt_kernel(SdpaParams
   if (p.causal) kend = min(kend, (int64_t)blockIdx.x * kSimtRows + kSimtRows);
   for (int64_t j0 = 0; j0 < kend; j0 += kSimtKeys) {
     __syncthreads();
-    for (int64_t e = threadIdx.x; e < kSimtKeys * D; e += blockDim.x) {
-      const int64_t r = e / D, c = e % D;
-      Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * p.kr + c]) : 0.0f;
-    }
-    for (int64_t e = threadIdx.x; e < kSimtKeys * Dv; e += blockDim.x) {
-      const int64_t r = e / Dv;
-      Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * p.vr + e % Dv]) : 0.0f;
-    }
+    load_kv_f32(p, k, v, j0, kSimtKeys, ldk, Ks, Vs);
     __syncthreads();
     if (!row_ok) continue;
     const int64_t j = j0 + lane;
@@ -192,14 +201,7 @@ __global__ void __launch_bounds__(kSplitWarps * kWarp) sdpa_split_kernel(SdpaPar
   k += batch_base(p, b, p.kbs);
   v += batch_base(p, b, p.vbs);
   for (int64_t e = threadIdx.x; e < p.Lq * D; e += blockDim.x) Qs[e] = to_f(q[(e / D) * p.qr + e % D]) * p.scale_log2;
-  for (int64_t e = threadIdx.x; e < kSplitKeys * D; e += blockDim.x) {
-    const int64_t r = e / D, c = e % D;
-    Ks[r * ldk + c] = j0 + r < p.Lk ? to_f(k[(j0 + r) * p.kr + c]) : 0.0f;
-  }
-  for (int64_t e = threadIdx.x; e < kSplitKeys * Dv; e += blockDim.x) {
-    const int64_t r = e / Dv;
-    Vs[e] = j0 + r < p.Lk ? to_f(v[(j0 + r) * p.vr + e % Dv]) : 0.0f;
-  }
+  load_kv_f32(p, k, v, j0, kSplitKeys, ldk, Ks, Vs);
   __syncthreads();
   for (int64_t i = warp; i < p.Lq; i += kSplitWarps) {
     const float* qs = Qs + i * D;

@@ -31,11 +31,13 @@ import time
 
 B = os.path.abspath(sys.argv[1])
 sys.path.insert(0, B)
+sys.path.insert(0, os.path.join(B, "python", "dinoml", "tools"))  # the compiler bundle's tools
 import glob  # noqa: E402
 
 for whl in glob.glob(os.path.join(B, "wheels", "*.whl")):  # gguf: pure Python, imported from the wheel
     sys.path.insert(0, whl)
 import profile_run as P  # noqa: E402  (the carried compiler's environment; re-executes with cuBLASLt's folders)
+import cuda_timing  # noqa: E402
 import dml_ctypes as D  # noqa: E402
 import llm7b_plan  # noqa: E402
 
@@ -72,24 +74,6 @@ def rebuild(meta, gguf_path, gdir):
             f.write(b)
     with open(os.path.join(gdir, "graph.dinoir.json"), "w") as f:
         json.dump(g, f)
-
-
-def d2d_bandwidth():
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(20):
-        dst.copy_(src)
-    e.record()
-    torch.cuda.synchronize()
-    t = s.elapsed_time(e) / 1e3 / 20
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * (1 << 30) / t
 
 
 def set_knob(art, name, value):
@@ -235,7 +219,8 @@ def main():
     if a.prepare_only:  # the GGUF and the artifact stay in /tmp/llm7b for the next call
         print(json.dumps(res))
         return
-    bw = d2d_bandwidth()
+    bw = cuda_timing.d2d_copy_bandwidth(torch)
+    torch.cuda.empty_cache()
     res["d2d_copy_GBps"] = bw / 1e9
     bound = bw / meta["weight_bytes_per_token"]
     res["bound_tok_s"] = bound

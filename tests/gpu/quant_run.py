@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "dinoml", "tools"))
+import cuda_timing  # noqa: E402
 import dml_ctypes as D  # noqa: E402
 
 QT = {"q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14}
@@ -195,12 +196,7 @@ def bandwidth(bundle, results):
         torch.cuda.synchronize()
         return s.elapsed_time(e) / 1e3 / iters
 
-    # Device-to-device copy: 1 GiB, (read + write) bytes / time.
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    tc = timed(lambda i=0: dst.copy_(src), 20)
-    copy_bw = 2 * src.numel() / tc
-    del src, dst
+    copy_bw = cuda_timing.d2d_copy_bandwidth(torch)  # 1 GiB, (read + write) bytes / time
     print(f"[bandwidth] D2D copy 1 GiB: {copy_bw / 1e9:.0f} GB/s (read + write)", flush=True)
     results.append({"case": "d2d_copy", "bytes": 1 << 30, "GBps": copy_bw / 1e9})
     shapes = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)]

@@ -155,3 +155,22 @@ def kernel_table(torch, fn: Callable[[], object], runs: int = 2,
             cats[r["category"]] = cats.get(r["category"], 0.0) + r["us_per_run"]
         out["categories"] = cats
     return out
+
+
+def d2d_copy_bandwidth(torch, nbytes: int = 1 << 30, copies: int = 20) -> float:
+    """The device-to-device copy yardstick of the bandwidth-bound kernels: `copies` eager copies of
+    `nbytes` between CUDA events after 3 warm-ups, (bytes read + bytes written) per second."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(copies):
+        dst.copy_(src)
+    e1.record()
+    e1.synchronize()
+    bw = 2 * nbytes / (e0.elapsed_time(e1) / copies * 1e-3)
+    del src, dst
+    return bw
