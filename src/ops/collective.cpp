@@ -87,22 +87,22 @@ std::vector<HostTensor> collective_reference(const ir::Node& node, const std::ve
 }
 
 void register_collective_ops(Registry& r) {
-  OpDef d;
-  d.name = "all_reduce";
-  d.family = "collective";
-  d.doc = "sum of x over the ranks of a tensor-parallel group (attrs world_size, reduce = sum)";
-  d.attrs = {{"world_size", AttrKind::integer, true, "ranks in the group"}, {"reduce", AttrKind::string, false, "sum"}};
-  d.infer = infer_all_reduce;
-  d.reference = ref_single_rank;
-  r.add(d);
-  OpDef g;
-  g.name = "all_gather";
-  g.family = "collective";
-  g.doc = "the ranks' x concatenated along attr axis, in rank order (attrs world_size, axis)";
-  g.attrs = {{"world_size", AttrKind::integer, true, "ranks in the group"}, {"axis", AttrKind::integer, false, "0"}};
-  g.infer = infer_all_gather;
-  g.reference = ref_single_rank;
-  r.add(g);
+  // Both collectives: a world_size attribute and the single-rank reference (interpret_group runs
+  // the group).
+  auto collective = [&](const char* name, const char* doc, AttrSpec extra, decltype(OpDef::infer) infer) {
+    OpDef d;
+    d.name = name;
+    d.family = "collective";
+    d.doc = doc;
+    d.attrs = {{"world_size", AttrKind::integer, true, "ranks in the group"}, std::move(extra)};
+    d.infer = infer;
+    d.reference = ref_single_rank;
+    r.add(d);
+  };
+  collective("all_reduce", "sum of x over the ranks of a tensor-parallel group (attrs world_size, reduce = sum)",
+             {"reduce", AttrKind::string, false, "sum"}, infer_all_reduce);
+  collective("all_gather", "the ranks' x concatenated along attr axis, in rank order (attrs world_size, axis)",
+             {"axis", AttrKind::integer, false, "0"}, infer_all_gather);
 }
 
 }  // namespace dinoml::ops
