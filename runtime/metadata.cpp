@@ -44,34 +44,40 @@ void check_unique(const JsonReader& r, const std::vector<T>& items, const char* 
   }
 }
 
+// Each entry of the array `arr` (the metadata's `section`) becomes a T named by its "name" field and
+// filled by fill(entry, "section[i]", item); names must be unique within the section.
+template <class T, class F>
+void parse_section(const JsonReader& r, const json& arr, const char* section, std::vector<T>& out, F&& fill) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const std::string where = cat(section, "[", i, "]");
+    T item;
+    item.name = r.string_field(arr[i], "name", where);
+    fill(arr[i], where, item);
+    out.push_back(std::move(item));
+  }
+  check_unique(r, out, section);
+}
+
 void parse_dims(const JsonReader& r, const json& doc, Metadata& m) {
-  const json& dims = r.array(r.field(doc, "dims", "metadata"), "dims");
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const std::string where = cat("dims[", i, "]");
-    DimDesc d;
-    d.name = r.string_field(dims[i], "name", where);
-    d.min = r.int_field(dims[i], "min", where);
-    d.max = r.int_field(dims[i], "max", where);
-    if (const json* div = r.optional_field(dims[i], "divisible_by", where)) d.divisible_by = r.integer(*div, where + ".divisible_by");
-    if (const json* buckets = r.optional_field(dims[i], "buckets", where)) {
+  parse_section(r, r.array(r.field(doc, "dims", "metadata"), "dims"), "dims", m.dims,
+                [&](const json& e, const std::string& where, DimDesc& d) {
+    d.min = r.int_field(e, "min", where);
+    d.max = r.int_field(e, "max", where);
+    if (const json* div = r.optional_field(e, "divisible_by", where)) d.divisible_by = r.integer(*div, where + ".divisible_by");
+    if (const json* buckets = r.optional_field(e, "buckets", where)) {
       r.array(*buckets, where + ".buckets");
       for (size_t k = 0; k < buckets->size(); ++k) d.buckets.push_back(r.integer((*buckets)[k], cat(where, ".buckets[", k, "]")));
     }
     if (d.min < 1 || d.min > d.max) r.bad(where, cat("dim '", d.name, "' needs 1 <= min <= max, got [", d.min, ", ", d.max, "]"));
     if (d.divisible_by < 1) r.bad(where, cat("dim '", d.name, "' has divisible_by ", d.divisible_by));
-    m.dims.push_back(std::move(d));
-  }
-  check_unique(r, m.dims, "dims");
+  });
 }
 
 void parse_inputs(const JsonReader& r, const json& doc, Metadata& m) {
-  const json& inputs = r.array(r.field(doc, "inputs", "metadata"), "inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string where = cat("inputs[", i, "]");
-    InputDesc in;
-    in.name = r.string_field(inputs[i], "name", where);
-    in.dtype = parse_dtype(r, inputs[i], where);
-    const json& shape = parse_shape(r, inputs[i], where);
+  parse_section(r, r.array(r.field(doc, "inputs", "metadata"), "inputs"), "inputs", m.inputs,
+                [&](const json& e, const std::string& where, InputDesc& in) {
+    in.dtype = parse_dtype(r, e, where);
+    const json& shape = parse_shape(r, e, where);
     for (size_t a = 0; a < shape.size(); ++a) {
       const std::string axis_where = cat(where, ".shape[", a, "]");
       InputAxis axis;
@@ -88,35 +94,23 @@ void parse_inputs(const JsonReader& r, const json& doc, Metadata& m) {
       }
       in.axes.push_back(axis);
     }
-    m.inputs.push_back(std::move(in));
-  }
-  check_unique(r, m.inputs, "inputs");
+  });
 }
 
 void parse_outputs(const JsonReader& r, const json& doc, Metadata& m) {
-  const json& outputs = r.array(r.field(doc, "outputs", "metadata"), "outputs");
   auto dim_index = [&](const std::string& name) { return m.dim_index(name); };
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string where = cat("outputs[", i, "]");
-    OutputDesc out;
-    out.name = r.string_field(outputs[i], "name", where);
-    out.dtype = parse_dtype(r, outputs[i], where);
-    const json& shape = parse_shape(r, outputs[i], where);
+  parse_section(r, r.array(r.field(doc, "outputs", "metadata"), "outputs"), "outputs", m.outputs,
+                [&](const json& e, const std::string& where, OutputDesc& out) {
+    out.dtype = parse_dtype(r, e, where);
+    const json& shape = parse_shape(r, e, where);
     for (size_t a = 0; a < shape.size(); ++a) out.axes.push_back(ShapeExpr::parse(shape[a], dim_index, r, cat(where, ".shape[", a, "]")));
-    m.outputs.push_back(std::move(out));
-  }
-  check_unique(r, m.outputs, "outputs");
+  });
 }
 
 void parse_states(const JsonReader& r, const json& doc, Metadata& m) {
   const json* states = r.optional_field(doc, "states", "metadata");
   if (!states) return;
-  r.array(*states, "states");
-  for (size_t i = 0; i < states->size(); ++i) {
-    const std::string where = cat("states[", i, "]");
-    const json& st = (*states)[i];
-    StateDesc s;
-    s.name = r.string_field(st, "name", where);
+  parse_section(r, r.array(*states, "states"), "states", m.states, [&](const json& st, const std::string& where, StateDesc& s) {
     s.dtype = parse_dtype(r, st, where);
     const json& shape = parse_shape(r, st, where);
     for (size_t a = 0; a < shape.size(); ++a) {
@@ -132,9 +126,7 @@ void parse_states(const JsonReader& r, const json& doc, Metadata& m) {
       }
     }
     s.nbytes = *bytes;
-    m.states.push_back(std::move(s));
-  }
-  check_unique(r, m.states, "states");
+  });
 }
 
 }  // namespace
