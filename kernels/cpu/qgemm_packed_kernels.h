@@ -168,6 +168,49 @@ void pair_q4_0(int64_t nb, const uint8_t* t, int64_t gstride, const uint8_t* act
   }
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + 16 * r, acc[r]);
 }
+
+template <int R>
+void pair_q4_K(int64_t nb, const uint8_t* t, int64_t gstride, const uint8_t* act, int64_t stride, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, t += 1184) {
+    prefetch_tile<1184>(t);
+    prefetch_tile<1184>(t + gstride);
+    __m512i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+    const uint8_t* q = t + 160;
+    for (int j = 0; j < 8; ++j) {
+      const int jp = j >> 1, shift = (j & 1) * 4;
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + 32 + 8 * j)),
+                                                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + gstride + 32 + 8 * j))));
+      __m512i sum[R];
+      for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) {
+        const __m512i w = _mm512_and_si512(_mm512_srli_epi16(load2x32(q + 256 * jp + 32 * s, gstride), shift), m4);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 32 * j + 4 * s;
+          sum[r] = dot_bcast16(sum[r], w, aq);
+        }
+      }
+      for (int r = 0; r < R; ++r) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(sum[r], sc));
+    }
+    const __m512 dv = halves16(t, gstride), mv = halves16(t + 16, gstride);
+    for (int r = 0; r < R; ++r) {
+      const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
+      const __m512i B = _mm512_castsi128_si512(_mm_hadd_epi16(load16(a->bsums), load16(a->bsums + 8)));
+      __m512i m = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const __m512i mins = _mm512_cvtepu8_epi16(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(load16(t + 96 + 16 * p)), load16(t + gstride + 96 + 16 * p), 1));
+        m = _mm512_add_epi32(m, _mm512_madd_epi16(mins, _mm512_permutexvar_epi32(_mm512_set1_epi32(p), B)));
+      }
+      const __m512 v = _mm512_fmsub_ps(dv, _mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(mv, _mm512_cvtepi32_ps(m)));
+      acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(a->d), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + 16 * r, acc[r]);
+}
 #endif
 
 template <int R>
@@ -361,6 +404,7 @@ struct PairByRows {
     }                                                                                                   \
   };
 DML_QPK_PAIR(PP4_0, pair_q4_0)
+DML_QPK_PAIR(PP4_K, pair_q4_K)
 #undef DML_QPK_PAIR
 #define DML_QPK_PAIR_FN(name) PairByRows<name>::run
 #else
@@ -383,7 +427,7 @@ GroupKernel rows_fn(int qtype) {
   switch (qtype) {
     case DML_QT_Q4_0: return {ByRows<PQ4_0>::run, kMaxRows, DML_QPK_PAIR_FN(PP4_0)};
     case DML_QT_Q8_0: return {ByRows<PQ8_0>::run, kMaxRows, nullptr};
-    case DML_QT_Q4_K: return {ByRows<PQ4_K>::run, kMaxRows, nullptr};
+    case DML_QT_Q4_K: return {ByRows<PQ4_K>::run, kMaxRows, DML_QPK_PAIR_FN(PP4_K)};
     case DML_QT_Q6_K: return {ByRows<PQ6_K>::run, kMaxRows, nullptr};
     default: return {nullptr, 0, nullptr};
   }
