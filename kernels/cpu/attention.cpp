@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention_isa.h"
+#include "attention_widen_x86.h"
 #include "gemm_isa.h"
 #include "kernel_common.h"
 
@@ -110,6 +111,25 @@ inline void widen_keys(const IsaTiles* tiles, const TK* k, int64_t ldk, int64_t 
   else tiles->widen_transpose_bf16(bits, ldk, cols, d, kt);
 }
 
+// kt[c*kBK + j] = k[j*ldk + c] for j < cols (<= kBK), c < d: float32 key rows transposed into the
+// key tile 8 keys × 8 dims at a time in registers (the library's baseline is AVX2).
+inline void transpose_keys(const float* k, int64_t ldk, int64_t cols, int64_t d, float* kt) {
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    int64_t c = 0;
+    for (; c + 8 <= d; c += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(k + (j + i) * ldk + c);
+      x86::transpose8(r);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kt + (c + i) * kBK + j, r[i]);
+    }
+    for (; c < d; ++c)
+      for (int64_t i = 0; i < 8; ++i) kt[c * kBK + j + i] = k[(j + i) * ldk + c];
+  }
+  for (; j < cols; ++j)
+    for (int64_t c = 0; c < d; ++c) kt[c * kBK + j] = k[j * ldk + c];
+}
+
 // The tiles of the GEMM's ISA path (its table carries them).
 const IsaTiles* active_tiles() { return gemm::active_isa()->attention; }
 
@@ -193,23 +213,36 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
       const int64_t jend = causal ? std::min(lk, i0 + rows) : lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kBK) {
         const int64_t cols = std::min(kBK, jend - j0);
-        // A key block that a boolean mask hides from every row of this query block would add
-        // nothing (its scores are -inf: p = 0, corr = 1, the running max and sum unchanged), so it
-        // is skipped unread: a decoder attends to its KV cache only where the cache is filled.
+        // A key block that a boolean mask hides from a row would add nothing to that row (its
+        // scores are -inf: p = 0, corr = 1, the running max and sum unchanged), so the block runs
+        // only for the rows [ra, rb) between the first and the last row that see any of its keys,
+        // and a block no row sees is skipped unread: a decoder attends to its KV cache only where
+        // the cache is filled, and with several sequences in one run (slots) each query row sees
+        // only its own sequence's key blocks.
+        int64_t ra = 0, rb = rows;
         if (mask && mask_dtype == DML_CPU_BOOL) {
           const auto* mb = static_cast<const uint8_t*>(mask) + moff + i0 * mask_si + j0 * mask_sj;
-          bool any = false;
-          for (int64_t i = 0; i < rows && !any; ++i)
-            for (int64_t j = 0; j < cols; ++j)
-              if (mb[i * mask_si + j * mask_sj]) {
-                any = true;
-                break;
-              }
-          if (!any) continue;
+          auto sees = [&](int64_t i) {
+            const uint8_t* r = mb + i * mask_si;
+            int64_t j = 0;
+            if (mask_sj == 1)  // contiguous mask row: 32 bytes at a time
+              for (; j + 32 <= cols; j += 32)
+                if (!_mm256_testz_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + j)), _mm256_set1_epi8(-1)))
+                  return true;
+            for (; j < cols; ++j)
+              if (r[j * mask_sj]) return true;
+            return false;
+          };
+          while (ra < rows && !sees(ra)) ++ra;
+          if (ra == rows) continue;
+          while (rb - 1 > ra && !sees(rb - 1)) --rb;
         }
+        const int64_t nr = rb - ra;
         // Key rows are read contiguously (they may be strided views) and written transposed.
         if constexpr (mixed) {
           widen_keys(tiles, k + ko + j0 * kr, kr, cols, d, kt.data());
+        } else if constexpr (kv_float) {
+          transpose_keys(k + ko + j0 * kr, kr, cols, d, kt.data());
         } else {
           for (int64_t j = 0; j < cols; ++j) {
             const TK* kj = k + ko + (j0 + j) * kr;
@@ -218,9 +251,9 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
         }
         if (cols < kBK)
           for (int64_t c = 0; c < d; ++c) std::fill(kt.begin() + c * kBK + cols, kt.begin() + (c + 1) * kBK, 0.0f);
-        tiles->scores(d, qf.data(), kt.data(), s.data(), rows);
+        tiles->scores(d, qf.data() + ra * d, kt.data(), s.data() + ra * kBK, nr);
         if (mask) {
-          for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t i = ra; i < rb; ++i) {
             float* row = s.data() + i * kBK;
             const int64_t base = moff + (i0 + i) * mask_si + j0 * mask_sj;
             if (mask_dtype == DML_CPU_BOOL) {
@@ -234,11 +267,11 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
           }
         }
         if (causal && j0 + cols - 1 > i0) {
-          for (int64_t i = 0; i < rows; ++i)
+          for (int64_t i = ra; i < rb; ++i)
             for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < cols; ++j) s[i * kBK + j] = kNegInf;
         }
-        tiles->softmax_block(s.data(), rows, cols, m.data(), sum.data(), corr.data());
-        for (int64_t i = 0; i < rows; ++i) l[i] = l[i] * corr[i] + sum[i];
+        tiles->softmax_block(s.data() + ra * kBK, nr, cols, m.data() + ra, sum.data() + ra, corr.data() + ra);
+        for (int64_t i = ra; i < rb; ++i) l[i] = l[i] * corr[i] + sum[i];
         const float* vb;
         int64_t ldv = dv;
         if constexpr (kv_float) {
@@ -252,7 +285,7 @@ int run(int nbd, const int64_t* batch_shape, int64_t lq, int64_t lk, int64_t d, 
             for (int64_t c = 0; c < dv; ++c) vf[j * dv + c] = load_f(v, vo + (j0 + j) * vr + c);
           vb = vf.data();
         }
-        tiles->accumulate(dv, s.data(), vb, ldv, cols, corr.data(), o.data(), rows);
+        tiles->accumulate(dv, s.data() + ra * kBK, vb, ldv, cols, corr.data() + ra, o.data() + ra * dv, nr);
       }
       for (int64_t i = 0; i < rows; ++i) {
         const float inv = 1.0f / l[i];  // 0 when every key was masked: 0 · inf = NaN, as documented

@@ -23,8 +23,17 @@
 
 namespace dml_cpu::qgemm {
 
-// One 8-row group × `rows` (1..4) activation rows over `nb` blocks (the repacked GEMM's unit).
+// One 8-row group × `rows` activation rows over `nb` blocks (the repacked GEMM's unit); `rows` is
+// 1..max_rows of the GroupKernel it came from, `o` receives 8 floats per row.
 using RowsFn = void (*)(int rows, int64_t nb, const uint8_t* t, const uint8_t* a, int64_t s, float* o);
+// Two adjacent 8-row groups (tiles at `t` and `t + gstride`) × `rows` activation rows; `o` receives
+// 16 floats per row (group g's 8, then group g+1's).
+using PairFn = void (*)(int rows, int64_t nb, const uint8_t* t, int64_t gstride, const uint8_t* a, int64_t s, float* o);
+struct GroupKernel {
+  RowsFn fn;
+  int max_rows;
+  PairFn pair;  // nullptr where the ISA has no two-group kernel for the type
+};
 
 namespace {
 
@@ -65,6 +74,17 @@ inline __m256i bcast4(const void* p) {
   return _mm256_set1_epi32(v);
 }
 inline __m256 halves8(const void* p) { return _mm256_cvtph_ps(load16(p)); }
+// dot_block(sum, u, the 4 bytes at p broadcast to every 32-bit lane). VNNI: one vpdpbusd with an
+// embedded {1to8} broadcast of the memory operand (the compilers keep a separate vpbroadcastd,
+// one more micro-op per step, which at 8 activation rows leaves the front end the limit).
+inline __m256i dot_bcast(__m256i sum, __m256i u, const void* p) {
+#if DML_QPK_VNNI
+  __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(sum) : "v"(u), "m"(*static_cast<const int32_t*>(p)));
+  return sum;
+#else
+  return dot_block(sum, u, bcast4(p));
+#endif
+}
 // Software prefetch of the tile kPrefetchBytes ahead: one decode step streams the whole model from
 // DRAM, and the hardware prefetcher alone leaves one core well below its bandwidth.
 constexpr int kPrefetchBytes = 4096;  // measured at 1–8 KiB on a 32000×2048 GEMV (DRAM-resident): 4 KiB best
@@ -76,8 +96,8 @@ inline void prefetch_tile(const uint8_t* t) {
 template <int R>
 void group_q4_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[R], corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i, t += 144) {
     prefetch_tile<144>(t);
     const __m256 dv = halves8(t);
@@ -88,19 +108,110 @@ void group_q4_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
       const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
       for (int r = 0; r < R; ++r) {
         const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
-        sum[r] = dot_block(sum[r], lo, bcast4(a->qs + 4 * k));
-        sum[r] = dot_block(sum[r], hi, bcast4(a->qs + 16 + 4 * k));
+        sum[r] = dot_bcast(sum[r], lo, a->qs + 4 * k);
+        sum[r] = dot_bcast(sum[r], hi, a->qs + 16 + 4 * k);
       }
     }
+    // Block value d_w · (d_a · Σ q·qa - 8 · s_a), s_a = d_a · Σ qa: the nibble offset -8 folded out.
     for (int r = 0; r < R; ++r) {
       const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
       const __m256 p = _mm256_cvtepi32_ps(widen_block(sum[r]));
-      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(p, _mm256_set1_ps(a->d)), acc[r]);
-      corr[r] = _mm256_fmadd_ps(dv, _mm256_set1_ps(a->s), corr[r]);
+      acc[r] = _mm256_fmadd_ps(dv, _mm256_fmsub_ps(p, _mm256_set1_ps(a->d), _mm256_set1_ps(8.f * a->s)), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_fnmadd_ps(_mm256_set1_ps(8.f), corr[r], acc[r]));
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
 }
+
+#if DML_QPK_VNNI
+// ---- two groups at once on 512-bit vectors (VNNI build) ---------------------------------------------
+// The tiles of groups g and g+1 (`t` and `t + gstride`) side by side in one zmm register: 32-bit
+// lane j < 8 is row j of group g, lane 8 + j row j of group g+1, so every instruction of the loop
+// serves 16 weight rows (one vpdpbusd with a {1to16} activation broadcast per step and row, one
+// set of per-block scale operations for both groups). Each lane runs exactly the operations of the
+// 256-bit kernel: the results are bit-identical to it. `out` receives 16 floats per row.
+inline __m512i load2x32(const uint8_t* p, int64_t gstride) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load32(p)), load32(p + gstride), 1);
+}
+inline __m512 halves16(const uint8_t* p, int64_t gstride) {
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(load16(p)), load16(p + gstride), 1));
+}
+inline __m512i dot_bcast16(__m512i sum, __m512i u, const void* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(sum) : "v"(u), "m"(*static_cast<const int32_t*>(p)));
+  return sum;
+}
+
+template <int R>
+void pair_q4_0(int64_t nb, const uint8_t* t, int64_t gstride, const uint8_t* act, int64_t stride, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, t += 144) {
+    prefetch_tile<144>(t);
+    prefetch_tile<144>(t + gstride);
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+      const __m512i w = load2x32(t + 16 + 32 * k, gstride);
+      const __m512i lo = _mm512_and_si512(w, m4), hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+      for (int r = 0; r < R; ++r) {
+        const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
+        sum[r] = dot_bcast16(sum[r], lo, a->qs + 4 * k);
+        sum[r] = dot_bcast16(sum[r], hi, a->qs + 16 + 4 * k);
+      }
+    }
+    const __m512 dv = halves16(t, gstride);
+    for (int r = 0; r < R; ++r) {
+      const BlockA8* a = reinterpret_cast<const BlockA8*>(act + r * stride) + i;
+      const __m512 p = _mm512_cvtepi32_ps(sum[r]);
+      acc[r] = _mm512_fmadd_ps(dv, _mm512_fmsub_ps(p, _mm512_set1_ps(a->d), _mm512_set1_ps(8.f * a->s)), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + 16 * r, acc[r]);
+}
+
+template <int R>
+void pair_q4_K(int64_t nb, const uint8_t* t, int64_t gstride, const uint8_t* act, int64_t stride, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i, t += 1184) {
+    prefetch_tile<1184>(t);
+    prefetch_tile<1184>(t + gstride);
+    __m512i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+    const uint8_t* q = t + 160;
+    for (int j = 0; j < 8; ++j) {
+      const int jp = j >> 1, shift = (j & 1) * 4;
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + 32 + 8 * j)),
+                                                                 _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t + gstride + 32 + 8 * j))));
+      __m512i sum[R];
+      for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) {
+        const __m512i w = _mm512_and_si512(_mm512_srli_epi16(load2x32(q + 256 * jp + 32 * s, gstride), shift), m4);
+        for (int r = 0; r < R; ++r) {
+          const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 32 * j + 4 * s;
+          sum[r] = dot_bcast16(sum[r], w, aq);
+        }
+      }
+      for (int r = 0; r < R; ++r) isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(sum[r], sc));
+    }
+    const __m512 dv = halves16(t, gstride), mv = halves16(t + 16, gstride);
+    for (int r = 0; r < R; ++r) {
+      const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
+      const __m512i B = _mm512_castsi128_si512(_mm_hadd_epi16(load16(a->bsums), load16(a->bsums + 8)));
+      __m512i m = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const __m512i mins = _mm512_cvtepu8_epi16(
+            _mm256_inserti128_si256(_mm256_castsi128_si256(load16(t + 96 + 16 * p)), load16(t + gstride + 96 + 16 * p), 1));
+        m = _mm512_add_epi32(m, _mm512_madd_epi16(mins, _mm512_permutexvar_epi32(_mm512_set1_epi32(p), B)));
+      }
+      const __m512 v = _mm512_fmsub_ps(dv, _mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(mv, _mm512_cvtepi32_ps(m)));
+      acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(a->d), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + 16 * r, acc[r]);
+}
+#endif
 
 template <int R>
 void group_q8_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
@@ -133,24 +244,12 @@ void group_q8_0(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
 template <int R>
 void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[R], corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i, t += 1184) {
     prefetch_tile<1184>(t);
-    const __m256 dv = halves8(t), mv = halves8(t + 16);
-    __m256i isum[R], msum[R];
-    for (int r = 0; r < R; ++r) {
-      const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
-      // 32-element sums B_0..B_7 of the activation block, paired (B_2p, B_2p+1) per 32-bit lane.
-      const __m256i B = _mm256_castsi128_si256(_mm_hadd_epi16(load16(a->bsums), load16(a->bsums + 8)));
-      __m256i m = _mm256_setzero_si256();
-      for (int p = 0; p < 4; ++p) {
-        const __m256i mins = _mm256_cvtepu8_epi16(load16(t + 96 + 16 * p));
-        m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_permutevar8x32_epi32(B, _mm256_set1_epi32(p))));
-      }
-      msum[r] = m;
-      isum[r] = _mm256_setzero_si256();
-    }
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
     const uint8_t* q = t + 160;
     // Sub-blocks one at a time (low nibbles of a pair, then high): R s16 sums live at once.
     for (int j = 0; j < 8; ++j) {
@@ -162,18 +261,28 @@ void group_q4_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
         const __m256i w = _mm256_and_si256(_mm256_srli_epi16(load32(q + 256 * jp + 32 * s), shift), m4);
         for (int r = 0; r < R; ++r) {
           const int8_t* aq = (reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->qs + 32 * j + 4 * s;
-          sum[r] = dot_block(sum[r], w, bcast4(aq));
+          sum[r] = dot_bcast(sum[r], w, aq);
         }
       }
       for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], scale_block(sum[r], sc));
     }
+    // Block value d_a · (d · Σ sc·q·qa - dmin · Σ min·B), B = the 32-element activation sums.
+    const __m256 dv = halves8(t), mv = halves8(t + 16);
     for (int r = 0; r < R; ++r) {
-      const __m256 da = _mm256_set1_ps((reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->d);
-      acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), da), acc[r]);
-      corr[r] = _mm256_fmadd_ps(mv, _mm256_mul_ps(_mm256_cvtepi32_ps(msum[r]), da), corr[r]);
+      const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
+      // B_0..B_7 paired (B_2p, B_2p+1) per 32-bit lane.
+      const __m256i B = _mm256_castsi128_si256(_mm_hadd_epi16(load16(a->bsums), load16(a->bsums + 8)));
+      __m256i m = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        const __m256i mins = _mm256_cvtepu8_epi16(load16(t + 96 + 16 * p));
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_permutevar8x32_epi32(B, _mm256_set1_epi32(p))));
+      }
+      const __m256 da = _mm256_set1_ps(a->d);
+      const __m256 v = _mm256_fmsub_ps(dv, _mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(mv, _mm256_cvtepi32_ps(m)));
+      acc[r] = _mm256_fmadd_ps(v, da, acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_sub_ps(acc[r], corr[r]));
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
 }
 
 template <int R>
@@ -183,14 +292,16 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
                                          8, 9, 12, 13, 12, 13);
   const __m256i dup_b = _mm256_add_epi8(dup_a, _mm256_set1_epi8(2));
 #endif
-  __m256 acc[R], corr[R];
-  for (int r = 0; r < R; ++r) acc[r] = corr[r] = _mm256_setzero_ps();
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   for (int64_t i = 0; i < nb; ++i, t += 1680) {
     prefetch_tile<1680>(t);
     const __m256 dv = halves8(t);
-    __m256i isum[R], osum[R];
-    for (int r = 0; r < R; ++r) isum[r] = osum[r] = _mm256_setzero_si256();
+    // isum: Σ sc · (q - 32) · qa per row, the offset folded out as 32 · Σ sc · B (B = 16-element
+    // activation sums); |isum| ≤ 256 · 32 · 128 · 128 < 2^31.
+    __m256i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
     const uint8_t* q = t + 144;
     for (int p = 0; p < 8; ++p, q += 192) {
       const __m256i s16 = _mm256_cvtepi8_epi16(load16(t + 16 + 16 * p));  // (sc_2p, sc_2p+1) per row
@@ -215,16 +326,16 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
       for (int r = 0; r < R; ++r) {
         const dml_block_q8_K* a = reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i;
         const int8_t* aq = a->qs + 32 * p;
-        osum[r] = _mm256_add_epi32(osum[r], _mm256_madd_epi16(s16, bcast4(a->bsums + 2 * p)));
+        isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(_mm256_madd_epi16(s16, bcast4(a->bsums + 2 * p)), 5));
 #if DML_QPK_VNNI
-        __m256i da = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w0, bcast4(aq));
-        da = _mm256_dpbusd_epi32(da, w1, bcast4(aq + 4));
-        da = _mm256_dpbusd_epi32(da, w2, bcast4(aq + 8));
-        da = _mm256_dpbusd_epi32(da, w3, bcast4(aq + 12));
-        __m256i db = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w4, bcast4(aq + 16));
-        db = _mm256_dpbusd_epi32(db, w5, bcast4(aq + 20));
-        db = _mm256_dpbusd_epi32(db, w6, bcast4(aq + 24));
-        db = _mm256_dpbusd_epi32(db, w7, bcast4(aq + 28));
+        __m256i da = dot_bcast(_mm256_setzero_si256(), w0, aq);
+        da = dot_bcast(da, w1, aq + 4);
+        da = dot_bcast(da, w2, aq + 8);
+        da = dot_bcast(da, w3, aq + 12);
+        __m256i db = dot_bcast(_mm256_setzero_si256(), w4, aq + 16);
+        db = dot_bcast(db, w5, aq + 20);
+        db = dot_bcast(db, w6, aq + 24);
+        db = dot_bcast(db, w7, aq + 28);
         isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_mullo_epi32(da, scA), _mm256_mullo_epi32(db, scB)));
 #else
         const __m256i x0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(aq)), _mm256_maddubs_epi16(w1, bcast4(aq + 4)));
@@ -240,13 +351,15 @@ void group_q6_K(int64_t nb, const uint8_t* t, const uint8_t* act, int64_t stride
     for (int r = 0; r < R; ++r) {
       const __m256 da = _mm256_set1_ps((reinterpret_cast<const dml_block_q8_K*>(act + r * stride) + i)->d);
       acc[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r]), da), acc[r]);
-      corr[r] = _mm256_fmadd_ps(dv, _mm256_mul_ps(_mm256_cvtepi32_ps(osum[r]), da), corr[r]);
     }
   }
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, _mm256_fnmadd_ps(_mm256_set1_ps(32.f), corr[r], acc[r]));
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
 }
 
-using GroupFn = void (*)(int64_t nb, const uint8_t* tiles, const uint8_t* act, int64_t stride, float* out);
+// Activation rows one kernel call takes: the VNNI build has 32 vector registers (AVX-512VL), room
+// for 8 rows' accumulators beside the unpacked weights, so a decode step of up to 8 sequences reads
+// each weight tile once; the AVX2 build (16 registers) takes 4.
+constexpr int kMaxRows = DML_QPK_VNNI ? 8 : 4;
 
 template <template <int> class K>
 struct ByRows {
@@ -255,10 +368,49 @@ struct ByRows {
       case 1: K<1>::f(nb, t, a, s, o); break;
       case 2: K<2>::f(nb, t, a, s, o); break;
       case 3: K<3>::f(nb, t, a, s, o); break;
+#if DML_QPK_VNNI
+      case 4: K<4>::f(nb, t, a, s, o); break;
+      case 5: K<5>::f(nb, t, a, s, o); break;
+      case 6: K<6>::f(nb, t, a, s, o); break;
+      case 7: K<7>::f(nb, t, a, s, o); break;
+      default: K<8>::f(nb, t, a, s, o); break;
+#else
       default: K<4>::f(nb, t, a, s, o); break;
+#endif
     }
   }
 };
+#if DML_QPK_VNNI
+template <template <int> class K>
+struct PairByRows {
+  static void run(int rows, int64_t nb, const uint8_t* t, int64_t g, const uint8_t* a, int64_t s, float* o) {
+    switch (rows) {
+      case 1: K<1>::f(nb, t, g, a, s, o); break;
+      case 2: K<2>::f(nb, t, g, a, s, o); break;
+      case 3: K<3>::f(nb, t, g, a, s, o); break;
+      case 4: K<4>::f(nb, t, g, a, s, o); break;
+      case 5: K<5>::f(nb, t, g, a, s, o); break;
+      case 6: K<6>::f(nb, t, g, a, s, o); break;
+      case 7: K<7>::f(nb, t, g, a, s, o); break;
+      default: K<8>::f(nb, t, g, a, s, o); break;
+    }
+  }
+};
+#define DML_QPK_PAIR(name, fn)                                                                          \
+  template <int R>                                                                                      \
+  struct name {                                                                                         \
+    static void f(int64_t nb, const uint8_t* t, int64_t g, const uint8_t* a, int64_t s, float* o) {     \
+      fn<R>(nb, t, g, a, s, o);                                                                         \
+    }                                                                                                   \
+  };
+DML_QPK_PAIR(PP4_0, pair_q4_0)
+DML_QPK_PAIR(PP4_K, pair_q4_K)
+#undef DML_QPK_PAIR
+#define DML_QPK_PAIR_FN(name) PairByRows<name>::run
+#else
+#define DML_QPK_PAIR_FN(name) nullptr
+#endif
+
 #define DML_QPK(name, fn)                                                                                     \
   template <int R>                                                                                            \
   struct name {                                                                                               \
@@ -270,20 +422,21 @@ DML_QPK(PQ4_K, group_q4_K)
 DML_QPK(PQ6_K, group_q6_K)
 #undef DML_QPK
 
-// The kernel of `qtype` built for this file's ISA (nullptr for a type without a repacked layout).
-RowsFn rows_fn(int qtype) {
+// The kernel of `qtype` built for this file's ISA ({nullptr, 0} for a type without a repacked layout).
+GroupKernel rows_fn(int qtype) {
   switch (qtype) {
-    case DML_QT_Q4_0: return ByRows<PQ4_0>::run;
-    case DML_QT_Q8_0: return ByRows<PQ8_0>::run;
-    case DML_QT_Q4_K: return ByRows<PQ4_K>::run;
-    case DML_QT_Q6_K: return ByRows<PQ6_K>::run;
-    default: return nullptr;
+    case DML_QT_Q4_0: return {ByRows<PQ4_0>::run, kMaxRows, DML_QPK_PAIR_FN(PP4_0)};
+    case DML_QT_Q8_0: return {ByRows<PQ8_0>::run, kMaxRows, nullptr};
+    case DML_QT_Q4_K: return {ByRows<PQ4_K>::run, kMaxRows, DML_QPK_PAIR_FN(PP4_K)};
+    case DML_QT_Q6_K: return {ByRows<PQ6_K>::run, kMaxRows, nullptr};
+    default: return {nullptr, 0, nullptr};
   }
 }
+#undef DML_QPK_PAIR_FN
 
 }  // namespace
-// avx512/qgemm_packed_vnni.cpp: the AVX512_VNNI kernels (nullptr for a type without a repacked layout);
-// call only on a CPU with AVX512_VNNI and AVX512_VL.
-RowsFn vnni_group_fn(int qtype);
+// avx512/qgemm_packed_vnni.cpp: the AVX512_VNNI kernels ({nullptr, 0} for a type without a repacked
+// layout); call only on a CPU with AVX512_VNNI and AVX512_VL.
+GroupKernel vnni_group_fn(int qtype);
 
 }  // namespace dml_cpu::qgemm

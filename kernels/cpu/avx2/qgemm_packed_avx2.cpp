@@ -202,7 +202,7 @@ void pack_tile(int qtype, const uint8_t* const* rows, uint8_t* t) {
   }
 }
 
-// ---- kernels: one 8-row group × R activation rows (R = 1..4) over all blocks --------------------
+// ---- kernels: one 8-row group × R activation rows (R = 1..kMaxRows) over all blocks ------------
 // The kernels (and their helpers) are in qgemm_packed_kernels.h, compiled here for AVX2 and in
 // avx512/qgemm_packed_vnni.cpp for AVX512_VNNI.
 
@@ -214,9 +214,9 @@ bool vnni_usable() {
   return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") && !isa_disabled("avx512vnni");
 }
 
-RowsFn group_fn(int qtype) {
+GroupKernel group_fn(int qtype) {
   if (vnni_usable())
-    if (RowsFn f = vnni_group_fn(qtype)) return f;
+    if (GroupKernel k = vnni_group_fn(qtype); k.fn) return k;
   return rows_fn(qtype);
 }
 
@@ -239,9 +239,12 @@ int check_shape(int qtype, int64_t N, int64_t K, const char* kernel) {
   return DML_CPU_OK;
 }
 
+// Decode-sized M (up to 8 sequences × 1 token): the weight-streaming schedule, each tile read from
+// memory once per call and run against every activation row while it is in L1.
+constexpr int64_t kDecodeMaxM = 8;
 constexpr int64_t kGroupsPerChunk = 2;  // 16 weight rows per scheduling unit (decode)
-constexpr int64_t kGroupsPerChunkPrefill = 8;  // M > 4: 64 weight rows per unit
-constexpr int64_t kMBlock = 32;                  // activation rows per block (a multiple of 4)
+constexpr int64_t kGroupsPerChunkPrefill = 8;  // M > kDecodeMaxM: 64 weight rows per unit
+constexpr int64_t kMBlock = 32;                  // activation rows per block (a multiple of 8)
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
 }  // namespace
@@ -315,12 +318,13 @@ extern "C" int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t 
   // The activation scratch belongs to the calling thread; the team reads it.
   auto* act = static_cast<uint8_t*>(scratch((size_t)(act_row * M)));
   if (!act) return dml_cpu::fail(DML_CPU_ERR_MEMORY, std::string(kernel) + ": cannot allocate the quantized activations");
-  const RowsFn fn = group_fn(qtype);
+  const GroupKernel kern = group_fn(qtype);
   const auto* tiles = static_cast<const uint8_t*>(packed) + kHeader;
   // Prefill-sized M: more groups per chunk, and the activations walked in blocks of kMBlock rows
   // (≤ 160 KiB of quantized rows at K = 4096) so a block stays in L2 while the chunk's weight
   // tiles (L2 as well) are swept over it.
-  const int64_t gpc = M <= 4 ? kGroupsPerChunk : kGroupsPerChunkPrefill;
+  const bool decode = M <= kDecodeMaxM;
+  const int64_t gpc = decode ? kGroupsPerChunk : kGroupsPerChunkPrefill;
   const int64_t groups = cdiv(N, kG), chunks = cdiv(groups, gpc);
   auto quantize_row = [&](int64_t m) {
     if (k_act)
@@ -330,7 +334,7 @@ extern "C" int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t 
   };
   // Decode-sized M: the caller quantizes the few rows itself (microseconds), which saves the
   // team one barrier per call.
-  const bool serial_act = M <= 4;
+  const bool serial_act = decode;
   if (serial_act)
     for (int64_t m = 0; m < M; ++m) quantize_row(m);
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -342,17 +346,25 @@ extern "C" int dml_cpu_qgemm_prepacked(int qtype, int64_t M, int64_t N, int64_t 
 #pragma omp for schedule(static) nowait
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t g0 = ch * gpc, g1 = std::min(groups, g0 + gpc);
-      alignas(32) float out[4 * kG];
+      alignas(64) float out[8 * 2 * kG];
       for (int64_t mb = 0; mb < M; mb += kMBlock) {
         const int64_t me = std::min(M, mb + kMBlock);
-        for (int64_t g = g0; g < g1; ++g) {
-          const int64_t n0 = g * kG, cols = std::min<int64_t>(kG, N - n0);
+        for (int64_t g = g0; g < g1;) {
+          const int64_t n0 = g * kG;
           const uint8_t* t = tiles + g * nb * tb;
-          for (int64_t m = mb; m < me; m += 4) {
-            const int rows = (int)std::min<int64_t>(4, me - m);
-            fn(rows, nb, t, act + m * act_row, act_row, out);
-            for (int r = 0; r < rows; ++r) memcpy(c + (m + r) * N + n0, out + kG * r, (size_t)cols * sizeof(float));
+          // Groups this pass covers: two where the ISA has a two-group kernel and M ≥ 2 (one
+          // activation row is bound by the weight stream, which two interleaved tile streams
+          // serve worse than one).
+          const int span = kern.pair && M >= 2 && g + 1 < g1 ? 2 : 1;
+          const int64_t cols = std::min<int64_t>(span * kG, N - n0);
+          for (int64_t m = mb; m < me; m += kern.max_rows) {
+            const int rows = (int)std::min<int64_t>(kern.max_rows, me - m);
+            if (span == 2) kern.pair(rows, nb, t, nb * tb, act + m * act_row, act_row, out);
+            else kern.fn(rows, nb, t, act + m * act_row, act_row, out);
+            for (int r = 0; r < rows; ++r)
+              memcpy(c + (m + r) * N + n0, out + span * kG * r, (size_t)cols * sizeof(float));
           }
+          g += span;
         }
       }
       const int64_t n0 = g0 * kG, cols = std::min(N, g1 * kG) - n0;

@@ -2,7 +2,7 @@
 // against (1) dequantize + double-precision GEMM with the int8 path's activation-rounding bound
 // (see test_qgemm.cpp for its derivation) and (2) the unpacked int8 path (dml_cpu_qgemm_variant
 // path 1), which quantizes the activations identically: the two differ only by fp32 summation
-// order. Shapes cover N not a multiple of 8 (zero-padded last group), M = 1, 3, 4, 5 (the 4-row
+// order. Shapes cover N not a multiple of 8 (zero-padded last group), M = 1..9 (the 4- and 8-row
 // activation tiles and their tails), 128, epilogues with and without bias, 1 and 2 threads.
 #include <cmath>
 #include <cstring>
@@ -87,6 +87,18 @@ TEST(QGemmPacked, EpiloguesBiasThreadsAndPrefill) {
   }
 }
 
+// Decode-sized M = 2..8 (a step of up to 8 batched sequences): the weight-streaming schedule with
+// the ISA's widest row tile (8 rows with VNNI, 4 + the rest with AVX2) and, for q4_0 on VNNI, the
+// two-group tiles; N = 37 / 45 end on a lone group / a half-filled group of a pair, 2 threads.
+TEST(QGemmPacked, DecodeRowCounts2To8) {
+  std::mt19937 rng(24);
+  for (int type : kPackedTypes) {
+    const int64_t K = dml_qtype_get(type)->block_size == 32 ? 320 : 512;
+    for (int64_t M = 2; M <= 8; ++M)
+      for (int64_t N : {37, 45}) check(type, M, N, K, M % 2 ? 1 : 2, M == 8 ? DML_CPU_EPI_ADD : DML_CPU_EPI_NONE, M == 8, rng);
+  }
+}
+
 TEST(QGemmPacked, ZeroWeightsGiveExactZeros) {
   const int64_t M = 5, N = 11, K = 512;
   for (int type : kPackedTypes) {
@@ -135,7 +147,7 @@ TEST(QGemmPacked, VnniAndAvx2TilesAreBitIdentical) {
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int type : kPackedTypes) {
     const auto* tr = dml_qtype_get(type);
-    for (int64_t M : {1, 3, 37}) {
+    for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 37}) {
       const int64_t N = 40, K = 512;
       std::vector<float> w(N * K), a(M * K);
       for (auto& x : w) x = nd(rng);
