@@ -7,7 +7,7 @@
 namespace dml_cuda {
 namespace {
 thread_local std::string g_error;
-const char* const kKnobs[] = {"DML_CUDA_CONV_NHWC_AUTO", "DML_CUDA_QGEMV_ROWS", "DINOML_NCCL_LIBRARY"};
+const char* const kKnobs[] = {"DML_CUDA_CONV_NHWC_AUTO", "DML_CUDA_QGEMV_ROWS", "DML_CUDA_SDPA_SPLIT", "DINOML_NCCL_LIBRARY"};
 }
 void set_nccl_library_knob(const char* path);  // collective.cu
 // DML_CUDA_CONV_NHWC_AUTO's rule for the channels-last conv's automatic tile (conv_nhwc.cu): 0 the
@@ -15,6 +15,8 @@ void set_nccl_library_knob(const char* path);  // collective.cu
 int g_conv_nhwc_auto = 0;
 // DML_CUDA_QGEMV_ROWS: weight rows per warp of the int8 GEMV (qgemm.cu): 1, 2 or 4 (0: the default).
 int g_qgemv_rows = 0;
+// DML_CUDA_SDPA_SPLIT=1: few-row attention (decode steps) takes the split-key kernel (attention.cu).
+int g_sdpa_split = 0;
 int fail(const std::string& msg) {
   g_error = msg;
   return 1;
@@ -40,6 +42,10 @@ extern "C" DML_CUDA_API int dml_cuda_set_knob(const char* name, const char* valu
   }
   if (name && std::strcmp(name, "DML_CUDA_QGEMV_ROWS") == 0) {
     dml_cuda::g_qgemv_rows = value ? std::atoi(value) : 0;
+    return 0;
+  }
+  if (name && std::strcmp(name, "DML_CUDA_SDPA_SPLIT") == 0) {
+    dml_cuda::g_sdpa_split = value && std::strcmp(value, "1") == 0;
     return 0;
   }
   if (name && std::strcmp(name, "DINOML_NCCL_LIBRARY") == 0) {

@@ -228,6 +228,13 @@ def main():
         f"{bound:.0f} tok/s ({1e3 / bound:.3f} ms/step)")
     rng = np.random.default_rng(1)
     prompt = [1] + [int(x) for x in rng.integers(259, shape["vocab"], a.prompt - 1)]
+    # The split-key decode attention (DML_CUDA_SDPA_SPLIT) against the row-parallel kernels: speed
+    # and the same greedy tokens / logits; the runs below keep it on.
+    set_knob(art, "DML_CUDA_SDPA_SPLIT", 0)
+    base = dinoml_decode(art, prompt, a.decode, shape["vocab"])
+    set_knob(art, "DML_CUDA_SDPA_SPLIT", 1)
+    res["sdpa_split_off"] = {"decode_tok_s": base["decode_tok_s"], "step_gpu_ms": base["step_gpu_ms"]}
+    log(f"DML_CUDA_SDPA_SPLIT=0: decode {base['decode_tok_s']:.1f} tok/s, one step {base['step_gpu_ms']:.3f} ms GPU")
     # The int8 GEMV's rows per warp (DML_CUDA_QGEMV_ROWS) A/B: a fresh module each (new weights
     # state, so no CUDA graph of another setting is replayed); the default setting last.
     res["qgemv_rows"] = {}
@@ -242,6 +249,12 @@ def main():
     for r in res["qgemv_rows"].values():
         r["same_tokens_as_default"] = r.pop("tokens") == d["tokens"]
     log(f"profile of one step (nodes synchronised): {json.dumps(d['profile'], indent=1)}")
+    k = min(len(base["logits"]), len(d["logits"]))
+    res["sdpa_split_vs_off"] = {
+        "same_tokens": base["tokens"] == d["tokens"],
+        "max_rel_logit_err": float((np.abs(d["logits"][:k] - base["logits"][:k]).max(axis=1) /
+                                    np.abs(base["logits"][:k]).max(axis=1)).max())}
+    log(f"split-key attention vs row-parallel: {res['sdpa_split_vs_off']}")
     if a.gemv_bandwidth:
         import quant_run
         bw_rows = []
