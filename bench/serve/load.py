@@ -43,17 +43,8 @@ def build_artifact(which: str, tmp: str) -> str:
         import mlp
         return dml.compile(mlp.build_spec(), target="cpu", out=os.path.join(tmp, "mlp")).path
     rng = np.random.default_rng(1)
-
-    class Gemm8(dml.Module):
-        def __init__(self):
-            for i in range(8):
-                setattr(self, f"w{i}", dml.Parameter([512, 512]))
-
-        def forward(self, x):
-            for i in range(8):
-                x = dml.ops.relu(dml.ops.gemm_rrr(x, getattr(self, f"w{i}")))
-            return dml.ops.output(x, "y")
-
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    from testkit import Gemm8  # the model the server tests use
     rows = dml.Dim("rows", min=1, max=256, buckets=(1, 64, 256))
     w = {f"w{i}": (rng.standard_normal((512, 512)) / 512 ** 0.5).astype(np.float32) for i in range(8)}
     spec = dml.trace(Gemm8(), inputs={"x": dml.TensorSpec([rows, 512])}, constants=w, name="gemm8")

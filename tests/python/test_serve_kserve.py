@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 import dinoml as dml  # noqa: E402
 from serve_harness import server_process, server_thread  # noqa: E402
-from testkit import Linear  # noqa: E402
+from testkit import Gemm8, Linear  # noqa: E402
 
 RNG = np.random.default_rng(5)
 W = RNG.standard_normal((8, 6)).astype(np.float32)
@@ -36,19 +36,6 @@ class Embed(dml.Module):
     def forward(self, ids):
         e = dml.ops.embedding(ids, self.table)
         return {"emb": e, "top": dml.ops.argmax(e, axis=1)}
-
-
-class Slow(dml.Module):
-    """Eight 512x512 layers: ~0.2-2 s for 1024 rows on two busy cores (queue and shutdown tests)."""
-
-    def __init__(self):
-        for i in range(8):
-            setattr(self, f"w{i}", dml.Parameter([512, 512]))
-
-    def forward(self, x):
-        for i in range(8):
-            x = dml.ops.relu(dml.ops.gemm_rrr(x, getattr(self, f"w{i}")))
-        return dml.ops.output(x, "y")
 
 
 def slow_ref(x):
@@ -74,7 +61,7 @@ def artifacts(tmp_path_factory):
                            name="embed"),
         "halves": dml.trace(halves, inputs={"h": dml.TensorSpec([3], "float16"), "b": dml.TensorSpec([3], "bfloat16")},
                             name="halves"),
-        "slow": dml.trace(Slow(), inputs={"x": dml.TensorSpec([rows, 512])},
+        "slow": dml.trace(Gemm8(), inputs={"x": dml.TensorSpec([rows, 512])},
                           constants={f"w{i}": SLOW_W[i] for i in range(8)}, name="slow"),
     }
     return {k: dml.compile(s, target="cpu", out=str(d / k)).path for k, s in specs.items()}
