@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "ir/error.h"
 #include "ir/validate.h"
@@ -34,6 +36,29 @@ std::string sha256_file(const std::string& path) {
   return sha256_hex(buf.data(), buf.size());
 }
 
+// SHA-256 of a constant's bytes, memoised per buffer. The bytes behind a ConstantBytes are
+// immutable, and one compile hashes every constant many times (the graph hash after each pass, the
+// constant layout that lowering steps and the artifact writer read); hashing ~0.5 GB of weights
+// each time was most of a cached compile of a transformer. An entry is reused only while its
+// buffer is alive (a weak reference to the very buffer), so a new buffer at a freed address is
+// hashed afresh.
+std::string constant_sha256(const ConstantBytes& b) {
+  using Memo = std::unordered_map<const std::vector<uint8_t>*, std::pair<std::weak_ptr<const std::vector<uint8_t>>, std::string>>;
+  static std::mutex mu;
+  static Memo* memo = new Memo;  // never destroyed: no teardown order with static graphs
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = memo->find(b.get());
+    if (it != memo->end() && it->second.first.lock() == b) return it->second.second;
+  }
+  std::string h = sha256_hex(b->data(), b->size());
+  std::lock_guard<std::mutex> lock(mu);
+  if (memo->size() >= 4096)
+    for (auto it = memo->begin(); it != memo->end();) it = it->second.first.expired() ? memo->erase(it) : std::next(it);
+  (*memo)[b.get()] = {b, h};
+  return h;
+}
+
 std::map<std::string, ConstantSlot> layout_constants(const Graph& g) {
   std::map<std::string, ConstantSlot> out;
   uint64_t off = 0;
@@ -44,7 +69,7 @@ std::map<std::string, ConstantSlot> layout_constants(const Graph& g) {
       throw IrError("constant tensor '" + name + "' has no data");
     const auto& bytes = *it->second;
     off = (off + kConstantAlignment - 1) / kConstantAlignment * kConstantAlignment;
-    out[name] = {off, bytes.size(), sha256_hex(bytes.data(), bytes.size())};
+    out[name] = {off, bytes.size(), constant_sha256(it->second)};
     off += bytes.size();
   }
   return out;

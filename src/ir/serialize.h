@@ -21,6 +21,8 @@ struct ConstantSlot {
   std::string sha256;
 };
 
+// SHA-256 (hex) of a constant's bytes, computed once per buffer.
+std::string constant_sha256(const ConstantBytes& b);
 // Deterministic layout of all constants: sorted by tensor name, 64-byte aligned.
 std::map<std::string, ConstantSlot> layout_constants(const Graph& g);
 // The constants file content for that layout (zero padding between slots).
