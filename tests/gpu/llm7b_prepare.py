@@ -42,13 +42,13 @@ SCRIPTS = [os.path.join(HERE, f) for f in ("llm7b_run.py", "llm7b_plan.py", "pro
 
 
 def gguf_wheel(out: str) -> str:
-    """The installed `gguf` package as a wheel the GPU machine imports from (it fetches nothing)."""
+    """The `gguf` package this machine wrote the GGUF with, as a wheel the GPU machine imports from (it
+    fetches nothing): the same version, so the same bytes for the seed."""
+    from importlib.metadata import version
     d = os.path.join(out, "wheels")
     os.makedirs(d, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--find-links", "/dev/null",
-                    "-q", "-w", d, "gguf"], check=False, capture_output=True)
-    if not glob.glob(os.path.join(d, "gguf-*.whl")):
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", d, "gguf"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", d, f"gguf=={version('gguf')}"],
+                   check=True)
     return glob.glob(os.path.join(d, "gguf-*.whl"))[0]
 
 
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
         f.write(dense)
     meta = {"seed": a.seed, "shape": shape, "ctx": a.ctx, "max_seq": a.max_seq, "gguf_bytes": info["bytes"],
             "weight_bytes_per_token": weight_bytes, "constants_bytes": os.path.getsize(os.path.join(gdir, g["constants_file"])),
-            "layout": layout, "gguf_sha256": {layout[k]["gguf"]: layout[k]["sha256"] for k in layout if "gguf" in layout[k]},
+            "layout": layout,
             "command": "tests/gpu/llm7b_prepare.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     json.dump(meta, open(os.path.join(a.out, "llm7b.json"), "w"), indent=1)
     libs = compiler_bundle(a.out, build)

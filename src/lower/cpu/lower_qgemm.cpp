@@ -3,7 +3,6 @@
 // interleaved tiles (dml_cpu_qgemm_pack, kernels/cpu/avx2/qgemm_packed_avx2.cpp) for the
 // dml.qgemm.repacked candidates, which then come first (the default); the other candidates read
 // the blocks in place.
-#include <mutex>
 
 #include "dinoml/quant_blocks.h"
 #include "ir/serialize.h"
@@ -17,26 +16,10 @@ bool repackable(int qt) {
   return qt == DML_QT_Q4_0 || qt == DML_QT_Q8_0 || qt == DML_QT_Q4_K || qt == DML_QT_Q6_K;
 }
 
-// Offset of constant `name` in the module's constant blob. layout_constants hashes every
-// constant; a model has one quantized GEMM per weight, so the layout is computed once per graph
-// (checked against the graph's constant names and sizes, so a reused address cannot hit a stale one).
+// Offset of constant `name` in the module's constant blob (ir::layout_constants: constant hashes
+// are memoised per buffer, so the layout is cheap to recompute per node).
 std::optional<uint64_t> constant_offset(const ir::Graph& g, const std::string& name) {
-  static std::mutex mu;
-  static const ir::Graph* graph = nullptr;
-  static std::vector<std::pair<std::string, size_t>> key;
-  static std::map<std::string, ir::ConstantSlot> layout;
-  std::vector<std::pair<std::string, size_t>> k;
-  for (const auto& [n, t] : g.tensors) {
-    if (t.kind != ir::TensorKind::constant) continue;
-    auto it = g.constant_data.find(n);
-    k.emplace_back(n, it != g.constant_data.end() && it->second ? it->second->size() : size_t(-1));
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  if (graph != &g || key != k) {
-    layout = ir::layout_constants(g);
-    graph = &g;
-    key = std::move(k);
-  }
+  const auto layout = ir::layout_constants(g);
   auto it = layout.find(name);
   if (it == layout.end()) return std::nullopt;
   return it->second.offset;
